@@ -1,0 +1,63 @@
+"""dpgate: a differential-privacy gateway for SQL over DuckDB.
+
+Analysts connect with :func:`connect` and ask ordinary SQL; answers over protected tables
+are differentially private and paid for from budgets kept in the database file. Data
+owners declare what is protected with :class:`Owner`.
+"""
+
+from __future__ import annotations
+
+from dpgate.dbapi import Connection, Cursor, connect
+from dpgate.errors import (
+    BudgetExceededError,
+    DatabaseError,
+    DataError,
+    Error,
+    IntegrityError,
+    InterfaceError,
+    InternalError,
+    NotSupportedError,
+    OperationalError,
+    ParseError,
+    PolicyError,
+    ProgrammingError,
+    UnsupportedQueryError,
+    Warning,
+)
+from dpgate.owner import Owner
+from dpgate.release import ReleaseInfo, Result
+
+__version__ = "0.1.0"
+
+apilevel = "2.0"
+threadsafety = 1
+paramstyle = "qmark"
+
+STRING = "STRING"
+NUMBER = "NUMBER"
+
+__all__ = [
+    "BudgetExceededError",
+    "Connection",
+    "Cursor",
+    "DataError",
+    "DatabaseError",
+    "Error",
+    "IntegrityError",
+    "InterfaceError",
+    "InternalError",
+    "NotSupportedError",
+    "OperationalError",
+    "Owner",
+    "ParseError",
+    "PolicyError",
+    "ProgrammingError",
+    "ReleaseInfo",
+    "Result",
+    "UnsupportedQueryError",
+    "Warning",
+    "apilevel",
+    "connect",
+    "paramstyle",
+    "threadsafety",
+]

@@ -1,0 +1,5 @@
+import sys
+
+from dpgate.cli import main
+
+sys.exit(main())

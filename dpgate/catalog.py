@@ -1,0 +1,243 @@
+"""The data owner's declarations, read from the ``dpgate`` schema of the database file.
+
+Everything here is a *public fact* in the sense of DESIGN.md section 1.2: the schema,
+declared domains and bounds, the privacy unit and contribution bounds, the roster of
+subjects with their budgets, and the analysts with their quotas. Nothing in the catalog
+is read from the protected rows at query time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+
+SCHEMA = "dpgate"
+MAIN = "main"
+
+INTEGER_TYPES = {
+    "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT",
+    "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT",
+}  # fmt: skip
+#: An integer column with declared bounds is its own GROUP BY domain when it spans at most this many values.
+MAX_INTEGER_DOMAIN = 10_000
+
+
+def is_numeric_type(type_name: str) -> bool:
+    t = type_name.upper()
+    return t in INTEGER_TYPES or t in {"FLOAT", "DOUBLE", "REAL"} or t.startswith("DECIMAL")
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of a protected table: its DuckDB type and what the owner declared about it."""
+
+    name: str
+    type: str
+    lower: float | None = None
+    upper: float | None = None
+    domain: tuple[Any, ...] | None = None
+
+    @property
+    def bounded(self) -> bool:
+        return self.lower is not None and self.upper is not None
+
+    @property
+    def is_integer(self) -> bool:
+        return self.type.upper() in INTEGER_TYPES
+
+    def key_domain(self) -> tuple[Any, ...] | None:
+        """The public GROUP BY domain: declared values, or every integer within the bounds."""
+        if self.domain is not None:
+            return self.domain
+        if self.is_integer and self.bounded:
+            lo, hi = math.ceil(self.lower), math.floor(self.upper)
+            if hi - lo + 1 <= MAX_INTEGER_DOMAIN:
+                return tuple(range(lo, hi + 1))
+        return None
+
+
+@dataclass(frozen=True)
+class ProtectedTable:
+    name: str
+    kind: str
+    unit: str
+    max_rows: int
+    max_groups: int
+    budget_source: str
+    subject_delta: float
+    roster: str
+    columns: dict[str, Column]
+    options: dict[str, Any] = field(default_factory=dict)
+    budget_column: str | None = None
+    budget_table: str | None = None
+    default_epsilon: float | None = None
+
+    def column(self, name: str) -> Column | None:
+        return self.columns.get(name.lower())
+
+    @property
+    def roster_sql(self) -> str:
+        return f'{SCHEMA}."{self.roster}"'
+
+
+@dataclass(frozen=True)
+class Analyst:
+    name: str
+    epsilon_quota: float
+    delta_quota: float
+    epsilon_per_query: float
+    delta_per_query: float
+    epsilon_spent: float
+    delta_spent: float
+
+    @property
+    def epsilon_remaining(self) -> float:
+        return max(0.0, self.epsilon_quota - self.epsilon_spent)
+
+    @property
+    def delta_remaining(self) -> float:
+        return max(0.0, self.delta_quota - self.delta_spent)
+
+
+@dataclass(frozen=True)
+class Catalog:
+    version: int
+    tables: dict[str, ProtectedTable]
+    public_tables: frozenset[str]
+    views: frozenset[str]
+    settings: dict[str, str]
+    database_name: str
+    view_sql: dict[str, str] = field(default_factory=dict)
+    builtin_functions: frozenset[str] = frozenset()
+    budget_tables: frozenset[str] = frozenset()
+
+    def protected(self, name: str) -> ProtectedTable | None:
+        return self.tables.get(name.lower())
+
+    @property
+    def allow_test_seed(self) -> bool:
+        return self.settings.get("allow_test_seed", "false") == "true"
+
+
+def schema_exists(con: duckdb.DuckDBPyConnection) -> bool:
+    row = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE schema_name = ? AND table_name = 'settings'",
+        [SCHEMA],
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def catalog_version(con: duckdb.DuckDBPyConnection) -> int:
+    row = con.execute(
+        f"SELECT value FROM {SCHEMA}.settings WHERE key = 'catalog_version'"
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def table_columns(con: duckdb.DuckDBPyConnection, table: str, schema: str = MAIN) -> list[tuple[str, str]]:
+    return [
+        (name.lower(), dtype)
+        for name, dtype in con.execute(
+            "SELECT column_name, data_type FROM duckdb_columns() "
+            "WHERE schema_name = ? AND lower(table_name) = lower(?) AND database_name = current_database() "
+            "ORDER BY column_index",
+            [schema, table],
+        ).fetchall()
+    ]
+
+
+def load(con: duckdb.DuckDBPyConnection) -> Catalog:
+    """Read the whole catalog (a few small queries)."""
+    db_name = con.execute("SELECT current_database()").fetchone()[0]
+    rel_rows = con.execute(
+        "SELECT lower(table_name), 'table' FROM duckdb_tables() WHERE schema_name = 'main' "
+        "AND database_name = current_database() AND NOT temporary "
+        "UNION ALL SELECT lower(view_name), 'view' FROM duckdb_views() WHERE schema_name = 'main' "
+        "AND database_name = current_database() AND NOT internal AND NOT temporary"
+    ).fetchall()
+    base_tables = {n for n, k in rel_rows if k == "table"}
+    views = frozenset(n for n, k in rel_rows if k == "view")
+    view_sql = dict(
+        con.execute(
+            "SELECT lower(view_name), sql FROM duckdb_views() WHERE database_name = current_database() "
+            "AND NOT internal"
+        ).fetchall()
+    )
+    if not schema_exists(con):
+        return Catalog(0, {}, frozenset(base_tables), views, {}, db_name, view_sql, builtin_functions(con)[0])
+
+    settings = dict(con.execute(f"SELECT key, value FROM {SCHEMA}.settings").fetchall())
+    decl_rows = con.execute(
+        f"SELECT table_name, column_name, lower, upper, domain FROM {SCHEMA}.columns"
+    ).fetchall()
+    declared: dict[str, dict[str, tuple]] = {}
+    for tname, cname, lo, hi, dom in decl_rows:
+        declared.setdefault(tname, {})[cname] = (lo, hi, None if dom is None else tuple(json.loads(dom)))
+
+    tables: dict[str, ProtectedTable] = {}
+    for row in con.execute(
+        f"SELECT table_name, kind, unit_column, max_rows, max_groups, budget_source, "
+        f"budget_column, budget_table, default_epsilon, subject_delta, roster_table, options "
+        f"FROM {SCHEMA}.protected_tables"
+    ).fetchall():
+        (tname, kind, unit, max_rows, max_groups, source, bcol, btab, default_eps, sdelta, roster, options) = row
+        cols = {}
+        for cname, ctype in table_columns(con, tname):
+            lo, hi, dom = declared.get(tname, {}).get(cname, (None, None, None))
+            cols[cname] = Column(cname, ctype, lo, hi, dom)
+        tables[tname] = ProtectedTable(
+            name=tname,
+            kind=kind,
+            unit=unit,
+            max_rows=max_rows,
+            max_groups=max_groups,
+            budget_source=source,
+            subject_delta=sdelta,
+            roster=roster,
+            columns=cols,
+            options=json.loads(options) if options else {},
+            budget_column=bcol,
+            budget_table=btab,
+            default_epsilon=default_eps,
+        )
+    budget_tables = frozenset(t.budget_table for t in tables.values() if t.budget_table)
+    public = frozenset(base_tables - set(tables) - budget_tables)
+    return Catalog(
+        int(settings.get("catalog_version", "0")), tables, public, views, settings, db_name, view_sql,
+        builtin_functions(con)[0], budget_tables,
+    )  # fmt: skip
+
+
+_builtins: tuple[frozenset[str], frozenset[str]] | None = None
+
+
+def builtin_functions(con: duckdb.DuckDBPyConnection) -> tuple[frozenset[str], frozenset[str]]:
+    """DuckDB's built-in function names, and the aggregate ones among them (read once per process).
+
+    Anything else an analyst calls is a user-defined macro, which dpgate cannot check.
+    """
+    global _builtins
+    if _builtins is None:
+        rows = con.execute(
+            "SELECT DISTINCT lower(function_name), function_type FROM duckdb_functions() WHERE internal"
+        ).fetchall()
+        _builtins = (
+            frozenset(r[0] for r in rows),
+            frozenset(r[0] for r in rows if r[1] == "aggregate"),
+        )
+    return _builtins
+
+
+def load_analyst(con: duckdb.DuckDBPyConnection, name: str) -> Analyst | None:
+    if not schema_exists(con):
+        return None
+    row = con.execute(
+        f"SELECT name, epsilon_quota, delta_quota, epsilon_per_query, delta_per_query, "
+        f"epsilon_spent, delta_spent FROM {SCHEMA}.analysts WHERE name = ?",
+        [name],
+    ).fetchone()
+    return Analyst(*row) if row else None

@@ -1,0 +1,86 @@
+"""One DuckDB instance per database file per process, opened locked down.
+
+Every dpgate connection (analyst or owner) to a file shares one instance, whose
+configuration disables external access (files, network, extension installs) as a second
+line of defence behind the query checks of ``classify``. The per-file lock serialises
+ledger transactions so that concurrent queries in this process can never overspend;
+DuckDB's own file lock keeps other processes out while the file is open.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+
+import duckdb
+
+from dpgate import errors
+
+LOCKED_CONFIG = {
+    "enable_external_access": False,
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+}
+
+
+@dataclass
+class Instance:
+    path: str
+    root: duckdb.DuckDBPyConnection
+    ledger_lock: threading.RLock = field(default_factory=threading.RLock)
+    users: int = 0
+
+
+_instances: dict[str, Instance] = {}
+_registry_lock = threading.Lock()
+
+
+def _key(path: str | os.PathLike) -> str:
+    path = os.fspath(path)
+    if path == ":memory:":
+        raise errors.InterfaceError(
+            "dpgate needs a database file, not ':memory:'",
+            code="DP101",
+            hint="create a DuckDB file, declare its protected tables, and connect to its path",
+        )
+    return os.path.realpath(path)
+
+
+def acquire(path: str | os.PathLike, *, create: bool = False) -> Instance:
+    """The shared instance for ``path`` (opened on first use)."""
+    key = _key(path)
+    with _registry_lock:
+        inst = _instances.get(key)
+        if inst is None:
+            if not create and not os.path.exists(key):
+                raise errors.InterfaceError(
+                    f"No database file at {os.fspath(path)!r}",
+                    code="DP101",
+                    hint="check the path, or run `dpgate demo --db PATH` to build the demo database",
+                )
+            try:
+                root = duckdb.connect(key, config=dict(LOCKED_CONFIG))
+            except duckdb.Error as e:
+                raise errors.OperationalError(
+                    f"Cannot open {os.fspath(path)!r}: {e}",
+                    code="DP102",
+                    hint="close other DuckDB connections to this file (in this process they "
+                    "must use dpgate, in other processes they hold the file lock)",
+                ) from e
+            inst = Instance(key, root)
+            _instances[key] = inst
+        inst.users += 1
+        return inst
+
+
+def release(inst: Instance) -> None:
+    """Drop one user of the instance; the last one closes it (and frees the file lock)."""
+    with _registry_lock:
+        inst.users -= 1
+        if inst.users <= 0:
+            _instances.pop(inst.path, None)
+            try:
+                inst.root.close()
+            except duckdb.Error:
+                pass

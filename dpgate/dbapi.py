@@ -1,0 +1,180 @@
+"""PEP 249 (DB-API 2.0) connection and cursor over the gateway.
+
+Follows DuckDB's Python API where that is sensible: ``paramstyle = "qmark"`` (``$name``
+with a mapping also works), ``rowcount = -1``, 7-tuple ``description``, ``commit()`` does
+nothing, leaving ``with`` closes the connection. Unlike DuckDB, ``cursor()`` returns a
+light cursor sharing the connection's gateway, session settings and ledger.
+
+``rollback()`` never refunds ε: the ledger debit of a released answer is final.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from dpgate import errors
+from dpgate.gateway import Gateway
+from dpgate.release import ReleaseInfo, Result
+
+
+class Connection:
+    """A DB-API connection for one analyst; make it with ``dpgate.connect``."""
+
+    def __init__(self, gateway: Gateway):
+        self._gateway = gateway
+
+    @property
+    def gateway(self) -> Gateway:
+        if self._gateway.closed:
+            raise errors.InterfaceError("The connection is closed", code="DP100")
+        return self._gateway
+
+    @property
+    def analyst(self) -> str:
+        return self._gateway.analyst
+
+    @property
+    def closed(self) -> bool:
+        return self._gateway.closed
+
+    def cursor(self) -> Cursor:
+        return Cursor(self)
+
+    def execute(self, sql: str, parameters: Any = None) -> Cursor:
+        """Shortcut: a new cursor that has executed ``sql``."""
+        return self.cursor().execute(sql, parameters)
+
+    def commit(self) -> None:
+        self.gateway  # raises if closed
+
+    def rollback(self) -> None:
+        """Does nothing: dpgate's debits are final and answers cannot be taken back."""
+        self.gateway
+
+    def close(self) -> None:
+        self._gateway.close()
+
+    def budget(self) -> tuple[float, float]:
+        """The analyst's remaining (ε, δ) quota."""
+        return self.gateway.ledger.remaining(self.analyst)
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Cursor:
+    """A DB-API cursor. After a DP query, ``release`` holds its cost and error bars."""
+
+    arraysize = 1
+
+    def __init__(self, connection: Connection):
+        self.connection = connection
+        self._result: Result | None = None
+        self._pos = 0
+        self._closed = False
+        self.arraysize = 1
+
+    def _check(self) -> None:
+        if self._closed:
+            raise errors.InterfaceError("The cursor is closed", code="DP100")
+        self.connection.gateway  # raises if the connection is closed
+
+    # -- executing -----------------------------------------------------------------------
+    def execute(self, operation: str, parameters: Any = None) -> Cursor:
+        self._check()
+        if not isinstance(operation, str):
+            raise errors.ProgrammingError("execute() takes SQL text", code="DP200")
+        self._result = None
+        self._pos = 0
+        self._result = self.connection.gateway.run(operation, parameters)
+        return self
+
+    def executemany(self, operation: str, seq_of_parameters: Sequence[Any]) -> Cursor:
+        self._check()
+        for params in seq_of_parameters:
+            self.execute(operation, params)
+        return self
+
+    # -- results -------------------------------------------------------------------------
+    @property
+    def description(self) -> list[tuple] | None:
+        if self._result is None or not self._result.columns:
+            return None
+        return [(n, t, None, None, None, None, None) for n, t in zip(self._result.columns, self._result.types)]
+
+    @property
+    def rowcount(self) -> int:
+        return -1
+
+    @property
+    def release(self) -> ReleaseInfo | None:
+        """Cost, remaining quota, mechanism and error bars of the last DP answer (None otherwise)."""
+        return self._result.release if self._result else None
+
+    @property
+    def result(self) -> Result | None:
+        """The whole last result (dpgate extension): columns, types, rows and release metadata."""
+        return self._result
+
+    @property
+    def message(self) -> str | None:
+        return self._result.message if self._result else None
+
+    def _rows(self) -> list[tuple]:
+        self._check()
+        if self._result is None:
+            raise errors.ProgrammingError("No result: call execute() first", code="DP200")
+        return self._result.rows
+
+    def fetchone(self) -> tuple | None:
+        rows = self._rows()
+        if self._pos >= len(rows):
+            return None
+        self._pos += 1
+        return rows[self._pos - 1]
+
+    def fetchmany(self, size: int | None = None) -> list[tuple]:
+        rows = self._rows()
+        n = self.arraysize if size is None else size
+        out = rows[self._pos : self._pos + n]
+        self._pos += len(out)
+        return out
+
+    def fetchall(self) -> list[tuple]:
+        rows = self._rows()
+        out = rows[self._pos :]
+        self._pos = len(rows)
+        return out
+
+    def __iter__(self) -> Iterator[tuple]:
+        while (row := self.fetchone()) is not None:
+            yield row
+
+    def setinputsizes(self, sizes: Any) -> None:
+        pass
+
+    def setoutputsize(self, size: Any, column: Any = None) -> None:
+        pass
+
+    def close(self) -> None:
+        self._closed = True
+        self._result = None
+
+    def __enter__(self) -> Cursor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def connect(database: str, analyst: str, *, test_seed: int | None = None) -> Connection:
+    """Open ``database`` (a DuckDB file with a dpgate catalog) as ``analyst``.
+
+    ``test_seed`` fixes the noise for tests; the owner must allow it, and every result is
+    then marked not private.
+    """
+    return Connection(Gateway(database, analyst, test_seed=test_seed))

@@ -1,0 +1,204 @@
+"""Exact, bounded aggregates in DuckDB for a counting-class plan.
+
+The SQL is generated from the plan with sqlglot (never by pasting the analyst's text):
+
+``__base``
+    The analyst's FROM / JOIN / WHERE with the privacy unit, the GROUP BY keys and the
+    aggregate inputs as columns; rows without a unit and keys outside their public domain
+    are dropped here, before bounding, so they use up no subject's contribution. Every
+    row-level expression is wrapped in ``TRY()``: no runtime error can depend on a row.
+
+contribution bounding (DESIGN.md 1.7)
+    Only subjects the ledger charged are used. A subject keeps at most ``max_rows`` rows
+    and, when the plan needs it, at most ``max_groups`` groups: a uniformly random choice,
+    ranked by a keyed hash whose 62-bit key comes from the OS for each query (a data order
+    never decides). The ranking of one subject's rows depends only on that subject's rows,
+    so the bound holds whatever other subjects hold.
+
+``__bounded`` is computed in two passes for speed: a first pass finds the subjects that
+exceed a bound or were not charged (usually none); only their rows go through the
+window functions, everyone else's rows are aggregated directly. The result is the same
+relation as bounding every subject.
+
+``ExactAnswer`` never leaves this module and ``gateway``: the mechanism turns it into
+noisy values.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import duckdb
+import numpy as np
+from dpgate import errors
+from dpgate.dialect import to_duckdb
+from dpgate.plans import AVG, COUNT_DISTINCT, COUNT_ROWS, COUNT_SUBJECTS, COUNT_VALUES, SUM, AggSpec, CountPlan
+
+_ids = itertools.count(1)
+
+
+@dataclass
+class ExactAnswer:
+    """Exact bounded statistics, one array per noise component, aligned with ``keys``."""
+
+    keys: list[tuple[Any, ...]]
+    components: dict[tuple[int, str], np.ndarray]
+    subjects: np.ndarray | None  # per key, for DP key selection
+    heavy_subjects: int
+    unused_units: int
+
+
+def _agg_sql(agg: AggSpec) -> list[tuple[str, str]]:
+    """(component label, SQL) for each integer statistic of one aggregate."""
+    v = f"__v{agg.index}"
+    if agg.kind == COUNT_ROWS:
+        return [("count", "count(*)")]
+    if agg.kind == COUNT_VALUES:
+        return [("count", f"count({v})")]
+    if agg.kind == COUNT_DISTINCT:
+        return [("count", f"count(DISTINCT {v})")]
+    if agg.kind == COUNT_SUBJECTS:
+        return [("subjects", f"count(DISTINCT {v if agg.expr is not None else '__unit'})")]
+    clamped = f"least(greatest({v}, {agg.lower!r}), {agg.upper!r})"
+    if agg.grid == 1.0:
+        scaled = f"CAST({clamped} AS BIGINT)" if agg.integer else f"CAST(round({clamped}) AS BIGINT)"
+    elif agg.grid < 1.0:
+        scaled = f"CAST(round({clamped} * {int(round(1 / agg.grid))}) AS BIGINT)"
+    else:
+        scaled = f"CAST(round({clamped} / {int(agg.grid)}) AS BIGINT)"
+    if agg.kind == SUM:
+        return [("sum", f"coalesce(sum({scaled}), 0)")]
+    if agg.kind == AVG:
+        return [("centered sum", f"coalesce(sum({scaled}), 0)"), ("count", f"count({v})")]
+    raise errors.InternalError(f"unknown aggregate kind {agg.kind}")
+
+
+def _base_sql(plan: CountPlan, params: dict[str, Any]) -> str:
+    sql = to_duckdb(plan.source)
+    conds = []
+    for j, key in enumerate(plan.keys):
+        if key.domain is None:
+            continue
+        values = [v for v in key.domain if v is not None]
+        params[f"dom{j}"] = values
+        cond = f"__k{j} IN (SELECT unnest(CAST($dom{j} AS {key.sql_type}[])))"
+        if len(values) < len(key.domain):
+            cond = f"({cond} OR __k{j} IS NULL)"
+        conds.append(cond)
+    if conds:
+        sql = f"SELECT * FROM ({sql}) WHERE {' AND '.join(conds)}"
+    return sql
+
+
+def run(con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, salt: int) -> ExactAnswer:
+    """Compute the exact bounded statistics of ``plan`` over the subjects in table ``charged``."""
+    params: dict[str, Any] = {}
+    base = _base_sql(plan, params)
+    keys = [f"__k{j}" for j in range(len(plan.keys))]
+    values = sorted({f"__v{a.index}" for a in plan.aggs if a.expr is not None})
+    columns = ["__unit", *keys, *values]
+    special = f"__dp_special_{next(_ids)}"
+    key_tuple = f"({', '.join(keys)})" if len(keys) > 1 else (keys[0] if keys else "NULL")
+    group_check = f" OR __p.__g > {plan.max_groups}" if plan.bound_groups else ""
+    group_count = f", count(DISTINCT {key_tuple}) AS __g" if plan.bound_groups else ""
+    try:
+        con.execute(
+            f"CREATE TEMP TABLE {special} AS WITH __base AS ({base}) "
+            f"SELECT __p.__unit, (__c.unit IS NOT NULL) AS __eligible FROM "
+            f"(SELECT __unit, count(*) AS __n{group_count} FROM __base GROUP BY __unit) __p "
+            f"LEFT JOIN {charged} __c ON __p.__unit = __c.unit "
+            f"WHERE __c.unit IS NULL OR __p.__n > {plan.max_rows}{group_check}",
+            params,
+        )
+        heavy, unused = con.execute(
+            f"SELECT count(*) FILTER (WHERE __eligible), count(*) FILTER (WHERE NOT __eligible) FROM {special}"
+        ).fetchone()
+        parts = []
+        if heavy + unused == 0:
+            parts.append("SELECT * FROM __base")
+        else:
+            parts.append(f"SELECT * FROM __base WHERE __unit NOT IN (SELECT __unit FROM {special})")
+        if heavy:
+            params["salt"] = salt
+            inner = f"SELECT * FROM __base WHERE __unit IN (SELECT __unit FROM {special} WHERE __eligible)"
+            if plan.bound_groups:
+                group_hash = f"hash(__unit, {', '.join(keys)}, $salt)"
+                inner = (
+                    f"SELECT * FROM (SELECT *, dense_rank() OVER (PARTITION BY __unit ORDER BY {group_hash}, "
+                    f"{', '.join(keys)}) AS __gr FROM ({inner})) WHERE __gr <= {plan.max_groups}"
+                )
+            row_hash = f"hash({', '.join(columns)}, $salt)"
+            parts.append(
+                f"SELECT {', '.join(columns)} FROM ({inner}) "
+                f"QUALIFY row_number() OVER (PARTITION BY __unit ORDER BY {row_hash}) <= {plan.max_rows}"
+            )
+        bounded = " UNION ALL ".join(f"({p})" for p in parts) if len(parts) > 1 else parts[0]
+        selects = list(keys)
+        labels: list[tuple[int, str]] = []
+        for agg in plan.aggs:
+            for label, sql in _agg_sql(agg):
+                selects.append(sql)
+                labels.append((agg.index, label))
+        if plan.key_selection is not None:
+            selects.append("count(DISTINCT __unit)")
+        group = f" GROUP BY {', '.join(keys)}" if keys else ""
+        sql = f"WITH __base AS ({base}), __bounded AS ({bounded}) SELECT {', '.join(selects)} FROM __bounded{group}"
+        rows = con.execute(sql, params).fetchall()
+    finally:
+        con.execute(f"DROP TABLE IF EXISTS {special}")
+
+    nk = len(keys)
+    if plan.key_selection is None:
+        return _align_to_domains(plan, rows, nk, labels, int(heavy), int(unused))
+    key_rows = [tuple(r[:nk]) for r in rows]
+    comps = {lab: np.array([_int(r[nk + i]) for r in rows], dtype=object) for i, lab in enumerate(labels)}
+    subjects = np.array([int(r[-1]) for r in rows], dtype=np.int64)
+    return ExactAnswer(key_rows, comps, subjects, int(heavy), int(unused))
+
+
+def _int(v: Any) -> int:
+    return 0 if v is None else int(v)
+
+
+def _align_to_domains(plan: CountPlan, rows: list[tuple], nk: int, labels, heavy: int, unused: int) -> ExactAnswer:
+    """Every cell of the public domain gets a value; cells with no rows are exact zeros."""
+    domains = [k.domain for k in plan.keys]
+    n_cells = math.prod(len(d) for d in domains) if domains else 1
+    comps = {lab: np.zeros(n_cells, dtype=object) for lab in labels}
+    if nk == 0:
+        for i, lab in enumerate(labels):
+            comps[lab][0] = _int(rows[0][i]) if rows else 0
+        return ExactAnswer([()], comps, None, heavy, unused)
+    index = [{_norm(v): i for i, v in enumerate(d)} for d in domains]
+    strides = [math.prod(len(d) for d in domains[j + 1 :]) for j in range(nk)]
+    for r in rows:
+        flat = 0
+        for j in range(nk):
+            pos = index[j].get(_norm(r[j]))
+            if pos is None:  # cannot happen: __base keeps domain values only
+                raise errors.InternalError(f"key {r[j]!r} outside its declared domain")
+            flat += pos * strides[j]
+        for i, lab in enumerate(labels):
+            comps[lab][flat] = _int(r[nk + i])
+    keys = list(itertools.product(*domains))
+    return ExactAnswer(keys, comps, None, heavy, unused)
+
+
+def _norm(v: Any) -> Any:
+    """Domain values come from JSON (str / int / float); DuckDB returns typed values."""
+    if isinstance(v, bool) or v is None:
+        return v
+    if isinstance(v, (int, float, Decimal)):
+        return float(v)
+    return str(v)
+
+
+def explain_sql(plan: CountPlan) -> str:
+    """The shape of the exact SQL (for EXPLAIN PRIVACY): the row-level base the bounds apply to."""
+    params: dict[str, Any] = {}
+    return _base_sql(plan, params)
+

@@ -1,0 +1,437 @@
+"""The gateway: the only module that wires the pipeline stages together.
+
+    SQL text -> dialect.parse -> classify -> planner.plan -> ledger.check
+             -> ledger.reserve (debit, one transaction) -> execute (exact, bounded)
+             -> mechanism (noise) -> release (post-processing, error bars) -> ledger.released
+
+A refusal anywhere before ``ledger.reserve`` charges nothing. After it, the debit stands
+whatever happens (fail closed).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import duckdb
+import numpy as np
+from sqlglot import exp
+
+from dpgate import catalog as catalog_mod
+from dpgate import database, errors, execute, noise, planner, release
+from dpgate.classify import Classified, classify
+from dpgate.dialect import parse_one, to_duckdb, to_sql
+from dpgate.facts import DuckDBFacts
+from dpgate.ledger import Cost, Ledger
+from dpgate.mechanisms import KeySelector, LaplaceCounting
+from dpgate.plans import CountPlan
+from dpgate.release import ColumnNoise, ReleaseInfo, Result
+from dpgate.settings import Session, literal_value
+
+
+class Gateway:
+    """One analyst's session on one database file."""
+
+    def __init__(self, path: str | os.PathLike, analyst: str, *, test_seed: int | None = None):
+        if not isinstance(analyst, str) or not analyst:
+            raise errors.InterfaceError("connect() needs analyst='<name>'", code="DP101")
+        self._instance = database.acquire(path)
+        try:
+            self._con = self._instance.root.cursor()
+            self._con.execute("SET python_enable_replacements = false")
+            self.analyst = analyst
+            self.session = Session()
+            self.ledger = Ledger(self._instance, self._con)
+            self.facts = DuckDBFacts(self._con, self.ledger)
+            self._catalog: catalog_mod.Catalog | None = None
+            cat = self.catalog()
+            if not catalog_mod.schema_exists(self._con):
+                raise errors.PolicyError(
+                    f"{os.fspath(path)!r} has no dpgate catalog", code="DP302",
+                    hint="the data owner declares protected tables and analysts first (dpgate policy apply)",
+                )  # fmt: skip
+            self.ledger.quota(analyst)  # unknown analyst -> PolicyError
+            if test_seed is not None and not cat.allow_test_seed:
+                raise errors.PolicyError(
+                    "A fixed test seed was asked for, but the data owner has not allowed test seeds",
+                    code="DP305",
+                    hint="test seeds make noise predictable; the owner enables them with Owner.allow_test_seed()",
+                )
+        except BaseException:
+            database.release(self._instance)
+            raise
+        self._test_seed = test_seed
+        self._queries = 0
+        self.closed = False
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            try:
+                self._con.close()
+            finally:
+                database.release(self._instance)
+
+    # -- catalog ---------------------------------------------------------------------------
+    def catalog(self) -> catalog_mod.Catalog:
+        """The catalog, re-read when the owner changed it (cheap check each statement)."""
+        self._catalog = catalog_mod.load(self._con)
+        return self._catalog
+
+    def _randomness(self) -> noise.Randomness:
+        self._queries += 1
+        if self._test_seed is None:
+            return noise.fresh()
+        return noise.fresh(self._test_seed * 1_000_003 + self._queries)
+
+    # -- the pipeline ------------------------------------------------------------------------
+    def run(self, sql: str, params: Any = None) -> Result:
+        if self.closed:
+            raise errors.InterfaceError("The connection is closed", code="DP100")
+        statement = parse_one(sql)
+        cat = self.catalog()
+        classified = classify(statement, cat)
+        kind = classified.kind
+        if kind == "public":
+            return self._public(statement, params)
+        if params:
+            statement = bind_parameters(statement, params)
+            classified = classify(statement, cat)
+        elif statement.find(exp.Placeholder):
+            raise errors.ProgrammingError(
+                "The statement has parameter placeholders but no parameters were given",
+                code="DP603", hint="pass them as execute(sql, params)",
+            )  # fmt: skip
+        if kind == "set":
+            return self._set(statement)
+        if kind == "show_budget":
+            return self._show_budget(cat)
+        if kind == "show_tables":
+            return self._show_tables(cat)
+        if kind == "describe":
+            return self._describe(classified)
+        if kind == "explain":
+            return self._explain(classified, cat)
+        if kind == "dp":
+            return self._dp(classified, cat, sql)
+        raise errors.InternalError(f"unhandled statement kind {kind}")
+
+    def plan(self, classified: Classified, cat: catalog_mod.Catalog) -> CountPlan:
+        return planner.plan_count(classified, cat, self.session, self.facts)
+
+    def _cost(self, plan: CountPlan, sql: str, private: bool) -> Cost:
+        return Cost(
+            analyst=self.analyst,
+            epsilon=plan.epsilon,
+            delta=plan.delta,
+            query_class=plan.query_class,
+            mechanism=plan.mechanism,
+            statement=sql,
+            query_hash=planner.query_hash(plan.statement_sql),
+            table=plan.table,
+            rule=plan.charge.rule,
+            private=private,
+        )
+
+    def _dp(self, classified: Classified, cat: catalog_mod.Catalog, sql: str) -> Result:
+        plan = self.plan(classified, cat)
+        randomness = self._randomness()
+        cost = self._cost(plan, sql, randomness.private)
+        self.ledger.check(cost)  # refuse early, changing nothing
+        debit = self.ledger.reserve(cost)  # --- debit before release: from here on, charged
+        rng = randomness.rng
+        try:
+            salt = int(rng.integers(0, 2**62))
+            exact = execute.run(self._con, plan, debit.charged, salt)
+            if plan.key_selection is not None:
+                idx = KeySelector().select(exact.subjects, plan.key_selection, rng=rng)
+            else:
+                idx = np.arange(len(exact.keys))
+            keys = [exact.keys[i] for i in idx]
+            noisy = LaplaceCounting().release(plan, exact, idx, rng=rng)
+            names, types, rows, intervals = release.noisy_rows(
+                self._con, plan, keys, noisy, plan.settings.intervals
+            )
+        except errors.Error:
+            raise
+        except duckdb.Error as e:
+            raise errors.OperationalError(
+                f"The query failed after it was charged: {str(e).splitlines()[0]}",
+                code="DP404",
+                hint="the debit stands (fail closed); retry with a simpler query",
+            ) from e
+        finally:
+            self.ledger.discard(debit)
+        self.ledger.released(debit, len(rows))
+        columns = {}
+        for out in plan.outputs:
+            if out.agg is not None:
+                col = noisy[out.agg]
+                columns[out.name] = ColumnNoise(col.mechanism, col.epsilon, col.scale)
+        notes = list(plan.notes)
+        if not randomness.private:
+            notes.append("NOT PRIVATE: a fixed test seed was used")
+        if plan.key_selection is not None:
+            notes.append(
+                f"keys chosen by DP key selection (threshold {plan.key_selection.threshold} subjects, "
+                f"δ={plan.key_selection.delta:g}); {len(keys)} key(s) released"
+            )
+        info = ReleaseInfo(
+            entry_id=debit.entry_id,
+            query_class=plan.query_class,
+            mechanism=plan.mechanism,
+            epsilon=plan.epsilon,
+            delta=plan.delta,
+            epsilon_remaining=debit.epsilon_remaining,
+            delta_remaining=debit.delta_remaining,
+            alpha=plan.settings.alpha,
+            private=randomness.private,
+            subjects_charged=debit.subjects_charged,
+            subjects_excluded=debit.subjects_excluded,
+            columns=columns,
+            intervals=intervals,
+            notes=notes,
+        )
+        return Result(names, types, rows, info)
+
+    # -- statements that are not DP queries -------------------------------------------------
+    def _public(self, statement: exp.Expr, params: Any) -> Result:
+        try:
+            cur = self._con.execute(to_duckdb(statement), params if params else None)
+            rows = cur.fetchall()
+            desc = cur.description or []
+        except duckdb.Error as e:
+            raise _map_duckdb_error(e) from e
+        return Result([d[0] for d in desc], [str(d[1]) for d in desc], rows, None)
+
+    def _set(self, statement: exp.Set) -> Result:
+        changed = []
+        for item in statement.expressions:
+            if not isinstance(item, exp.SetItem) or item.args.get("kind") not in (None, "SESSION"):
+                raise errors.NotSupportedError(
+                    f"{to_sql(statement)} is not a dpgate session setting", code="DP221",
+                    hint="use SET dp_epsilon = 0.5 (and other dp_ settings)",
+                )  # fmt: skip
+            eq = item.this
+            if not isinstance(eq, exp.EQ):
+                raise errors.ProgrammingError("SET needs name = value", code="DP205")
+            name = eq.this.name
+            self.session.set(name, literal_value(eq.expression, name))
+            changed.append(f"{name.lower()} = {self.session.values[name.lower()[3:]]}")
+        return Result([], [], [], None, message="SET " + ", ".join(changed))
+
+    def _show_budget(self, cat: catalog_mod.Catalog) -> Result:
+        eq, dq, ecap, dcap, es, ds = self.ledger.quota(self.analyst)
+        eps_left, delta_left = self.ledger.remaining(self.analyst)
+        rows: list[tuple] = [
+            (
+                f"analyst {self.analyst}",
+                eps_left,
+                delta_left,
+                None,
+                f"quota ε={float(eq):g}, δ={float(dq):g}; per query ε≤{float(ecap):g}, δ≤{float(dcap):g}; "
+                f"session ε={self.session.values['epsilon']:g}",
+            )
+        ]
+        for name in sorted(cat.tables):
+            table = cat.tables[name]
+            usable, excluded = self.ledger.subject_counts(table, self.session.values["epsilon"], 0.0)
+            rows.append(
+                (
+                    f"{name}: subjects",
+                    None,
+                    None,
+                    usable + excluded,
+                    f"{usable} with at least the session ε={self.session.values['epsilon']:g} left",
+                )
+            )
+            for label, count in self.ledger.subject_distribution(table):
+                rows.append((f"{name}: remaining ε {label}", None, None, count, ""))
+        return Result(
+            ["scope", "epsilon_remaining", "delta_remaining", "subjects", "detail"],
+            ["VARCHAR", "DOUBLE", "DOUBLE", "BIGINT", "VARCHAR"],
+            rows,
+        )
+
+    def _show_tables(self, cat: catalog_mod.Catalog) -> Result:
+        rows = []
+        for name in sorted(cat.tables):
+            t = cat.tables[name]
+            rows.append((name, "protected", t.unit, t.max_rows, t.max_groups))
+        for name in sorted(cat.public_tables):
+            rows.append((name, "public", None, None, None))
+        for name in sorted(cat.views):
+            rows.append((name, "view", None, None, None))
+        return Result(
+            ["name", "kind", "privacy_unit", "max_rows", "max_groups"],
+            ["VARCHAR", "VARCHAR", "VARCHAR", "INTEGER", "INTEGER"],
+            rows,
+        )
+
+    def _describe(self, classified: Classified) -> Result:
+        ref = classified.refs[0]
+        rows = []
+        if ref.protected is not None:
+            t = ref.protected
+            for c in t.columns.values():
+                role = "privacy unit" if c.name == t.unit else ""
+                bounds = f"[{c.lower:g}, {c.upper:g}]" if c.bounded else None
+                domain = None
+                if c.domain is not None:
+                    shown = ", ".join(repr(v) for v in c.domain[:12])
+                    domain = shown + (f", ... ({len(c.domain)} values)" if len(c.domain) > 12 else "")
+                rows.append((c.name, c.type, role, bounds, domain))
+        else:
+            for name, typ in self.facts.columns(ref.name):
+                rows.append((name, typ, "", None, None))
+        return Result(
+            ["column_name", "column_type", "role", "bounds", "domain"],
+            ["VARCHAR"] * 5,
+            rows,
+        )
+
+    def _explain(self, classified: Classified, cat: catalog_mod.Catalog) -> Result:
+        inner = classified.inner
+        cols = ["item", "mechanism", "epsilon", "delta", "sensitivity", "ci_half_width", "detail"]
+        types = ["VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "VARCHAR", "VARCHAR", "VARCHAR"]
+        if inner.kind == "public":
+            return Result(cols, types, [("query", "none", 0.0, 0.0, None, None, "reads no protected table: free")])
+        plan = self.plan(inner, cat)
+        return Result(cols, types, explain_rows(plan))
+
+
+def explain_rows(plan: CountPlan) -> list[tuple]:
+    """EXPLAIN PRIVACY: mechanism, ε/δ per release, sensitivities, error bars, charges."""
+    s = plan.settings
+    rows = [
+        (
+            "query",
+            plan.mechanism,
+            plan.epsilon,
+            plan.delta,
+            None,
+            None,
+            f"class {plan.query_class} over {plan.table.name}; error bars at {100 * (1 - s.alpha):g}%",
+        ),
+        (
+            "subjects",
+            f"personalization: {plan.charge.rule}",
+            plan.charge.epsilon,
+            plan.charge.delta,
+            None,
+            None,
+            f"{plan.charge.eligible} subject(s) used and charged ε={plan.charge.epsilon:g} each; "
+            f"{plan.charge.excluded} excluded (less than ε={plan.charge.epsilon:g} left), charged nothing",
+        ),
+        (
+            "bounding",
+            None,
+            None,
+            None,
+            None,
+            None,
+            f"at most {plan.max_rows} row(s) per subject"
+            + (f", at most {plan.max_groups} group(s)" if plan.bound_groups else "")
+            + ", sampled at random; inputs clamped to their bounds",
+        ),
+    ]
+    for k in plan.keys:
+        size = f"{len(k.domain)} values" if k.domain is not None else "unknown"
+        rows.append((f"key {k.name}", None, None, None, None, None, f"domain: {k.source} ({size})"))
+    if plan.key_selection is not None:
+        ks = plan.key_selection
+        rows.append(
+            (
+                "key selection",
+                "key_selection",
+                ks.epsilon,
+                ks.delta,
+                str(ks.sensitivity),
+                None,
+                f"release a key when its noisy subject count reaches {ks.threshold}",
+            )
+        )
+    for agg in plan.aggs:
+        for comp in agg.components:
+            w = noise.discrete_laplace_half_width(comp.epsilon, comp.sensitivity, s.alpha)
+            grid = agg.grid if agg.kind in ("sum", "avg") else 1.0
+            half = f"±{w * grid:.6g}" if grid != 1.0 else f"±{w}"
+            bounds = f"; input clamped to [{agg.lower:g}, {agg.upper:g}]" if agg.lower is not None else ""
+            rows.append(
+                (
+                    f"{agg.label} ({comp.label})",
+                    "discrete Laplace",
+                    comp.epsilon,
+                    0.0,
+                    str(comp.sensitivity) + (f" × 2^{int(np.log2(grid))}" if grid != 1.0 else ""),
+                    half,
+                    f"{agg.kind}{bounds}",
+                )
+            )
+    if plan.cells is not None:
+        rows.append(("cells", None, None, None, None, None, f"{plan.cells} cell(s), every one released with noise"))
+    for note in plan.notes:
+        rows.append(("note", None, None, None, None, None, note))
+    return rows
+
+
+def bind_parameters(statement: exp.Expr, params: Any) -> exp.Expr:
+    """Replace placeholders by literal values (DP queries are planned on the bound statement)."""
+    positional = list(params) if isinstance(params, (list, tuple)) else None
+    named = dict(params) if isinstance(params, dict) else None
+    if positional is None and named is None:
+        raise errors.ProgrammingError("parameters must be a sequence or a mapping", code="DP601")
+    counter = iter(range(10**9))
+
+    def value_for(node: exp.Placeholder) -> Any:
+        key = node.this
+        if key is None:
+            if positional is None:
+                raise errors.ProgrammingError("? placeholders need a sequence of parameters", code="DP601")
+            i = next(counter)
+            if i >= len(positional):
+                raise errors.ProgrammingError(
+                    f"Not enough parameters: the statement has more than {len(positional)} placeholders",
+                    code="DP602",
+                )
+            return positional[i]
+        key = str(key)
+        if key.isdigit():
+            if positional is None or not 1 <= int(key) <= len(positional):
+                raise errors.ProgrammingError(f"No parameter ${key}", code="DP602")
+            return positional[int(key) - 1]
+        if named is None or key not in named:
+            raise errors.ProgrammingError(f"No parameter named ${key}", code="DP602")
+        return named[key]
+
+    def replace(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Placeholder):
+            value = value_for(node)
+            try:
+                return exp.convert(value)
+            except ValueError as e:
+                raise errors.DataError(f"Cannot use parameter value {value!r} in SQL", code="DP604") from e
+        return node
+
+    bound = statement.copy().transform(replace)
+    if positional is not None:
+        used = sum(1 for n in statement.find_all(exp.Placeholder) if n.this is None)
+        if used and used != len(positional):
+            raise errors.ProgrammingError(
+                f"The statement has {used} ? placeholders but {len(positional)} parameters were given",
+                code="DP602",
+            )
+    return bound
+
+
+def _map_duckdb_error(e: duckdb.Error) -> errors.Error:
+    text = str(e).splitlines()[0] if str(e) else type(e).__name__
+    if isinstance(e, (duckdb.ParserException, duckdb.BinderException, duckdb.CatalogException)):
+        return errors.ProgrammingError(text, code="DP230")
+    if isinstance(e, duckdb.PermissionException):
+        return errors.NotSupportedError(text, code="DP220")
+    if isinstance(e, (duckdb.ConversionException, duckdb.OutOfRangeException, duckdb.InvalidInputException)):
+        return errors.DataError(text, code="DP600")
+    if isinstance(e, duckdb.IntegrityError):
+        return errors.IntegrityError(text, code="DP610")
+    return errors.OperationalError(text, code="DP405")

@@ -1,0 +1,225 @@
+"""The persistent privacy ledger: analyst quotas and per-subject budgets, debited before release.
+
+``reserve`` runs one DuckDB transaction that
+
+1. checks the analyst's per-query caps and remaining quota,
+2. selects the subjects the personalization rule uses (today: the threshold rule of seed
+   002 — every subject of the table with at least the query's ε and δ left) into a
+   temporary table for the execution stage,
+3. charges each of them, charges the analyst, and appends one ledger row,
+
+and commits before any noisy value is computed. A crash after the commit loses the
+answer, never the debit; a refusal changes nothing. A per-file lock (``database.Instance``)
+serialises reservations in this process, so concurrent queries cannot overspend.
+
+Charges depend only on public facts — budgets, the query, the plan — never on the rows:
+every subject the rule uses is charged, whether or not a row of theirs matched WHERE.
+All quantities are exact decimals (``DECIMAL(38, 18)``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from decimal import Decimal
+
+import duckdb
+
+from dpgate import database, errors
+from dpgate.catalog import SCHEMA, ProtectedTable
+
+_temp_ids = itertools.count(1)
+
+#: Buckets of remaining ε shown by SHOW BUDGET (never an individual's budget).
+BUCKETS = (0.0, 0.1, 0.5, 1.0, 2.0, 5.0)
+
+
+def dec(x: float | int | Decimal) -> Decimal:
+    """An exact decimal for a privacy quantity (the shortest repr of a float)."""
+    if isinstance(x, Decimal):
+        return x
+    return Decimal(repr(float(x)))
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What one statement spends: the analyst's ε and δ, and what each used subject pays."""
+
+    analyst: str
+    epsilon: float
+    delta: float
+    query_class: str
+    mechanism: str
+    statement: str
+    query_hash: str
+    table: ProtectedTable | None = None
+    rule: str = "threshold"
+    private: bool = True
+
+
+@dataclass(frozen=True)
+class Debit:
+    entry_id: int
+    charged: str | None  # temp table of the units used (and charged)
+    subjects_charged: int
+    subjects_excluded: int
+    epsilon_remaining: float
+    delta_remaining: float
+
+
+class Ledger:
+    def __init__(self, instance: database.Instance, con: duckdb.DuckDBPyConnection):
+        self._instance = instance
+        self._con = con
+
+    # -- reading -------------------------------------------------------------------------
+    def quota(self, analyst: str) -> tuple[Decimal, ...]:
+        row = self._con.execute(
+            f"SELECT epsilon_quota, delta_quota, epsilon_per_query, delta_per_query, epsilon_spent, "
+            f"delta_spent FROM {SCHEMA}.analysts WHERE name = ?",
+            [analyst],
+        ).fetchone()
+        if row is None:
+            raise errors.PolicyError(
+                f"Unknown analyst {analyst!r}", code="DP302",
+                hint="the data owner adds analysts with Owner.add_analyst() or a policy file",
+            )  # fmt: skip
+        return row
+
+    def remaining(self, analyst: str) -> tuple[float, float]:
+        eq, dq, _, _, es, ds = self.quota(analyst)
+        return float(max(eq - es, Decimal(0))), float(max(dq - ds, Decimal(0)))
+
+    def subject_counts(self, table: ProtectedTable, epsilon: float, delta: float) -> tuple[int, int]:
+        """How many subjects the threshold rule would use / leave out (public: roster budgets)."""
+        row = self._con.execute(
+            f"SELECT count(*) FILTER (WHERE {_eligible_sql()}), count(*) FROM {table.roster_sql}",
+            [dec(epsilon), dec(table.subject_delta), dec(delta)],
+        ).fetchone()
+        return int(row[0]), int(row[1] - row[0])
+
+    def subject_distribution(self, table: ProtectedTable) -> list[tuple[str, int]]:
+        """Counts of subjects per bucket of remaining ε (never an individual's value)."""
+        edges = list(BUCKETS)
+        cases = []
+        labels = []
+        for lo, hi in zip(edges, edges[1:] + [None]):
+            if lo == 0.0:
+                labels.append("0 (exhausted)")
+                cases.append("remaining <= 0")
+                labels.append(f"(0, {hi:g})")
+                cases.append(f"remaining > 0 AND remaining < {hi}")
+                continue
+            if hi is None:
+                labels.append(f">= {lo:g}")
+                cases.append(f"remaining >= {lo}")
+            else:
+                labels.append(f"[{lo:g}, {hi:g})")
+                cases.append(f"remaining >= {lo} AND remaining < {hi}")
+        select = ", ".join(f"count(*) FILTER (WHERE {c})" for c in cases)
+        row = self._con.execute(
+            f"SELECT {select} FROM (SELECT epsilon_budget - epsilon_spent AS remaining FROM {table.roster_sql})"
+        ).fetchone()
+        return list(zip(labels, (int(v) for v in row)))
+
+    # -- checking and reserving ----------------------------------------------------------
+    def check(self, cost: Cost) -> tuple[int, int]:
+        """Raise if the cost cannot be paid; return (subjects used, subjects excluded). Changes nothing."""
+        eq, dq, ecap, dcap, es, ds = self.quota(cost.analyst)
+        eps, delta = dec(cost.epsilon), dec(cost.delta)
+        if eps > ecap:
+            raise errors.PolicyError(
+                f"ε = {cost.epsilon:g} is above your per-query cap", code="DP303",
+                hint=f"Requested: ε={cost.epsilon:g} / Cap per query: ε={float(ecap):g}; lower epsilon",
+                requested=cost.epsilon, cap=float(ecap),
+            )  # fmt: skip
+        if delta > dcap:
+            raise errors.PolicyError(
+                f"δ = {cost.delta:g} is above your per-query cap", code="DP304",
+                hint=f"Requested: δ={cost.delta:g} / Cap per query: δ={float(dcap):g}; lower delta",
+                requested=cost.delta, cap=float(dcap),
+            )  # fmt: skip
+        if eps > eq - es:
+            raise errors.BudgetExceededError(
+                "Answering would exceed your ε quota", code="DP401",
+                hint=f"Requested: ε={cost.epsilon:g} / Remaining: ε={float(max(eq - es, 0)):g}; "
+                "ask for a smaller epsilon, or ask the owner for more quota",
+                requested=cost.epsilon, remaining=float(max(eq - es, 0)),
+            )  # fmt: skip
+        if delta > dq - ds:
+            raise errors.BudgetExceededError(
+                "Answering would exceed your δ quota", code="DP402",
+                hint=f"Requested: δ={cost.delta:g} / Remaining: δ={float(max(dq - ds, 0)):g}; "
+                "use declared domains (no δ) or a smaller delta",
+                requested=cost.delta, remaining=float(max(dq - ds, 0)),
+            )  # fmt: skip
+        if cost.table is None:
+            return 0, 0
+        used, excluded = self.subject_counts(cost.table, cost.epsilon, cost.delta)
+        if used == 0:
+            raise errors.BudgetExceededError(
+                f"No subject of {cost.table.name} has ε={cost.epsilon:g} (and δ={cost.delta:g}) left",
+                code="DP403",
+                hint="ask with a smaller epsilon; SHOW BUDGET shows how much subjects have left",
+                requested=cost.epsilon, excluded=excluded,
+            )
+        return used, excluded
+
+    def reserve(self, cost: Cost) -> Debit:
+        """Debit the analyst and the subjects in one transaction (see module docstring)."""
+        con = self._con
+        with self._instance.ledger_lock:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                used, excluded = self.check(cost)
+                charged = None
+                if cost.table is not None:
+                    charged = f"__dp_charged_{next(_temp_ids)}"
+                    con.execute(
+                        f"CREATE TEMP TABLE {charged} AS SELECT unit FROM {cost.table.roster_sql} "
+                        f"WHERE {_eligible_sql()}",
+                        [dec(cost.epsilon), dec(cost.table.subject_delta), dec(cost.delta)],
+                    )
+                    con.execute(
+                        f"UPDATE {cost.table.roster_sql} SET epsilon_spent = epsilon_spent + ?, "
+                        f"delta_spent = delta_spent + ? WHERE unit IN (SELECT unit FROM {charged})",
+                        [dec(cost.epsilon), dec(cost.delta)],
+                    )
+                con.execute(
+                    f"UPDATE {SCHEMA}.analysts SET epsilon_spent = epsilon_spent + ?, "
+                    "delta_spent = delta_spent + ? WHERE name = ?",
+                    [dec(cost.epsilon), dec(cost.delta), cost.analyst],
+                )
+                entry_id = con.execute(
+                    f"INSERT INTO {SCHEMA}.ledger (entry_id, analyst, query_hash, statement, query_class, "
+                    "mechanism, table_name, epsilon, delta, personalization, subjects_charged, "
+                    f"subjects_excluded, subject_epsilon, private) VALUES (nextval('{SCHEMA}.ledger_seq'), "
+                    "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING entry_id",
+                    [
+                        cost.analyst, cost.query_hash, cost.statement, cost.query_class, cost.mechanism,
+                        cost.table.name if cost.table else None, dec(cost.epsilon), dec(cost.delta),
+                        cost.rule if cost.table else None, used, excluded,
+                        dec(cost.epsilon) * used, cost.private,
+                    ],
+                ).fetchone()[0]  # fmt: skip
+                eps_left, delta_left = self.remaining(cost.analyst)
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            con.execute("COMMIT")
+        return Debit(entry_id, charged, used, excluded, eps_left, delta_left)
+
+    def released(self, debit: Debit, row_count: int) -> None:
+        """Record in the release log that the answer paid for by ``debit`` left the gateway."""
+        self._con.execute(
+            f"INSERT INTO {SCHEMA}.releases (entry_id, row_count) VALUES (?, ?)", [debit.entry_id, row_count]
+        )
+
+    def discard(self, debit: Debit) -> None:
+        if debit.charged:
+            self._con.execute(f"DROP TABLE IF EXISTS {debit.charged}")
+
+
+def _eligible_sql() -> str:
+    """Threshold rule (seed 002): the subject has the query's ε and δ left. Params: ε, subject δ, δ."""
+    return "epsilon_budget - epsilon_spent >= ? AND ? - delta_spent >= ?"

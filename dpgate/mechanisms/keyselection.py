@@ -1,0 +1,37 @@
+"""DP key selection: which GROUP BY keys with no public domain may appear in the answer.
+
+**Reference:** Korolova, Kenthapadi, Mishra, Ntoulas, "Releasing search queries and clicks
+privately", WWW 2009; Wilson et al., arXiv 1909.01917, section 3 (τ-thresholding).
+
+**Guarantee:** (ε, δ)-DP for neighbouring databases that differ in all rows of one subject.
+
+**Sensitivity:** after bounding, a subject is counted in at most ``S = min(max_rows,
+max_groups)`` keys, once each, so the vector of per-key subject counts has L1 sensitivity
+``S`` [sens].
+
+**Accuracy:** a key with ``n`` subjects is released with probability ``P(n + Z >= τ)``.
+
+**Proof sketch:** keys present on both neighbours: discrete Laplace with scale ``S / ε`` on
+the counts is ε-DP [noise], and thresholding is post-processing. Keys present on only one
+neighbour have exactly one subject; each is released with probability
+``P(1 + Z >= τ) = a^(τ-1) / (1 + a)``, and there are at most ``S`` of them, so τ is the
+smallest integer with ``S * a^(τ-1) / (1 + a) <= δ`` (``planner._key_selection``) [delta].
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dpgate import noise
+from dpgate.mechanisms.base import Mechanism
+from dpgate.plans import KeySelection
+
+
+class KeySelector(Mechanism):
+    NAME = "key_selection"
+    VETTED = True
+
+    def select(self, subjects: np.ndarray, selection: KeySelection, *, rng: np.random.Generator) -> np.ndarray:
+        """Indices of the keys whose noisy subject count reaches the threshold."""
+        z = noise.discrete_laplace(selection.epsilon, selection.sensitivity, len(subjects), rng)  # [noise]
+        return np.flatnonzero(subjects + z >= selection.threshold)  # [delta]

@@ -1,0 +1,494 @@
+"""The data owner's side: declare protected tables, column facts, analysts and budgets.
+
+Declarations live in the ``dpgate`` schema of the database file (DDL in ``sql/``), so
+they travel with the data. Everything declared here is a public fact: analysts may learn
+it (through ``.schema``, ``SHOW BUDGET``, ``EXPLAIN PRIVACY``), and mechanisms may use it
+without spending budget.
+
+From Python::
+
+    owner = dpgate.Owner("company.duckdb")
+    owner.protect("adult", unit="person_id", max_rows=1, epsilon=2.0,
+                  domains={"sex": ["Female", "Male"]}, bounds={"age": (17, 90)})
+    owner.add_analyst("alice", epsilon=5.0, delta=1e-5, epsilon_per_query=1.0)
+
+or from a TOML policy file with ``dpgate policy apply company.duckdb policy.toml``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import duckdb
+from sqlglot import exp
+
+from dpgate import catalog, database, errors, resources
+
+SCHEMA_VERSION = "1"
+DEFAULT_SUBJECT_DELTA = 1e-5
+DEFAULT_SUBJECT_EPSILON = 1.0
+
+
+def quote(name: str) -> str:
+    """A DuckDB identifier, quoted by sqlglot."""
+    return exp.to_identifier(name, quoted=True).sql(dialect="duckdb")
+
+
+def roster_name(table: str) -> str:
+    return f"roster_{table.lower()}"
+
+
+class Owner:
+    """Administrative access to one database file (owner only; analysts use ``dpgate.connect``)."""
+
+    def __init__(self, path: str | os.PathLike, *, create: bool = True):
+        self._instance = database.acquire(path, create=create)
+        self._con = self._instance.root.cursor()
+        self.path = os.fspath(path)
+        self.init()
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+            database.release(self._instance)
+
+    def __enter__(self) -> Owner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        if self._con is None:
+            raise errors.InterfaceError("This Owner handle is closed", code="DP100")
+        return self._con
+
+    @contextmanager
+    def _transaction(self):
+        with self._instance.ledger_lock:
+            self.con.execute("BEGIN TRANSACTION")
+            try:
+                yield self.con
+                self.con.execute(
+                    f"UPDATE {catalog.SCHEMA}.settings SET value = CAST(CAST(value AS BIGINT) + 1 AS VARCHAR) "
+                    "WHERE key = 'catalog_version'"
+                )
+            except BaseException:
+                self.con.execute("ROLLBACK")
+                raise
+            self.con.execute("COMMIT")
+
+    def init(self) -> None:
+        """Create dpgate's schema if it is missing (idempotent)."""
+        with self._instance.ledger_lock:
+            if catalog.schema_exists(self.con):
+                return
+            self.con.execute("BEGIN TRANSACTION")
+            try:
+                self.con.execute(resources.read_sql("schema.sql"))
+                self.con.execute(
+                    f"INSERT INTO {catalog.SCHEMA}.settings VALUES "
+                    "('schema_version', ?), ('catalog_version', '1'), ('allow_test_seed', 'false')",
+                    [SCHEMA_VERSION],
+                )
+            except BaseException:
+                self.con.execute("ROLLBACK")
+                raise
+            self.con.execute("COMMIT")
+
+    # -- settings ----------------------------------------------------------------------
+    def allow_test_seed(self, allowed: bool = True) -> None:
+        """Let connections ask for a fixed seed (tests only: results are then marked not private)."""
+        with self._transaction() as con:
+            con.execute(
+                f"UPDATE {catalog.SCHEMA}.settings SET value = ? WHERE key = 'allow_test_seed'",
+                ["true" if allowed else "false"],
+            )
+
+    # -- protected tables ----------------------------------------------------------------
+    def protect(
+        self,
+        table: str,
+        *,
+        unit: str,
+        max_rows: int = 1,
+        max_groups: int = 1,
+        epsilon: float | None = None,
+        budget_column: str | None = None,
+        budget_table: str | None = None,
+        budget_table_unit: str | None = None,
+        budget_table_column: str = "epsilon",
+        subject_delta: float = DEFAULT_SUBJECT_DELTA,
+        domains: Mapping[str, Sequence[Any]] | None = None,
+        bounds: Mapping[str, tuple[float, float]] | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Declare ``table`` protected, with ``unit`` as its privacy unit.
+
+        Each subject's lifetime ε budget comes from exactly one source: ``epsilon`` (the
+        same for everyone; the default when nothing is given), ``budget_column`` (a column
+        of the table; the smallest value per subject), or ``budget_table`` (a table of
+        ``(budget_table_unit, budget_table_column)`` rows; subjects missing from it get
+        ``epsilon`` if given, else are left off the roster and never used).
+
+        Re-declaring an existing protected table updates its bounds and declarations; its
+        subjects keep what they have spent. Changing the privacy unit is refused.
+        """
+        table = table.lower()
+        unit = unit.lower()
+        cols = dict(catalog.table_columns(self.con, table))
+        if not cols:
+            raise errors.PolicyError(
+                f"No table {table!r} in schema main", code="DP310",
+                hint="create and load the table first, then protect it",
+            )
+        if unit not in cols:
+            raise errors.PolicyError(
+                f"Table {table!r} has no column {unit!r} for the privacy unit", code="DP311",
+                hint=f"columns are: {', '.join(cols)}",
+            )
+        _check_positive_int("max_rows", max_rows)
+        _check_positive_int("max_groups", max_groups)
+        if not (0 <= subject_delta < 1):
+            raise errors.PolicyError("subject_delta must be in [0, 1)", code="DP312")
+        sources = [s for s in (budget_column, budget_table) if s is not None]
+        if len(sources) > 1:
+            raise errors.PolicyError(
+                "Give one budget source: epsilon, budget_column or budget_table", code="DP313"
+            )
+        if budget_column is not None:
+            source = "column"
+            budget_column = budget_column.lower()
+            if budget_column not in cols:
+                raise errors.PolicyError(
+                    f"No budget column {budget_column!r} in {table!r}", code="DP313"
+                )
+        elif budget_table is not None:
+            source = "table"
+            budget_table = budget_table.lower()
+            budget_table_unit = (budget_table_unit or unit).lower()
+            bcols = dict(catalog.table_columns(self.con, budget_table))
+            for needed in (budget_table_unit, budget_table_column.lower()):
+                if needed not in bcols:
+                    raise errors.PolicyError(
+                        f"Budget table {budget_table!r} has no column {needed!r}", code="DP313",
+                        hint=f"its columns are: {', '.join(bcols) or '(table missing)'}",
+                    )
+        else:
+            source = "default"
+            if epsilon is None:
+                epsilon = DEFAULT_SUBJECT_EPSILON
+        if epsilon is not None and not (epsilon >= 0 and math.isfinite(epsilon)):
+            raise errors.PolicyError("epsilon budget must be finite and >= 0", code="DP313")
+
+        existing = self.con.execute(
+            f"SELECT unit_column FROM {catalog.SCHEMA}.protected_tables WHERE table_name = ?", [table]
+        ).fetchone()
+        if existing and existing[0] != unit:
+            raise errors.PolicyError(
+                f"{table!r} is protected with privacy unit {existing[0]!r}; changing it to {unit!r} "
+                "would reset every subject's budget",
+                code="DP314",
+                hint="call unprotect() first if you really mean to start over",
+            )
+
+        roster = roster_name(table)
+        with self._transaction() as con:
+            con.execute(
+                f"INSERT OR REPLACE INTO {catalog.SCHEMA}.protected_tables "
+                "(table_name, kind, unit_column, max_rows, max_groups, budget_source, budget_column, "
+                "budget_table, budget_table_unit, budget_table_column, default_epsilon, subject_delta, "
+                "roster_table, options) VALUES (?, 'table', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    table, unit, max_rows, max_groups, source, budget_column, budget_table,
+                    budget_table_unit, budget_table_column.lower() if budget_table else None,
+                    epsilon, subject_delta, roster, json.dumps(dict(options or {})),
+                ],
+            )  # fmt: skip
+            ddl = resources.read_sql("roster.sql").format(
+                roster=f"{catalog.SCHEMA}.{quote(roster)}", unit_type=cols[unit]
+            )
+            con.execute(ddl)
+            for col, values in (domains or {}).items():
+                self._declare(con, table, cols, col, domain=values)
+            for col, (lo, hi) in (bounds or {}).items():
+                self._declare(con, table, cols, col, bounds=(lo, hi))
+            self._refresh_roster(con, table)
+
+    def declare(
+        self,
+        table: str,
+        column: str,
+        *,
+        domain: Sequence[Any] | None = None,
+        bounds: tuple[float, float] | None = None,
+    ) -> None:
+        """Declare the public domain or bounds of one column of a protected table."""
+        table = table.lower()
+        self._require_protected(table)
+        cols = dict(catalog.table_columns(self.con, table))
+        with self._transaction() as con:
+            self._declare(con, table, cols, column, domain=domain, bounds=bounds)
+
+    def _declare(self, con, table, cols, column, *, domain=None, bounds=None) -> None:
+        column = column.lower()
+        if column not in cols:
+            raise errors.PolicyError(
+                f"Table {table!r} has no column {column!r}", code="DP311",
+                hint=f"columns are: {', '.join(cols)}",
+            )
+        lo = hi = dom = None
+        if bounds is not None:
+            if not catalog.is_numeric_type(cols[column]):
+                raise errors.PolicyError(
+                    f"Bounds need a numeric column; {table}.{column} is {cols[column]}", code="DP315"
+                )
+            lo, hi = float(bounds[0]), float(bounds[1])
+            if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+                raise errors.PolicyError(
+                    f"Bounds of {table}.{column} must be finite with lower < upper, got {bounds}",
+                    code="DP315",
+                )
+        if domain is not None:
+            values = list(domain)
+            if not values:
+                raise errors.PolicyError(f"Domain of {table}.{column} is empty", code="DP316")
+            try:
+                dom = json.dumps(values)
+            except TypeError as e:
+                raise errors.PolicyError(
+                    f"Domain values of {table}.{column} must be strings, numbers, booleans or null",
+                    code="DP316",
+                ) from e
+            if len({json.dumps(v) for v in values}) != len(values):
+                raise errors.PolicyError(f"Domain of {table}.{column} repeats a value", code="DP316")
+            # The values must be castable to the column type (checked without reading rows).
+            as_text = [None if v is None else json.dumps(v) if isinstance(v, bool) else str(v) for v in values]
+            try:
+                con.execute(
+                    f"SELECT CAST(x AS {cols[column]}) FROM unnest(CAST(? AS VARCHAR[])) AS u(x)", [as_text]
+                ).fetchall()
+            except duckdb.Error as e:
+                raise errors.PolicyError(
+                    f"Domain of {table}.{column} does not fit its type {cols[column]}: {e}",
+                    code="DP316",
+                ) from e
+        existing = con.execute(
+            f"SELECT lower, upper, domain FROM {catalog.SCHEMA}.columns WHERE table_name = ? AND column_name = ?",
+            [table, column],
+        ).fetchone()
+        if existing:
+            lo = lo if bounds is not None else existing[0]
+            hi = hi if bounds is not None else existing[1]
+            dom = dom if domain is not None else existing[2]
+        con.execute(
+            f"INSERT OR REPLACE INTO {catalog.SCHEMA}.columns VALUES (?, ?, ?, ?, ?)",
+            [table, column, lo, hi, dom],
+        )
+
+    def unprotect(self, table: str) -> None:
+        """Forget a protected table's declarations and roster (its subjects' spending history too)."""
+        table = table.lower()
+        self._require_protected(table)
+        with self._transaction() as con:
+            con.execute(f"DROP TABLE IF EXISTS {catalog.SCHEMA}.{quote(roster_name(table))}")
+            con.execute(f"DELETE FROM {catalog.SCHEMA}.columns WHERE table_name = ?", [table])
+            con.execute(f"DELETE FROM {catalog.SCHEMA}.protected_tables WHERE table_name = ?", [table])
+
+    def refresh_roster(self, table: str) -> int:
+        """Add new subjects and re-read budgets from their source; spent budget is kept.
+
+        Returns the number of subjects on the roster. Rows whose unit is not on the roster
+        are never used by any query (they could not be charged).
+        """
+        table = table.lower()
+        self._require_protected(table)
+        with self._transaction() as con:
+            return self._refresh_roster(con, table)
+
+    def _refresh_roster(self, con, table: str) -> int:
+        (unit, source, bcol, btab, btab_unit, btab_col, default_eps, roster) = con.execute(
+            f"SELECT unit_column, budget_source, budget_column, budget_table, budget_table_unit, "
+            f"budget_table_column, default_epsilon, roster_table FROM {catalog.SCHEMA}.protected_tables "
+            "WHERE table_name = ?",
+            [table],
+        ).fetchone()
+        r = f"{catalog.SCHEMA}.{quote(roster)}"
+        t, u = quote(table), quote(unit)
+        if source == "default":
+            src = f"SELECT DISTINCT {u} AS unit, CAST(? AS DOUBLE) AS eps FROM {t} WHERE {u} IS NOT NULL"
+            params: list[Any] = [default_eps]
+        elif source == "column":
+            src = (
+                f"SELECT {u} AS unit, greatest(coalesce(min(CAST({quote(bcol)} AS DOUBLE)), 0), 0) AS eps "
+                f"FROM {t} WHERE {u} IS NOT NULL GROUP BY {u}"
+            )
+            params = []
+        else:
+            src = (
+                f"SELECT {quote(btab_unit)} AS unit, greatest(coalesce(max(CAST({quote(btab_col)} AS DOUBLE)), 0), 0) AS eps "
+                f"FROM {quote(btab)} WHERE {quote(btab_unit)} IS NOT NULL GROUP BY {quote(btab_unit)}"
+            )
+            params = []
+            if default_eps is not None:
+                src += (
+                    f" UNION ALL SELECT DISTINCT {u}, CAST(? AS DOUBLE) FROM {t} WHERE {u} IS NOT NULL "
+                    f"AND {u} NOT IN (SELECT {quote(btab_unit)} FROM {quote(btab)} WHERE {quote(btab_unit)} IS NOT NULL)"
+                )
+                params = [default_eps]
+        con.execute(
+            f"INSERT INTO {r} (unit, epsilon_budget) SELECT unit, eps FROM ({src}) "
+            "ON CONFLICT (unit) DO UPDATE SET epsilon_budget = excluded.epsilon_budget",
+            params,
+        )
+        return con.execute(f"SELECT count(*) FROM {r}").fetchone()[0]
+
+    def _require_protected(self, table: str) -> None:
+        if not self.con.execute(
+            f"SELECT 1 FROM {catalog.SCHEMA}.protected_tables WHERE table_name = ?", [table]
+        ).fetchone():
+            raise errors.PolicyError(
+                f"{table!r} is not a protected table", code="DP310", hint="protect() it first"
+            )
+
+    # -- analysts ------------------------------------------------------------------------
+    def add_analyst(
+        self,
+        name: str,
+        *,
+        epsilon: float,
+        delta: float = 1e-5,
+        epsilon_per_query: float | None = None,
+        delta_per_query: float | None = None,
+    ) -> None:
+        """Create an analyst, or change the quotas of an existing one (what they spent stays)."""
+        epsilon_per_query = epsilon if epsilon_per_query is None else epsilon_per_query
+        delta_per_query = delta if delta_per_query is None else delta_per_query
+        for label, value in (
+            ("epsilon", epsilon), ("delta", delta),
+            ("epsilon_per_query", epsilon_per_query), ("delta_per_query", delta_per_query),
+        ):  # fmt: skip
+            if not (value >= 0 and math.isfinite(value)):
+                raise errors.PolicyError(f"{label} must be finite and >= 0, got {value}", code="DP320")
+        if not name or not isinstance(name, str):
+            raise errors.PolicyError("Analyst name must be a non-empty string", code="DP320")
+        with self._transaction() as con:
+            con.execute(
+                f"INSERT INTO {catalog.SCHEMA}.analysts (name, epsilon_quota, delta_quota, epsilon_per_query, "
+                "delta_per_query) VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
+                "epsilon_quota = excluded.epsilon_quota, delta_quota = excluded.delta_quota, "
+                "epsilon_per_query = excluded.epsilon_per_query, delta_per_query = excluded.delta_per_query",
+                [name, epsilon, delta, epsilon_per_query, delta_per_query],
+            )
+
+    # -- reading -------------------------------------------------------------------------
+    def catalog(self) -> catalog.Catalog:
+        return catalog.load(self.con)
+
+    def ledger(self, analyst: str | None = None) -> list[tuple]:
+        """The append-only ledger (owner only): every debit, newest last."""
+        sql = (
+            f"SELECT l.entry_id, l.logged_at, l.analyst, l.query_class, l.mechanism, l.table_name, l.epsilon, "
+            f"l.delta, l.subjects_charged, l.subjects_excluded, l.private, r.entry_id IS NOT NULL AS released, "
+            f"l.statement FROM {catalog.SCHEMA}.ledger l LEFT JOIN {catalog.SCHEMA}.releases r USING (entry_id)"
+        )
+        params: list[Any] = []
+        if analyst is not None:
+            sql += " WHERE l.analyst = ?"
+            params.append(analyst)
+        return self.con.execute(sql + " ORDER BY l.entry_id", params).fetchall()
+
+    # -- policy files --------------------------------------------------------------------
+    def apply_policy(self, policy: Mapping[str, Any] | str | os.PathLike) -> list[str]:
+        """Apply a policy (a parsed mapping, or the path of a TOML file). Returns what was done."""
+        if not isinstance(policy, Mapping):
+            with open(policy, "rb") as f:
+                try:
+                    policy = tomllib.load(f)
+                except tomllib.TOMLDecodeError as e:
+                    raise errors.PolicyError(f"Policy file is not valid TOML: {e}", code="DP330") from e
+        _check_keys("policy", policy, {"settings", "tables", "analysts"})
+        done = []
+        settings = policy.get("settings", {})
+        _check_keys("[settings]", settings, {"allow_test_seed"})
+        if "allow_test_seed" in settings:
+            self.allow_test_seed(bool(settings["allow_test_seed"]))
+            done.append(f"allow_test_seed = {bool(settings['allow_test_seed'])}")
+        for tname, spec in policy.get("tables", {}).items():
+            _check_keys(
+                f"[tables.{tname}]",
+                spec,
+                {"unit", "max_rows", "max_groups", "budget", "subject_delta", "columns", "options"},
+            )
+            if "unit" not in spec:
+                raise errors.PolicyError(f"[tables.{tname}] needs unit = \"<column>\"", code="DP330")
+            budget = spec.get("budget", {"default": DEFAULT_SUBJECT_EPSILON})
+            if not isinstance(budget, Mapping):
+                budget = {"default": budget}
+            _check_keys(f"[tables.{tname}].budget", budget, {"default", "column", "table", "unit", "epsilon_column"})
+            domains, bounds = {}, {}
+            for cname, cspec in spec.get("columns", {}).items():
+                _check_keys(f"[tables.{tname}.columns.{cname}]", cspec, {"domain", "bounds", "nullable"})
+                if "domain" in cspec:
+                    domains[cname] = list(cspec["domain"]) + ([None] if cspec.get("nullable") else [])
+                if "bounds" in cspec:
+                    lo, hi = cspec["bounds"]
+                    bounds[cname] = (lo, hi)
+            self.protect(
+                tname,
+                unit=spec["unit"],
+                max_rows=spec.get("max_rows", 1),
+                max_groups=spec.get("max_groups", 1),
+                epsilon=budget.get("default"),
+                budget_column=budget.get("column"),
+                budget_table=budget.get("table"),
+                budget_table_unit=budget.get("unit"),
+                budget_table_column=budget.get("epsilon_column", "epsilon"),
+                subject_delta=spec.get("subject_delta", DEFAULT_SUBJECT_DELTA),
+                domains=domains,
+                bounds=bounds,
+                options=spec.get("options"),
+            )
+            done.append(f"protected {tname} (unit {spec['unit']})")
+        for aname, spec in policy.get("analysts", {}).items():
+            _check_keys(
+                f"[analysts.{aname}]", spec, {"epsilon", "delta", "epsilon_per_query", "delta_per_query"}
+            )
+            if "epsilon" not in spec:
+                raise errors.PolicyError(f"[analysts.{aname}] needs epsilon = <quota>", code="DP330")
+            self.add_analyst(
+                aname,
+                epsilon=spec["epsilon"],
+                delta=spec.get("delta", 1e-5),
+                epsilon_per_query=spec.get("epsilon_per_query"),
+                delta_per_query=spec.get("delta_per_query"),
+            )
+            done.append(f"analyst {aname} (epsilon quota {spec['epsilon']})")
+        return done
+
+
+def _check_positive_int(label: str, value: Any) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise errors.PolicyError(f"{label} must be a positive integer, got {value!r}", code="DP312")
+
+
+def _check_keys(where: str, mapping: Any, allowed: Iterable[str]) -> None:
+    allowed = set(allowed)
+    if not isinstance(mapping, Mapping):
+        raise errors.PolicyError(f"{where} must be a table", code="DP330")
+    unknown = sorted(set(mapping) - allowed)
+    if unknown:
+        raise errors.PolicyError(
+            f"Unknown key(s) {', '.join(unknown)} in {where}",
+            code="DP330",
+            hint=f"accepted keys: {', '.join(sorted(allowed))}",
+        )

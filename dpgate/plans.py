@@ -1,0 +1,147 @@
+"""Plans: frozen descriptions of what a query will compute, spend and release.
+
+A plan is built from the statement and public facts only. It fixes the mechanism, every
+sensitivity, every share of ε and δ, and what each subject is charged, before any row is
+read; ``EXPLAIN PRIVACY`` prints it and the ledger debits exactly its cost.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlglot import exp
+
+from dpgate import errors
+from dpgate.catalog import ProtectedTable
+from dpgate.settings import QuerySettings
+
+#: Aggregate kinds of the counting class.
+COUNT_ROWS = "count_rows"  # COUNT(*)
+COUNT_VALUES = "count_values"  # COUNT(expr)
+COUNT_SUBJECTS = "count_subjects"  # COUNT(DISTINCT <privacy unit>)
+COUNT_DISTINCT = "count_distinct"  # COUNT(DISTINCT expr)
+SUM = "sum"
+AVG = "avg"
+
+
+@dataclass(frozen=True)
+class KeySpec:
+    """One GROUP BY key: its row-level expression and its public domain (if known)."""
+
+    name: str
+    expr: exp.Expr
+    sql_type: str
+    domain: tuple[Any, ...] | None
+    source: str  # where the domain comes from, e.g. "declared", "bounds", "public table regions"
+
+
+@dataclass(frozen=True)
+class Component:
+    """One noisy integer statistic: sensitivity in grid units and its share of ε."""
+
+    label: str
+    sensitivity: int
+    epsilon: float
+
+
+@dataclass(frozen=True)
+class AggSpec:
+    """One aggregate of the query, bounded and with its noise fixed."""
+
+    index: int
+    kind: str
+    label: str  # as the analyst wrote it
+    expr: exp.Expr | None  # row-level input (None for COUNT(*) and COUNT(DISTINCT unit))
+    components: tuple[Component, ...]
+    lower: float | None = None
+    upper: float | None = None
+    grid: float = 1.0  # values are summed as integers on this power-of-two grid
+    integer: bool = True  # released as an integer
+
+    @property
+    def epsilon(self) -> float:
+        return sum(c.epsilon for c in self.components)
+
+    @property
+    def sql_type(self) -> str:
+        return "BIGINT" if self.integer and self.kind != AVG else "DOUBLE"
+
+    def grid_int(self, value: float) -> int:
+        return round(value / self.grid)
+
+
+@dataclass(frozen=True)
+class KeySelection:
+    """DP key selection: release a key when its noisy subject count reaches ``threshold``."""
+
+    epsilon: float
+    delta: float
+    sensitivity: int  # groups per subject (L1 of the subject-count vector)
+    threshold: int
+
+
+@dataclass(frozen=True)
+class SubjectCharge:
+    """What the personalization rule charges: every subject it uses pays ``epsilon``."""
+
+    rule: str
+    epsilon: float
+    delta: float
+    eligible: int  # subjects with enough budget left (public: from the roster)
+    excluded: int
+
+
+@dataclass(frozen=True)
+class OutputColumn:
+    name: str
+    agg: int | None  # index of the aggregate whose error bar this column carries
+    wrapper: exp.Expr | None = None  # monotone post-processing applied to the interval
+
+
+@dataclass(frozen=True)
+class CountPlan:
+    """A counting-class query: COUNT / SUM / AVG with WHERE and GROUP BY."""
+
+    table: ProtectedTable
+    settings: QuerySettings
+    statement_sql: str
+    source: exp.Select  # FROM / JOIN / WHERE of the analyst's query, projections replaced
+    unit: exp.Column
+    keys: tuple[KeySpec, ...]
+    aggs: tuple[AggSpec, ...]
+    key_selection: KeySelection | None
+    max_rows: int
+    max_groups: int
+    bound_groups: bool
+    post: exp.Select  # the analyst's projections / HAVING / ORDER BY / LIMIT over __noisy
+    outputs: tuple[OutputColumn, ...]
+    charge: SubjectCharge
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    query_class: str = "count"
+    mechanism: str = "laplace"
+
+    def __post_init__(self) -> None:
+        spent = sum(a.epsilon for a in self.aggs) + (self.key_selection.epsilon if self.key_selection else 0.0)
+        if not math.isclose(spent, self.settings.epsilon, rel_tol=1e-9, abs_tol=1e-15):
+            raise errors.InternalError(f"ε shares sum to {spent}, not {self.settings.epsilon}")
+        if self.key_selection is None and any(k.domain is None for k in self.keys):
+            raise errors.InternalError("a key without a public domain needs key selection")
+
+    @property
+    def epsilon(self) -> float:
+        return self.settings.epsilon
+
+    @property
+    def delta(self) -> float:
+        return self.key_selection.delta if self.key_selection else 0.0
+
+    @property
+    def cells(self) -> int | None:
+        if self.key_selection is not None:
+            return None
+        n = 1
+        for k in self.keys:
+            n *= len(k.domain or ())
+        return n

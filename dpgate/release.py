@@ -1,0 +1,138 @@
+"""Releases: noisy rows with their error bars, post-processed in DuckDB, and their metadata.
+
+Post-processing is free (DESIGN.md 1.9): the analyst's projections, HAVING, ORDER BY and
+LIMIT run in DuckDB over a relation ``__noisy`` that holds only public keys and noisy
+values, never a protected row. Error bars travel as ``<col>_ci_low`` / ``<col>_ci_high``:
+always in ``cursor.release.intervals``, and as extra columns when asked for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+from sqlglot import exp
+
+from dpgate import errors
+from dpgate.dialect import to_duckdb
+from dpgate.mechanisms.base import NoisyColumn
+from dpgate.plans import CountPlan
+
+
+@dataclass(frozen=True)
+class ColumnNoise:
+    """How one output column was made noisy."""
+
+    mechanism: str
+    epsilon: float
+    description: str
+
+
+@dataclass
+class ReleaseInfo:
+    """Metadata of one answer: what it cost, what is left, and how noisy each column is."""
+
+    entry_id: int | None
+    query_class: str
+    mechanism: str
+    epsilon: float
+    delta: float
+    epsilon_remaining: float
+    delta_remaining: float
+    alpha: float
+    private: bool
+    subjects_charged: int = 0
+    subjects_excluded: int = 0
+    columns: dict[str, ColumnNoise] = field(default_factory=dict)
+    intervals: list[dict[str, tuple[Any, Any]]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Result:
+    """A statement's answer: column names, DuckDB type names, rows, and release metadata."""
+
+    columns: list[str]
+    types: list[str]
+    rows: list[tuple]
+    release: ReleaseInfo | None = None
+    message: str | None = None  # for statements without rows (SET)
+
+
+def _list_type(col: NoisyColumn) -> str:
+    if not col.integer:
+        return "DOUBLE"
+    limit = 2**63 - 1
+    fits = all(-limit <= int(v) <= limit for arr in (col.values, col.low, col.high) for v in arr)
+    return "BIGINT" if fits else "HUGEINT"
+
+
+def noisy_rows(
+    con: duckdb.DuckDBPyConnection,
+    plan: CountPlan,
+    keys: list[tuple],
+    noisy: list[NoisyColumn],
+    intervals: bool,
+) -> tuple[list[str], list[str], list[tuple], list[dict[str, tuple]]]:
+    """Run the post-processing query over the noisy values; return names, types, rows, intervals."""
+    params: dict[str, Any] = {}
+    cols = []
+    for j, key in enumerate(plan.keys):
+        params[f"k{j}"] = [k[j] for k in keys]
+        cols.append(f"unnest(CAST($k{j} AS {key.sql_type}[])) AS __k{j}")
+    for i, col in enumerate(noisy):
+        t = _list_type(col)
+        for suffix, values in (("", col.values), ("_lo", col.low), ("_hi", col.high)):
+            params[f"a{i}{suffix}"] = [_py(v) for v in values]
+            cols.append(f"unnest(CAST($a{i}{suffix} AS {t}[])) AS __a{i}{suffix}")
+    if not cols:
+        raise errors.InternalError("nothing to release")
+    values_sql = "SELECT " + ", ".join(cols)
+
+    post = plan.post.copy()
+    n_out = len(post.expressions)
+    ci_exprs = []
+    ci_names = []
+    for out in plan.outputs:
+        if out.agg is None:
+            continue
+        for suffix, tag in (("_lo", "ci_low"), ("_hi", "ci_high")):
+            src = out.wrapper.copy() if out.wrapper is not None else exp.column(f"__a{out.agg}")
+            src = src.transform(
+                lambda n, a=out.agg, s=suffix: exp.column(f"__a{a}{s}")
+                if isinstance(n, exp.Column) and n.name == f"__a{a}"
+                else n
+            )
+            name = f"{out.name}_{tag}"
+            ci_exprs.append(exp.alias_(src, name, quoted=True))
+            ci_names.append((out.name, tag))
+    post.set("expressions", [*post.expressions, *ci_exprs])
+    sql = f"WITH __noisy AS ({values_sql}) {to_duckdb(post)}"
+    try:
+        cur = con.execute(sql, params)
+        rows = cur.fetchall()
+        desc = cur.description
+    except duckdb.Error as e:
+        raise errors.ProgrammingError(
+            f"Post-processing of the noisy answer failed: {str(e).splitlines()[0]}",
+            code="DP231",
+            hint="the query was charged; simplify the SELECT / HAVING / ORDER BY expressions",
+        ) from e
+    names = [d[0] for d in desc]
+    types = [str(d[1]) for d in desc]
+    interval_rows = []
+    for r in rows:
+        iv: dict[str, list] = {}
+        for (name, tag), v in zip(ci_names, r[n_out:]):
+            iv.setdefault(name, [None, None])[0 if tag == "ci_low" else 1] = v
+        interval_rows.append({k: (v[0], v[1]) for k, v in iv.items()})
+    if intervals:
+        return names, types, rows, interval_rows
+    return names[:n_out], types[:n_out], [r[:n_out] for r in rows], interval_rows
+
+
+def _py(v: Any) -> Any:
+    if hasattr(v, "item"):
+        return v.item()
+    return v

@@ -1,0 +1,58 @@
+-- The demo database: UCI Adult as the protected table `adult`, a budget table, and a public
+-- lookup table. Run by `dpgate demo` with {adult} replaced by the path of adult.parquet
+-- (shipped in examples/data/; licence: CC BY 4.0, UCI Machine Learning Repository "Adult",
+-- Becker & Kohavi 1996).
+
+CREATE TABLE adult AS SELECT * FROM read_parquet({adult}) ORDER BY person_id;
+
+-- Personalized lifetime budgets, varying across subjects (a public fact in dpgate's model):
+-- 10% of the people at ε = 0.5, 30% at 1, 40% at 2, 20% at 5.
+CREATE TABLE subject_budgets AS
+SELECT person_id,
+       CASE WHEN h < 10 THEN 0.5 WHEN h < 40 THEN 1.0 WHEN h < 80 THEN 2.0 ELSE 5.0 END AS epsilon
+FROM (SELECT person_id, (person_id * 7919) % 100 AS h FROM adult);
+
+-- A public lookup table (no personal data): world region of each native country.
+CREATE TABLE country_regions (native_country VARCHAR PRIMARY KEY, region VARCHAR NOT NULL);
+INSERT INTO country_regions VALUES
+    ('Cambodia', 'Asia'),
+    ('Canada', 'North America'),
+    ('China', 'Asia'),
+    ('Columbia', 'South America'),
+    ('Cuba', 'Central America & Caribbean'),
+    ('Dominican-Republic', 'Central America & Caribbean'),
+    ('Ecuador', 'South America'),
+    ('El-Salvador', 'Central America & Caribbean'),
+    ('England', 'Europe'),
+    ('France', 'Europe'),
+    ('Germany', 'Europe'),
+    ('Greece', 'Europe'),
+    ('Guatemala', 'Central America & Caribbean'),
+    ('Haiti', 'Central America & Caribbean'),
+    ('Holand-Netherlands', 'Europe'),
+    ('Honduras', 'Central America & Caribbean'),
+    ('Hong', 'Asia'),
+    ('Hungary', 'Europe'),
+    ('India', 'Asia'),
+    ('Iran', 'Asia'),
+    ('Ireland', 'Europe'),
+    ('Italy', 'Europe'),
+    ('Jamaica', 'Central America & Caribbean'),
+    ('Japan', 'Asia'),
+    ('Laos', 'Asia'),
+    ('Mexico', 'Central America & Caribbean'),
+    ('Nicaragua', 'Central America & Caribbean'),
+    ('Outlying-US(Guam-USVI-etc)', 'North America'),
+    ('Peru', 'South America'),
+    ('Philippines', 'Asia'),
+    ('Poland', 'Europe'),
+    ('Portugal', 'Europe'),
+    ('Puerto-Rico', 'Central America & Caribbean'),
+    ('Scotland', 'Europe'),
+    ('South', 'Asia'),
+    ('Taiwan', 'Asia'),
+    ('Thailand', 'Asia'),
+    ('Trinadad&Tobago', 'Central America & Caribbean'),
+    ('United-States', 'North America'),
+    ('Vietnam', 'Asia'),
+    ('Yugoslavia', 'Europe');
