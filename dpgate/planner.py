@@ -317,7 +317,9 @@ class _Planner:
             name = node.name.lower()
             alias = node.alias_or_name.lower()
             if any(i.alias == alias for i in items):
-                raise errors.ProgrammingError(f"Table alias {alias!r} is used twice", code="DP218")
+                raise errors.ProgrammingError(
+                    f"Table alias {alias!r} is used twice", code="DP218", hint="give each table its own alias"
+                )
             prot = self.catalog.protected(name)
             if prot is not None:
                 cols = {c.name: c.type for c in prot.columns.values()}
@@ -390,6 +392,12 @@ class _Planner:
             if group.args.get(arg):
                 raise errors.UnsupportedQueryError(
                     f"GROUP BY {arg.upper().replace('_', ' ')} is not supported", code="DP219",
+                    hint="run one GROUP BY per grouping",
+                )  # fmt: skip
+        for node in group.expressions:
+            if isinstance(node, (exp.Rollup, exp.Cube, exp.GroupingSets)):
+                raise errors.UnsupportedQueryError(
+                    f"GROUP BY {node.key.upper()} is not supported", code="DP219",
                     hint="run one GROUP BY per grouping",
                 )  # fmt: skip
         exprs: list[exp.Expr] = []

@@ -1,0 +1,3 @@
+-- expect-error: DP221 NotSupportedError
+-- why: CALL runs table functions
+CALL pragma_version();

@@ -1,0 +1,3 @@
+-- expect-error: DP223 NotSupportedError
+-- why: dpgate's schema
+DESCRIBE dpgate.ledger;

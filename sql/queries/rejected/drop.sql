@@ -1,0 +1,3 @@
+-- expect-error: DP222 NotSupportedError
+-- why: drops a protected table
+DROP TABLE adult;

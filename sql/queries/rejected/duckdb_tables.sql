@@ -1,0 +1,3 @@
+-- expect-error: DP220 NotSupportedError
+-- why: catalog functions
+SELECT * FROM duckdb_tables();

@@ -1,0 +1,3 @@
+-- expect-error: DP202 ParseError
+-- why: no statement at all
+

@@ -1,0 +1,3 @@
+-- expect-error: DP222 NotSupportedError
+-- why: erasing the ledger
+DELETE FROM dpgate.ledger;

@@ -1,0 +1,3 @@
+-- expect-error: DP220 NotSupportedError
+-- why: the environment
+SELECT getenv('HOME');

@@ -1,0 +1,3 @@
+-- expect-error: DP221 NotSupportedError
+-- why: INSTALL downloads extensions
+INSTALL httpfs;

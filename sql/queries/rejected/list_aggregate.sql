@@ -1,0 +1,3 @@
+-- expect-error: DP212 UnsupportedQueryError
+-- why: list() collects raw values
+SELECT list(age) FROM adult;

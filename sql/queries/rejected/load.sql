@@ -1,0 +1,3 @@
+-- expect-error: DP221 NotSupportedError
+-- why: LOAD runs extensions
+LOAD httpfs;

@@ -1,0 +1,3 @@
+-- expect-error: DP201 ParseError
+-- why: an unclosed parenthesis
+SELECT COUNT(* FROM adult;

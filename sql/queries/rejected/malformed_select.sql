@@ -1,0 +1,3 @@
+-- expect-error: DP201 ParseError
+-- why: a typo in SELECT
+SELEC COUNT(*) FROM adult;

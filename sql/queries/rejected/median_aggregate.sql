@@ -1,0 +1,3 @@
+-- expect-error: DP212 UnsupportedQueryError
+-- why: MEDIAN is not supported yet
+SELECT MEDIAN(age) FROM adult;

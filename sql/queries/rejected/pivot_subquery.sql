@@ -1,0 +1,3 @@
+-- expect-error: DP216 UnsupportedQueryError
+-- why: PIVOT inside a subquery
+SELECT * FROM (PIVOT adult ON sex USING COUNT(*));

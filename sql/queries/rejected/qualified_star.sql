@@ -1,0 +1,3 @@
+-- expect-error: DP211 UnsupportedQueryError
+-- why: a qualified star
+SELECT adult.* FROM adult;

@@ -1,0 +1,3 @@
+-- expect-error: DP220 NotSupportedError
+-- why: query_table() reads any table
+SELECT * FROM query_table('adult');

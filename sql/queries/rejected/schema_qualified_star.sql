@@ -1,0 +1,3 @@
+-- expect-error: DP211 UnsupportedQueryError
+-- why: main.adult is the protected table too
+SELECT * FROM main.adult;

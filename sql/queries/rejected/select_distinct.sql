@@ -1,0 +1,3 @@
+-- expect-error: DP211 UnsupportedQueryError
+-- why: DISTINCT lists raw values
+SELECT DISTINCT education FROM adult;

@@ -1,0 +1,3 @@
+-- expect-error: DP211 UnsupportedQueryError
+-- why: rows of a protected table
+SELECT * FROM adult;

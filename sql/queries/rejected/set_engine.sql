@@ -1,0 +1,3 @@
+-- expect-error: DP221 NotSupportedError
+-- why: engine settings
+SET threads = 1;

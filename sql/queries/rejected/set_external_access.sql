@@ -1,0 +1,3 @@
+-- expect-error: DP221 NotSupportedError
+-- why: re-enabling file access
+SET enable_external_access = true;

@@ -1,0 +1,3 @@
+-- expect-error: DP212 UnsupportedQueryError
+-- why: STDDEV is not supported yet
+SELECT STDDEV(age) FROM adult;

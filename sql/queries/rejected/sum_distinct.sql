@@ -1,0 +1,3 @@
+-- expect-error: DP212 UnsupportedQueryError
+-- why: SUM(DISTINCT)
+SELECT SUM(DISTINCT age) FROM adult;

@@ -1,0 +1,3 @@
+-- expect-error: DP221 NotSupportedError
+-- why: SUMMARIZE prints min, max and distinct counts
+SUMMARIZE adult;

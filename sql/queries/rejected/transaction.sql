@@ -1,0 +1,3 @@
+-- expect-error: DP222 NotSupportedError
+-- why: analysts cannot open transactions
+BEGIN TRANSACTION;

@@ -1,0 +1,3 @@
+-- expect-error: DP203 ParseError
+-- why: a second statement smuggled after the first
+SELECT COUNT(*) FROM adult; DROP TABLE adult;

@@ -1,0 +1,3 @@
+-- expect-error: DP218 ProgrammingError
+-- why: a column that does not exist
+SELECT COUNT(nosuchcol) FROM adult;

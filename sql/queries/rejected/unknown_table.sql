@@ -1,0 +1,3 @@
+-- expect-error: DP225 ProgrammingError
+-- why: a table that does not exist
+SELECT COUNT(*) FROM nosuchtable;

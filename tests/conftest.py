@@ -1,0 +1,80 @@
+"""Shared fixtures: the demo database (built once, copied per test) and small custom databases."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import duckdb
+import pytest
+
+import dpgate
+from dpgate import demo
+from dpgate.owner import Owner
+
+#: Seed of every statistical test (fixed, so failures reproduce).
+TEST_SEED = 20261122
+
+
+@pytest.fixture(scope="session")
+def demo_template(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("demo") / "demo.duckdb"
+    demo.build(path)
+    return path
+
+
+@pytest.fixture
+def demo_db(demo_template, tmp_path) -> Path:
+    """A private copy of the demo database (adult, subject_budgets, country_regions; analyst demo)."""
+    dst = tmp_path / "demo.duckdb"
+    shutil.copy(demo_template, dst)
+    wal = Path(str(demo_template) + ".wal")
+    if wal.exists():
+        shutil.copy(wal, str(dst) + ".wal")
+    return dst
+
+
+@pytest.fixture
+def con(demo_db):
+    c = dpgate.connect(str(demo_db), analyst="demo")
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def seeded(demo_db):
+    c = dpgate.connect(str(demo_db), analyst="demo", test_seed=TEST_SEED)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def make_db(tmp_path) -> Callable[..., Path]:
+    """Build a database from SQL, then protect tables and add analysts through the Owner API.
+
+    ``make_db(setup_sql, protect={"t": {...}}, analysts={"a": {...}})``
+    """
+    counter = iter(range(1000))
+
+    def build(setup_sql: str, protect: dict | None = None, analysts: dict | None = None, allow_seed: bool = True) -> Path:
+        path = tmp_path / f"db{next(counter)}.duckdb"
+        raw = duckdb.connect(str(path))
+        raw.execute(setup_sql)
+        raw.close()
+        with Owner(path) as owner:
+            for table, spec in (protect or {}).items():
+                owner.protect(table, **spec)
+            for name, spec in (analysts or {"alice": {"epsilon": 100.0, "delta": 1e-3}}).items():
+                owner.add_analyst(name, **spec)
+            if allow_seed:
+                owner.allow_test_seed(True)
+        return path
+
+    return build
+
+
+def fetch(con, sql, params=None):
+    cur = con.cursor()
+    cur.execute(sql, params)
+    return cur.fetchall(), cur
