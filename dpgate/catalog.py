@@ -72,6 +72,7 @@ class ProtectedTable:
     roster: str
     columns: dict[str, Column]
     options: dict[str, Any] = field(default_factory=dict)
+    unique_unit: bool = False  # a PRIMARY KEY / UNIQUE constraint on the unit: one row per subject
     budget_column: str | None = None
     budget_table: str | None = None
     default_epsilon: float | None = None
@@ -121,6 +122,21 @@ class Catalog:
     @property
     def allow_test_seed(self) -> bool:
         return self.settings.get("allow_test_seed", "false") == "true"
+
+
+FINGERPRINT_SQL = f"""
+SELECT 'catalog_version', value FROM {SCHEMA}.settings WHERE key = 'catalog_version'
+UNION ALL SELECT lower(table_name), sql FROM duckdb_tables() WHERE database_name = current_database() AND NOT temporary
+UNION ALL SELECT lower(view_name), sql FROM duckdb_views() WHERE database_name = current_database() AND NOT internal
+"""
+
+
+def fingerprint(con: duckdb.DuckDBPyConnection) -> frozenset:
+    """Changes whenever the owner changes declarations or any table's or view's definition.
+
+    (A table's ``sql`` is its CREATE statement, constraints included, so ALTER changes it.)
+    """
+    return frozenset(con.execute(FINGERPRINT_SQL).fetchall())
 
 
 def schema_exists(con: duckdb.DuckDBPyConnection) -> bool:
@@ -178,6 +194,14 @@ def load(con: duckdb.DuckDBPyConnection) -> Catalog:
     for tname, cname, lo, hi, dom in decl_rows:
         declared.setdefault(tname, {})[cname] = (lo, hi, None if dom is None else tuple(json.loads(dom)))
 
+    unique = {
+        (t.lower(), cols[0].lower())
+        for t, cols in con.execute(
+            "SELECT table_name, constraint_column_names FROM duckdb_constraints() WHERE schema_name = 'main' "
+            "AND database_name = current_database() AND constraint_type IN ('PRIMARY KEY', 'UNIQUE')"
+        ).fetchall()
+        if len(cols) == 1
+    }
     tables: dict[str, ProtectedTable] = {}
     for row in con.execute(
         f"SELECT table_name, kind, unit_column, max_rows, max_groups, budget_source, "
@@ -200,6 +224,7 @@ def load(con: duckdb.DuckDBPyConnection) -> Catalog:
             roster=roster,
             columns=cols,
             options=json.loads(options) if options else {},
+            unique_unit=(tname, unit) in unique,
             budget_column=bcol,
             budget_table=btab,
             default_epsilon=default_eps,

@@ -48,8 +48,8 @@ class ExactAnswer:
     keys: list[tuple[Any, ...]]
     components: dict[tuple[int, str], np.ndarray]
     subjects: np.ndarray | None  # per key, for DP key selection
-    heavy_subjects: int
-    unused_units: int
+    heavy_subjects: int  # subjects whose rows were sampled down
+    unused_units: int | None  # units with rows that were not charged (None: not counted)
 
 
 def _agg_sql(agg: AggSpec) -> list[tuple[str, str]]:
@@ -105,23 +105,30 @@ def run(con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, salt: int
     key_tuple = f"({', '.join(keys)})" if len(keys) > 1 else (keys[0] if keys else "NULL")
     group_check = f" OR __p.__g > {plan.max_groups}" if plan.bound_groups else ""
     group_count = f", count(DISTINCT {key_tuple}) AS __g" if plan.bound_groups else ""
+    # A unique constraint on the unit (a schema fact) means one row per subject: nothing to bound.
+    one_row_each = plan.table.unique_unit and not plan.source.args.get("joins")
+    heavy: int = 0
+    unused: int | None = None
     try:
-        con.execute(
-            f"CREATE TEMP TABLE {special} AS WITH __base AS ({base}) "
-            f"SELECT __p.__unit, (__c.unit IS NOT NULL) AS __eligible FROM "
-            f"(SELECT __unit, count(*) AS __n{group_count} FROM __base GROUP BY __unit) __p "
-            f"LEFT JOIN {charged} __c ON __p.__unit = __c.unit "
-            f"WHERE __c.unit IS NULL OR __p.__n > {plan.max_rows}{group_check}",
-            params,
-        )
-        heavy, unused = con.execute(
-            f"SELECT count(*) FILTER (WHERE __eligible), count(*) FILTER (WHERE NOT __eligible) FROM {special}"
-        ).fetchone()
         parts = []
-        if heavy + unused == 0:
-            parts.append("SELECT * FROM __base")
+        if one_row_each:
+            parts.append(f"SELECT * FROM __base WHERE __unit IN (SELECT unit FROM {charged})")
         else:
-            parts.append(f"SELECT * FROM __base WHERE __unit NOT IN (SELECT __unit FROM {special})")
+            con.execute(
+                f"CREATE TEMP TABLE {special} AS WITH __base AS ({base}) "
+                f"SELECT __p.__unit, (__c.unit IS NOT NULL) AS __eligible FROM "
+                f"(SELECT __unit, count(*) AS __n{group_count} FROM __base GROUP BY __unit) __p "
+                f"LEFT JOIN {charged} __c ON __p.__unit = __c.unit "
+                f"WHERE __c.unit IS NULL OR __p.__n > {plan.max_rows}{group_check}",
+                params,
+            )
+            heavy, unused = con.execute(
+                f"SELECT count(*) FILTER (WHERE __eligible), count(*) FILTER (WHERE NOT __eligible) FROM {special}"
+            ).fetchone()
+            if heavy + unused == 0:
+                parts.append("SELECT * FROM __base")
+            else:
+                parts.append(f"SELECT * FROM __base WHERE __unit NOT IN (SELECT __unit FROM {special})")
         if heavy:
             params["salt"] = salt
             inner = f"SELECT * FROM __base WHERE __unit IN (SELECT __unit FROM {special} WHERE __eligible)"
@@ -131,10 +138,14 @@ def run(con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, salt: int
                     f"SELECT * FROM (SELECT *, dense_rank() OVER (PARTITION BY __unit ORDER BY {group_hash}, "
                     f"{', '.join(keys)}) AS __gr FROM ({inner})) WHERE __gr <= {plan.max_groups}"
                 )
-            row_hash = f"hash({', '.join(columns)}, $salt)"
+            # Rows equal in every column used get distinct duplicate numbers, so that each row,
+            # not each distinct value, has its own pseudo-random rank.
+            cols = ", ".join(columns)
+            inner = f"SELECT *, row_number() OVER (PARTITION BY {cols}) AS __dup FROM ({inner})"
+            row_hash = f"hash({cols}, __dup, $salt)"
             parts.append(
-                f"SELECT {', '.join(columns)} FROM ({inner}) "
-                f"QUALIFY row_number() OVER (PARTITION BY __unit ORDER BY {row_hash}) <= {plan.max_rows}"
+                f"SELECT {cols} FROM ({inner}) "
+                f"QUALIFY row_number() OVER (PARTITION BY __unit ORDER BY {row_hash}, __dup) <= {plan.max_rows}"
             )
         bounded = " UNION ALL ".join(f"({p})" for p in parts) if len(parts) > 1 else parts[0]
         selects = list(keys)
@@ -153,18 +164,18 @@ def run(con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, salt: int
 
     nk = len(keys)
     if plan.key_selection is None:
-        return _align_to_domains(plan, rows, nk, labels, int(heavy), int(unused))
+        return _align_to_domains(plan, rows, nk, labels, int(heavy), unused)
     key_rows = [tuple(r[:nk]) for r in rows]
     comps = {lab: np.array([_int(r[nk + i]) for r in rows], dtype=object) for i, lab in enumerate(labels)}
     subjects = np.array([int(r[-1]) for r in rows], dtype=np.int64)
-    return ExactAnswer(key_rows, comps, subjects, int(heavy), int(unused))
+    return ExactAnswer(key_rows, comps, subjects, int(heavy), unused)
 
 
 def _int(v: Any) -> int:
     return 0 if v is None else int(v)
 
 
-def _align_to_domains(plan: CountPlan, rows: list[tuple], nk: int, labels, heavy: int, unused: int) -> ExactAnswer:
+def _align_to_domains(plan: CountPlan, rows: list[tuple], nk: int, labels, heavy: int, unused: int | None) -> ExactAnswer:
     """Every cell of the public domain gets a value; cells with no rows are exact zeros."""
     domains = [k.domain for k in plan.keys]
     n_cells = math.prod(len(d) for d in domains) if domains else 1

@@ -13,13 +13,12 @@ from typing import Any
 import duckdb
 
 from dpgate import errors
-from dpgate.catalog import ProtectedTable, builtin_functions, table_columns
+from dpgate.catalog import builtin_functions, table_columns
 
 
 class DuckDBFacts:
-    def __init__(self, con: duckdb.DuckDBPyConnection, ledger):
+    def __init__(self, con: duckdb.DuckDBPyConnection):
         self._con = con
-        self._ledger = ledger
 
     def describe(self, sql: str) -> list[tuple[str, str]]:
         try:
@@ -61,9 +60,6 @@ class DuckDBFacts:
                 code="DP230",
             ) from e
         return [r[0] for r in rows]
-
-    def roster_counts(self, table: ProtectedTable, epsilon: float, delta: float) -> tuple[int, int]:
-        return self._ledger.subject_counts(table, epsilon, delta)
 
     def aggregate_functions(self) -> frozenset[str]:
         return builtin_functions(self._con)[1]

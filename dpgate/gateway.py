@@ -42,14 +42,15 @@ class Gateway:
             self.analyst = analyst
             self.session = Session()
             self.ledger = Ledger(self._instance, self._con)
-            self.facts = DuckDBFacts(self._con, self.ledger)
+            self.facts = DuckDBFacts(self._con)
             self._catalog: catalog_mod.Catalog | None = None
-            cat = self.catalog()
+            self._fingerprint: frozenset | None = None
             if not catalog_mod.schema_exists(self._con):
                 raise errors.PolicyError(
                     f"{os.fspath(path)!r} has no dpgate catalog", code="DP302",
                     hint="the data owner declares protected tables and analysts first (dpgate policy apply)",
                 )  # fmt: skip
+            cat = self.catalog()
             self.ledger.quota(analyst)  # unknown analyst -> PolicyError
             if test_seed is not None and not cat.allow_test_seed:
                 raise errors.PolicyError(
@@ -75,7 +76,10 @@ class Gateway:
     # -- catalog ---------------------------------------------------------------------------
     def catalog(self) -> catalog_mod.Catalog:
         """The catalog, re-read when the owner changed it (cheap check each statement)."""
-        self._catalog = catalog_mod.load(self._con)
+        fp = catalog_mod.fingerprint(self._con)
+        if self._catalog is None or fp != self._fingerprint:
+            self._catalog = catalog_mod.load(self._con)
+            self._fingerprint = fp
         return self._catalog
 
     def _randomness(self) -> noise.Randomness:
@@ -169,6 +173,11 @@ class Gateway:
                 col = noisy[out.agg]
                 columns[out.name] = ColumnNoise(col.mechanism, col.epsilon, col.scale)
         notes = list(plan.notes)
+        if debit.subjects_excluded:
+            notes.append(
+                f"{debit.subjects_excluded} subject(s) had less than ε={plan.epsilon:g}"
+                + (f" or δ={plan.delta:g}" if plan.delta else "") + " left and were left out (charged nothing)"
+            )
         if not randomness.private:
             notes.append("NOT PRIVATE: a fixed test seed was used")
         if plan.key_selection is not None:
@@ -297,10 +306,11 @@ class Gateway:
         if inner.kind == "public":
             return Result(cols, types, [("query", "none", 0.0, 0.0, None, None, "reads no protected table: free")])
         plan = self.plan(inner, cat)
-        return Result(cols, types, explain_rows(plan))
+        used, excluded = self.ledger.subject_counts(plan.table, plan.charge.epsilon, plan.charge.delta)
+        return Result(cols, types, explain_rows(plan, used, excluded))
 
 
-def explain_rows(plan: CountPlan) -> list[tuple]:
+def explain_rows(plan: CountPlan, used: int, excluded: int) -> list[tuple]:
     """EXPLAIN PRIVACY: mechanism, ε/δ per release, sensitivities, error bars, charges."""
     s = plan.settings
     rows = [
@@ -320,8 +330,10 @@ def explain_rows(plan: CountPlan) -> list[tuple]:
             plan.charge.delta,
             None,
             None,
-            f"{plan.charge.eligible} subject(s) used and charged ε={plan.charge.epsilon:g} each; "
-            f"{plan.charge.excluded} excluded (less than ε={plan.charge.epsilon:g} left), charged nothing",
+            f"{used} subject(s) used and charged ε={plan.charge.epsilon:g}"
+            + (f", δ={plan.charge.delta:g}" if plan.charge.delta else "")
+            + f" each; {excluded} excluded (not enough left), charged nothing"
+            + ("; with no subject left the query would be refused" if used == 0 else ""),
         ),
         (
             "bounding",

@@ -123,8 +123,11 @@ class Ledger:
         return list(zip(labels, (int(v) for v in row)))
 
     # -- checking and reserving ----------------------------------------------------------
-    def check(self, cost: Cost) -> tuple[int, int]:
-        """Raise if the cost cannot be paid; return (subjects used, subjects excluded). Changes nothing."""
+    def check(self, cost: Cost) -> None:
+        """Raise if the analyst cannot pay the cost (caps, quota). Changes nothing.
+
+        Whether any subject can pay is decided by ``reserve``, inside its transaction.
+        """
         eq, dq, ecap, dcap, es, ds = self.quota(cost.analyst)
         eps, delta = dec(cost.epsilon), dec(cost.delta)
         if eps > ecap:
@@ -153,17 +156,6 @@ class Ledger:
                 "use declared domains (no δ) or a smaller delta",
                 requested=cost.delta, remaining=float(max(dq - ds, 0)),
             )  # fmt: skip
-        if cost.table is None:
-            return 0, 0
-        used, excluded = self.subject_counts(cost.table, cost.epsilon, cost.delta)
-        if used == 0:
-            raise errors.BudgetExceededError(
-                f"No subject of {cost.table.name} has ε={cost.epsilon:g} (and δ={cost.delta:g}) left",
-                code="DP403",
-                hint="ask with a smaller epsilon; SHOW BUDGET shows how much subjects have left",
-                requested=cost.epsilon, excluded=excluded,
-            )
-        return used, excluded
 
     def reserve(self, cost: Cost) -> Debit:
         """Debit the analyst and the subjects in one transaction (see module docstring)."""
@@ -171,8 +163,9 @@ class Ledger:
         with self._instance.ledger_lock:
             con.execute("BEGIN TRANSACTION")
             try:
-                used, excluded = self.check(cost)
+                self.check(cost)
                 charged = None
+                used = excluded = 0
                 if cost.table is not None:
                     charged = f"__dp_charged_{next(_temp_ids)}"
                     con.execute(
@@ -180,6 +173,16 @@ class Ledger:
                         f"WHERE {_eligible_sql()}",
                         [dec(cost.epsilon), dec(cost.table.subject_delta), dec(cost.delta)],
                     )
+                    used = con.execute(f"SELECT count(*) FROM {charged}").fetchone()[0]
+                    excluded = con.execute(f"SELECT count(*) FROM {cost.table.roster_sql}").fetchone()[0] - used
+                    if used == 0:
+                        raise errors.BudgetExceededError(
+                            f"No subject of {cost.table.name} has ε={cost.epsilon:g}"
+                            + (f" and δ={cost.delta:g}" if cost.delta else "") + " left",
+                            code="DP403",
+                            hint="ask with a smaller epsilon; SHOW BUDGET shows how much subjects have left",
+                            requested=cost.epsilon, excluded=excluded,
+                        )  # fmt: skip
                     con.execute(
                         f"UPDATE {cost.table.roster_sql} SET epsilon_spent = epsilon_spent + ?, "
                         f"delta_spent = delta_spent + ? WHERE unit IN (SELECT unit FROM {charged})",
@@ -205,6 +208,8 @@ class Ledger:
                 eps_left, delta_left = self.remaining(cost.analyst)
             except BaseException:
                 con.execute("ROLLBACK")
+                if charged:
+                    con.execute(f"DROP TABLE IF EXISTS {charged}")
                 raise
             con.execute("COMMIT")
         return Debit(entry_id, charged, used, excluded, eps_left, delta_left)

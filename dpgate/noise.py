@@ -104,7 +104,22 @@ def geometric(c: float, size: int, rng: np.random.Generator) -> np.ndarray:
     if not c > 0 or not math.isfinite(c):
         raise ValueError(f"geometric parameter must be positive and finite, got {c}")
     out = np.zeros(size, dtype=np.int64)
+    fast, slow = [], []
     for j, q in enumerate(_geometric_bit_probabilities(c)):
+        if q <= 0.0:
+            continue
+        mant, exp = math.frexp(q)
+        (fast if -exp < 64 else slow).append((j, q, mant, -exp))
+    if fast and size:
+        # All bits whose zero-run fits in one 64-bit word at once: [exact-bern], vectorised.
+        shifts = np.array([64 - k for _, _, _, k in fast], dtype=np.uint64)[:, None]
+        mants = np.array([int(m * _TWO53) for _, _, m, _ in fast], dtype=np.uint64)[:, None]
+        zero_words = rng.integers(0, 2**64, size=(len(fast), size), dtype=np.uint64, endpoint=False)
+        mant_words = rng.integers(0, 2**64, size=(len(fast), size), dtype=np.uint64, endpoint=False)
+        bits = ((zero_words >> shifts) == 0) & ((mant_words >> np.uint64(11)) < mants)
+        weights = np.array([1 << j for j, _, _, _ in fast], dtype=np.int64)
+        out += weights @ bits.astype(np.int64)
+    for j, q, _, _ in slow:
         bits = _bernoulli_dyadic(q, size, rng)
         if bits.any():
             out[bits] += np.int64(1) << np.int64(j)
@@ -165,6 +180,13 @@ def discrete_laplace_pmf(epsilon: float, sensitivity: int | float, z: np.ndarray
     """The exact pmf of the sampler actually run (for tests and EXPLAIN)."""
     a = discrete_laplace_alpha(epsilon, sensitivity)
     return (1 - a) / (1 + a) * a ** np.abs(np.asarray(z, dtype=float))
+
+
+def discrete_laplace_logpmf(epsilon: float, sensitivity: int | float, z: np.ndarray) -> np.ndarray:
+    """``log P(Z = z)`` of the sampler actually run, in log space (no underflow)."""
+    c = _run_parameter(epsilon, sensitivity)
+    a = math.exp(-c)
+    return math.log((1 - a) / (1 + a)) - c * np.abs(np.asarray(z, dtype=float))
 
 
 def discrete_laplace_std(epsilon: float, sensitivity: int | float) -> float:

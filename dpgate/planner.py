@@ -70,8 +70,6 @@ class PublicFacts(Protocol):
 
     def image(self, sql: str, domains: list[tuple[list[Any], str]]) -> list[Any]: ...
 
-    def roster_counts(self, table: ProtectedTable, epsilon: float, delta: float) -> tuple[int, int]: ...
-
     def aggregate_functions(self) -> frozenset[str]: ...
 
 
@@ -224,17 +222,11 @@ class _Planner:
             aggs[-1] = _with_epsilon(aggs[-1], s.epsilon - spent)
 
         post, outputs = self._post(q, projections, keys_exprs, aggs_nodes, key_specs, original_sql)
-        eligible, excluded = self.facts.roster_counts(table, s.epsilon, key_selection.delta if key_selection else 0.0)
         charge = SubjectCharge(
             rule=s.personalization,
             epsilon=s.epsilon,
             delta=key_selection.delta if key_selection else 0.0,
-            eligible=eligible,
-            excluded=excluded,
         )
-        notes = []
-        if excluded:
-            notes.append(f"{excluded} subject(s) have less than ε={s.epsilon:g} left and are left out")
         return CountPlan(
             table=table,
             settings=s,
@@ -250,7 +242,6 @@ class _Planner:
             post=post,
             outputs=tuple(outputs),
             charge=charge,
-            notes=tuple(notes),
         )
 
     # -- shape -----------------------------------------------------------------------------

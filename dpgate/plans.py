@@ -84,13 +84,15 @@ class KeySelection:
 
 @dataclass(frozen=True)
 class SubjectCharge:
-    """What the personalization rule charges: every subject it uses pays ``epsilon``."""
+    """What the personalization rule charges: every subject it uses pays ``epsilon`` and ``delta``.
+
+    Which subjects it uses is decided from the roster (public budgets) inside the ledger
+    transaction, never from the rows.
+    """
 
     rule: str
     epsilon: float
     delta: float
-    eligible: int  # subjects with enough budget left (public: from the roster)
-    excluded: int
 
 
 @dataclass(frozen=True)
