@@ -160,11 +160,11 @@ class Ledger:
     def reserve(self, cost: Cost) -> Debit:
         """Debit the analyst and the subjects in one transaction (see module docstring)."""
         con = self._con
+        charged = None
         with self._instance.ledger_lock:
             con.execute("BEGIN TRANSACTION")
             try:
                 self.check(cost)
-                charged = None
                 used = excluded = 0
                 if cost.table is not None:
                     charged = f"__dp_charged_{next(_temp_ids)}"

@@ -130,6 +130,14 @@ class CountPlan:
             raise errors.InternalError(f"ε shares sum to {spent}, not {self.settings.epsilon}")
         if self.key_selection is None and any(k.domain is None for k in self.keys):
             raise errors.InternalError("a key without a public domain needs key selection")
+        for agg in self.aggs:
+            for comp in agg.components:
+                if not comp.epsilon >= 1e-9:
+                    raise errors.UnsupportedQueryError(
+                        f"{agg.label} would get ε={comp.epsilon:g}, too little to add noise safely",
+                        code="DP219",
+                        hint="ask for fewer aggregates or a larger epsilon",
+                    )
 
     @property
     def epsilon(self) -> float:

@@ -16,6 +16,9 @@ from sqlglot import exp
 from dpgate import errors
 from dpgate.nodes import DPOptions
 
+#: Smallest ε a query may ask for (the noise sampler keeps a 1e-10 safety margin below it).
+MIN_EPSILON = 1e-6
+
 #: Rules dpgate knows for using subjects with personalized budgets (seed 002).
 PERSONALIZATION_RULES = ("threshold",)
 
@@ -32,7 +35,7 @@ class Spec:
 
 
 SPECS: dict[str, Spec] = {
-    "epsilon": Spec("float", "ε spent by the query", 0.0, None, low_open=True),
+    "epsilon": Spec("float", "ε spent by the query", MIN_EPSILON, None),
     "delta": Spec("float", "δ the query may spend (DP key selection)", 0.0, 1.0),
     "alpha": Spec("float", "error bars are (1 - alpha) intervals", 0.0, 1.0, low_open=True),
     "intervals": Spec("bool", "add <col>_ci_low / <col>_ci_high columns"),

@@ -1,0 +1,203 @@
+"""PEP 249 conformance, in the style of DuckDB's test_dbapi*.py."""
+
+from __future__ import annotations
+
+import pytest
+
+import dpgate
+from dpgate import errors
+
+
+def test_module_globals():
+    assert dpgate.apilevel == "2.0"
+    assert dpgate.threadsafety == 1
+    assert dpgate.paramstyle == "qmark"
+
+
+def test_exception_hierarchy():
+    assert issubclass(dpgate.InterfaceError, dpgate.Error)
+    assert issubclass(dpgate.DatabaseError, dpgate.Error)
+    for cls in (dpgate.DataError, dpgate.OperationalError, dpgate.IntegrityError, dpgate.InternalError,
+                dpgate.ProgrammingError, dpgate.NotSupportedError):  # fmt: skip
+        assert issubclass(cls, dpgate.DatabaseError)
+    assert issubclass(dpgate.UnsupportedQueryError, dpgate.ProgrammingError)
+    assert issubclass(dpgate.PolicyError, dpgate.ProgrammingError)
+    assert issubclass(dpgate.BudgetExceededError, dpgate.OperationalError)
+    assert not issubclass(dpgate.Warning, dpgate.Error)
+    e = dpgate.BudgetExceededError("x", code="DP401", hint="h", requested=1.0)
+    assert (e.code, e.hint, e.details) == ("DP401", "h", {"requested": 1.0})
+
+
+def test_connect_errors(demo_db, tmp_path):
+    with pytest.raises(dpgate.InterfaceError):
+        dpgate.connect(str(tmp_path / "missing.duckdb"), analyst="demo")
+    with pytest.raises(dpgate.PolicyError) as info:
+        dpgate.connect(str(demo_db), analyst="mallory")
+    assert info.value.code == "DP302"
+    with pytest.raises(dpgate.InterfaceError):
+        dpgate.connect(str(demo_db), analyst="")
+
+
+def test_test_seed_needs_the_owner(make_db):
+    db = make_db("CREATE TABLE t (uid INT); INSERT INTO t VALUES (1)", {"t": dict(unit="uid")}, allow_seed=False)
+    with pytest.raises(dpgate.PolicyError) as info:
+        dpgate.connect(str(db), analyst="alice", test_seed=1)
+    assert info.value.code == "DP305"
+
+
+def test_seeded_results_are_marked_not_private(seeded):
+    cur = seeded.cursor().execute("SELECT COUNT(*) FROM adult")
+    assert cur.release.private is False
+    assert any("NOT PRIVATE" in n for n in cur.release.notes)
+
+
+def test_description_and_fetch(con):
+    cur = con.cursor()
+    assert cur.description is None
+    cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5) sex, COUNT(*) AS n FROM adult GROUP BY sex")
+    assert cur.description == [("sex", "VARCHAR", None, None, None, None, None), ("n", "BIGINT", None, None, None, None, None)]
+    assert cur.rowcount == -1
+    first = cur.fetchone()
+    assert first[0] == "Female"
+    rest = cur.fetchmany(5)
+    assert len(rest) == 1 and rest[0][0] == "Male"
+    assert cur.fetchone() is None
+    cur.execute("SELECT region FROM country_regions ORDER BY region")
+    cur.arraysize = 3
+    assert len(cur.fetchmany()) == 3
+    rest = list(cur)
+    assert len(rest) == 38 and cur.fetchall() == []
+
+
+def test_fetch_without_execute(con):
+    with pytest.raises(dpgate.ProgrammingError):
+        con.cursor().fetchall()
+
+
+def test_closed_objects_raise_interface_error(demo_db):
+    con = dpgate.connect(str(demo_db), analyst="demo")
+    cur = con.cursor()
+    cur.close()
+    with pytest.raises(dpgate.InterfaceError):
+        cur.execute("SELECT 1")
+    cur2 = con.cursor()
+    con.close()
+    with pytest.raises(dpgate.InterfaceError):
+        cur2.execute("SELECT 1")
+    with pytest.raises(dpgate.InterfaceError):
+        con.cursor().execute("SELECT 1")
+    con.close()  # closing twice is fine
+
+
+def test_context_managers_close(demo_db):
+    with dpgate.connect(str(demo_db), analyst="demo") as con:
+        with con.cursor() as cur:
+            cur.execute("SELECT 1")
+        with pytest.raises(dpgate.InterfaceError):
+            cur.fetchall()
+    assert con.closed
+
+
+def test_commit_is_a_no_op_and_rollback_never_refunds(con):
+    con.cursor().execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5) COUNT(*) FROM adult")
+    con.commit()
+    con.rollback()
+    assert con.budget()[0] == pytest.approx(9.5)
+
+
+def test_public_queries_pass_through_with_parameters(con):
+    cur = con.cursor()
+    cur.execute("SELECT count(*) FROM country_regions WHERE region = ?", ["Europe"])
+    assert cur.fetchone() == (12,)
+    cur.execute("SELECT count(*) FROM country_regions WHERE region = $r", {"r": "Asia"})
+    assert cur.fetchone() == (12,)
+    assert cur.release is None
+    assert con.budget() == (10.0, 1e-5)
+
+
+def test_dp_query_parameters(seeded):
+    cur = seeded.cursor()
+    cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = ?) COUNT(*) FROM adult WHERE age > ?", [0.5, 60])
+    assert cur.release.epsilon == 0.5
+    cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = $e) COUNT(*) FROM adult WHERE sex = $s", {"e": 0.25, "s": "Female"})
+    assert cur.release.epsilon == 0.25
+    with pytest.raises(dpgate.ProgrammingError) as info:
+        cur.execute("SELECT COUNT(*) FROM adult WHERE age > ?", [1, 2])
+    assert info.value.code == "DP602"
+    with pytest.raises(dpgate.ProgrammingError) as info:
+        cur.execute("SELECT COUNT(*) FROM adult WHERE age > ?")
+    assert info.value.code == "DP603"
+
+
+def test_parameters_cannot_inject_sql(seeded):
+    cur = seeded.cursor()
+    cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5) COUNT(*) FROM adult WHERE sex = ?", ["x' OR '1'='1"])
+    assert cur.release.intervals[0]["count_star()"][0] <= 0 <= cur.release.intervals[0]["count_star()"][1]
+
+
+def test_executemany(con):
+    cur = con.cursor()
+    cur.executemany("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.1) COUNT(*) FROM adult WHERE age > ?", [[20], [30], [40]])
+    assert len(cur.fetchall()) == 1
+    assert con.budget()[0] == pytest.approx(9.7)
+
+
+def test_intervals_on_request(seeded):
+    cur = seeded.cursor()
+    cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5, intervals = true) sex, COUNT(*) AS n, ROUND(AVG(age), 1) AS a FROM adult GROUP BY sex")
+    names = [d[0] for d in cur.description]
+    assert names == ["sex", "n", "a", "n_ci_low", "n_ci_high", "a_ci_low", "a_ci_high"]
+    for row in cur.fetchall():
+        assert row[3] <= row[1] <= row[4]
+        assert row[5] <= row[2] <= row[6]
+    seeded.cursor().execute("SET dp_intervals = true")
+    cur.execute("SELECT COUNT(*) AS n FROM adult")
+    assert [d[0] for d in cur.description] == ["n", "n_ci_low", "n_ci_high"]
+
+
+def test_release_metadata(seeded):
+    cur = seeded.cursor()
+    cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.6) education, COUNT(*) AS n, SUM(hours_per_week) AS h FROM adult GROUP BY education")
+    rel = cur.release
+    rows = cur.fetchall()
+    assert rel.epsilon == 0.6 and rel.delta == 0.0 and rel.alpha == 0.05
+    assert rel.epsilon_remaining == pytest.approx(9.4)
+    assert rel.columns["n"].epsilon == pytest.approx(0.3) and rel.columns["h"].epsilon == pytest.approx(0.3)
+    assert len(rel.intervals) == len(rows) == 16
+    for row, iv in zip(rows, rel.intervals):
+        assert iv["n"][0] <= row[1] <= iv["n"][1]
+        assert "education" not in iv
+    assert rel.entry_id is not None and rel.query_class == "count"
+
+
+def test_set_and_session_defaults(seeded):
+    cur = seeded.cursor()
+    cur.execute("SET dp_epsilon = 0.25")
+    assert cur.description is None and "dp_epsilon = 0.25" in cur.message
+    cur.execute("SELECT COUNT(*) FROM adult")
+    assert cur.release.epsilon == 0.25
+    with pytest.raises(dpgate.ProgrammingError) as info:
+        cur.execute("SET dp_epsilon = 'lots'")
+    assert info.value.code == "DP205"
+    with pytest.raises(dpgate.ProgrammingError) as info:
+        cur.execute("SET dp_nonsense = 1")
+    assert info.value.code == "DP204"
+
+
+def test_show_tables_and_describe(con):
+    cur = con.cursor()
+    rows = cur.execute("SHOW TABLES").fetchall()
+    kinds = {r[0]: r[1] for r in rows}
+    assert kinds == {"adult": "protected", "country_regions": "public"}
+    desc = cur.execute("DESCRIBE adult").fetchall()
+    by_name = {r[0]: r for r in desc}
+    assert by_name["person_id"][2] == "privacy unit"
+    assert by_name["age"][3] == "[17, 90]"
+    assert by_name["sex"][4] == "'Female', 'Male'"
+
+
+def test_refusals_are_pep249_classes(con):
+    with pytest.raises(errors.NotSupportedError):
+        con.cursor().execute("DELETE FROM adult")
+    with pytest.raises(errors.ProgrammingError):
+        con.cursor().execute("SELECT * FROM adult")
