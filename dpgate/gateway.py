@@ -242,20 +242,26 @@ class Gateway:
                 f"session ε={self.session.values['epsilon']:g}",
             )
         ]
+        spaces: dict[str, list[str]] = {}
         for name in sorted(cat.tables):
-            table = cat.tables[name]
+            spaces.setdefault(cat.tables[name].roster, []).append(name)
+        for roster, names in sorted(spaces.items()):
+            table = cat.tables[names[0]]
+            label = roster.removeprefix("roster_")
+            if names != [label]:
+                label += f" ({', '.join(names)})"
             usable, excluded = self.ledger.subject_counts(table, self.session.values["epsilon"], 0.0)
             rows.append(
                 (
-                    f"{name}: subjects",
+                    f"{label}: subjects",
                     None,
                     None,
                     usable + excluded,
                     f"{usable} with at least the session ε={self.session.values['epsilon']:g} left",
                 )
             )
-            for label, count in self.ledger.subject_distribution(table):
-                rows.append((f"{name}: remaining ε {label}", None, None, count, ""))
+            for bucket, count in self.ledger.subject_distribution(table):
+                rows.append((f"{label}: remaining ε {bucket}", None, None, count, ""))
         return Result(
             ["scope", "epsilon_remaining", "delta_remaining", "subjects", "detail"],
             ["VARCHAR", "DOUBLE", "DOUBLE", "BIGINT", "VARCHAR"],

@@ -40,8 +40,8 @@ def quote(name: str) -> str:
     return exp.to_identifier(name, quoted=True).sql(dialect="duckdb")
 
 
-def roster_name(table: str) -> str:
-    return f"roster_{table.lower()}"
+def roster_name(subjects: str) -> str:
+    return f"roster_{subjects.lower()}"
 
 
 class Owner:
@@ -131,8 +131,15 @@ class Owner:
         domains: Mapping[str, Sequence[Any]] | None = None,
         bounds: Mapping[str, tuple[float, float]] | None = None,
         options: Mapping[str, Any] | None = None,
+        subjects: str | None = None,
     ) -> None:
         """Declare ``table`` protected, with ``unit`` as its privacy unit.
+
+        ``subjects`` names the subject space (default: the table's own name). Tables whose
+        privacy units identify the same people must share one (e.g. ``subjects="customers"``
+        on both ``customers`` and ``purchases``): they then share one roster, so a person's
+        spending on either table counts against one lifetime budget. Tables sharing a
+        subject space must declare the same budget source (not a per-table column).
 
         Each subject's lifetime ε budget comes from exactly one source: ``epsilon`` (the
         same for everyone; the default when nothing is given), ``budget_column`` (a column
@@ -201,7 +208,31 @@ class Owner:
                 hint="call unprotect() first if you really mean to start over",
             )
 
-        roster = roster_name(table)
+        roster = roster_name(subjects or table)
+        spec = (source, budget_column, budget_table, budget_table_unit,
+                budget_table_column.lower() if budget_table else None, epsilon, subject_delta)  # fmt: skip
+        for other, o_unit, *o_spec in self.con.execute(
+            f"SELECT table_name, unit_column, budget_source, budget_column, budget_table, budget_table_unit, "
+            f"budget_table_column, default_epsilon, subject_delta FROM {catalog.SCHEMA}.protected_tables "
+            "WHERE roster_table = ? AND table_name <> ?",
+            [roster, table],
+        ).fetchall():
+            o_type = dict(catalog.table_columns(self.con, other)).get(o_unit)
+            same = (
+                o_spec[0] == source != "column"
+                and tuple(o_spec[1:5]) == spec[1:5]
+                and (o_spec[5] is None) == (epsilon is None)
+                and (epsilon is None or float(o_spec[5]) == float(epsilon))
+                and float(o_spec[6]) == float(subject_delta)
+            )
+            if o_type != cols[unit] or not same:
+                raise errors.PolicyError(
+                    f"{table!r} and {other!r} share the subject space {subjects or table!r} but declare "
+                    "different unit types or budget sources",
+                    code="DP317",
+                    hint="tables sharing subjects need the same unit type, the same epsilon or budget_table, "
+                    "and the same subject_delta",
+                )
         with self._transaction() as con:
             con.execute(
                 f"INSERT OR REPLACE INTO {catalog.SCHEMA}.protected_tables "
@@ -296,11 +327,20 @@ class Owner:
         )
 
     def unprotect(self, table: str) -> None:
-        """Forget a protected table's declarations and roster (its subjects' spending history too)."""
+        """Forget a protected table's declarations, and its roster (with the subjects' spending
+        history) unless another table shares it."""
         table = table.lower()
         self._require_protected(table)
         with self._transaction() as con:
-            con.execute(f"DROP TABLE IF EXISTS {catalog.SCHEMA}.{quote(roster_name(table))}")
+            (roster,) = con.execute(
+                f"SELECT roster_table FROM {catalog.SCHEMA}.protected_tables WHERE table_name = ?", [table]
+            ).fetchone()
+            shared = con.execute(
+                f"SELECT count(*) FROM {catalog.SCHEMA}.protected_tables WHERE roster_table = ? AND table_name <> ?",
+                [roster, table],
+            ).fetchone()[0]
+            if not shared:
+                con.execute(f"DROP TABLE IF EXISTS {catalog.SCHEMA}.{quote(roster)}")
             con.execute(f"DELETE FROM {catalog.SCHEMA}.columns WHERE table_name = ?", [table])
             con.execute(f"DELETE FROM {catalog.SCHEMA}.protected_tables WHERE table_name = ?", [table])
 
@@ -316,33 +356,40 @@ class Owner:
             return self._refresh_roster(con, table)
 
     def _refresh_roster(self, con, table: str) -> int:
-        (unit, source, bcol, btab, btab_unit, btab_col, default_eps, roster) = con.execute(
-            f"SELECT unit_column, budget_source, budget_column, budget_table, budget_table_unit, "
-            f"budget_table_column, default_epsilon, roster_table FROM {catalog.SCHEMA}.protected_tables "
-            "WHERE table_name = ?",
+        (roster, source, bcol, btab, btab_unit, btab_col, default_eps) = con.execute(
+            f"SELECT roster_table, budget_source, budget_column, budget_table, budget_table_unit, "
+            f"budget_table_column, default_epsilon FROM {catalog.SCHEMA}.protected_tables WHERE table_name = ?",
             [table],
         ).fetchone()
+        members = con.execute(
+            f"SELECT table_name, unit_column FROM {catalog.SCHEMA}.protected_tables WHERE roster_table = ?",
+            [roster],
+        ).fetchall()
+        # Every subject of every table in the subject space (the roster is theirs together).
+        units = " UNION ".join(
+            f"SELECT {quote(u)} AS unit FROM {quote(t)} WHERE {quote(u)} IS NOT NULL" for t, u in members
+        )
         r = f"{catalog.SCHEMA}.{quote(roster)}"
-        t, u = quote(table), quote(unit)
+        params: list[Any] = []
         if source == "default":
-            src = f"SELECT DISTINCT {u} AS unit, CAST(? AS DOUBLE) AS eps FROM {t} WHERE {u} IS NOT NULL"
-            params: list[Any] = [default_eps]
+            src = f"SELECT unit, CAST(? AS DOUBLE) AS eps FROM ({units})"
+            params = [default_eps]
         elif source == "column":
+            t, u = members[0]
             src = (
-                f"SELECT {u} AS unit, greatest(coalesce(min(CAST({quote(bcol)} AS DOUBLE)), 0), 0) AS eps "
-                f"FROM {t} WHERE {u} IS NOT NULL GROUP BY {u}"
+                f"SELECT {quote(u)} AS unit, greatest(coalesce(min(CAST({quote(bcol)} AS DOUBLE)), 0), 0) AS eps "
+                f"FROM {quote(t)} WHERE {quote(u)} IS NOT NULL GROUP BY {quote(u)}"
             )
-            params = []
         else:
+            bu = quote(btab_unit)
             src = (
-                f"SELECT {quote(btab_unit)} AS unit, greatest(coalesce(max(CAST({quote(btab_col)} AS DOUBLE)), 0), 0) AS eps "
-                f"FROM {quote(btab)} WHERE {quote(btab_unit)} IS NOT NULL GROUP BY {quote(btab_unit)}"
+                f"SELECT {bu} AS unit, greatest(coalesce(max(CAST({quote(btab_col)} AS DOUBLE)), 0), 0) AS eps "
+                f"FROM {quote(btab)} WHERE {bu} IS NOT NULL GROUP BY {bu}"
             )
-            params = []
             if default_eps is not None:
                 src += (
-                    f" UNION ALL SELECT DISTINCT {u}, CAST(? AS DOUBLE) FROM {t} WHERE {u} IS NOT NULL "
-                    f"AND {u} NOT IN (SELECT {quote(btab_unit)} FROM {quote(btab)} WHERE {quote(btab_unit)} IS NOT NULL)"
+                    f" UNION ALL SELECT unit, CAST(? AS DOUBLE) FROM ({units}) "
+                    f"WHERE unit NOT IN (SELECT {bu} FROM {quote(btab)} WHERE {bu} IS NOT NULL)"
                 )
                 params = [default_eps]
         con.execute(
@@ -427,7 +474,7 @@ class Owner:
             _check_keys(
                 f"[tables.{tname}]",
                 spec,
-                {"unit", "max_rows", "max_groups", "budget", "subject_delta", "columns", "options"},
+                {"unit", "max_rows", "max_groups", "budget", "subject_delta", "columns", "options", "subjects"},
             )
             if "unit" not in spec:
                 raise errors.PolicyError(f"[tables.{tname}] needs unit = \"<column>\"", code="DP330")
@@ -457,6 +504,7 @@ class Owner:
                 domains=domains,
                 bounds=bounds,
                 options=spec.get("options"),
+                subjects=spec.get("subjects"),
             )
             done.append(f"protected {tname} (unit {spec['unit']})")
         for aname, spec in policy.get("analysts", {}).items():
