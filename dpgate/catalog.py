@@ -82,6 +82,12 @@ class ProtectedTable:
 
     @property
     def roster_sql(self) -> str:
+        """The subjects of this table's space with their *total* spending (a view; read from this)."""
+        return f'{SCHEMA}."{subjects_view(self.roster)}"'
+
+    @property
+    def roster_table_sql(self) -> str:
+        """The roster's own rows (write per-subject charges here)."""
         return f'{SCHEMA}."{self.roster}"'
 
 
@@ -122,6 +128,10 @@ class Catalog:
     @property
     def allow_test_seed(self) -> bool:
         return self.settings.get("allow_test_seed", "false") == "true"
+
+
+def subjects_view(roster: str) -> str:
+    return "subjects_" + roster.removeprefix("roster_")
 
 
 FINGERPRINT_SQL = f"""

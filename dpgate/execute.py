@@ -2,11 +2,11 @@
 
 The SQL is generated from the plan with sqlglot (never by pasting the analyst's text):
 
-``__base``
+the source (``plan.source``)
     The analyst's FROM / JOIN / WHERE with the privacy unit, the GROUP BY keys and the
-    aggregate inputs as columns; rows without a unit and keys outside their public domain
-    are dropped here, before bounding, so they use up no subject's contribution. Every
-    row-level expression is wrapped in ``TRY()``: no runtime error can depend on a row.
+    aggregate inputs as columns; rows without a unit are dropped, and keys outside their
+    public domain never use up a subject's contribution. Every row-level expression is
+    wrapped in ``TRY()``: no runtime error can depend on a row.
 
 contribution bounding (DESIGN.md 1.7)
     Only subjects the ledger charged are used. A subject keeps at most ``max_rows`` rows
@@ -15,10 +15,11 @@ contribution bounding (DESIGN.md 1.7)
     never decides). The ranking of one subject's rows depends only on that subject's rows,
     so the bound holds whatever other subjects hold.
 
-``__bounded`` is computed in two passes for speed: a first pass finds the subjects that
-exceed a bound or were not charged (usually none); only their rows go through the
+The bounded relation is computed in two passes for speed: a first pass finds the subjects
+that exceed a bound or were not charged (usually none); only their rows go through the
 window functions, everyone else's rows are aggregated directly. The result is the same
-relation as bounding every subject.
+as bounding every subject. (Timing therefore depends on how many subjects need sampling;
+like every peer system, dpgate does not defend against timing side channels.)
 
 ``ExactAnswer`` never leaves this module and ``gateway``: the mechanism turns it into
 noisy values.
@@ -64,12 +65,13 @@ def _agg_sql(agg: AggSpec) -> list[tuple[str, str]]:
     if agg.kind == COUNT_SUBJECTS:
         return [("subjects", f"count(DISTINCT {v if agg.expr is not None else '__unit'})")]
     clamped = f"least(greatest({v}, {agg.lower!r}), {agg.upper!r})"
+    # CAST(DOUBLE AS BIGINT) rounds to the nearest integer: each value lands on the grid.
     if agg.grid == 1.0:
-        scaled = f"CAST({clamped} AS BIGINT)" if agg.integer else f"CAST(round({clamped}) AS BIGINT)"
+        scaled = f"CAST({clamped} AS BIGINT)"
     elif agg.grid < 1.0:
-        scaled = f"CAST(round({clamped} * {int(round(1 / agg.grid))}) AS BIGINT)"
+        scaled = f"CAST({clamped} * {int(round(1 / agg.grid))} AS BIGINT)"
     else:
-        scaled = f"CAST(round({clamped} / {int(agg.grid)}) AS BIGINT)"
+        scaled = f"CAST({clamped} / {int(agg.grid)} AS BIGINT)"
     if agg.kind == SUM:
         return [("sum", f"coalesce(sum({scaled}), 0)")]
     if agg.kind == AVG:
@@ -77,8 +79,8 @@ def _agg_sql(agg: AggSpec) -> list[tuple[str, str]]:
     raise errors.InternalError(f"unknown aggregate kind {agg.kind}")
 
 
-def _base_sql(plan: CountPlan, params: dict[str, Any]) -> str:
-    sql = to_duckdb(plan.source)
+def _domain_condition(plan: CountPlan, params: dict[str, Any]) -> str | None:
+    """SQL condition: every key with a public domain takes one of its values."""
     conds = []
     for j, key in enumerate(plan.keys):
         if key.domain is None:
@@ -89,58 +91,80 @@ def _base_sql(plan: CountPlan, params: dict[str, Any]) -> str:
         if len(values) < len(key.domain):
             cond = f"({cond} OR __k{j} IS NULL)"
         conds.append(cond)
-    if conds:
-        sql = f"SELECT * FROM ({sql}) WHERE {' AND '.join(conds)}"
-    return sql
+    return " AND ".join(conds) if conds else None
 
 
 def run(con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, salt: int) -> ExactAnswer:
-    """Compute the exact bounded statistics of ``plan`` over the subjects in table ``charged``."""
+    """Compute the exact bounded statistics of ``plan`` over the subjects in table ``charged``.
+
+    Rows outside the keys' public domains never count towards a subject's bounds: the
+    subjects that need sampling see the domain filter before their rows are ranked; for
+    everyone else (all of whose rows are kept anyway) the filter is applied to the groups
+    after aggregation, which is the same and cheaper.
+    """
     params: dict[str, Any] = {}
-    base = _base_sql(plan, params)
+    src = to_duckdb(plan.source)
+    in_domain = _domain_condition(plan, params)
     keys = [f"__k{j}" for j in range(len(plan.keys))]
     values = sorted({f"__v{a.index}" for a in plan.aggs if a.expr is not None})
     columns = ["__unit", *keys, *values]
+    cols = ", ".join(columns)
     special = f"__dp_special_{next(_ids)}"
     key_tuple = f"({', '.join(keys)})" if len(keys) > 1 else (keys[0] if keys else "NULL")
     group_check = f" OR __p.__g > {plan.max_groups}" if plan.bound_groups else ""
     group_count = f", count(DISTINCT {key_tuple}) AS __g" if plan.bound_groups else ""
+    # Subjects that need work: not charged (their rows are dropped) or over a bound (sampled).
+    # Counting all their rows, in or out of the domains, only ever flags more subjects.
+    per_unit = (
+        f"(SELECT __unit, count(*) AS __n{group_count} FROM ({src}) GROUP BY __unit) __p "
+        f"LEFT JOIN {charged} __c ON __p.__unit = __c.unit"
+    )
+    over = f"__p.__n > {plan.max_rows}{group_check}"
+    special_sql = (
+        f"SELECT __p.__unit, (__c.unit IS NOT NULL) AS __eligible FROM {per_unit} WHERE __c.unit IS NULL OR {over}"
+    )
     # A unique constraint on the unit (a schema fact) means one row per subject: nothing to bound.
     one_row_each = plan.table.unique_unit and not plan.source.args.get("joins")
     heavy: int = 0
     unused: int | None = None
+    made_special = False
     try:
         parts = []
+        to_sample = None
         if one_row_each:
-            parts.append(f"SELECT * FROM __base WHERE __unit IN (SELECT unit FROM {charged})")
+            parts.append(f"SELECT {cols} FROM ({src}) WHERE __unit IN (SELECT unit FROM {charged})")
         else:
-            con.execute(
-                f"CREATE TEMP TABLE {special} AS WITH __base AS ({base}) "
-                f"SELECT __p.__unit, (__c.unit IS NOT NULL) AS __eligible FROM "
-                f"(SELECT __unit, count(*) AS __n{group_count} FROM __base GROUP BY __unit) __p "
-                f"LEFT JOIN {charged} __c ON __p.__unit = __c.unit "
-                f"WHERE __c.unit IS NULL OR __p.__n > {plan.max_rows}{group_check}",
-                params,
-            )
-            heavy, unused = con.execute(
-                f"SELECT count(*) FILTER (WHERE __eligible), count(*) FILTER (WHERE NOT __eligible) FROM {special}"
+            heavy, unused, units = con.execute(
+                f"SELECT count(*) FILTER (WHERE __c.unit IS NOT NULL AND ({over})), "
+                f"count(*) FILTER (WHERE __c.unit IS NULL), count(*) FROM {per_unit}"
             ).fetchone()
             if heavy + unused == 0:
-                parts.append("SELECT * FROM __base")
+                parts.append(f"SELECT {cols} FROM ({src})")
+            elif unused == 0 and 2 * heavy >= units:
+                # Most subjects need sampling: rank everyone's rows (a subject within its bounds
+                # keeps them all), and skip splitting the rows in two.
+                to_sample = f"SELECT {cols} FROM ({src})"
             else:
-                parts.append(f"SELECT * FROM __base WHERE __unit NOT IN (SELECT __unit FROM {special})")
-        if heavy:
+                con.execute(f"CREATE TEMP TABLE {special} AS {special_sql}")
+                made_special = True
+                parts.append(f"SELECT {cols} FROM ({src}) WHERE __unit NOT IN (SELECT __unit FROM {special})")
+                if heavy:
+                    to_sample = (
+                        f"SELECT {cols} FROM ({src}) WHERE __unit IN (SELECT __unit FROM {special} WHERE __eligible)"
+                    )
+        if to_sample is not None:
             params["salt"] = salt
-            inner = f"SELECT * FROM __base WHERE __unit IN (SELECT __unit FROM {special} WHERE __eligible)"
+            inner = to_sample
+            if in_domain:
+                inner = f"SELECT * FROM ({inner}) WHERE {in_domain}"
             if plan.bound_groups:
                 group_hash = f"hash(__unit, {', '.join(keys)}, $salt)"
                 inner = (
-                    f"SELECT * FROM (SELECT *, dense_rank() OVER (PARTITION BY __unit ORDER BY {group_hash}, "
+                    f"SELECT {cols} FROM (SELECT *, dense_rank() OVER (PARTITION BY __unit ORDER BY {group_hash}, "
                     f"{', '.join(keys)}) AS __gr FROM ({inner})) WHERE __gr <= {plan.max_groups}"
                 )
             # Rows equal in every column used get distinct duplicate numbers, so that each row,
             # not each distinct value, has its own pseudo-random rank.
-            cols = ", ".join(columns)
             inner = f"SELECT *, row_number() OVER (PARTITION BY {cols}) AS __dup FROM ({inner})"
             row_hash = f"hash({cols}, __dup, $salt)"
             parts.append(
@@ -157,10 +181,12 @@ def run(con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, salt: int
         if plan.key_selection is not None:
             selects.append("count(DISTINCT __unit)")
         group = f" GROUP BY {', '.join(keys)}" if keys else ""
-        sql = f"WITH __base AS ({base}), __bounded AS ({bounded}) SELECT {', '.join(selects)} FROM __bounded{group}"
+        having = f" HAVING {in_domain}" if in_domain else ""
+        sql = f"SELECT {', '.join(selects)} FROM ({bounded}){group}{having}"
         rows = con.execute(sql, params).fetchall()
     finally:
-        con.execute(f"DROP TABLE IF EXISTS {special}")
+        if made_special:
+            con.execute(f"DROP TABLE IF EXISTS {special}")
 
     nk = len(keys)
     if plan.key_selection is None:
@@ -208,8 +234,4 @@ def _norm(v: Any) -> Any:
     return str(v)
 
 
-def explain_sql(plan: CountPlan) -> str:
-    """The shape of the exact SQL (for EXPLAIN PRIVACY): the row-level base the bounds apply to."""
-    params: dict[str, Any] = {}
-    return _base_sql(plan, params)
 

@@ -141,7 +141,6 @@ class Gateway:
         plan = self.plan(classified, cat)
         randomness = self._randomness()
         cost = self._cost(plan, sql, randomness.private)
-        self.ledger.check(cost)  # refuse early, changing nothing
         debit = self.ledger.reserve(cost)  # --- debit before release: from here on, charged
         rng = randomness.rng
         try:

@@ -60,7 +60,8 @@ class Cost:
 @dataclass(frozen=True)
 class Debit:
     entry_id: int
-    charged: str | None  # temp table of the units used (and charged)
+    charged: str | None  # a relation with the units used (and charged): column ``unit``
+    temp: str | None  # the temp table behind it, if one was made
     subjects_charged: int
     subjects_excluded: int
     epsilon_remaining: float
@@ -123,10 +124,11 @@ class Ledger:
         return list(zip(labels, (int(v) for v in row)))
 
     # -- checking and reserving ----------------------------------------------------------
-    def check(self, cost: Cost) -> None:
-        """Raise if the analyst cannot pay the cost (caps, quota). Changes nothing.
+    def check(self, cost: Cost) -> tuple[Decimal, Decimal]:
+        """Raise if the analyst cannot pay the cost (caps, quota); return what they have left.
 
-        Whether any subject can pay is decided by ``reserve``, inside its transaction.
+        Changes nothing. Whether any subject can pay is decided by ``reserve``, inside its
+        transaction.
         """
         eq, dq, ecap, dcap, es, ds = self.quota(cost.analyst)
         eps, delta = dec(cost.epsilon), dec(cost.delta)
@@ -156,25 +158,24 @@ class Ledger:
                 "use declared domains (no δ) or a smaller delta",
                 requested=cost.delta, remaining=float(max(dq - ds, 0)),
             )  # fmt: skip
+        return eq - es, dq - ds
 
     def reserve(self, cost: Cost) -> Debit:
         """Debit the analyst and the subjects in one transaction (see module docstring)."""
         con = self._con
-        charged = None
+        charged = temp = None
         with self._instance.ledger_lock:
             con.execute("BEGIN TRANSACTION")
             try:
-                self.check(cost)
+                eps_left, delta_left = self.check(cost)
                 used = excluded = 0
                 if cost.table is not None:
-                    charged = f"__dp_charged_{next(_temp_ids)}"
-                    con.execute(
-                        f"CREATE TEMP TABLE {charged} AS SELECT unit FROM {cost.table.roster_sql} "
-                        f"WHERE {_eligible_sql()}",
-                        [dec(cost.epsilon), dec(cost.table.subject_delta), dec(cost.delta)],
-                    )
-                    used = con.execute(f"SELECT count(*) FROM {charged}").fetchone()[0]
-                    excluded = con.execute(f"SELECT count(*) FROM {cost.table.roster_sql}").fetchone()[0] - used
+                    eligible = [dec(cost.epsilon), dec(cost.table.subject_delta), dec(cost.delta)]
+                    used, total = con.execute(
+                        f"SELECT count(*) FILTER (WHERE {_eligible_sql()}), count(*) FROM {cost.table.roster_sql}",
+                        eligible,
+                    ).fetchone()
+                    excluded = total - used
                     if used == 0:
                         raise errors.BudgetExceededError(
                             f"No subject of {cost.table.name} has ε={cost.epsilon:g}"
@@ -183,11 +184,28 @@ class Ledger:
                             hint="ask with a smaller epsilon; SHOW BUDGET shows how much subjects have left",
                             requested=cost.epsilon, excluded=excluded,
                         )  # fmt: skip
-                    con.execute(
-                        f"UPDATE {cost.table.roster_sql} SET epsilon_spent = epsilon_spent + ?, "
-                        f"delta_spent = delta_spent + ? WHERE unit IN (SELECT unit FROM {charged})",
-                        [dec(cost.epsilon), dec(cost.delta)],
-                    )
+                    if excluded == 0:
+                        # Everyone in the space pays the same: one row, the space's common offset;
+                        # the units used are the whole roster.
+                        charged = f"(SELECT unit FROM {cost.table.roster_table_sql})"
+                        con.execute(
+                            f"UPDATE {SCHEMA}.roster_offsets SET epsilon_spent = epsilon_spent + ?, "
+                            "delta_spent = delta_spent + ? WHERE roster = ?",
+                            [dec(cost.epsilon), dec(cost.delta), cost.table.roster],
+                        )
+                    else:
+                        charged = f"__dp_charged_{next(_temp_ids)}"
+                        temp = charged
+                        con.execute(
+                            f"CREATE TEMP TABLE {charged} AS SELECT unit FROM {cost.table.roster_sql} "
+                            f"WHERE {_eligible_sql()}",
+                            eligible,
+                        )
+                        con.execute(
+                            f"UPDATE {cost.table.roster_table_sql} SET epsilon_spent = epsilon_spent + ?, "
+                            f"delta_spent = delta_spent + ? WHERE unit IN (SELECT unit FROM {charged})",
+                            [dec(cost.epsilon), dec(cost.delta)],
+                        )
                 con.execute(
                     f"UPDATE {SCHEMA}.analysts SET epsilon_spent = epsilon_spent + ?, "
                     "delta_spent = delta_spent + ? WHERE name = ?",
@@ -205,14 +223,16 @@ class Ledger:
                         dec(cost.epsilon) * used, cost.private,
                     ],
                 ).fetchone()[0]  # fmt: skip
-                eps_left, delta_left = self.remaining(cost.analyst)
             except BaseException:
                 con.execute("ROLLBACK")
-                if charged:
-                    con.execute(f"DROP TABLE IF EXISTS {charged}")
+                if temp:
+                    con.execute(f"DROP TABLE IF EXISTS {temp}")
                 raise
             con.execute("COMMIT")
-        return Debit(entry_id, charged, used, excluded, eps_left, delta_left)
+        return Debit(
+            entry_id, charged, temp, used, excluded,
+            float(max(eps_left - dec(cost.epsilon), Decimal(0))), float(max(delta_left - dec(cost.delta), Decimal(0))),
+        )  # fmt: skip
 
     def released(self, debit: Debit, row_count: int) -> None:
         """Record in the release log that the answer paid for by ``debit`` left the gateway."""
@@ -221,8 +241,8 @@ class Ledger:
         )
 
     def discard(self, debit: Debit) -> None:
-        if debit.charged:
-            self._con.execute(f"DROP TABLE IF EXISTS {debit.charged}")
+        if debit.temp:
+            self._con.execute(f"DROP TABLE IF EXISTS {debit.temp}")
 
 
 def _eligible_sql() -> str:

@@ -246,7 +246,11 @@ class Owner:
                 ],
             )  # fmt: skip
             ddl = resources.read_sql("roster.sql").format(
-                roster=f"{catalog.SCHEMA}.{quote(roster)}", unit_type=cols[unit]
+                roster=f"{catalog.SCHEMA}.{quote(roster)}",
+                offsets=f"{catalog.SCHEMA}.roster_offsets",
+                view=f"{catalog.SCHEMA}.{quote(catalog.subjects_view(roster))}",
+                name="'" + roster.replace("'", "''") + "'",
+                unit_type=cols[unit],
             )
             con.execute(ddl)
             for col, values in (domains or {}).items():
@@ -340,7 +344,9 @@ class Owner:
                 [roster, table],
             ).fetchone()[0]
             if not shared:
+                con.execute(f"DROP VIEW IF EXISTS {catalog.SCHEMA}.{quote(catalog.subjects_view(roster))}")
                 con.execute(f"DROP TABLE IF EXISTS {catalog.SCHEMA}.{quote(roster)}")
+                con.execute(f"DELETE FROM {catalog.SCHEMA}.roster_offsets WHERE roster = ?", [roster])
             con.execute(f"DELETE FROM {catalog.SCHEMA}.columns WHERE table_name = ?", [table])
             con.execute(f"DELETE FROM {catalog.SCHEMA}.protected_tables WHERE table_name = ?", [table])
 
@@ -392,10 +398,13 @@ class Owner:
                     f"WHERE unit NOT IN (SELECT {bu} FROM {quote(btab)} WHERE {bu} IS NOT NULL)"
                 )
                 params = [default_eps]
+        # New subjects start at minus the space's common offset: their total spending is zero.
         con.execute(
-            f"INSERT INTO {r} (unit, epsilon_budget) SELECT unit, eps FROM ({src}) "
+            f"INSERT INTO {r} (unit, epsilon_budget, epsilon_spent, delta_spent) "
+            f"SELECT s.unit, s.eps, -o.epsilon_spent, -o.delta_spent FROM ({src}) s, "
+            f"(SELECT epsilon_spent, delta_spent FROM {catalog.SCHEMA}.roster_offsets WHERE roster = ?) o "
             "ON CONFLICT (unit) DO UPDATE SET epsilon_budget = excluded.epsilon_budget",
-            params,
+            [*params, roster],
         )
         return con.execute(f"SELECT count(*) FROM {r}").fetchone()[0]
 

@@ -41,6 +41,13 @@ CREATE TABLE IF NOT EXISTS dpgate.columns (
     PRIMARY KEY (table_name, column_name)
 );
 
+-- The common spending of each subject space (see roster.sql): added to every subject's own.
+CREATE TABLE IF NOT EXISTS dpgate.roster_offsets (
+    roster        VARCHAR PRIMARY KEY,
+    epsilon_spent DECIMAL(38, 18) NOT NULL,
+    delta_spent   DECIMAL(38, 18) NOT NULL
+);
+
 -- Privacy quantities are DECIMAL(38, 18) so that budgets, charges and comparisons are exact:
 -- spending 0.1 ten times exhausts a budget of 1.0, with no floating-point drift either way.
 

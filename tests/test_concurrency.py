@@ -49,8 +49,8 @@ def test_threads_never_overspend(make_db):
     with Owner(db, create=False) as o:
         spent = o.con.execute("SELECT epsilon_spent FROM dpgate.analysts WHERE name = 'alice'").fetchone()[0]
         ledger_total = o.con.execute("SELECT sum(epsilon), count(*) FROM dpgate.ledger").fetchone()
-        over = o.con.execute("SELECT count(*) FROM dpgate.roster_t WHERE epsilon_spent > epsilon_budget").fetchone()[0]
-        low = o.con.execute("SELECT max(epsilon_spent) FROM dpgate.roster_t WHERE epsilon_budget = 0.7").fetchone()[0]
+        over = o.con.execute("SELECT count(*) FROM dpgate.subjects_t WHERE epsilon_spent > epsilon_budget").fetchone()[0]
+        low = o.con.execute("SELECT max(epsilon_spent) FROM dpgate.subjects_t WHERE epsilon_budget = 0.7").fetchone()[0]
     assert spent == Decimal(2)
     assert ledger_total == (Decimal(2), 20)
     assert over == 0

@@ -34,7 +34,7 @@ def snapshot(db) -> tuple:
         return (
             c.execute("SELECT epsilon_spent, delta_spent FROM dpgate.analysts ORDER BY name").fetchall(),
             c.execute("SELECT count(*) FROM dpgate.ledger").fetchone(),
-            c.execute("SELECT sum(epsilon_spent), sum(delta_spent) FROM dpgate.roster_adult").fetchone(),
+            c.execute("SELECT sum(epsilon_spent), sum(delta_spent) FROM dpgate.subjects_adult").fetchone(),
             c.execute("SELECT count(*), sum(age) FROM adult").fetchone(),
             c.execute("SELECT count(*) FROM duckdb_tables() WHERE NOT temporary").fetchone(),
         )

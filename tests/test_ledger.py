@@ -25,7 +25,7 @@ INSERT INTO budgets SELECT i, [0.3, 0.5, 1.0, 2.0][1 + i % 4] FROM range(1, 21) 
 
 def roster(db) -> dict[int, tuple[Decimal, Decimal]]:
     with Owner(db, create=False) as o:
-        return {u: (b, s) for u, b, s in o.con.execute("SELECT unit, epsilon_budget, epsilon_spent FROM dpgate.roster_t").fetchall()}
+        return {u: (b, s) for u, b, s in o.con.execute("SELECT unit, epsilon_budget, epsilon_spent FROM dpgate.subjects_t").fetchall()}
 
 
 def analyst_spent(db, name="alice") -> tuple[Decimal, Decimal]:
@@ -211,5 +211,5 @@ def test_debit_survives_a_kill_between_debit_and_release(db, tmp_path):
     with Owner(db, create=False) as o:
         ledger = o.ledger()
         assert len(ledger) == 1 and ledger[0][11] is False  # debited, never released
-        charged = o.con.execute("SELECT count(*) FROM dpgate.roster_t WHERE epsilon_spent = 0.4").fetchone()[0]
+        charged = o.con.execute("SELECT count(*) FROM dpgate.subjects_t WHERE epsilon_spent = 0.4").fetchone()[0]
     assert charged == 15

@@ -28,7 +28,7 @@ def raw_db(tmp_path):
 
 
 def roster(owner):
-    return dict(owner.con.execute("SELECT unit, epsilon_budget FROM dpgate.roster_t ORDER BY unit").fetchall())
+    return dict(owner.con.execute("SELECT unit, epsilon_budget FROM dpgate.subjects_t ORDER BY unit").fetchall())
 
 
 @pytest.mark.parametrize(
@@ -84,7 +84,7 @@ def test_refresh_keeps_what_was_spent(raw_db):
     with Owner(raw_db) as o:
         o.con.execute("INSERT INTO t VALUES (4, 'c', 1.0, 1.0)")
         assert o.refresh_roster("t") == 4
-        spent = dict(o.con.execute("SELECT unit, epsilon_spent FROM dpgate.roster_t").fetchall())
+        spent = dict(o.con.execute("SELECT unit, epsilon_spent FROM dpgate.subjects_t").fetchall())
     assert spent == {1: Decimal("0.5"), 2: Decimal("0.5"), 3: Decimal("0.5"), 4: Decimal(0)}
 
 
@@ -164,7 +164,7 @@ def test_tables_sharing_subjects_share_one_budget(tmp_path):
         with pytest.raises(dpgate.BudgetExceededError):
             con.cursor().execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5) COUNT(*) FROM customers")
     with Owner(path) as o:
-        spent = o.con.execute("SELECT min(epsilon_spent), max(epsilon_spent) FROM dpgate.roster_customer").fetchone()
+        spent = o.con.execute("SELECT min(epsilon_spent), max(epsilon_spent) FROM dpgate.subjects_customer").fetchone()
         assert spent == (Decimal(2), Decimal(2))
         with pytest.raises(errors.PolicyError) as info:
             o.protect("purchases", unit="customer_id", subjects="customer", epsilon=3.0)

@@ -1,0 +1,99 @@
+"""Benchmark: dpgate's DP GROUP BY against raw DuckDB on the same data, in the same run.
+
+Not part of the test suite (timings are reported, not asserted). Run:
+
+    python tests/benchmarks/bench_gateway.py [--rows 1000000] [--repeat 7]
+
+Data: 1,000,000 rows, 100,000 subjects with 10 rows each, a 20-value and a 200-value
+categorical column (declared domains) and a numeric column (declared bounds).
+Two policies: ``max_rows = 5`` (bounding samples every subject down) and ``max_rows = 10``
+(no subject exceeds the bound). Reports medians and ratios to raw DuckDB, and the time
+spent parsing and planning (EXPLAIN PRIVACY runs exactly those stages).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import duckdb
+
+import dpgate
+from dpgate.owner import Owner
+
+
+def build(path: Path, rows: int) -> None:
+    subjects = rows // 10
+    con = duckdb.connect(str(path))
+    con.execute(
+        f"""CREATE TABLE events AS
+        SELECT (i % {subjects})::INTEGER AS uid,
+               'c' || lpad(CAST(hash(i, 1) % 20 AS VARCHAR), 2, '0') AS cat20,
+               'k' || lpad(CAST(hash(i, 2) % 200 AS VARCHAR), 3, '0') AS cat200,
+               (hash(i, 3) % 10000) / 100.0 AS amount
+        FROM range({rows}) r(i)"""
+    )
+    con.close()
+
+
+def timed(fn, repeat: int) -> float:
+    fn()  # warm up
+    samples = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=7)
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp())
+    path = tmp / "bench.duckdb"
+    build(path, args.rows)
+    domains = {"cat20": [f"c{i:02d}" for i in range(20)], "cat200": [f"k{i:03d}" for i in range(200)]}
+    with Owner(path) as owner:
+        owner.protect("events", unit="uid", max_rows=5, max_groups=10, epsilon=1e9, domains=domains,
+                      bounds={"amount": (0, 100)})  # fmt: skip
+        owner.add_analyst("bench", epsilon=1e12, delta=1e-3)
+
+    raw = duckdb.connect(str(path), read_only=True)
+    results = []
+    for col in ("cat20", "cat200"):
+        sql = f"SELECT {col}, count(*), avg(amount) FROM events GROUP BY {col}"
+        t_raw = timed(lambda: raw.execute(sql).fetchall(), args.repeat)
+        results.append((f"raw DuckDB GROUP BY {col}", t_raw, None))
+    raw.close()
+
+    for max_rows in (5, 10):
+        with Owner(path) as owner:
+            owner.protect("events", unit="uid", max_rows=max_rows, max_groups=10, epsilon=1e9, domains=domains,
+                          bounds={"amount": (0, 100)})  # fmt: skip
+        con = dpgate.connect(str(path), analyst="bench")
+        cur = con.cursor()
+        for col, t_raw in (("cat20", results[0][1]), ("cat200", results[1][1])):
+            sql = f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) {col}, COUNT(*), AVG(amount) FROM events GROUP BY {col}"
+            t = timed(lambda: cur.execute(sql).fetchall(), args.repeat)
+            label = "bounding samples every subject" if max_rows == 5 else "no subject exceeds max_rows"
+            results.append((f"dpgate DP GROUP BY {col} ({label})", t, t / t_raw))
+        t_plan = timed(lambda: cur.execute(
+            "EXPLAIN PRIVACY SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) cat200, COUNT(*), AVG(amount) "
+            "FROM events GROUP BY cat200").fetchall(), args.repeat)  # fmt: skip
+        results.append((f"parse + classify + plan (EXPLAIN PRIVACY), max_rows={max_rows}", t_plan, None))
+        con.close()
+
+    width = max(len(r[0]) for r in results)
+    print(f"{args.rows:,} rows, {args.rows // 10:,} subjects; median of {args.repeat} runs")
+    for label, t, ratio in results:
+        extra = f"  {ratio:5.2f}× raw" if ratio is not None else ""
+        print(f"{label:<{width}}  {t * 1000:8.2f} ms{extra}")
+
+
+if __name__ == "__main__":
+    main()
