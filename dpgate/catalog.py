@@ -110,15 +110,45 @@ class Analyst:
         return max(0.0, self.delta_quota - self.delta_spent)
 
 
+class Views:
+    """The views of the main schema with their SQL, read when first needed.
+
+    A fresh ``Views`` is attached to the catalog for every statement, so a view redefined by
+    the owner between two statements is always analysed as it is now.
+    """
+
+    def __init__(self, con: duckdb.DuckDBPyConnection | None = None, sql: dict[str, str] | None = None):
+        self._con = con
+        self._sql = sql
+
+    def _load(self) -> dict[str, str]:
+        if self._sql is None:
+            self._sql = dict(
+                self._con.execute(
+                    "SELECT lower(view_name), sql FROM duckdb_views() WHERE database_name = current_database() "
+                    "AND schema_name = 'main' AND NOT internal AND NOT temporary"
+                ).fetchall()
+            )
+        return self._sql
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._load()
+
+    def __iter__(self):
+        return iter(self._load())
+
+    def get(self, name: str) -> str | None:
+        return self._load().get(name)
+
+
 @dataclass(frozen=True)
 class Catalog:
     version: int
     tables: dict[str, ProtectedTable]
     public_tables: frozenset[str]
-    views: frozenset[str]
     settings: dict[str, str]
     database_name: str
-    view_sql: dict[str, str] = field(default_factory=dict)
+    views: Views = field(default_factory=Views)
     builtin_functions: frozenset[str] = frozenset()
     budget_tables: frozenset[str] = frozenset()
 
@@ -137,14 +167,14 @@ def subjects_view(roster: str) -> str:
 FINGERPRINT_SQL = f"""
 SELECT 'catalog_version', value FROM {SCHEMA}.settings WHERE key = 'catalog_version'
 UNION ALL SELECT lower(table_name), sql FROM duckdb_tables() WHERE database_name = current_database() AND NOT temporary
-UNION ALL SELECT lower(view_name), sql FROM duckdb_views() WHERE database_name = current_database() AND NOT internal
 """
 
 
 def fingerprint(con: duckdb.DuckDBPyConnection) -> frozenset:
-    """Changes whenever the owner changes declarations or any table's or view's definition.
+    """Changes whenever the owner changes declarations or any table's definition.
 
-    (A table's ``sql`` is its CREATE statement, constraints included, so ALTER changes it.)
+    (A table's ``sql`` is its CREATE statement, constraints included, so ALTER changes it.
+    Views are not part of it: they are read fresh for every statement, see ``Views``.)
     """
     return frozenset(con.execute(FINGERPRINT_SQL).fetchall())
 
@@ -179,22 +209,16 @@ def table_columns(con: duckdb.DuckDBPyConnection, table: str, schema: str = MAIN
 def load(con: duckdb.DuckDBPyConnection) -> Catalog:
     """Read the whole catalog (a few small queries)."""
     db_name = con.execute("SELECT current_database()").fetchone()[0]
-    rel_rows = con.execute(
-        "SELECT lower(table_name), 'table' FROM duckdb_tables() WHERE schema_name = 'main' "
-        "AND database_name = current_database() AND NOT temporary "
-        "UNION ALL SELECT lower(view_name), 'view' FROM duckdb_views() WHERE schema_name = 'main' "
-        "AND database_name = current_database() AND NOT internal AND NOT temporary"
-    ).fetchall()
-    base_tables = {n for n, k in rel_rows if k == "table"}
-    views = frozenset(n for n, k in rel_rows if k == "view")
-    view_sql = dict(
-        con.execute(
-            "SELECT lower(view_name), sql FROM duckdb_views() WHERE database_name = current_database() "
-            "AND NOT internal"
+    base_tables = {
+        r[0]
+        for r in con.execute(
+            "SELECT lower(table_name) FROM duckdb_tables() WHERE schema_name = 'main' "
+            "AND database_name = current_database() AND NOT temporary"
         ).fetchall()
-    )
+    }
+    views = Views(con)
     if not schema_exists(con):
-        return Catalog(0, {}, frozenset(base_tables), views, {}, db_name, view_sql, builtin_functions(con)[0])
+        return Catalog(0, {}, frozenset(base_tables), {}, db_name, views, builtin_functions(con)[0])
 
     settings = dict(con.execute(f"SELECT key, value FROM {SCHEMA}.settings").fetchall())
     decl_rows = con.execute(
@@ -242,7 +266,7 @@ def load(con: duckdb.DuckDBPyConnection) -> Catalog:
     budget_tables = frozenset(t.budget_table for t in tables.values() if t.budget_table)
     public = frozenset(base_tables - set(tables) - budget_tables)
     return Catalog(
-        int(settings.get("catalog_version", "0")), tables, public, views, settings, db_name, view_sql,
+        int(settings.get("catalog_version", "0")), tables, public, settings, db_name, views,
         builtin_functions(con)[0], budget_tables,
     )  # fmt: skip
 

@@ -245,7 +245,7 @@ def _check_view(name: str, catalog: Catalog, seen: frozenset[str]) -> None:
     """A view that (transitively) reads protected data or dpgate's schema is off limits."""
     if name in seen:
         return
-    sql = catalog.view_sql.get(name)
+    sql = catalog.views.get(name)
     if sql is None:
         return
     from dpgate.dialect import DIALECT

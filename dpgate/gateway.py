@@ -10,6 +10,7 @@ whatever happens (fail closed).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any
 
@@ -80,7 +81,7 @@ class Gateway:
         if self._catalog is None or fp != self._fingerprint:
             self._catalog = catalog_mod.load(self._con)
             self._fingerprint = fp
-        return self._catalog
+        return dataclasses.replace(self._catalog, views=catalog_mod.Views(self._con))
 
     def _randomness(self) -> noise.Randomness:
         self._queries += 1
