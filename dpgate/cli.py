@@ -1,6 +1,6 @@
 """The ``dpgate`` command: a thin layer over the library.
 
-Analyst commands: ``query``, ``explain``, ``demo``. Owner commands: ``init``,
+Analyst commands: ``shell``, ``query``, ``explain``, ``demo``. Owner commands: ``init``,
 ``policy apply``, ``ledger``. dpgate errors print as ``error DPxxx: message`` plus a hint,
 with exit status 1; nothing is charged for a refused statement.
 """
@@ -102,6 +102,13 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_shell(args: argparse.Namespace) -> int:
+    """The interactive SQL shell: completion, highlighting, history, the budget always in view."""
+    from dpgate.repl import run_shell
+
+    return run_shell(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="dpgate",
@@ -129,6 +136,12 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--rebuild", action="store_true", help="rebuild it even if it exists")
     d.add_argument("--no-tour", action="store_true", help="only build the database and print its path")
     d.set_defaults(func=cmd_demo)
+
+    s = sub.add_parser("shell", help=cmd_shell.__doc__, description=cmd_shell.__doc__)
+    s.add_argument("database", nargs="?", help="the database (with --demo: where the demo database is)")
+    s.add_argument("--analyst")
+    s.add_argument("--demo", action="store_true", help="open the demo database as analyst 'demo'")
+    s.set_defaults(func=cmd_shell)
 
     i = sub.add_parser("init", help=cmd_init.__doc__, description=cmd_init.__doc__)
     i.add_argument("database")

@@ -121,6 +121,34 @@ class Gateway:
             return self._dp(classified, cat, sql)
         raise errors.InternalError(f"unhandled statement kind {kind}")
 
+    def cost(self, sql: str, params: Any = None) -> tuple[float, float] | None:
+        """What a statement would charge the analyst, as (ε, δ), or None if it is free.
+
+        Runs the same stages as the statement up to the plan; reads no protected row and
+        charges nothing (the shell asks for confirmation with it).
+        """
+        statement = parse_one(sql)
+        cat = self.catalog()
+        classified = classify(statement, cat)
+        if classified.kind != "dp":
+            return None
+        if params:
+            classified = classify(bind_parameters(statement, params), cat)
+        plan = self.plan(classified, cat)
+        return plan.epsilon, plan.delta
+
+    def tables(self) -> dict[str, tuple[str, list[tuple[str, str]]]]:
+        """Tables and views an analyst may name, with their kind and columns (public facts)."""
+        cat = self.catalog()
+        out: dict[str, tuple[str, list[tuple[str, str]]]] = {}
+        for name, t in sorted(cat.tables.items()):
+            out[name] = ("protected", [(c.name, c.type) for c in t.columns.values()])
+        for name in sorted(cat.public_tables):
+            out[name] = ("public", self.facts.columns(name))
+        for name in sorted(cat.views):
+            out.setdefault(name, ("view", self.facts.columns(name)))
+        return out
+
     def plan(self, classified: Classified, cat: catalog_mod.Catalog) -> CountPlan:
         return planner.plan_count(classified, cat, self.session, self.facts)
 
@@ -290,11 +318,11 @@ class Gateway:
             t = ref.protected
             for c in t.columns.values():
                 role = "privacy unit" if c.name == t.unit else ""
-                bounds = f"[{c.lower:g}, {c.upper:g}]" if c.bounded else None
+                bounds = f"[{_number(c.lower)}, {_number(c.upper)}]" if c.bounded else None
                 domain = None
                 if c.domain is not None:
-                    shown = ", ".join(repr(v) for v in c.domain[:12])
-                    domain = shown + (f", ... ({len(c.domain)} values)" if len(c.domain) > 12 else "")
+                    shown = ", ".join("NULL" if v is None else repr(v) for v in c.domain[:6])
+                    domain = shown + (f", ... ({len(c.domain)} values)" if len(c.domain) > 6 else "")
                 rows.append((c.name, c.type, role, bounds, domain))
         else:
             for name, typ in self.facts.columns(ref.name):
@@ -314,6 +342,10 @@ class Gateway:
         plan = self.plan(inner, cat)
         used, excluded = self.ledger.subject_counts(plan.table, plan.charge.epsilon, plan.charge.delta)
         return Result(cols, types, explain_rows(plan, used, excluded))
+
+
+def _number(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else repr(x)
 
 
 def explain_rows(plan: CountPlan, used: int, excluded: int) -> list[tuple]:

@@ -106,8 +106,10 @@ def status_line(result: Result) -> str:
     return text
 
 
-def format_result(result: Result, *, intervals: bool = True, mode: str = "table", max_width: int | None = None) -> str:
-    """A whole result as text: table (or csv / json), then the status line."""
+def format_result(
+    result: Result, *, intervals: bool = True, mode: str = "table", max_width: int | None = None, status: bool = True
+) -> str:
+    """A whole result as text: table (or csv / json), then the status line and notes."""
     if result.message and not result.columns:
         return result.message
     names, rows, numeric = cells(result, intervals)
@@ -129,9 +131,10 @@ def format_result(result: Result, *, intervals: bool = True, mode: str = "table"
             out.append(obj)
         return json.dumps(out, indent=2)
     parts = [format_table(names, rows, numeric, max_width)]
-    parts.append(status_line(result))
-    if result.release is not None:
-        parts += [f"note: {n}" for n in result.release.notes]
+    if status:
+        parts.append(status_line(result))
+        if result.release is not None:
+            parts += [f"note: {n}" for n in result.release.notes]
     return "\n".join(parts)
 
 
