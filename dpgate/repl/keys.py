@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from prompt_toolkit.completion import CompleteEvent
-from prompt_toolkit.filters import Condition, has_completions
+from prompt_toolkit.filters import Condition, has_completions, is_searching
 from prompt_toolkit.key_binding import KeyBindings
 
 
@@ -17,7 +17,7 @@ def statement_complete(text: str) -> bool:
 def bindings() -> KeyBindings:
     kb = KeyBindings()
 
-    @kb.add("enter", filter=~has_completions)
+    @kb.add("enter", filter=~has_completions & ~is_searching)
     def _(event):
         buf = event.current_buffer
         if statement_complete(buf.text):
@@ -25,7 +25,7 @@ def bindings() -> KeyBindings:
         else:
             buf.insert_text("\n")
 
-    @kb.add("enter", filter=has_completions)
+    @kb.add("enter", filter=has_completions & ~is_searching)
     def _(event):
         buf = event.current_buffer
         if buf.complete_state and buf.complete_state.current_completion:
@@ -36,7 +36,7 @@ def bindings() -> KeyBindings:
             buf.complete_state = None
             buf.insert_text("\n")
 
-    @kb.add("tab")
+    @kb.add("tab", filter=~is_searching)
     def _(event):
         """Complete at once when there is one candidate (or a common prefix); else open the menu."""
         buf = event.current_buffer

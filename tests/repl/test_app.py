@@ -134,3 +134,17 @@ def test_script_mode(demo_db, tmp_path):
     assert code == 1
     assert "| n " in out.getvalue() and "x\n1" in out.getvalue()
     assert "error DP211" in err.getvalue() and "error" not in out.getvalue()
+
+
+def test_ctrl_r_searches_history(demo_db, tmp_path):
+    """The shell's own session: Ctrl-R finds an earlier statement, which is then run again."""
+    with shell(demo_db, tmp_path) as (sh, inp, out):
+        for keys in ("SELECT 42 AS answer;\r", "SELECT 7 AS other;\r"):
+            inp.send_text(keys)
+            sh.run_text(sh.session.prompt())
+        inp.send_text("\x12answ\r\r")  # Ctrl-R, part of the earlier statement, accept, run
+        again = sh.session.prompt()
+        assert again == "SELECT 42 AS answer;"
+        sh.run_text(again)
+    assert out.getvalue().count("| answer |") == 2
+    assert "SELECT 42 AS answer;" in (tmp_path / "history").read_text()
