@@ -151,13 +151,11 @@ class Catalog:
     views: Views = field(default_factory=Views)
     builtin_functions: frozenset[str] = frozenset()
     budget_tables: frozenset[str] = frozenset()
+    relation_names: frozenset[str] = frozenset()  # every table (any schema) and built-in view
 
     def protected(self, name: str) -> ProtectedTable | None:
         return self.tables.get(name.lower())
 
-    @property
-    def allow_test_seed(self) -> bool:
-        return self.settings.get("allow_test_seed", "false") == "true"
 
 
 def subjects_view(roster: str) -> str:
@@ -217,8 +215,14 @@ def load(con: duckdb.DuckDBPyConnection) -> Catalog:
         ).fetchall()
     }
     views = Views(con)
+    relations = frozenset(
+        r[0]
+        for r in con.execute(
+            "SELECT lower(table_name) FROM duckdb_tables() UNION SELECT lower(view_name) FROM duckdb_views() WHERE internal"
+        ).fetchall()
+    )
     if not schema_exists(con):
-        return Catalog(0, {}, frozenset(base_tables), {}, db_name, views, builtin_functions(con)[0])
+        return Catalog(0, {}, frozenset(base_tables), {}, db_name, views, builtin_functions(con)[0], frozenset(), relations)
 
     settings = dict(con.execute(f"SELECT key, value FROM {SCHEMA}.settings").fetchall())
     decl_rows = con.execute(
@@ -267,7 +271,7 @@ def load(con: duckdb.DuckDBPyConnection) -> Catalog:
     public = frozenset(base_tables - set(tables) - budget_tables)
     return Catalog(
         int(settings.get("catalog_version", "0")), tables, public, settings, db_name, views,
-        builtin_functions(con)[0], budget_tables,
+        builtin_functions(con)[0], budget_tables, relations,
     )  # fmt: skip
 
 

@@ -33,9 +33,16 @@ _FORBIDDEN_NAMES = {
     "read_blob", "checkpoint", "force_checkpoint", "which_secret", "json_execute_serialized_sql",
     "load_extension", "current_setting", "enable_profiling", "disable_profiling",
     "getvariable", "set_variable", "current_database", "current_schema", "current_schemas",
-    "test_all_types", "test_vector_types", "summary",
+    "current_catalog", "test_all_types", "test_vector_types", "summary",
+    # sequences (dpgate's ledger uses one) and the random seed of the engine
+    "nextval", "setval", "currval", "setseed",
+    # Postgres compatibility macros that read the catalog
+    "col_description", "obj_description", "format_type", "has_any_column_privilege",
 }  # fmt: skip
-_FORBIDDEN_PREFIXES = ("read_", "duckdb_", "pragma_", "parquet_", "iceberg_", "delta_", "sqlite_", "postgres_", "mysql_")
+_FORBIDDEN_PREFIXES = (
+    "read_", "duckdb_", "pragma_", "parquet_", "iceberg_", "delta_", "sqlite_", "postgres_", "mysql_",
+    "pg_", "has_", "shobj_",
+)  # fmt: skip
 _FORBIDDEN_SUFFIXES = ("_scan",)
 
 # Statements that touch files, the network, extensions or engine settings.
@@ -176,16 +183,28 @@ def _cte_names(statement: exp.Expr) -> set[str]:
     return {cte.alias_or_name.lower() for cte in statement.find_all(exp.CTE)}
 
 
-def table_refs(statement: exp.Expr, catalog: Catalog) -> list[TableRef]:
-    """Every table the statement reads, resolved against the catalog (views followed)."""
+def _check_cte_names(statement: exp.Expr, catalog: Catalog) -> set[str]:
+    """CTE names, which must not be the name of any relation DuckDB could resolve instead.
+
+    Inside its own body (and outside its scope) a CTE's name means the real relation: a CTE
+    that shadows a table would let that table be read under the CTE's cover.
+    """
     ctes = _cte_names(statement)
-    clash = sorted(c for c in ctes if catalog.protected(c) or c in catalog.views or c in catalog.public_tables)
+    clash = sorted(
+        c for c in ctes if c in catalog.relation_names or c in catalog.views or catalog.protected(c)
+    )
     if clash:
         raise errors.UnsupportedQueryError(
-            f"A CTE is named like an existing table: {', '.join(clash)}",
+            f"A CTE is named like an existing table or view: {', '.join(clash)}",
             code="DP216",
-            hint="give the CTE a name that no table has",
+            hint="give the CTE a name that no table or view has",
         )
+    return ctes
+
+
+def table_refs(statement: exp.Expr, catalog: Catalog) -> list[TableRef]:
+    """Every table the statement reads, resolved against the catalog (views followed)."""
+    ctes = _check_cte_names(statement, catalog)
     refs = []
     for node in statement.find_all(exp.Table):
         refs.append(_resolve(node, catalog, ctes))
@@ -257,7 +276,12 @@ def _check_view(name: str, catalog: Catalog, seen: frozenset[str]) -> None:
             f"View {name} cannot be analysed, so dpgate will not read it", code="DP224"
         ) from e
     select = view.expression if isinstance(view, exp.Create) else view
-    ctes = _cte_names(select)
+    try:
+        ctes = _check_cte_names(select, catalog)
+    except errors.Error as e:
+        raise errors.NotSupportedError(
+            f"View {name} shadows a table with a CTE, so dpgate will not read it", code="DP224"
+        ) from e
     for node in select.find_all(exp.Table):
         try:
             ref = _resolve(node, catalog, ctes, seen | {name})

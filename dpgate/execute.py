@@ -30,7 +30,6 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
 import duckdb
@@ -64,14 +63,16 @@ def _agg_sql(agg: AggSpec) -> list[tuple[str, str]]:
         return [("count", f"count(DISTINCT {v})")]
     if agg.kind == COUNT_SUBJECTS:
         return [("subjects", f"count(DISTINCT {v if agg.expr is not None else '__unit'})")]
-    clamped = f"least(greatest({v}, {agg.lower!r}), {agg.upper!r})"
-    # CAST(DOUBLE AS BIGINT) rounds to the nearest integer: each value lands on the grid.
-    if agg.grid == 1.0:
-        scaled = f"CAST({clamped} AS BIGINT)"
-    elif agg.grid < 1.0:
-        scaled = f"CAST({clamped} * {int(round(1 / agg.grid))} AS BIGINT)"
+    # Clamp, then put on the grid. CAST(DOUBLE AS BIGINT) rounds to the nearest integer, and
+    # the planner checked that |bound / grid| < 2^53, so no value can overflow [grid-cast].
+    if agg.grid == 1.0 and agg.integer:
+        scaled = f"CAST(least(greatest({v}, {int(agg.lower)}), {int(agg.upper)}) AS BIGINT)"
     else:
-        scaled = f"CAST({clamped} / {int(agg.grid)} AS BIGINT)"
+        clamped = f"least(greatest(CAST({v} AS DOUBLE), {agg.lower!r}), {agg.upper!r})"
+        if agg.grid <= 1.0:
+            scaled = f"CAST({clamped} * {int(round(1 / agg.grid))} AS BIGINT)"
+        else:
+            scaled = f"CAST({clamped} / {int(agg.grid)} AS BIGINT)"
     if agg.kind == SUM:
         return [("sum", f"coalesce(sum({scaled}), 0)")]
     if agg.kind == AVG:
@@ -79,50 +80,138 @@ def _agg_sql(agg: AggSpec) -> list[tuple[str, str]]:
     raise errors.InternalError(f"unknown aggregate kind {agg.kind}")
 
 
-def _domain_condition(plan: CountPlan, params: dict[str, Any]) -> str | None:
-    """SQL condition: every key with a public domain takes one of its values."""
-    conds = []
+def _positions(plan: CountPlan, params: dict[str, Any]) -> list[str | None]:
+    """For each key: SQL for its 1-based position in its public domain (NULL when outside it).
+
+    Cells are identified by position in SQL, never by comparing values in Python (NaN keys,
+    huge integers and differently typed equal values all stay exact).
+    """
+    out: list[str | None] = []
     for j, key in enumerate(plan.keys):
         if key.domain is None:
+            out.append(None)
             continue
-        values = [v for v in key.domain if v is not None]
-        params[f"dom{j}"] = values
-        cond = f"__k{j} IN (SELECT unnest(CAST($dom{j} AS {key.sql_type}[])))"
-        if len(values) < len(key.domain):
-            cond = f"({cond} OR __k{j} IS NULL)"
-        conds.append(cond)
-    return " AND ".join(conds) if conds else None
+        params[f"dom{j}"] = list(key.domain)  # NULL entries never match a value in list_position
+        null_pos = key.domain.index(None) + 1 if None in key.domain else "NULL"
+        out.append(
+            f"CASE WHEN __k{j} IS NULL THEN {null_pos} "
+            f"ELSE list_position(CAST($dom{j} AS {key.sql_type}[]), __k{j}) END"
+        )
+    return out
+
+
+@dataclass
+class _SQL:
+    """The statements of one execution, built once and used for binding and for running."""
+
+    per_unit: str  # one row per unit: its row count (and group count), joined with the charged units
+    over: str  # condition on per_unit: the subject exceeds a bound
+    cols: str
+    src: str
+    in_domain: str | None
+    keys: list[str]
+    positions: list[str | None]
+    labels: list[tuple[int, str]]
+    selects: list[str]
+    group: str
+    having: str
+    params: dict[str, Any]
+
+    def sampled(self, plan: CountPlan, rows: str) -> str:
+        """The rows of ``rows`` (a SELECT of the source columns) bounded by sampling."""
+        keys = self.keys
+        inner = rows
+        if self.in_domain:
+            inner = f"SELECT * FROM ({inner}) WHERE {self.in_domain}"
+        if plan.bound_groups:
+            group_hash = f"hash(__unit, {', '.join(keys)}, $salt)"
+            inner = (
+                f"SELECT {self.cols} FROM (SELECT *, dense_rank() OVER (PARTITION BY __unit ORDER BY {group_hash}, "
+                f"{', '.join(keys)}) AS __gr FROM ({inner})) WHERE __gr <= {plan.max_groups}"
+            )
+        # Rows equal in every column used get distinct duplicate numbers, so that each row,
+        # not each distinct value, has its own pseudo-random rank [dup].
+        inner = f"SELECT *, row_number() OVER (PARTITION BY {self.cols}) AS __dup FROM ({inner})"
+        row_hash = f"hash({self.cols}, __dup, $salt)"
+        return (
+            f"SELECT {self.cols} FROM ({inner}) "
+            f"QUALIFY row_number() OVER (PARTITION BY __unit ORDER BY {row_hash}, __dup) <= {plan.max_rows}"
+        )
+
+    def aggregate(self, bounded: str) -> str:
+        return f"SELECT {', '.join(self.selects)} FROM ({bounded}){self.group}{self.having}"
+
+
+def _build(plan: CountPlan, charged: str) -> _SQL:
+    params: dict[str, Any] = {}
+    src = to_duckdb(plan.source)
+    positions = _positions(plan, params)
+    in_domain = " AND ".join(f"({p}) IS NOT NULL" for p in positions if p is not None) or None
+    keys = [f"__k{j}" for j in range(len(plan.keys))]
+    values = sorted({f"__v{a.index}" for a in plan.aggs if a.expr is not None})
+    cols = ", ".join(["__unit", *keys, *values])
+    # NULL is a group too: count groups as structs, which are never NULL themselves.
+    key_struct = f"struct_pack({', '.join(f'k{j} := {k}' for j, k in enumerate(keys))})" if keys else "NULL"
+    group_check = f" OR __p.__g > {plan.max_groups}" if plan.bound_groups else ""
+    group_count = f", count(DISTINCT {key_struct}) AS __g" if plan.bound_groups else ""
+    per_unit = (
+        f"(SELECT __unit, count(*) AS __n{group_count} FROM ({src}) GROUP BY __unit) __p "
+        f"LEFT JOIN {charged} __c ON __p.__unit = __c.unit"
+    )
+    over = f"__p.__n > {plan.max_rows}{group_check}"
+    selects, labels = [], []
+    group_by = []
+    for j, pos in enumerate(positions):
+        expr = pos if pos is not None else f"__k{j}"
+        selects.append(expr)
+        group_by.append(expr)
+    for agg in plan.aggs:
+        for label, sql in _agg_sql(agg):
+            selects.append(sql)
+            labels.append((agg.index, label))
+    if plan.key_selection is not None:
+        selects.append("count(DISTINCT __unit)")
+    group = f" GROUP BY {', '.join(group_by)}" if group_by else ""
+    having = f" HAVING {in_domain}" if in_domain else ""
+    return _SQL(per_unit, over, cols, src, in_domain, keys, positions, labels, selects, group, having, params)
+
+
+def bind_check(con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, unit_type: str) -> None:
+    """Bind (DESCRIBE, no execution) every statement ``run`` may send, before anything is charged.
+
+    A statement DuckDB cannot bind fails the same way whatever the data, so it must fail
+    here, where a refusal costs nothing.
+    """
+    q = _build(plan, charged)
+    special = f"(SELECT CAST(NULL AS {unit_type}) AS __unit, true AS __eligible WHERE false)"
+    parts = [
+        f"SELECT {q.cols} FROM ({q.src}) WHERE __unit NOT IN (SELECT __unit FROM {special})",
+        q.sampled(plan, f"SELECT {q.cols} FROM ({q.src}) WHERE __unit IN (SELECT __unit FROM {special} WHERE __eligible)"),
+    ]
+    params = dict(q.params, salt=0)
+    try:
+        con.execute(f"DESCRIBE SELECT count(*) FILTER (WHERE {q.over}) FROM {q.per_unit}")
+        con.execute(f"DESCRIBE {q.aggregate(' UNION ALL '.join(f'({p})' for p in parts))}", params)
+    except duckdb.Error as e:
+        raise errors.ProgrammingError(
+            f"DuckDB cannot bind this query: {str(e).strip().splitlines()[0]}",
+            code="DP230",
+            hint="fix the SQL; nothing was charged",
+        ) from e
 
 
 def run(con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, salt: int) -> ExactAnswer:
-    """Compute the exact bounded statistics of ``plan`` over the subjects in table ``charged``.
+    """Compute the exact bounded statistics of ``plan`` over the subjects in ``charged``.
 
     Rows outside the keys' public domains never count towards a subject's bounds: the
     subjects that need sampling see the domain filter before their rows are ranked; for
     everyone else (all of whose rows are kept anyway) the filter is applied to the groups
     after aggregation, which is the same and cheaper.
     """
-    params: dict[str, Any] = {}
-    src = to_duckdb(plan.source)
-    in_domain = _domain_condition(plan, params)
-    keys = [f"__k{j}" for j in range(len(plan.keys))]
-    values = sorted({f"__v{a.index}" for a in plan.aggs if a.expr is not None})
-    columns = ["__unit", *keys, *values]
-    cols = ", ".join(columns)
+    q = _build(plan, charged)
+    params = dict(q.params)
     special = f"__dp_special_{next(_ids)}"
-    key_tuple = f"({', '.join(keys)})" if len(keys) > 1 else (keys[0] if keys else "NULL")
-    group_check = f" OR __p.__g > {plan.max_groups}" if plan.bound_groups else ""
-    group_count = f", count(DISTINCT {key_tuple}) AS __g" if plan.bound_groups else ""
-    # Subjects that need work: not charged (their rows are dropped) or over a bound (sampled).
-    # Counting all their rows, in or out of the domains, only ever flags more subjects.
-    per_unit = (
-        f"(SELECT __unit, count(*) AS __n{group_count} FROM ({src}) GROUP BY __unit) __p "
-        f"LEFT JOIN {charged} __c ON __p.__unit = __c.unit"
-    )
-    over = f"__p.__n > {plan.max_rows}{group_check}"
-    special_sql = (
-        f"SELECT __p.__unit, (__c.unit IS NOT NULL) AS __eligible FROM {per_unit} WHERE __c.unit IS NULL OR {over}"
-    )
+    special_sql = f"SELECT __p.__unit, (__c.unit IS NOT NULL) AS __eligible FROM {q.per_unit} WHERE __c.unit IS NULL OR {q.over}"
     # A unique constraint on the unit (a schema fact) means one row per subject: nothing to bound.
     one_row_each = plan.table.unique_unit and not plan.source.args.get("joins")
     heavy: int = 0
@@ -132,67 +221,42 @@ def run(con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, salt: int
         parts = []
         to_sample = None
         if one_row_each:
-            parts.append(f"SELECT {cols} FROM ({src}) WHERE __unit IN (SELECT unit FROM {charged})")
+            parts.append(f"SELECT {q.cols} FROM ({q.src}) WHERE __unit IN (SELECT unit FROM {charged})")
         else:
+            # Subjects that need work: not charged (their rows are dropped) or over a bound
+            # (sampled). Counting all their rows, in or out of the domains, only flags more.
             heavy, unused, units = con.execute(
-                f"SELECT count(*) FILTER (WHERE __c.unit IS NOT NULL AND ({over})), "
-                f"count(*) FILTER (WHERE __c.unit IS NULL), count(*) FROM {per_unit}"
+                f"SELECT count(*) FILTER (WHERE __c.unit IS NOT NULL AND ({q.over})), "
+                f"count(*) FILTER (WHERE __c.unit IS NULL), count(*) FROM {q.per_unit}"
             ).fetchone()
             if heavy + unused == 0:
-                parts.append(f"SELECT {cols} FROM ({src})")
+                parts.append(f"SELECT {q.cols} FROM ({q.src})")
             elif unused == 0 and 2 * heavy >= units:
                 # Most subjects need sampling: rank everyone's rows (a subject within its bounds
                 # keeps them all), and skip splitting the rows in two.
-                to_sample = f"SELECT {cols} FROM ({src})"
+                to_sample = f"SELECT {q.cols} FROM ({q.src})"
             else:
                 con.execute(f"CREATE TEMP TABLE {special} AS {special_sql}")
                 made_special = True
-                parts.append(f"SELECT {cols} FROM ({src}) WHERE __unit NOT IN (SELECT __unit FROM {special})")
+                parts.append(f"SELECT {q.cols} FROM ({q.src}) WHERE __unit NOT IN (SELECT __unit FROM {special})")
                 if heavy:
                     to_sample = (
-                        f"SELECT {cols} FROM ({src}) WHERE __unit IN (SELECT __unit FROM {special} WHERE __eligible)"
+                        f"SELECT {q.cols} FROM ({q.src}) WHERE __unit IN (SELECT __unit FROM {special} WHERE __eligible)"
                     )
         if to_sample is not None:
             params["salt"] = salt
-            inner = to_sample
-            if in_domain:
-                inner = f"SELECT * FROM ({inner}) WHERE {in_domain}"
-            if plan.bound_groups:
-                group_hash = f"hash(__unit, {', '.join(keys)}, $salt)"
-                inner = (
-                    f"SELECT {cols} FROM (SELECT *, dense_rank() OVER (PARTITION BY __unit ORDER BY {group_hash}, "
-                    f"{', '.join(keys)}) AS __gr FROM ({inner})) WHERE __gr <= {plan.max_groups}"
-                )
-            # Rows equal in every column used get distinct duplicate numbers, so that each row,
-            # not each distinct value, has its own pseudo-random rank.
-            inner = f"SELECT *, row_number() OVER (PARTITION BY {cols}) AS __dup FROM ({inner})"
-            row_hash = f"hash({cols}, __dup, $salt)"
-            parts.append(
-                f"SELECT {cols} FROM ({inner}) "
-                f"QUALIFY row_number() OVER (PARTITION BY __unit ORDER BY {row_hash}, __dup) <= {plan.max_rows}"
-            )
+            parts.append(q.sampled(plan, to_sample))
         bounded = " UNION ALL ".join(f"({p})" for p in parts) if len(parts) > 1 else parts[0]
-        selects = list(keys)
-        labels: list[tuple[int, str]] = []
-        for agg in plan.aggs:
-            for label, sql in _agg_sql(agg):
-                selects.append(sql)
-                labels.append((agg.index, label))
-        if plan.key_selection is not None:
-            selects.append("count(DISTINCT __unit)")
-        group = f" GROUP BY {', '.join(keys)}" if keys else ""
-        having = f" HAVING {in_domain}" if in_domain else ""
-        sql = f"SELECT {', '.join(selects)} FROM ({bounded}){group}{having}"
-        rows = con.execute(sql, params).fetchall()
+        rows = con.execute(q.aggregate(bounded), params).fetchall()
     finally:
         if made_special:
             con.execute(f"DROP TABLE IF EXISTS {special}")
 
-    nk = len(keys)
+    nk = len(q.keys)
     if plan.key_selection is None:
-        return _align_to_domains(plan, rows, nk, labels, int(heavy), unused)
+        return _align_to_domains(plan, rows, nk, q.labels, int(heavy), unused)
     key_rows = [tuple(r[:nk]) for r in rows]
-    comps = {lab: np.array([_int(r[nk + i]) for r in rows], dtype=object) for i, lab in enumerate(labels)}
+    comps = {lab: np.array([_int(r[nk + i]) for r in rows], dtype=object) for i, lab in enumerate(q.labels)}
     subjects = np.array([int(r[-1]) for r in rows], dtype=np.int64)
     return ExactAnswer(key_rows, comps, subjects, int(heavy), unused)
 
@@ -202,7 +266,10 @@ def _int(v: Any) -> int:
 
 
 def _align_to_domains(plan: CountPlan, rows: list[tuple], nk: int, labels, heavy: int, unused: int | None) -> ExactAnswer:
-    """Every cell of the public domain gets a value; cells with no rows are exact zeros."""
+    """Every cell of the public domain gets a value; cells with no rows are exact zeros.
+
+    With public domains, the aggregate returns each key's 1-based position in its domain.
+    """
     domains = [k.domain for k in plan.keys]
     n_cells = math.prod(len(d) for d in domains) if domains else 1
     comps = {lab: np.zeros(n_cells, dtype=object) for lab in labels}
@@ -210,28 +277,10 @@ def _align_to_domains(plan: CountPlan, rows: list[tuple], nk: int, labels, heavy
         for i, lab in enumerate(labels):
             comps[lab][0] = _int(rows[0][i]) if rows else 0
         return ExactAnswer([()], comps, None, heavy, unused)
-    index = [{_norm(v): i for i, v in enumerate(d)} for d in domains]
     strides = [math.prod(len(d) for d in domains[j + 1 :]) for j in range(nk)]
     for r in rows:
-        flat = 0
-        for j in range(nk):
-            pos = index[j].get(_norm(r[j]))
-            if pos is None:  # cannot happen: __base keeps domain values only
-                raise errors.InternalError(f"key {r[j]!r} outside its declared domain")
-            flat += pos * strides[j]
+        flat = sum((int(r[j]) - 1) * strides[j] for j in range(nk))
         for i, lab in enumerate(labels):
             comps[lab][flat] = _int(r[nk + i])
     keys = list(itertools.product(*domains))
     return ExactAnswer(keys, comps, None, heavy, unused)
-
-
-def _norm(v: Any) -> Any:
-    """Domain values come from JSON (str / int / float); DuckDB returns typed values."""
-    if isinstance(v, bool) or v is None:
-        return v
-    if isinstance(v, (int, float, Decimal)):
-        return float(v)
-    return str(v)
-
-
-

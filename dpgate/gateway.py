@@ -11,6 +11,7 @@ whatever happens (fail closed).
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from typing import Any
 
@@ -51,13 +52,13 @@ class Gateway:
                     f"{os.fspath(path)!r} has no dpgate catalog", code="DP302",
                     hint="the data owner declares protected tables and analysts first (dpgate policy apply)",
                 )  # fmt: skip
-            cat = self.catalog()
+            self.catalog()
             self.ledger.quota(analyst)  # unknown analyst -> PolicyError
-            if test_seed is not None and not cat.allow_test_seed:
+            if test_seed is not None and not self.ledger.may_seed(analyst):
                 raise errors.PolicyError(
-                    "A fixed test seed was asked for, but the data owner has not allowed test seeds",
+                    f"A fixed test seed was asked for, but the data owner has not allowed {analyst} test seeds",
                     code="DP305",
-                    hint="test seeds make noise predictable; the owner enables them with Owner.allow_test_seed()",
+                    hint="test seeds make noise predictable; the owner grants them with Owner.allow_test_seed(analyst)",
                 )
         except BaseException:
             database.release(self._instance)
@@ -170,6 +171,8 @@ class Gateway:
         plan = self.plan(classified, cat)
         randomness = self._randomness()
         cost = self._cost(plan, sql, randomness.private)
+        unit_type = plan.table.columns[plan.table.unit].type
+        execute.bind_check(self._con, plan, f"(SELECT unit FROM {plan.table.roster_table_sql})", unit_type)
         debit = self.ledger.reserve(cost)  # --- debit before release: from here on, charged
         rng = randomness.rng
         try:
@@ -457,6 +460,9 @@ def bind_parameters(statement: exp.Expr, params: Any) -> exp.Expr:
     def replace(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Placeholder):
             value = value_for(node)
+            if isinstance(value, float) and not math.isfinite(value):
+                # exp.convert would write inf as a bare identifier and nan as NULL
+                return exp.cast(exp.Literal.string(repr(value)), exp.DataType.build("DOUBLE"))
             try:
                 return exp.convert(value)
             except ValueError as e:

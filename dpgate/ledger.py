@@ -87,6 +87,10 @@ class Ledger:
             )  # fmt: skip
         return row
 
+    def may_seed(self, analyst: str) -> bool:
+        row = self._con.execute(f"SELECT allow_test_seed FROM {SCHEMA}.analysts WHERE name = ?", [analyst]).fetchone()
+        return bool(row and row[0])
+
     def remaining(self, analyst: str) -> tuple[float, float]:
         eq, dq, _, _, es, ds = self.quota(analyst)
         return float(max(eq - es, Decimal(0))), float(max(dq - ds, Decimal(0)))
@@ -186,8 +190,12 @@ class Ledger:
                         )  # fmt: skip
                     if excluded == 0:
                         # Everyone in the space pays the same: one row, the space's common offset;
-                        # the units used are the whole roster.
-                        charged = f"(SELECT unit FROM {cost.table.roster_table_sql})"
+                        # the units used are the roster as it is now (a later refresh adds a new
+                        # generation, which this query does not use).
+                        (generation,) = con.execute(
+                            f"SELECT generation FROM {SCHEMA}.roster_offsets WHERE roster = ?", [cost.table.roster]
+                        ).fetchone()
+                        charged = f"(SELECT unit FROM {cost.table.roster_table_sql} WHERE added <= {int(generation)})"
                         con.execute(
                             f"UPDATE {SCHEMA}.roster_offsets SET epsilon_spent = epsilon_spent + ?, "
                             "delta_spent = delta_spent + ? WHERE roster = ?",

@@ -140,7 +140,11 @@ def _run_parameter(epsilon: float, sensitivity: int | float) -> float:
         raise ValueError(f"epsilon must be finite and > {EPSILON_MARGIN}, got {epsilon}")
     if not sensitivity > 0:
         raise ValueError(f"sensitivity must be positive, got {sensitivity}")
-    return (epsilon - EPSILON_MARGIN) / sensitivity
+    c = (epsilon - EPSILON_MARGIN) / sensitivity
+    if c < 2.0**-53:
+        # beyond this the geometric's bits no longer fit in 63 bits, and exp(-c) rounds to 1
+        raise ValueError(f"noise scale {sensitivity / epsilon:.3g} is too large")
+    return c
 
 
 def discrete_laplace_alpha(epsilon: float, sensitivity: int | float) -> float:

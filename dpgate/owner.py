@@ -97,7 +97,7 @@ class Owner:
                 self.con.execute(resources.read_sql("schema.sql"))
                 self.con.execute(
                     f"INSERT INTO {catalog.SCHEMA}.settings VALUES "
-                    "('schema_version', ?), ('catalog_version', '1'), ('allow_test_seed', 'false')",
+                    "('schema_version', ?), ('catalog_version', '1')",
                     [SCHEMA_VERSION],
                 )
             except BaseException:
@@ -106,12 +106,17 @@ class Owner:
             self.con.execute("COMMIT")
 
     # -- settings ----------------------------------------------------------------------
-    def allow_test_seed(self, allowed: bool = True) -> None:
-        """Let connections ask for a fixed seed (tests only: results are then marked not private)."""
+    def allow_test_seed(self, analyst: str, allowed: bool = True) -> None:
+        """Let one analyst ask for a fixed noise seed (tests only: results are marked not private).
+
+        A seeded analyst can reproduce the noise, and so remove it: grant this only to test
+        accounts, never on real data.
+        """
         with self._transaction() as con:
+            if not con.execute(f"SELECT 1 FROM {catalog.SCHEMA}.analysts WHERE name = ?", [analyst]).fetchone():
+                raise errors.PolicyError(f"Unknown analyst {analyst!r}", code="DP302", hint="add_analyst() first")
             con.execute(
-                f"UPDATE {catalog.SCHEMA}.settings SET value = ? WHERE key = 'allow_test_seed'",
-                ["true" if allowed else "false"],
+                f"UPDATE {catalog.SCHEMA}.analysts SET allow_test_seed = ? WHERE name = ?", [allowed, analyst]
             )
 
     # -- protected tables ----------------------------------------------------------------
@@ -398,11 +403,15 @@ class Owner:
                     f"WHERE unit NOT IN (SELECT {bu} FROM {quote(btab)} WHERE {bu} IS NOT NULL)"
                 )
                 params = [default_eps]
-        # New subjects start at minus the space's common offset: their total spending is zero.
+        # New subjects start at minus the space's common offset (their total spending is zero)
+        # and carry a new generation (see roster.sql).
         con.execute(
-            f"INSERT INTO {r} (unit, epsilon_budget, epsilon_spent, delta_spent) "
-            f"SELECT s.unit, s.eps, -o.epsilon_spent, -o.delta_spent FROM ({src}) s, "
-            f"(SELECT epsilon_spent, delta_spent FROM {catalog.SCHEMA}.roster_offsets WHERE roster = ?) o "
+            f"UPDATE {catalog.SCHEMA}.roster_offsets SET generation = generation + 1 WHERE roster = ?", [roster]
+        )
+        con.execute(
+            f"INSERT INTO {r} (unit, epsilon_budget, epsilon_spent, delta_spent, added) "
+            f"SELECT s.unit, s.eps, -o.epsilon_spent, -o.delta_spent, o.generation FROM ({src}) s, "
+            f"(SELECT epsilon_spent, delta_spent, generation FROM {catalog.SCHEMA}.roster_offsets WHERE roster = ?) o "
             "ON CONFLICT (unit) DO UPDATE SET epsilon_budget = excluded.epsilon_budget",
             [*params, roster],
         )
@@ -472,13 +481,8 @@ class Owner:
                     policy = tomllib.load(f)
                 except tomllib.TOMLDecodeError as e:
                     raise errors.PolicyError(f"Policy file is not valid TOML: {e}", code="DP330") from e
-        _check_keys("policy", policy, {"settings", "tables", "analysts"})
+        _check_keys("policy", policy, {"tables", "analysts"})
         done = []
-        settings = policy.get("settings", {})
-        _check_keys("[settings]", settings, {"allow_test_seed"})
-        if "allow_test_seed" in settings:
-            self.allow_test_seed(bool(settings["allow_test_seed"]))
-            done.append(f"allow_test_seed = {bool(settings['allow_test_seed'])}")
         for tname, spec in policy.get("tables", {}).items():
             _check_keys(
                 f"[tables.{tname}]",
@@ -518,8 +522,9 @@ class Owner:
             done.append(f"protected {tname} (unit {spec['unit']})")
         for aname, spec in policy.get("analysts", {}).items():
             _check_keys(
-                f"[analysts.{aname}]", spec, {"epsilon", "delta", "epsilon_per_query", "delta_per_query"}
-            )
+                f"[analysts.{aname}]", spec,
+                {"epsilon", "delta", "epsilon_per_query", "delta_per_query", "allow_test_seed"},
+            )  # fmt: skip
             if "epsilon" not in spec:
                 raise errors.PolicyError(f"[analysts.{aname}] needs epsilon = <quota>", code="DP330")
             self.add_analyst(
@@ -529,6 +534,8 @@ class Owner:
                 epsilon_per_query=spec.get("epsilon_per_query"),
                 delta_per_query=spec.get("delta_per_query"),
             )
+            if "allow_test_seed" in spec:
+                self.allow_test_seed(aname, bool(spec["allow_test_seed"]))
             done.append(f"analyst {aname} (epsilon quota {spec['epsilon']})")
         return done
 

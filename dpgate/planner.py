@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from sqlglot import exp
 
 from dpgate import bounds, errors, noise
-from dpgate.catalog import INTEGER_TYPES, Catalog, ProtectedTable
+from dpgate.catalog import INTEGER_TYPES, Catalog, ProtectedTable, is_numeric_type
 from dpgate.classify import Classified, function_name
 from dpgate.dialect import to_duckdb
 from dpgate.nodes import dp_options
@@ -298,6 +298,7 @@ class _Planner:
         for join in q.args.get("joins") or []:
             sources.append((join.this, join))
         using: set[str] = set()
+        conditions: list[exp.Expr] = []
         for node, join in sources:
             if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
                 raise errors.UnsupportedQueryError(
@@ -319,6 +320,11 @@ class _Planner:
             item = _Item(alias, name, cols, prot is not None)
             if join is not None:
                 method = (join.args.get("method") or "").upper()
+                if join.args.get("kind", "").upper() == "NATURAL" or method == "NATURAL":
+                    raise errors.UnsupportedQueryError(
+                        "NATURAL joins are not supported over protected tables", code="DP218",
+                        hint="name the join columns: JOIN lookup USING (col)",
+                    )  # fmt: skip
                 if method in ("POSITIONAL",):
                     raise errors.UnsupportedQueryError(
                         "POSITIONAL JOIN pairs rows by storage order, which would let one subject's rows "
@@ -330,12 +336,23 @@ class _Planner:
                 if side in ("LEFT", "FULL") and prot is None:
                     item.nullable = True
                 for ident in join.args.get("using") or []:
-                    using.add(ident.name.lower())
+                    col = ident.name.lower()
+                    earlier = [i for i in items if col in i.columns]
+                    if col not in item.columns or not earlier:
+                        raise errors.ProgrammingError(
+                            f"USING ({col}): both sides of the join need a column {col}", code="DP218",
+                            hint="check the column names",
+                        )  # fmt: skip
+                    _check_comparable(col, earlier[0].columns[col], col, item.columns[col])
+                    using.add(col)
                 on = join.args.get("on")
                 if on is not None:
-                    _check_join_condition(on)
+                    conditions.append(on)
             items.append(item)
-        return _Scope(items, using)
+        scope = _Scope(items, using)
+        for on in conditions:
+            _check_join_condition(on, scope)
+        return scope
 
     def _qualify(self, q: exp.Select, scope: _Scope) -> None:
         """Qualify every source column with its table alias, so that equal expressions compare equal."""
@@ -504,6 +521,10 @@ class _Planner:
         text = node.sql(dialect="duckdb")
         if isinstance(node, exp.Count):
             arg = node.this
+            if arg is None:
+                raise errors.UnsupportedQueryError(
+                    f"{text} needs an argument", code="DP212", hint="write COUNT(*) or COUNT(expr)"
+                )
             if isinstance(arg, exp.Star):
                 if cond is None:
                     return COUNT_ROWS, None
@@ -525,6 +546,8 @@ class _Planner:
             return COUNT_VALUES, _filtered(arg, cond)
         if isinstance(node, (exp.Sum, exp.Avg)):
             arg = node.this
+            if arg is None:
+                raise errors.UnsupportedQueryError(f"{text} needs an argument", code="DP212")
             if isinstance(arg, exp.Distinct):
                 raise errors.UnsupportedQueryError(
                     f"{text}: DISTINCT inside SUM/AVG is not supported", code="DP212",
@@ -577,6 +600,11 @@ class _Planner:
         integer = (vtype or "").upper() in INTEGER_TYPES and float(lo).is_integer() and float(hi).is_integer()
         grid = 1.0 if integer else 2.0 ** (math.floor(math.log2(hi - lo)) - GRID_BITS)
         lo_i, hi_i = math.floor(lo / grid), math.ceil(hi / grid)
+        if max(abs(lo_i), abs(hi_i)) >= 2**53:
+            raise errors.PolicyError(
+                f"{label}: the bounds [{lo:.15g}, {hi:.15g}] are too far from 0 for an exact sum", code="DP213",
+                hint="subtract an offset inside the aggregate, e.g. SUM(x - 1e12), and add it back afterwards",
+            )  # fmt: skip
         if kind == SUM:
             sens = max_rows * max(abs(lo_i), abs(hi_i))
             comps = (Component("sum", max(1, sens), epsilon),)
@@ -707,19 +735,48 @@ def _try(node: exp.Expr) -> exp.Expr:
     return exp.Anonymous(this="TRY", expressions=[node])
 
 
-def _check_join_condition(on: exp.Expr) -> None:
+def _check_join_condition(on: exp.Expr, scope: _Scope) -> None:
+    """Joins compare columns of the same kind of type only.
+
+    Join conditions are not wrapped in TRY (that would defeat hash joins), so they must be
+    unable to fail at run time: a VARCHAR compared with a number is cast row by row, and a
+    row that does not convert would raise an error that depends on the data.
+    """
     parts = list(on.flatten()) if isinstance(on, exp.And) else [on]
     for part in parts:
         if isinstance(part, exp.Paren):
             part = part.this
         ok = isinstance(part, (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ)) and all(
-            isinstance(side, (exp.Column, exp.Literal)) for side in (part.this, part.expression)
+            isinstance(side, exp.Column) for side in (part.this, part.expression)
         )
         if not ok:
             raise errors.UnsupportedQueryError(
-                f"Join condition {part.sql(dialect='duckdb')} is not a comparison of columns", code="DP218",
-                hint="join public lookup tables on key columns, e.g. ON t.code = lookup.code",
+                f"Join condition {part.sql(dialect='duckdb')} is not a comparison of two columns", code="DP218",
+                hint="join public lookup tables on key columns, e.g. ON t.code = lookup.code; "
+                "put conditions on constants in WHERE",
             )  # fmt: skip
+        types = []
+        for side in (part.this, part.expression):
+            item = scope.find(side)
+            if item is None:
+                raise errors.ProgrammingError(
+                    f"Column {side.sql(dialect='duckdb')} does not exist", code="DP218",
+                    hint=_suggest(side.name.lower(), scope.all_columns()),
+                )  # fmt: skip
+            types.append(item.columns[side.name.lower()])
+        _check_comparable(part.this.sql(dialect="duckdb"), types[0], part.expression.sql(dialect="duckdb"), types[1])
+
+
+def _check_comparable(left: str, left_type: str, right: str, right_type: str) -> None:
+    same = left_type.upper() == right_type.upper()
+    numeric = is_numeric_type(left_type) and is_numeric_type(right_type)
+    if not (same or numeric):
+        raise errors.UnsupportedQueryError(
+            f"Join compares {left} ({left_type}) with {right} ({right_type}): values would be converted "
+            "row by row, and a failing conversion would depend on the data",
+            code="DP218",
+            hint="join columns of the same type (cast the public side in a view if needed)",
+        )
 
 
 def _with_epsilon(agg: AggSpec, epsilon: float) -> AggSpec:

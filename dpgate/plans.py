@@ -17,6 +17,9 @@ from dpgate import errors
 from dpgate.catalog import ProtectedTable
 from dpgate.settings import QuerySettings
 
+#: Largest noise scale (sensitivity / ε, in grid units) dpgate will sample.
+MAX_NOISE_SCALE = 2.0**52
+
 #: Aggregate kinds of the counting class.
 COUNT_ROWS = "count_rows"  # COUNT(*)
 COUNT_VALUES = "count_values"  # COUNT(expr)
@@ -137,6 +140,13 @@ class CountPlan:
                         f"{agg.label} would get ε={comp.epsilon:g}, too little to add noise safely",
                         code="DP219",
                         hint="ask for fewer aggregates or a larger epsilon",
+                    )
+                if comp.sensitivity / comp.epsilon > MAX_NOISE_SCALE:
+                    raise errors.UnsupportedQueryError(
+                        f"{agg.label} would need noise of scale {comp.sensitivity / comp.epsilon:.3g} "
+                        f"(sensitivity {comp.sensitivity} at ε={comp.epsilon:g}): the answer would be meaningless",
+                        code="DP219",
+                        hint="tighten the bounds of the input, lower max_rows_contributed, or raise epsilon",
                     )
 
     @property

@@ -4,8 +4,7 @@
 
 CREATE SCHEMA IF NOT EXISTS dpgate;
 
--- Key/value settings: schema_version, catalog_version (bumped on every owner change),
--- allow_test_seed (owner opt-in for seeded, non-private test runs).
+-- Key/value settings: schema_version, catalog_version (bumped on every owner change).
 CREATE TABLE IF NOT EXISTS dpgate.settings (
     key   VARCHAR PRIMARY KEY,
     value VARCHAR NOT NULL
@@ -42,10 +41,12 @@ CREATE TABLE IF NOT EXISTS dpgate.columns (
 );
 
 -- The common spending of each subject space (see roster.sql): added to every subject's own.
+-- generation counts the roster refreshes: subjects carry the generation that added them.
 CREATE TABLE IF NOT EXISTS dpgate.roster_offsets (
     roster        VARCHAR PRIMARY KEY,
     epsilon_spent DECIMAL(38, 18) NOT NULL,
-    delta_spent   DECIMAL(38, 18) NOT NULL
+    delta_spent   DECIMAL(38, 18) NOT NULL,
+    generation    BIGINT NOT NULL
 );
 
 -- Privacy quantities are DECIMAL(38, 18) so that budgets, charges and comparisons are exact:
@@ -61,6 +62,7 @@ CREATE TABLE IF NOT EXISTS dpgate.analysts (
     delta_per_query   DECIMAL(38, 18) NOT NULL,
     epsilon_spent     DECIMAL(38, 18) NOT NULL DEFAULT 0,
     delta_spent       DECIMAL(38, 18) NOT NULL DEFAULT 0,
+    allow_test_seed   BOOLEAN NOT NULL DEFAULT false, -- may run seeded, non-private tests
     created_at        TIMESTAMP NOT NULL DEFAULT current_timestamp
 );
 

@@ -21,6 +21,8 @@ TEST_SEED = 20261122
 def demo_template(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("demo") / "demo.duckdb"
     demo.build(path)
+    with Owner(path) as owner:
+        owner.allow_test_seed("demo")  # the shipped demo policy grants no seeds
     return path
 
 
@@ -68,7 +70,8 @@ def make_db(tmp_path) -> Callable[..., Path]:
             for name, spec in (analysts or {"alice": {"epsilon": 100.0, "delta": 1e-3}}).items():
                 owner.add_analyst(name, **spec)
             if allow_seed:
-                owner.allow_test_seed(True)
+                for name in analysts or {"alice": None}:
+                    owner.allow_test_seed(name)
         return path
 
     return build

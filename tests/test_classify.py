@@ -110,3 +110,15 @@ def test_external_access_is_disabled_underneath(demo_db):
             raw.execute("SELECT * FROM read_csv('/etc/hostname')")
         with pytest.raises(duckdb.Error):
             raw.execute("SET enable_external_access = true")
+
+
+def test_a_view_that_shadows_a_table_with_a_cte_is_refused(make_db):
+    db = make_db(
+        "CREATE TABLE t (uid INT, x INT); INSERT INTO t VALUES (1, 2);"
+        "CREATE VIEW shadow AS WITH t AS (SELECT * FROM t WHERE x > 0) SELECT * FROM t;",
+        {"t": dict(unit="uid")},
+    )
+    with dpgate.connect(str(db), analyst="alice") as con:
+        with pytest.raises(errors.NotSupportedError) as info:
+            con.cursor().execute("SELECT * FROM shadow")
+        assert info.value.code == "DP224"

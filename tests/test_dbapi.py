@@ -201,3 +201,23 @@ def test_refusals_are_pep249_classes(con):
         con.cursor().execute("DELETE FROM adult")
     with pytest.raises(errors.ProgrammingError):
         con.cursor().execute("SELECT * FROM adult")
+
+
+def test_test_seeds_are_granted_per_analyst(make_db):
+    db = make_db("CREATE TABLE t (uid INT); INSERT INTO t VALUES (1)", {"t": dict(unit="uid")},
+                 analysts={"alice": {"epsilon": 1.0}, "bob": {"epsilon": 1.0}}, allow_seed=False)  # fmt: skip
+    with dpgate.Owner(db) as owner:
+        owner.allow_test_seed("alice")
+    dpgate.connect(str(db), analyst="alice", test_seed=1).close()
+    with pytest.raises(dpgate.PolicyError):
+        dpgate.connect(str(db), analyst="bob", test_seed=1)
+
+
+def test_non_finite_parameters_keep_their_meaning(seeded):
+    cur = seeded.cursor()
+    cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.2, alpha = 1e-6, clamp_counts = false) COUNT(*) FROM adult WHERE age < ?", [float("inf")])
+    lo, hi = cur.release.intervals[0]["count_star()"]
+    assert lo <= 32561 <= hi  # every row: age < inf, not "age < inf-the-column"
+    cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.2, alpha = 1e-6) COUNT(*) FROM adult WHERE age < ?", [float("nan")])
+    lo, hi = cur.release.intervals[0]["count_star()"]
+    assert lo <= 32561 <= hi  # DuckDB orders NaN above every number

@@ -194,3 +194,32 @@ def test_sensitivity_holds_on_neighbours(make_db, sql, removed):
                     y = y - b.components[(agg.index, "count")] * mid
                 l1 = sum(abs(int(u) - int(v)) for u, v in zip(x, y))
                 assert l1 <= comp.sensitivity, (sql, comp.label, l1, comp.sensitivity)
+
+
+def test_cells_are_aligned_with_their_domain_values(make_db):
+    """Domains with NULL anywhere, NaN keys and integers beyond 2^53 land in their own cells."""
+    db = make_db(
+        "CREATE TABLE t (uid INT, g VARCHAR, big BIGINT); INSERT INTO t VALUES "
+        "(1, 'b', 9007199254740993), (2, NULL, 9007199254740993), (3, 'a', 9007199254740992), (4, 'b', 9007199254740992), (5, 'b', 1)",
+        {"t": dict(unit="uid", max_rows=1, epsilon=10.0, domains={"g": [None, "a", "b", "c"],
+                                                                  "big": [9007199254740992, 9007199254740993, 1]})},  # fmt: skip
+    )
+    _, ans = exact(db, "SELECT g, COUNT(*) FROM t GROUP BY g", 1)
+    assert list(ans.components[(0, "count")]) == [1, 1, 3, 0]
+    _, ans = exact(db, "SELECT big, COUNT(*) FROM t GROUP BY big", 1)
+    assert list(ans.components[(0, "count")]) == [2, 2, 1]
+    _, ans = exact(db, "SELECT CASE WHEN uid > 2 THEN 'nan'::DOUBLE ELSE 1.0 END AS k, COUNT(*) FROM t GROUP BY k", 1)
+    assert sorted(ans.components[(0, "count")]) == [2, 3]
+
+
+def test_null_is_a_group_for_the_group_bound(make_db):
+    """A subject in groups {NULL, 'a'} with max_groups = 1 must be sampled down to one group."""
+    db = make_db(
+        "CREATE TABLE t (uid INT, g VARCHAR); INSERT INTO t VALUES (1, NULL), (1, 'a'), (2, 'b'), (3, 'b')",
+        {"t": dict(unit="uid", max_rows=5, max_groups=1, epsilon=10.0, domains={"g": ["a", "b", None]})},
+    )
+    plan, answers, _ = exact_many(db, "SELECT g, COUNT(DISTINCT uid) FROM t GROUP BY g", range(10))
+    assert plan.bound_groups
+    for ans in answers:
+        counts = list(ans.components[(0, "subjects")])
+        assert counts[1] == 2 and counts[0] + counts[2] == 1

@@ -213,3 +213,27 @@ def test_debit_survives_a_kill_between_debit_and_release(db, tmp_path):
         assert len(ledger) == 1 and ledger[0][11] is False  # debited, never released
         charged = o.con.execute("SELECT count(*) FROM dpgate.subjects_t WHERE epsilon_spent = 0.4").fetchone()[0]
     assert charged == 15
+
+
+def test_a_subject_added_after_the_debit_is_not_used(make_db, monkeypatch):
+    """A query charged to 'everyone' uses exactly the subjects on the roster when it was charged."""
+    db = make_db("CREATE TABLE t (uid INT, x INT); INSERT INTO t VALUES (1, 1), (2, 1), (3, 1)",
+                 {"t": dict(unit="uid", epsilon=100.0)}, analysts={"alice": {"epsilon": 1000.0}})  # fmt: skip
+    from dpgate import execute
+
+    original = execute.run
+
+    def owner_adds_a_subject_then_run(con, plan, charged, salt):
+        with Owner(db, create=False) as o:
+            o.con.execute("INSERT INTO t VALUES (99, 1)")
+            o.refresh_roster("t")
+        return original(con, plan, charged, salt)
+
+    monkeypatch.setattr(execute, "run", owner_adds_a_subject_then_run)
+    with dpgate.connect(str(db), analyst="alice", test_seed=5) as con:
+        cur = con.cursor().execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 50, clamp_counts = false) COUNT(*) FROM t")
+        lo, hi = cur.release.intervals[0]["count_star()"]
+    assert lo <= 3 <= hi and not lo <= 4 <= hi
+    with Owner(db, create=False) as o:
+        spent = dict(o.con.execute("SELECT unit, epsilon_spent FROM dpgate.subjects_t").fetchall())
+    assert spent == {1: Decimal(50), 2: Decimal(50), 3: Decimal(50), 99: Decimal(0)}

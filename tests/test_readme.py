@@ -68,3 +68,10 @@ def _in_range(code: str, text: str) -> bool:
         if int(lo) <= n <= int(hi):
             return True
     return False
+
+
+def test_every_dot_command_is_documented():
+    from dpgate.repl.commands import COMMANDS
+
+    for name in COMMANDS:
+        assert f"`{name}" in README, name

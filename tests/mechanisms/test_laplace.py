@@ -134,7 +134,7 @@ def adult_db(tmp_path_factory):
                   domains={"native_country": [None, *sorted(
                       r[0] for r in o.con.execute("SELECT DISTINCT native_country FROM adult WHERE native_country IS NOT NULL").fetchall())]})  # fmt: skip
         o.add_analyst("alice", epsilon=1e9, delta=1e-3)
-        o.allow_test_seed()
+        o.allow_test_seed("alice")
     return path
 
 

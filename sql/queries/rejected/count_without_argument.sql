@@ -1,0 +1,3 @@
+-- expect-error: DP212 UnsupportedQueryError
+-- why: COUNT() needs an argument
+SELECT count() FROM adult;

@@ -1,0 +1,3 @@
+-- expect-error: DP218 UnsupportedQueryError
+-- why: NATURAL joins hide their columns
+SELECT COUNT(*) FROM adult NATURAL JOIN country_regions;
