@@ -114,7 +114,6 @@ class _SQL:
     labels: list[tuple[int, str]]
     selects: list[str]
     group: str
-    having: str
     params: dict[str, Any]
 
     def sampled(self, plan: CountPlan, rows: str) -> str:
@@ -139,7 +138,13 @@ class _SQL:
         )
 
     def aggregate(self, bounded: str) -> str:
-        return f"SELECT {', '.join(self.selects)} FROM ({bounded}){self.group}{self.having}"
+        """Group by the keys, then (over the few groups) turn keys with domains into positions."""
+        inner = f"SELECT {', '.join(self.selects)} FROM ({bounded}){self.group}"
+        if not any(p is not None for p in self.positions):
+            return inner
+        outer = [p if p is not None else f"__k{j}" for j, p in enumerate(self.positions)]
+        outer += [f"__a{i}" for i in range(len(self.selects) - len(self.keys))]
+        return f"SELECT {', '.join(outer)} FROM ({inner}) WHERE {self.in_domain}"
 
 
 def _build(plan: CountPlan, charged: str) -> _SQL:
@@ -159,21 +164,15 @@ def _build(plan: CountPlan, charged: str) -> _SQL:
         f"LEFT JOIN {charged} __c ON __p.__unit = __c.unit"
     )
     over = f"__p.__n > {plan.max_rows}{group_check}"
-    selects, labels = [], []
-    group_by = []
-    for j, pos in enumerate(positions):
-        expr = pos if pos is not None else f"__k{j}"
-        selects.append(expr)
-        group_by.append(expr)
+    selects, labels = list(keys), []
     for agg in plan.aggs:
         for label, sql in _agg_sql(agg):
-            selects.append(sql)
+            selects.append(f"{sql} AS __a{len(labels)}")
             labels.append((agg.index, label))
     if plan.key_selection is not None:
-        selects.append("count(DISTINCT __unit)")
-    group = f" GROUP BY {', '.join(group_by)}" if group_by else ""
-    having = f" HAVING {in_domain}" if in_domain else ""
-    return _SQL(per_unit, over, cols, src, in_domain, keys, positions, labels, selects, group, having, params)
+        selects.append(f"count(DISTINCT __unit) AS __a{len(labels)}")
+    group = f" GROUP BY {', '.join(keys)}" if keys else ""
+    return _SQL(per_unit, over, cols, src, in_domain, keys, positions, labels, selects, group, params)
 
 
 def bind_check(con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, unit_type: str) -> None:
