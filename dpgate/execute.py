@@ -115,6 +115,8 @@ class _SQL:
     selects: list[str]
     group: str
     params: dict[str, Any]
+    charged: str
+    n_parts: int
 
     def sampled(self, plan: CountPlan, rows: str) -> str:
         """The rows of ``rows`` (a SELECT of the source columns) bounded by sampling."""
@@ -138,16 +140,28 @@ class _SQL:
         )
 
     def aggregate(self, bounded: str) -> str:
-        """Group by the keys, then (over the few groups) turn keys with domains into positions."""
-        inner = f"SELECT {', '.join(self.selects)} FROM ({bounded}){self.group}"
+        """Group by (partition and) keys, then turn keys with domains into positions (few groups).
+
+        With several partitions of subjects (personalization), every bounded row gets its
+        subject's partition; a subject in several rounds contributes to one partition per round.
+        """
+        if self.n_parts > 1:
+            bounded = f"SELECT b.*, c.part AS __part FROM ({bounded}) b JOIN {self.charged} c ON b.__unit = c.unit"
+            keys = ["__part", *self.keys]
+        else:
+            keys = list(self.keys)
+        group = f" GROUP BY {', '.join(keys)}" if keys else ""
+        inner = f"SELECT {', '.join([*keys, *self.selects[len(self.keys):]])} FROM ({bounded}){group}"
         if not any(p is not None for p in self.positions):
             return inner
-        outer = [p if p is not None else f"__k{j}" for j, p in enumerate(self.positions)]
+        outer = (["__part"] if self.n_parts > 1 else []) + [
+            p if p is not None else f"__k{j}" for j, p in enumerate(self.positions)
+        ]
         outer += [f"__a{i}" for i in range(len(self.selects) - len(self.keys))]
         return f"SELECT {', '.join(outer)} FROM ({inner}) WHERE {self.in_domain}"
 
 
-def _build(plan: CountPlan, charged: str) -> _SQL:
+def _build(plan: CountPlan, charged: str, n_parts: int = 1) -> _SQL:
     params: dict[str, Any] = {}
     src = to_duckdb(plan.source)
     positions = _positions(plan, params)
@@ -161,7 +175,7 @@ def _build(plan: CountPlan, charged: str) -> _SQL:
     group_count = f", count(DISTINCT {key_struct}) AS __g" if plan.bound_groups else ""
     per_unit = (
         f"(SELECT __unit, count(*) AS __n{group_count} FROM ({src}) GROUP BY __unit) __p "
-        f"LEFT JOIN {charged} __c ON __p.__unit = __c.unit"
+        f"LEFT JOIN (SELECT DISTINCT unit FROM {charged}) __c ON __p.__unit = __c.unit"
     )
     over = f"__p.__n > {plan.max_rows}{group_check}"
     selects, labels = list(keys), []
@@ -172,16 +186,18 @@ def _build(plan: CountPlan, charged: str) -> _SQL:
     if plan.key_selection is not None:
         selects.append(f"count(DISTINCT __unit) AS __a{len(labels)}")
     group = f" GROUP BY {', '.join(keys)}" if keys else ""
-    return _SQL(per_unit, over, cols, src, in_domain, keys, positions, labels, selects, group, params)
+    return _SQL(per_unit, over, cols, src, in_domain, keys, positions, labels, selects, group, params, charged, n_parts)
 
 
-def bind_check(con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, unit_type: str) -> None:
+def bind_check(
+    con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, unit_type: str, n_parts: int = 1
+) -> None:
     """Bind (DESCRIBE, no execution) every statement ``run`` may send, before anything is charged.
 
     A statement DuckDB cannot bind fails the same way whatever the data, so it must fail
     here, where a refusal costs nothing.
     """
-    q = _build(plan, charged)
+    q = _build(plan, charged, n_parts)
     special = f"(SELECT CAST(NULL AS {unit_type}) AS __unit, true AS __eligible WHERE false)"
     parts = [
         f"SELECT {q.cols} FROM ({q.src}) WHERE __unit NOT IN (SELECT __unit FROM {special})",
@@ -199,15 +215,18 @@ def bind_check(con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, un
         ) from e
 
 
-def run(con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, salt: int) -> ExactAnswer:
+def run(con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, salt: int, n_parts: int = 1) -> ExactAnswer:
     """Compute the exact bounded statistics of ``plan`` over the subjects in ``charged``.
+
+    ``charged`` is a relation with columns ``unit`` and ``part``; statistics are computed per
+    part (``n_parts`` of them), as arrays of shape (parts, cells).
 
     Rows outside the keys' public domains never count towards a subject's bounds: the
     subjects that need sampling see the domain filter before their rows are ranked; for
     everyone else (all of whose rows are kept anyway) the filter is applied to the groups
     after aggregation, which is the same and cheaper.
     """
-    q = _build(plan, charged)
+    q = _build(plan, charged, n_parts)
     params = dict(q.params)
     special = f"__dp_special_{next(_ids)}"
     special_sql = f"SELECT __p.__unit, (__c.unit IS NOT NULL) AS __eligible FROM {q.per_unit} WHERE __c.unit IS NULL OR {q.over}"
@@ -253,9 +272,11 @@ def run(con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, salt: int
 
     nk = len(q.keys)
     if plan.key_selection is None:
-        return _align_to_domains(plan, rows, nk, q.labels, int(heavy), unused)
+        return _align_to_domains(plan, rows, nk, q.labels, int(heavy), unused, n_parts)
+    if n_parts != 1:
+        raise errors.InternalError("DP key selection runs on one partition of subjects")
     key_rows = [tuple(r[:nk]) for r in rows]
-    comps = {lab: np.array([_int(r[nk + i]) for r in rows], dtype=object) for i, lab in enumerate(q.labels)}
+    comps = {lab: np.array([[_int(r[nk + i]) for r in rows]], dtype=object) for i, lab in enumerate(q.labels)}
     subjects = np.array([int(r[-1]) for r in rows], dtype=np.int64)
     return ExactAnswer(key_rows, comps, subjects, int(heavy), unused)
 
@@ -264,22 +285,23 @@ def _int(v: Any) -> int:
     return 0 if v is None else int(v)
 
 
-def _align_to_domains(plan: CountPlan, rows: list[tuple], nk: int, labels, heavy: int, unused: int | None) -> ExactAnswer:
+def _align_to_domains(
+    plan: CountPlan, rows: list[tuple], nk: int, labels, heavy: int, unused: int | None, n_parts: int = 1
+) -> ExactAnswer:
     """Every cell of the public domain gets a value; cells with no rows are exact zeros.
 
-    With public domains, the aggregate returns each key's 1-based position in its domain.
+    With public domains, the aggregate returns each key's 1-based position in its domain
+    (after the partition, when there are several).
     """
     domains = [k.domain for k in plan.keys]
     n_cells = math.prod(len(d) for d in domains) if domains else 1
-    comps = {lab: np.zeros(n_cells, dtype=object) for lab in labels}
-    if nk == 0:
-        for i, lab in enumerate(labels):
-            comps[lab][0] = _int(rows[0][i]) if rows else 0
-        return ExactAnswer([()], comps, None, heavy, unused)
+    comps = {lab: np.zeros((n_parts, n_cells), dtype=object) for lab in labels}
     strides = [math.prod(len(d) for d in domains[j + 1 :]) for j in range(nk)]
+    lead = 1 if n_parts > 1 else 0
     for r in rows:
-        flat = sum((int(r[j]) - 1) * strides[j] for j in range(nk))
+        part = int(r[0]) if lead else 0
+        flat = sum((int(r[lead + j]) - 1) * strides[j] for j in range(nk))
         for i, lab in enumerate(labels):
-            comps[lab][flat] = _int(r[nk + i])
-    keys = list(itertools.product(*domains))
+            comps[lab][part, flat] = _int(r[lead + nk + i])
+    keys = list(itertools.product(*domains)) if nk else [()]
     return ExactAnswer(keys, comps, None, heavy, unused)

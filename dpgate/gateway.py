@@ -165,6 +165,7 @@ class Gateway:
             table=plan.table,
             rule=plan.charge.rule,
             private=private,
+            options=plan.charge.ledger_options,
         )
 
     def _dp(self, classified: Classified, cat: catalog_mod.Catalog, sql: str) -> Result:
@@ -172,18 +173,29 @@ class Gateway:
         randomness = self._randomness()
         cost = self._cost(plan, sql, randomness.private)
         unit_type = plan.table.columns[plan.table.unit].type
-        execute.bind_check(self._con, plan, f"(SELECT unit FROM {plan.table.roster_table_sql})", unit_type)
+        rule = plan.charge.rule
+        n_bind = 2 if rule in ("partition", "t_round") else 1
+        execute.bind_check(
+            self._con, plan, f"(SELECT unit, 0 AS part FROM {plan.table.roster_table_sql})", unit_type, n_bind
+        )
         debit = self.ledger.reserve(cost)  # --- debit before release: from here on, charged
         rng = randomness.rng
+        subjects = debit.subjects
         try:
+            if rule == "sample" and debit.temp:
+                thin_sample(self._con, debit.temp, subjects, rng=rng)
+            n_parts = len(subjects.parts) if subjects is not None else 1
             salt = int(rng.integers(0, 2**62))
-            exact = execute.run(self._con, plan, debit.charged, salt)
+            exact = execute.run(self._con, plan, debit.charged, salt, n_parts)
             if plan.key_selection is not None:
-                idx = KeySelector().select(exact.subjects, plan.key_selection, rng=rng)
+                ks = plan.key_selection
+                run_eps = float(subjects.parts[0].epsilon) * ks.epsilon / plan.epsilon if subjects else ks.epsilon
+                selection = planner.key_selection_threshold(run_eps, ks.delta, ks.sensitivity)
+                idx = KeySelector().select(exact.subjects, selection, rng=rng)
             else:
                 idx = np.arange(len(exact.keys))
             keys = [exact.keys[i] for i in idx]
-            noisy = LaplaceCounting().release(plan, exact, idx, rng=rng)
+            noisy = LaplaceCounting().release(plan, exact, idx, rng=rng, subjects=subjects)
             names, types, rows, intervals = release.noisy_rows(
                 self._con, plan, keys, noisy, plan.settings.intervals
             )
@@ -203,12 +215,7 @@ class Gateway:
             if out.agg is not None:
                 col = noisy[out.agg]
                 columns[out.name] = ColumnNoise(col.mechanism, col.epsilon, col.scale)
-        notes = list(plan.notes)
-        if debit.subjects_excluded:
-            notes.append(
-                f"{debit.subjects_excluded} subject(s) had less than ε={plan.epsilon:g}"
-                + (f" or δ={plan.delta:g}" if plan.delta else "") + " left and were left out (charged nothing)"
-            )
+        notes = list(plan.notes) + personalization_notes(plan, subjects)
         if not randomness.private:
             notes.append("NOT PRIVATE: a fixed test seed was used")
         if plan.key_selection is not None:
@@ -220,7 +227,7 @@ class Gateway:
             entry_id=debit.entry_id,
             query_class=plan.query_class,
             mechanism=plan.mechanism,
-            epsilon=plan.epsilon,
+            epsilon=debit.epsilon,
             delta=plan.delta,
             epsilon_remaining=debit.epsilon_remaining,
             delta_remaining=debit.delta_remaining,
@@ -343,16 +350,81 @@ class Gateway:
         if inner.kind == "public":
             return Result(cols, types, [("query", "none", 0.0, 0.0, None, None, "reads no protected table: free")])
         plan = self.plan(inner, cat)
-        used, excluded = self.ledger.subject_counts(plan.table, plan.charge.epsilon, plan.charge.delta)
-        return Result(cols, types, explain_rows(plan, used, excluded))
+        try:
+            subjects = self.ledger.subject_plan(self._cost(plan, "", True))
+        except errors.BudgetExceededError as e:
+            subjects = e  # shown in the plan: the query would be refused
+        return Result(cols, types, explain_rows(plan, subjects))
+
+
+def thin_sample(con, charged: str, subjects, *, rng) -> None:
+    """Sample rule: keep each subject below the threshold with its probability (coins from the OS).
+
+    Every subject in ``charged`` has already paid its allowance, sampled or not.
+    """
+    from dpgate.mechanisms import pdp
+
+    rows = con.execute(f"SELECT unit, charge FROM {charged} WHERE charge < ?", [subjects.requested]).fetchall()
+    if not rows:
+        return
+    probs = np.array([subjects.sample_probability[c] for _, c in rows])
+    keep = pdp.draw_sample(probs, rng=rng)
+    dropped = [u for (u, _), k in zip(rows, keep) if not k]
+    if dropped:
+        con.execute(f"DELETE FROM {charged} WHERE unit IN (SELECT unnest(?))", [dropped])
+
+
+def personalization_notes(plan: CountPlan, subjects) -> list[str]:
+    """What the personalization rule did, for the answer's metadata (counts only, no identities)."""
+    if subjects is None:
+        return []
+    notes = []
+    if subjects.excluded:
+        notes.append(
+            f"{subjects.excluded} subject(s) had no budget left"
+            + (f" (or less than δ={plan.delta:g})" if plan.delta else "") + " and were excluded (charged nothing)"
+        )
+    if subjects.left_out:
+        notes.append(
+            f"{subjects.left_out} subject(s) had less than ε={plan.epsilon:g} left: left out by the threshold rule "
+            "(charged nothing)"
+        )
+    if subjects.rule != "threshold" or subjects.left_out:
+        notes.append(f"personalization {subjects.rule}: " + "; ".join(subjects.describe()))
+        if len(subjects.parts) > 1 or subjects.left_out or subjects.rule == "sample":
+            notes.append(
+                "the answer is scaled to all subjects with budget left; unbiased if budgets are independent of "
+                "the data; intervals cover the noise only"
+            )
+    return notes
+
+
+def _predicted_count_error(plan: CountPlan, subjects) -> str | None:
+    """Predicted standard error of the first count-like aggregate under the personalization plan."""
+    from dpgate.mechanisms import pdp
+
+    agg = next((a for a in plan.aggs if a.kind in ("count_rows", "count_values", "count_subjects", "count_distinct")), None)
+    if agg is None:
+        return None
+    comp = agg.components[0]
+    frac = comp.epsilon / plan.epsilon
+    variances = [noise.discrete_laplace_std(float(p.epsilon) * frac, comp.sensitivity) ** 2 for p in subjects.parts]
+    combined = len(subjects.parts) > 1 or subjects.left_out or subjects.rule == "sample"
+    if not combined:
+        return f"{agg.label}: noise std ≈ {variances[0] ** 0.5:.3g} per cell"
+    rmse = pdp.predicted_mse(subjects, variances, (plan.max_rows / 2) ** 2) ** 0.5
+    return (
+        f"{agg.label}: predicted root-mean-square error ≈ {rmse:.3g} per cell "
+        "(noise, plus selection error if budgets are independent of the data)"
+    )
 
 
 def _number(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else repr(x)
 
 
-def explain_rows(plan: CountPlan, used: int, excluded: int) -> list[tuple]:
-    """EXPLAIN PRIVACY: mechanism, ε/δ per release, sensitivities, error bars, charges."""
+def explain_rows(plan: CountPlan, subjects) -> list[tuple]:
+    """EXPLAIN PRIVACY: mechanism, ε/δ per release, sensitivities, error bars, who pays what."""
     s = plan.settings
     rows = [
         (
@@ -364,18 +436,33 @@ def explain_rows(plan: CountPlan, used: int, excluded: int) -> list[tuple]:
             None,
             f"class {plan.query_class} over {plan.table.name}; error bars at {100 * (1 - s.alpha):g}%",
         ),
-        (
-            "subjects",
-            f"personalization: {plan.charge.rule}",
-            plan.charge.epsilon,
-            plan.charge.delta,
-            None,
-            None,
-            f"{used} subject(s) used and charged ε={plan.charge.epsilon:g}"
-            + (f", δ={plan.charge.delta:g}" if plan.charge.delta else "")
-            + f" each; {excluded} excluded (not enough left), charged nothing"
-            + ("; with no subject left the query would be refused" if used == 0 else ""),
-        ),
+    ]
+    rule = plan.charge.rule
+    if isinstance(subjects, errors.Error):
+        rows.append(("subjects", f"personalization: {rule}", None, None, None, None,
+                     f"the query would be refused: {subjects.message}"))  # fmt: skip
+    else:
+        rows.append(
+            (
+                "subjects",
+                f"personalization: {rule}",
+                float(subjects.max_charge),
+                plan.charge.delta,
+                None,
+                None,
+                f"{subjects.population} subject(s) with budget left, {subjects.excluded} with none (excluded)"
+                + (f", {subjects.left_out} left out by the threshold" if subjects.left_out else ""),
+            )
+        )
+        for line in subjects.describe():
+            rows.append(("partition", None, None, None, None, None, line))
+        for charge, count in subjects.charge_distribution():
+            rows.append(("charge", None, float(charge), plan.charge.delta if charge > 0 else 0.0, None, None,
+                         f"{count} subject(s) pay ε={float(charge):g}"))  # fmt: skip
+        error = _predicted_count_error(plan, subjects)
+        if error is not None:
+            rows.append(("expected error", None, None, None, None, None, error))
+    rows.append(
         (
             "bounding",
             None,
@@ -386,8 +473,8 @@ def explain_rows(plan: CountPlan, used: int, excluded: int) -> list[tuple]:
             f"at most {plan.max_rows} row(s) per subject"
             + (f", at most {plan.max_groups} group(s)" if plan.bound_groups else "")
             + ", sampled at random; inputs clamped to their bounds",
-        ),
-    ]
+        )
+    )
     for k in plan.keys:
         size = f"{len(k.domain)} values" if k.domain is not None else "unknown"
         rows.append((f"key {k.name}", None, None, None, None, None, f"domain: {k.source} ({size})"))

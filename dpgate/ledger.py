@@ -20,13 +20,14 @@ All quantities are exact decimals (``DECIMAL(38, 18)``).
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 
 import duckdb
 
 from dpgate import database, errors
 from dpgate.catalog import SCHEMA, ProtectedTable
+from dpgate.mechanisms import pdp
 
 _temp_ids = itertools.count(1)
 
@@ -55,17 +56,20 @@ class Cost:
     table: ProtectedTable | None = None
     rule: str = "threshold"
     private: bool = True
+    options: dict = field(default_factory=dict)  # personalization options (partitioning, partitions, ...)
 
 
 @dataclass(frozen=True)
 class Debit:
     entry_id: int
-    charged: str | None  # a relation with the units used (and charged): column ``unit``
+    charged: str | None  # a relation of the units used, with columns unit, part (and round, charge)
     temp: str | None  # the temp table behind it, if one was made
     subjects_charged: int
-    subjects_excluded: int
+    subjects_excluded: int  # nothing left, or left out by the rule
     epsilon_remaining: float
     delta_remaining: float
+    epsilon: float = 0.0  # what the analyst was charged (the largest subject charge)
+    subjects: pdp.SubjectPlan | None = None
 
 
 class Ledger:
@@ -96,7 +100,7 @@ class Ledger:
         return float(max(eq - es, Decimal(0))), float(max(dq - ds, Decimal(0)))
 
     def subject_counts(self, table: ProtectedTable, epsilon: float, delta: float) -> tuple[int, int]:
-        """How many subjects the threshold rule would use / leave out (public: roster budgets)."""
+        """How many subjects have at least (ε, δ) left / not (public: roster budgets)."""
         row = self._con.execute(
             f"SELECT count(*) FILTER (WHERE {_eligible_sql()}), count(*) FROM {table.roster_sql}",
             [dec(epsilon), dec(table.subject_delta), dec(delta)],
@@ -164,60 +168,82 @@ class Ledger:
             )  # fmt: skip
         return eq - es, dq - ds
 
+    def subject_plan(self, cost: Cost) -> pdp.SubjectPlan:
+        """The personalization plan for ``cost`` from the roster as it is now (public facts only)."""
+        table = cost.table
+        allowance = _allowance_sql()
+        rows = self._con.execute(
+            f"SELECT {allowance} AS a, count(*) FROM {table.roster_sql} GROUP BY a",
+            [dec(table.subject_delta), dec(cost.delta), dec(cost.epsilon), dec(cost.epsilon)],
+        ).fetchall()
+        levels = [pdp.Level(Decimal(a), int(n)) for a, n in rows if a > 0]
+        excluded = sum(int(n) for a, n in rows if a <= 0)
+        return pdp.plan(cost.rule, sorted(levels, key=lambda lv: lv.allowance), dec(cost.epsilon),
+                        excluded=excluded, **cost.options)  # fmt: skip
+
     def reserve(self, cost: Cost) -> Debit:
-        """Debit the analyst and the subjects in one transaction (see module docstring)."""
+        """Debit the analyst and the subjects in one transaction (see module docstring).
+
+        The personalization rule's plan is computed inside the transaction, from the roster as
+        the transaction sees it, so what is charged and what is used always agree.
+        """
         con = self._con
         charged = temp = None
+        splan = None
         with self._instance.ledger_lock:
             con.execute("BEGIN TRANSACTION")
             try:
                 eps_left, delta_left = self.check(cost)
+                charge_eps = dec(cost.epsilon)
                 used = excluded = 0
+                subject_total = Decimal(0)
                 if cost.table is not None:
-                    eligible = [dec(cost.epsilon), dec(cost.table.subject_delta), dec(cost.delta)]
-                    used, total = con.execute(
-                        f"SELECT count(*) FILTER (WHERE {_eligible_sql()}), count(*) FROM {cost.table.roster_sql}",
-                        eligible,
-                    ).fetchone()
-                    excluded = total - used
-                    if used == 0:
-                        raise errors.BudgetExceededError(
-                            f"No subject of {cost.table.name} has ε={cost.epsilon:g}"
-                            + (f" and δ={cost.delta:g}" if cost.delta else "") + " left",
-                            code="DP403",
-                            hint="ask with a smaller epsilon; SHOW BUDGET shows how much subjects have left",
-                            requested=cost.epsilon, excluded=excluded,
-                        )  # fmt: skip
-                    if excluded == 0:
+                    splan = self.subject_plan(cost)
+                    charge_eps = splan.max_charge  # the analyst pays the largest subject charge (≤ ε)
+                    excluded = splan.excluded + splan.left_out
+                    used = sum(lv.count for lv in splan.levels if splan.charges[lv.allowance] > 0)
+                    subject_total = sum((lv.count * splan.charges[lv.allowance] for lv in splan.levels), Decimal(0))
+                    if splan.uniform:
                         # Everyone in the space pays the same: one row, the space's common offset;
                         # the units used are the roster as it is now (a later refresh adds a new
                         # generation, which this query does not use).
                         (generation,) = con.execute(
                             f"SELECT generation FROM {SCHEMA}.roster_offsets WHERE roster = ?", [cost.table.roster]
                         ).fetchone()
-                        charged = f"(SELECT unit FROM {cost.table.roster_table_sql} WHERE added <= {int(generation)})"
+                        charged = (
+                            f"(SELECT unit, 0 AS part FROM {cost.table.roster_table_sql} WHERE added <= {int(generation)})"
+                        )
                         con.execute(
                             f"UPDATE {SCHEMA}.roster_offsets SET epsilon_spent = epsilon_spent + ?, "
                             "delta_spent = delta_spent + ? WHERE roster = ?",
-                            [dec(cost.epsilon), dec(cost.delta), cost.table.roster],
+                            [charge_eps, dec(cost.delta), cost.table.roster],
                         )
                     else:
-                        charged = f"__dp_charged_{next(_temp_ids)}"
-                        temp = charged
+                        charged = temp = f"__dp_charged_{next(_temp_ids)}"
+                        mapping = splan.rows()
+                        allowance = _allowance_sql()
                         con.execute(
-                            f"CREATE TEMP TABLE {charged} AS SELECT unit FROM {cost.table.roster_sql} "
-                            f"WHERE {_eligible_sql()}",
-                            eligible,
-                        )
+                            f"CREATE TEMP TABLE {temp} AS SELECT v.unit, m.round, m.part, m.charge FROM "
+                            f"(SELECT unit, {allowance} AS a FROM {cost.table.roster_sql}) v JOIN "
+                            "(SELECT unnest(CAST(? AS DECIMAL(38, 18)[])) AS a, unnest(CAST(? AS INTEGER[])) AS round, "
+                            "unnest(CAST(? AS INTEGER[])) AS part, unnest(CAST(? AS DECIMAL(38, 18)[])) AS charge) m "
+                            "ON v.a = m.a",
+                            [
+                                dec(cost.table.subject_delta), dec(cost.delta), dec(cost.epsilon), dec(cost.epsilon),
+                                [r[0] for r in mapping], [r[1] for r in mapping], [r[2] for r in mapping],
+                                [r[3] for r in mapping],
+                            ],
+                        )  # fmt: skip
                         con.execute(
-                            f"UPDATE {cost.table.roster_table_sql} SET epsilon_spent = epsilon_spent + ?, "
-                            f"delta_spent = delta_spent + ? WHERE unit IN (SELECT unit FROM {charged})",
-                            [dec(cost.epsilon), dec(cost.delta)],
+                            f"UPDATE {cost.table.roster_table_sql} AS r SET epsilon_spent = r.epsilon_spent + c.charge, "
+                            f"delta_spent = r.delta_spent + ? FROM (SELECT DISTINCT unit, charge FROM {temp} "
+                            "WHERE charge > 0) c WHERE r.unit = c.unit",
+                            [dec(cost.delta)],
                         )
                 con.execute(
                     f"UPDATE {SCHEMA}.analysts SET epsilon_spent = epsilon_spent + ?, "
                     "delta_spent = delta_spent + ? WHERE name = ?",
-                    [dec(cost.epsilon), dec(cost.delta), cost.analyst],
+                    [charge_eps, dec(cost.delta), cost.analyst],
                 )
                 entry_id = con.execute(
                     f"INSERT INTO {SCHEMA}.ledger (entry_id, analyst, query_hash, statement, query_class, "
@@ -226,9 +252,8 @@ class Ledger:
                     "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING entry_id",
                     [
                         cost.analyst, cost.query_hash, cost.statement, cost.query_class, cost.mechanism,
-                        cost.table.name if cost.table else None, dec(cost.epsilon), dec(cost.delta),
-                        cost.rule if cost.table else None, used, excluded,
-                        dec(cost.epsilon) * used, cost.private,
+                        cost.table.name if cost.table else None, charge_eps, dec(cost.delta),
+                        cost.rule if cost.table else None, used, excluded, subject_total, cost.private,
                     ],
                 ).fetchone()[0]  # fmt: skip
             except BaseException:
@@ -239,7 +264,8 @@ class Ledger:
             con.execute("COMMIT")
         return Debit(
             entry_id, charged, temp, used, excluded,
-            float(max(eps_left - dec(cost.epsilon), Decimal(0))), float(max(delta_left - dec(cost.delta), Decimal(0))),
+            float(max(eps_left - charge_eps, Decimal(0))), float(max(delta_left - dec(cost.delta), Decimal(0))),
+            float(charge_eps), splan,
         )  # fmt: skip
 
     def released(self, debit: Debit, row_count: int) -> None:
@@ -256,3 +282,16 @@ class Ledger:
 def _eligible_sql() -> str:
     """Threshold rule (seed 002): the subject has the query's ε and δ left. Params: ε, subject δ, δ."""
     return "epsilon_budget - epsilon_spent >= ? AND ? - delta_spent >= ?"
+
+
+def _allowance_sql() -> str:
+    """A subject's allowance for this query, exactly as ``pdp.allowance`` computes it [allowance].
+
+    Parameters: subject δ budget, query δ, ε, ε. No δ left for the query means no allowance.
+    """
+    return (
+        "CASE WHEN ? - delta_spent < ? THEN CAST(0 AS DECIMAL(38, 18)) "
+        "WHEN epsilon_budget - epsilon_spent >= ? THEN CAST(? AS DECIMAL(38, 18)) "
+        "WHEN epsilon_budget - epsilon_spent <= 0 THEN CAST(0 AS DECIMAL(38, 18)) "
+        f"ELSE CAST(floor((epsilon_budget - epsilon_spent) / {pdp.GRID}) * {pdp.GRID} AS DECIMAL(38, 18)) END"
+    )

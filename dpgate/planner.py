@@ -206,7 +206,7 @@ class _Planner:
         if needs_selection:
             # The last share absorbs rounding so the shares sum to ε exactly.
             sel_eps = s.epsilon - share * len(aggs_nodes)
-            key_selection = _key_selection(sel_eps, s.delta, int(groups_per_subject))
+            key_selection = key_selection_threshold(sel_eps, s.delta, int(groups_per_subject))
         else:
             key_selection = None
 
@@ -222,10 +222,22 @@ class _Planner:
             aggs[-1] = _with_epsilon(aggs[-1], s.epsilon - spent)
 
         post, outputs = self._post(q, projections, keys_exprs, aggs_nodes, key_specs, original_sql)
+        if key_selection is not None and s.personalization in ("partition", "t_round"):
+            raise errors.UnsupportedQueryError(
+                f"DP key selection cannot be combined with personalization = '{s.personalization}'",
+                code="DP219",
+                hint="use a declared domain, or personalization 'threshold', 'sample' or 'minimum'",
+            )
+        options = {}
+        if s.personalization in ("partition", "t_round"):
+            options = {"partitioning": s.partitioning, "partitions": s.partitions, "min_size": s.min_partition_size}
+            if s.personalization == "t_round":
+                options["rounds"] = s.rounds
         charge = SubjectCharge(
             rule=s.personalization,
             epsilon=s.epsilon,
             delta=key_selection.delta if key_selection else 0.0,
+            options=options,
         )
         return CountPlan(
             table=table,
@@ -790,7 +802,7 @@ def _with_epsilon(agg: AggSpec, epsilon: float) -> AggSpec:
     return replace(agg, components=tuple(comps))
 
 
-def _key_selection(epsilon: float, delta: float, groups: int) -> KeySelection:
+def key_selection_threshold(epsilon: float, delta: float, groups: int) -> KeySelection:
     """Smallest threshold τ >= 2 with ``groups * P(Z >= τ - 1) <= delta`` (Z discrete Laplace).
 
     A key only one subject has reaches τ with probability ``P(1 + Z >= τ)``; a subject

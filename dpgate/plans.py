@@ -96,6 +96,11 @@ class SubjectCharge:
     rule: str
     epsilon: float
     delta: float
+    options: dict = field(default_factory=dict)  # partitioning, partitions, rounds, min_size
+
+    @property
+    def ledger_options(self) -> dict:
+        return dict(self.options)
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ from dpgate.nodes import DPOptions
 #: Smallest ε a query may ask for (the noise sampler keeps a 1e-10 safety margin below it).
 MIN_EPSILON = 1e-6
 
-#: Rules dpgate knows for using subjects with personalized budgets (seed 002).
-PERSONALIZATION_RULES = ("threshold",)
+#: Rules dpgate knows for using subjects with personalized budgets (seed 002, ``mechanisms/pdp.py``).
+PERSONALIZATION_RULES = ("minimum", "threshold", "sample", "partition", "t_round")
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,10 @@ SPECS: dict[str, Spec] = {
     "max_groups_contributed": Spec("int", "groups kept per subject (default: the table's max_groups)", 1, None, session=False),
     "privacy_unit_column": Spec("ident", "must name the table's declared privacy unit", session=False),
     "personalization": Spec("str", "rule for subjects' personalized budgets", choices=PERSONALIZATION_RULES),
+    "partitioning": Spec("str", "how partition / t_round split subjects", choices=("privacy", "utility")),
+    "partitions": Spec("int", "number of partitions (default: chosen by predicted error)", 1, 64, session=False),
+    "rounds": Spec("int", "rounds of t_round", 1, 16),
+    "min_partition_size": Spec("int", "smallest partition of subjects", 1, None),
     "confirm_share": Spec("float", "share of remaining quota above which the shell asks first", 0.0, 1.0, session=True),
 }
 
@@ -54,6 +58,9 @@ DEFAULTS: dict[str, Any] = {
     "intervals": False,
     "clamp_counts": True,
     "personalization": "threshold",
+    "partitioning": "utility",
+    "rounds": 2,
+    "min_partition_size": 100,
     "confirm_share": 0.25,
 }
 
@@ -68,6 +75,10 @@ class QuerySettings:
     intervals: bool
     clamp_counts: bool
     personalization: str
+    partitioning: str = "utility"
+    partitions: int | None = None
+    rounds: int = 2
+    min_partition_size: int = 100
     max_rows: int | None = None
     max_groups: int | None = None
     privacy_unit: str | None = None
@@ -202,6 +213,10 @@ class Session:
             intervals=values["intervals"],
             clamp_counts=values["clamp_counts"],
             personalization=values["personalization"],
+            partitioning=values["partitioning"],
+            partitions=values.get("partitions"),
+            rounds=values["rounds"],
+            min_partition_size=values["min_partition_size"],
             max_rows=values.get("max_rows_contributed"),
             max_groups=values.get("max_groups_contributed"),
             privacy_unit=values.get("privacy_unit_column"),

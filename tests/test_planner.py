@@ -10,7 +10,7 @@ import dpgate
 from dpgate import errors, noise
 from dpgate.classify import classify
 from dpgate.dialect import parse_one
-from dpgate.planner import _key_selection
+from dpgate.planner import key_selection_threshold
 
 
 @pytest.fixture
@@ -89,7 +89,7 @@ def test_key_domains(plan, sql, sources, sizes):
     assert p.cells == math.prod(sizes)
 
 
-def test_undeclared_key_uses_key_selection(plan):
+def test_undeclared_key_useskey_selection_threshold(plan):
     p = plan("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.6, delta = 1e-6) capital_gain, COUNT(*) FROM adult GROUP BY capital_gain")
     assert p.keys[0].domain is None
     ks = p.key_selection
@@ -100,7 +100,7 @@ def test_undeclared_key_uses_key_selection(plan):
 
 @pytest.mark.parametrize("epsilon, delta, groups", [(0.3, 1e-6, 1), (1.0, 1e-9, 3), (0.05, 1e-5, 10)])
 def test_key_selection_threshold_is_the_smallest_safe_one(epsilon, delta, groups):
-    ks = _key_selection(epsilon, delta, groups)
+    ks = key_selection_threshold(epsilon, delta, groups)
     tail = lambda m: noise.discrete_laplace_tail(epsilon, groups, m)  # noqa: E731
     assert groups * tail(ks.threshold - 1) <= delta
     assert ks.threshold == 2 or groups * tail(ks.threshold - 2) > delta

@@ -9,7 +9,9 @@ with bounded user contribution", arXiv 1909.01917.
 
 **Guarantee:** ε-DP per aggregate, for neighbouring databases that differ in all the rows of
 one subject (added or removed; the subject roster and budgets are public). The shares of the
-aggregates of one query add up to the query's ε (basic composition).
+aggregates of one query add up to the query's ε (basic composition). Under a personalization
+rule with several partitions of subjects, partition i runs every aggregate at its share of
+ε_i, and a subject is only in its own partition (``pdp``).
 
 **Sensitivity:** after bounding, a subject has at most ``R = max_rows`` rows in at most
 ``M = max_groups`` groups (``execute``). Over all cells of one aggregate, the L1 change is
@@ -24,26 +26,41 @@ grid units is an exact integer.
 ``a = exp(-ε / Δ)``; the reported interval is ``value ± w`` for the smallest ``w`` with
 coverage ``>= 1 - alpha`` [ci]. For AVG, each of the two components gets ``alpha / 2`` and
 the interval is the range of ``mid + S / C`` over the two boxes (Bonferroni) [ci-avg].
-Intervals cover the bounded statistic (after clamping and row sampling), not bias from
-bounding. Clamping counts at 0 and averages to ``[L, U]`` is post-processing.
+With several partitions, their scaled answers are combined with public weights (``pdp``);
+each partition's half-width is taken at ``alpha / parts`` and the weighted half-widths add
+up (a union bound) [ci-parts]. Intervals cover the noise of the bounded statistic (after
+clamping and row sampling), not bias from bounding or from scaling partitions up.
+Clamping counts at 0 and averages to ``[L, U]`` is post-processing.
 
 **Proof sketch:** each component is an integer statistic with L1 sensitivity ``Δ``
 (above); adding independent discrete Laplace noise with ``P(z) ∝ exp(-ε |z| / Δ)`` to every
 cell is ε-DP [noise] (``noise.discrete_laplace`` samples it exactly, see its docstring for
 the float margin). AVG's two components use ``ε/2`` each [split]. Everything after the
-noise — grid scaling, division, clamping, intervals — is post-processing.
+noise — grid scaling, combining partitions, division, clamping, intervals — is
+post-processing of noisy values and public quantities.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from dpgate import noise
 from dpgate.execute import ExactAnswer
+from dpgate.mechanisms import pdp
 from dpgate.mechanisms.base import Mechanism, NoisyColumn
-from dpgate.plans import AVG, COUNT_SUBJECTS, SUM, AggSpec, CountPlan
+from dpgate.plans import AVG, COUNT_SUBJECTS, SUM, AggSpec, Component, CountPlan
+
+
+@dataclass
+class _Combined:
+    """A component after noise (and combining partitions): estimates and half-widths per cell."""
+
+    values: np.ndarray  # object ints when exact, floats when partitions were scaled and mixed
+    half: np.ndarray
+    exact_ints: bool
 
 
 class LaplaceCounting(Mechanism):
@@ -51,67 +68,125 @@ class LaplaceCounting(Mechanism):
     VETTED = True
 
     def release(
-        self, plan: CountPlan, exact: ExactAnswer, rows: np.ndarray, *, rng: np.random.Generator
+        self,
+        plan: CountPlan,
+        exact: ExactAnswer,
+        rows: np.ndarray,
+        *,
+        rng: np.random.Generator,
+        subjects: pdp.SubjectPlan | None = None,
     ) -> list[NoisyColumn]:
         """Noisy values for every aggregate at the key positions ``rows`` of ``exact``."""
         alpha = plan.settings.alpha
+        parts = _parts(plan, subjects)
         out = []
         for agg in plan.aggs:
             if agg.kind == AVG:
-                out.append(_avg(agg, exact, rows, alpha, rng))
+                out.append(_avg(plan, agg, exact, rows, parts, alpha, rng))
             else:
-                out.append(_single(agg, exact, rows, alpha, rng, plan.settings.clamp_counts))
+                out.append(_single(plan, agg, exact, rows, parts, alpha, rng, plan.settings.clamp_counts))
         return out
 
 
-def _noisy(agg: AggSpec, label: str, exact: ExactAnswer, rows: np.ndarray, rng) -> tuple[np.ndarray, int, float]:
-    comp = next(c for c in agg.components if c.label == label)
-    x = exact.components[(agg.index, label)][rows]
-    z = noise.discrete_laplace(comp.epsilon, comp.sensitivity, len(rows), rng)  # [noise]
-    return x + z.astype(object), comp.sensitivity, comp.epsilon
+@dataclass
+class _Parts:
+    epsilons: list[float]  # ε of each partition (the query's ε when there is one)
+    subjects: pdp.SubjectPlan | None
+
+    @property
+    def combined(self) -> bool:
+        """Answers are combined or scaled: several partitions, or subjects left out or sampled."""
+        s = self.subjects
+        if s is None:
+            return False
+        sampled = s.rule == "sample" and any(p < 1 for p in s.sample_probability.values())
+        return len(s.parts) > 1 or s.left_out > 0 or sampled
 
 
-def _single(agg: AggSpec, exact, rows, alpha, rng, clamp_counts: bool) -> NoisyColumn:
-    label = agg.components[0].label
-    y, sens, eps = _noisy(agg, label, exact, rows, rng)
-    w = noise.discrete_laplace_half_width(eps, sens, alpha)  # [ci]
-    desc = f"discrete Laplace, sensitivity {sens}{_grid_note(agg)}, ε={eps:.4g}"
+def _parts(plan: CountPlan, subjects: pdp.SubjectPlan | None) -> _Parts:
+    if subjects is None:
+        return _Parts([plan.epsilon], None)
+    return _Parts([float(p.epsilon) for p in subjects.parts], subjects)
+
+
+def _unit_variance(plan: CountPlan, agg: AggSpec, comp: Component) -> float:
+    """Public prior on one subject's contribution variance, in component units: (range / 2)²."""
+    if agg.kind == COUNT_SUBJECTS:
+        width = 1.0
+    elif comp.label in ("sum", "centered sum"):
+        width = plan.max_rows * (agg.upper - agg.lower) / agg.grid
+    else:
+        width = float(plan.max_rows)
+    return (width / 2.0) ** 2
+
+
+def _component(plan, agg, comp, exact, rows, parts: _Parts, alpha: float, rng) -> _Combined:
+    x = exact.components[(agg.index, comp.label)][:, rows]  # (parts, cells)
+    frac = comp.epsilon / plan.epsilon
+    n_parts = len(parts.epsilons)
+    ys, halves, variances = [], [], []
+    for i, eps_i in enumerate(parts.epsilons):
+        e = eps_i * frac
+        z = noise.discrete_laplace(e, comp.sensitivity, x.shape[1], rng)  # [noise]
+        ys.append(x[i] + z.astype(object))
+        halves.append(noise.discrete_laplace_half_width(e, comp.sensitivity, alpha / n_parts))  # [ci-parts]
+        variances.append(noise.discrete_laplace_std(e, comp.sensitivity) ** 2)
+    if not parts.combined:
+        return _Combined(ys[0], np.full(x.shape[1], halves[0], dtype=object), True)
+    c = pdp.coefficients(parts.subjects, variances, _unit_variance(plan, agg, comp))  # [combine]
+    est = sum(c[i] * np.asarray(ys[i], dtype=float) for i in range(n_parts))
+    half = sum(abs(c[i]) * halves[i] for i in range(n_parts))
+    return _Combined(np.asarray(est, dtype=float), np.full(x.shape[1], half, dtype=float), False)
+
+
+def _single(plan, agg: AggSpec, exact, rows, parts: _Parts, alpha, rng, clamp_counts: bool) -> NoisyColumn:
+    comp = agg.components[0]
+    c = _component(plan, agg, comp, exact, rows, parts, alpha, rng)
+    desc = f"discrete Laplace, sensitivity {comp.sensitivity}{_grid_note(agg)}, ε={comp.epsilon:.4g}" + _parts_note(parts)
     if agg.kind == SUM:
-        g = agg.grid
-        if agg.integer:
-            vals = y
-            low, high = y - w, y + w
+        if agg.integer and c.exact_ints:
+            vals, half = c.values, c.half
         else:
-            vals = np.array([float(v) * g for v in y], dtype=float)
-            low, high = vals - w * g, vals + w * g
-        return NoisyColumn(vals, _arr(low), _arr(high), agg.integer, "laplace", eps, desc)
-    low, high = y - w, y + w
+            vals = np.array([float(v) * agg.grid for v in c.values])
+            half = np.array([float(h) * agg.grid for h in c.half])
+            if agg.integer:  # scaled partitions: round the estimate back to an integer
+                vals = np.array([int(round(v)) for v in vals], dtype=object)
+                half = np.array([int(math.ceil(h)) for h in half], dtype=object)
+        return NoisyColumn(vals, vals - half, vals + half, agg.integer, "laplace", comp.epsilon, desc)
+    y, half = c.values, c.half
+    if not c.exact_ints:
+        y = np.array([int(round(v)) for v in y], dtype=object)
+        half = np.array([int(math.ceil(h)) for h in half], dtype=object)
+    low, high = y - half, y + half
     if clamp_counts:
         y = np.array([max(0, v) for v in y], dtype=object)
         low = np.array([max(0, v) for v in low], dtype=object)
         high = np.array([max(0, v) for v in high], dtype=object)
     mech = "laplace" if agg.kind != COUNT_SUBJECTS else "laplace (subjects)"
-    return NoisyColumn(y, low, high, True, mech, eps, desc)
+    return NoisyColumn(y, low, high, True, mech, comp.epsilon, desc)
 
 
-def _avg(agg: AggSpec, exact, rows, alpha, rng) -> NoisyColumn:
+def _avg(plan, agg: AggSpec, exact, rows, parts: _Parts, alpha, rng) -> NoisyColumn:
     g = agg.grid
     lo_i, hi_i = round(agg.lower / g), round(agg.upper / g)
     mid = (lo_i + hi_i) // 2
-    s_raw = exact.components[(agg.index, "centered sum")][rows]
-    c_exact = exact.components[(agg.index, "count")][rows]
-    centered = s_raw - c_exact * mid  # exact integers: sum of (x - mid)
-    sc, cc = (c for c in agg.components)
-    s = centered + noise.discrete_laplace(sc.epsilon, sc.sensitivity, len(rows), rng).astype(object)  # [split]
-    c = c_exact + noise.discrete_laplace(cc.epsilon, cc.sensitivity, len(rows), rng).astype(object)
-    ws = noise.discrete_laplace_half_width(sc.epsilon, sc.sensitivity, alpha / 2)  # [ci-avg]
-    wc = noise.discrete_laplace_half_width(cc.epsilon, cc.sensitivity, alpha / 2)
+    # Centre the exact sums (x - mid) before the noise: exact integers [sens-avg].
+    centered = {
+        (agg.index, "centered sum"): exact.components[(agg.index, "centered sum")]
+        - exact.components[(agg.index, "count")] * mid,
+        (agg.index, "count"): exact.components[(agg.index, "count")],
+    }
+    ex = ExactAnswer(exact.keys, centered, exact.subjects, exact.heavy_subjects, exact.unused_units)
+    sc, cc = agg.components
+    s = _component(plan, agg, sc, ex, rows, parts, alpha / 2, rng)  # [split] [ci-avg]
+    c = _component(plan, agg, cc, ex, rows, parts, alpha / 2, rng)
     vals, low, high = [], [], []
-    for si, ci in zip(s, c):
-        denom = max(int(ci), 1)
-        vals.append(_clip((mid + int(si) / denom) * g, agg.lower, agg.upper))
-        c_lo, c_hi = int(ci) - wc, int(ci) + wc
-        s_lo, s_hi = int(si) - ws, int(si) + ws
+    for si, ci, ws, wc in zip(s.values, c.values, s.half, c.half):
+        si, ci, ws, wc = float(si), float(ci), float(ws), float(wc)
+        denom = max(ci, 1.0)
+        vals.append(_clip((mid + si / denom) * g, agg.lower, agg.upper))
+        c_lo, c_hi = ci - wc, ci + wc
+        s_lo, s_hi = si - ws, si + ws
         if c_lo < 1:
             low.append(agg.lower)
             high.append(agg.upper)
@@ -121,7 +196,7 @@ def _avg(agg: AggSpec, exact, rows, alpha, rng) -> NoisyColumn:
         high.append(_clip((mid + max(ratios)) * g, agg.lower, agg.upper))
     desc = (
         f"discrete Laplace: sum of (x - mid) sensitivity {sc.sensitivity}{_grid_note(agg)} at ε={sc.epsilon:.4g}, "
-        f"count sensitivity {cc.sensitivity} at ε={cc.epsilon:.4g}"
+        f"count sensitivity {cc.sensitivity} at ε={cc.epsilon:.4g}" + _parts_note(parts)
     )
     return NoisyColumn(np.array(vals, dtype=float), np.array(low), np.array(high), False, "laplace", agg.epsilon, desc)
 
@@ -130,8 +205,12 @@ def _clip(v: float, lo: float, hi: float) -> float:
     return min(max(v, lo), hi)
 
 
-def _arr(values) -> np.ndarray:
-    return np.asarray(values)
+def _parts_note(parts: _Parts) -> str:
+    if len(parts.epsilons) > 1:
+        return f"; {len(parts.epsilons)} partitions of subjects combined (each at its own ε × this share)"
+    if parts.combined:
+        return "; scaled to all subjects with budget"
+    return ""
 
 
 def _grid_note(agg: AggSpec) -> str:

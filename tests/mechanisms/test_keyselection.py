@@ -11,12 +11,12 @@ import dpgate
 from conftest import TEST_SEED
 from dpgate import noise
 from dpgate.mechanisms import KeySelector
-from dpgate.planner import _key_selection
+from dpgate.planner import key_selection_threshold
 
 
 @pytest.mark.parametrize("epsilon, delta, groups", [(0.5, 1e-6, 1), (0.2, 1e-5, 4)])
 def test_a_lone_subjects_key_appears_with_probability_at_most_delta_over_groups(epsilon, delta, groups):
-    sel = _key_selection(epsilon, delta, groups)
+    sel = key_selection_threshold(epsilon, delta, groups)
     p_release_single = noise.discrete_laplace_tail(epsilon, groups, sel.threshold - 1)
     assert groups * p_release_single <= delta
     # the exact probability from the pmf agrees with the tail formula
@@ -27,7 +27,7 @@ def test_a_lone_subjects_key_appears_with_probability_at_most_delta_over_groups(
 @pytest.mark.statistical
 def test_release_probability_sampled():
     """Keys with n subjects appear with probability P(n + Z >= τ), checked by sampling."""
-    sel = _key_selection(1.0, 1e-2, 1)
+    sel = key_selection_threshold(1.0, 1e-2, 1)
     rng = np.random.default_rng(TEST_SEED)
     n = np.repeat(np.array([1, sel.threshold - 1, sel.threshold, sel.threshold + 5]), 20_000)
     released = np.zeros(len(n), dtype=bool)

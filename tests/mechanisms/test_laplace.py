@@ -30,7 +30,7 @@ def planned(db, sql, analyst="alice"):
 
 def replicate(plan, exact_values: dict, n: int):
     """An exact answer with one cell, released n times at once (independent noise per copy)."""
-    comps = {k: np.array([v], dtype=object) for k, v in exact_values.items()}
+    comps = {k: np.array([[v]], dtype=object) for k, v in exact_values.items()}
     return ExactAnswer([()], comps, None, 0, 0), np.zeros(n, dtype=np.int64)
 
 
@@ -101,7 +101,7 @@ def test_neighbouring_audit(make_db, sql, label):
         ans = execute.run(g._con, plan, debit.charged, salt=99)
         g.ledger.discard(debit)
         con.close()
-        exact, rows = replicate(plan, {(0, label): ans.components[(0, label)][0]}, 300_000)
+        exact, rows = replicate(plan, {(0, label): ans.components[(0, label)][0, 0]}, 300_000)
         col = LaplaceCounting().release(plan, exact, rows, rng=np.random.default_rng(TEST_SEED + len(outs)))[0]
         outs.append(np.asarray(col.values, dtype=float))
     eps = plan.aggs[0].epsilon

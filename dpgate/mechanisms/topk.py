@@ -1,0 +1,601 @@
+"""Top-k frequent items: Two-Phase Selection with the privacy-free block mechanism, and baselines.
+
+A record is one subject's set of distinct items from a public universe ``0 .. n_items - 1``;
+the frequency ``f_j`` of item ``j`` is the number of records that hold it. The output is the
+identifiers of ``k`` items (no counts; fresh counts for them are a separate, paid release:
+``noisy_counts``). Methods (``METHODS``):
+
+``tps_pfm``
+    Two-Phase Selection with the privacy-free mechanism (Wang et al., Algorithms 1 and 2, with
+    the corrections listed below).
+``tps_em``
+    Two-Phase Selection whose second phase draws ``k_Δ`` times with the exponential mechanism.
+``em``
+    The paper's k-fold exponential-mechanism baseline: ``k`` draws without replacement, each at
+    ``ε/k``, over the whole universe, with true frequencies.
+``laplace``
+    freFirst: DPsense-style truncated frequencies with discrete Laplace noise, then the ``k``
+    largest (``ε/10`` for the truncation length, ``9ε/10`` for the frequencies).
+``oneshot``
+    One-shot Gumbel top-k (Durfee & Rogers): Gumbel noise of scale ``k/ε`` added once to the
+    frequencies, then the ``k`` largest. Its output has exactly the distribution of ``em``
+    (checked in the tests); it is O(d) instead of O(k d).
+
+**Reference:** N. Wang, Z. Wang, Y. Gu, J. Xu, Z. Wei, G. Yu, "Differentially Private Top-k
+Frequent Columns Publication for High-Dimensional Data", IEEE Access 7 (2019),
+DOI 10.1109/ACCESS.2019.2957762 (TPS, PFM; digest ``seed-003-topk.md``). Truncation: Day & Li,
+"Differentially private publishing of high-dimensional data using sensitivity control"
+(DPSense), ASIACCS 2015. Baselines: Bhaskar et al., KDD 2010 (k-fold EM); Durfee & Rogers,
+"Practical differentially private top-k selection with pay-what-you-get composition",
+NeurIPS 2019 (one-shot Gumbel); Lyu, Su, Li, VLDB 2017 (sparse vector, monotone queries).
+
+**Guarantee:** ε-DP for neighbouring databases that add or remove one subject's record (all the
+rows of one subject), as in the paper. The item universe and ``n_items`` are public. The shares
+(``TopKRelease.shares``) add up to the requested ε; a share that turns out not to be needed
+(phase 2 when the unsafe zone holds exactly ``k_Δ`` items, the rest of PFM's budget when it stops
+early) is still charged.
+
+**Sensitivity:** under add/remove, every frequency moves by 0 or 1 and all in the same direction
+(*monotone*). Each frequency has sensitivity 1 [sens-freq]. Phase 1 uses DPsense's fractional
+truncation on a power-of-two grid: a record of length ``L`` gives each of its items
+``w(L) = floor(2^GRID_BITS * min(1, l / L))`` grid units, so one record moves the vector of
+truncated frequencies by at most ``L * w(L) <= l * 2^GRID_BITS`` in L1, an exact integer
+[sens-trunc]. The truncation length ``l`` is chosen with the exponential mechanism over the
+public candidates ``1 .. n_items`` with quality ``q(l) = -(A(l) + l / ε_f)``, where
+``A(l) = sum_i max(0, 1 - l / L_i)`` (the count lost by the item the truncation hurts most) and
+``ε_f`` is the frequency share; adding a record lowers every ``q(l)`` by less than 1
+[sens-trunc-q]. ``noisy_counts`` keeps at most ``m`` of the requested items per subject (a keyed
+random sample), so its vector has L1 sensitivity ``min(#items, m)`` [sens-counts]. The SQL
+that computes these statistics is in ``_stats_from_sql`` and ``noisy_counts``; it requires the
+caller's pairs query to be DISTINCT on ``(__unit, __item)``.
+
+**Accuracy:** selection returns identifiers, so there are no error bars. Per step: the
+truncation length is within ``(2/ε_1) ln(n_items / β)`` of the best quality with probability
+``1 - β`` (EM); phase-1 noise on each truncated frequency is discrete Laplace of scale
+``l / ε_2`` (in counts), and the unsafe zone is ``τ̂ ± 2 l / ε_2``; each EM draw at ``ε'`` picks an
+item whose frequency is within ``ln(d / β) / ε'`` of the best remaining one with probability
+``1 - β``; PFM compares each unsafe item to a noisy threshold with noise of scale ``1 / ε_c`` and
+``1 / ε_e``. ``noisy_counts`` has the interval ``noise.discrete_laplace_half_width``. Truncation
+biases phase 1 low for items bought in long records.
+
+**Proof sketch:**
+
+1. Truncation length: exponential mechanism with monotone quality of sensitivity 1 at share
+   ``ε_1`` [trunc-em] (``noise.exponential_mechanism``, Gumbel-max in log space).
+2. Phase 1 (TPS and ``laplace``): discrete Laplace with L1 sensitivity ``l * 2^GRID_BITS`` grid
+   units at ``ε_2`` [phase1] releases the whole noisy vector; sorting (ties broken by a random
+   permutation), the zones (strict ``>`` for the frequent safe zone, ``>=`` for the unsafe
+   zone) and ``k_Δ`` are post-processing [zones].
+3. Phase 2, EM: ``k_Δ`` draws without replacement at ``ε_3 / k_Δ`` each with the monotone
+   exponent ``exp(ε f)`` (valid because frequencies move together) [peel]; ``k_Δ`` and the
+   candidate list ``B`` are outputs of step 2, so composition gives ``ε_3``. The ``em`` baseline is
+   the same with ``B`` = universe and ``k_Δ = k``; ``oneshot`` adds Gumbel noise once and has the
+   same output distribution [oneshot].
+4. Phase 2, PFM: per block, AboveThreshold with a data-dependent threshold. Let ``D1 = D2 ∪ {t}``:
+   every ``f`` and the threshold ``ρ`` (the ``k_Δ``-th largest frequency in ``B``) move by 0 or +1.
+   In a block whose agreeing labels are "frequent" (``f̂ >= ρ̂``), shifting the noisy threshold by
+   one costs ``e^{ε_e}`` [pfm-threshold] and makes every agreeing comparison at least as likely
+   (free, whatever its noise scale) [pfm-free]; the closing comparison costs ``e^{ε_c}``
+   [pfm-close]. Blocks of "infrequent" labels need no shift. Comparisons are integer (discrete
+   noise on integer counts) and ties count as frequent; both directions hold for discrete
+   Laplace, whose pmf and tails change by at most ``e^ε`` per unit shift. Each block's ``ε_e`` is
+   charged when its threshold is drawn and its closing ``ε_c`` when it closes; every charge is a
+   function of the label transcript only, and ``_BlockScan`` never charges more than what
+   remains, so the total is at most ``ε_3`` [pfm-budget]. The scan stops before a draw whose ε
+   would not exceed the sampler's margin (this is where the printed algorithm divides by zero)
+   [pfm-stop]. Short outputs are filled from ``B`` using only phase-1 order and labels [fill].
+5. ``noisy_counts``: discrete Laplace with L1 sensitivity ``min(#items, m)`` [counts].
+
+Every noise draw runs at its ε minus ``noise.EPSILON_MARGIN``, which also absorbs the float
+rounding of the shares and of PFM's bookkeeping (at most a few ulps of ε).
+
+Corrections to the printed algorithms (see the digest, section 6): the budget names follow
+Algorithm 1 (``ε_1`` truncation, ``ε_2`` frequencies, ``ε_3`` phase 2, split 0.1/0.6/0.3); the zone
+intervals do not overlap; the EM exponent is ``ε_3 f / k_Δ`` (the printed "e" is ``ε_3``); PFM
+labels a column frequent when ``f̂ >= ρ̂`` (the ``k_Δ``-th column is frequent by definition), stops
+instead of drawing ``Lap(1/0)``, and fills short outputs first with the columns it never
+visited, then with the ones it labelled infrequent, each in phase-1 order; the truncation rule,
+which the paper leaves to DPsense, is the exponential mechanism above.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import duckdb
+import numpy as np
+
+from dpgate import noise
+
+METHODS = ("tps_pfm", "tps_em", "em", "laplace", "oneshot")
+#: Default method, chosen on the supermarket baskets (see examples/topk_baskets.py).
+DEFAULT_METHOD = "oneshot"
+#: Power-of-two grid of phase-1 truncated weights: 2^-GRID_BITS of a count.
+GRID_BITS = 20
+#: TPS split (Algorithm 1 naming): truncation ε_1, phase-1 frequencies ε_2, phase 2 ε_3.
+TPS_SPLIT = (0.1, 0.6, 0.3)
+#: freFirst split: truncation, frequencies.
+LAPLACE_SPLIT = (0.1, 0.9)
+#: Half-width δ of the unsafe zone in units of the phase-1 noise scale l/ε_2 (the paper's 2).
+ZONE_WIDTH = 2.0
+#: No draw is made at an ε this small (the sampler subtracts EPSILON_MARGIN).
+_MIN_DRAW_EPSILON = 4 * noise.EPSILON_MARGIN
+_LENGTH_METHODS = ("tps_pfm", "tps_em", "laplace")
+
+
+@dataclass(frozen=True)
+class TopKRelease:
+    """The released top-k: item indices in noisy order and what was spent on them."""
+
+    items: tuple[int, ...]
+    method: str
+    epsilon: float
+    shares: dict[str, float]
+    truncation: int | None
+    filled: int
+
+
+# -- exact statistics ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Stats:
+    """Exact statistics of one database; never leaves this module.
+
+    ``counts[j]`` is the frequency of item ``j``. When lengths were computed, ``(item, length, n)``
+    says that ``n`` records of length ``length`` hold ``item``.
+    """
+
+    n_items: int
+    counts: np.ndarray
+    item: np.ndarray | None = None
+    length: np.ndarray | None = None
+    n: np.ndarray | None = None
+
+    def length_histogram(self) -> np.ndarray:
+        """``h[L]`` = number of records of length ``L`` (``L = 0 .. n_items``)."""
+        pairs = np.zeros(self.n_items + 1, dtype=np.int64)
+        np.add.at(pairs, self.length, self.n)
+        lengths = np.arange(self.n_items + 1)
+        hist = np.zeros(self.n_items + 1, dtype=np.int64)
+        hist[1:] = pairs[1:] // lengths[1:]  # a record of length L contributes L pairs
+        return hist
+
+    def truncated(self, theta: int) -> np.ndarray:
+        """Truncated frequencies in grid units: ``sum_i w(L_i)`` over the records holding each item."""
+        lengths = np.arange(self.n_items + 1, dtype=np.int64)
+        lengths[0] = 1
+        w = np.minimum(np.int64(1) << GRID_BITS, (np.int64(theta) << GRID_BITS) // lengths)  # [sens-trunc]
+        out = np.zeros(self.n_items, dtype=np.int64)
+        np.add.at(out, self.item, self.n * w[self.length])
+        return out
+
+
+def _stats_from_sql(
+    con: duckdb.DuckDBPyConnection, pairs_sql: str, params: dict | None, n_items: int, lengths: bool
+) -> _Stats:
+    """One DuckDB pass: per item frequencies, and with ``lengths`` the (item, length) table."""
+    pairs = (
+        f"SELECT __unit, CAST(__item AS BIGINT) AS __item FROM ({pairs_sql}) "
+        f"WHERE __unit IS NOT NULL AND __item >= 0 AND __item < {int(n_items)}"
+    )
+    if lengths:
+        sql = (
+            f"WITH __p AS ({pairs}), "
+            f"__l AS (SELECT __unit, CAST(count(*) AS INTEGER) AS __len FROM __p GROUP BY __unit) "
+            f"SELECT __p.__item AS item, __l.__len AS len, count(*) AS n "
+            f"FROM __p JOIN __l ON __p.__unit = __l.__unit GROUP BY ALL"
+        )
+    else:
+        sql = f"SELECT __item AS item, count(*) AS n FROM ({pairs}) GROUP BY ALL"
+    res = con.execute(sql, params or {}).fetchnumpy()
+    item = np.asarray(res["item"], dtype=np.int64)
+    n = np.asarray(res["n"], dtype=np.int64)
+    counts = np.zeros(n_items, dtype=np.int64)
+    np.add.at(counts, item, n)
+    if not lengths:
+        return _Stats(n_items, counts)
+    return _Stats(n_items, counts, item, np.asarray(res["len"], dtype=np.int64), n)
+
+
+def _stats_from_records(records, n_items: int) -> _Stats:
+    """The same statistics as ``_stats_from_sql`` from in-memory records (deduplicated, in range)."""
+    if hasattr(records, "indptr") and hasattr(records, "indices"):
+        indptr, indices = np.asarray(records.indptr), np.asarray(records.indices)
+    elif isinstance(records, tuple) and len(records) == 2:
+        indptr, indices = np.asarray(records[0]), np.asarray(records[1])
+    else:
+        arrays = [np.asarray(r, dtype=np.int64).ravel() for r in records]
+        indptr = np.zeros(len(arrays) + 1, dtype=np.int64)
+        indptr[1:] = np.cumsum([a.size for a in arrays])
+        indices = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
+    indices = indices.astype(np.int64)
+    rec = np.repeat(np.arange(len(indptr) - 1, dtype=np.int64), np.diff(indptr))
+    keep = (indices >= 0) & (indices < n_items)
+    key = np.unique(rec[keep] * np.int64(n_items) + indices[keep])  # distinct (record, item)
+    rec, item = key // n_items, key % n_items
+    length = np.bincount(rec, minlength=len(indptr) - 1)[rec] if rec.size else rec
+    groups, n = np.unique(item * np.int64(n_items + 1) + length, return_counts=True)
+    g_item, g_len = groups // (n_items + 1), groups % (n_items + 1)
+    counts = np.bincount(item, minlength=n_items).astype(np.int64)
+    return _Stats(n_items, counts, g_item.astype(np.int64), g_len.astype(np.int64), n.astype(np.int64))
+
+
+# -- building blocks ----------------------------------------------------------------------------
+def _validate(n_items: int, k: int, epsilon: float, method: str) -> None:
+    """Checks on public inputs only, before any data is read."""
+    if method not in METHODS:
+        raise ValueError(f"unknown top-k method {method!r}; expected one of {', '.join(METHODS)}")
+    if not isinstance(n_items, (int, np.integer)) or n_items < 1:
+        raise ValueError(f"n_items must be a positive integer, got {n_items!r}")
+    if not isinstance(k, (int, np.integer)) or isinstance(k, bool):
+        raise ValueError(f"k must be an integer, got {k!r}")
+    if k < 1 or k > n_items:
+        raise ValueError(f"k must be between 1 and the universe size {n_items}, got k={k}")
+    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"epsilon must be positive and finite, got {epsilon!r}")
+    if method in ("em", "oneshot"):
+        smallest = epsilon / k
+    elif method == "laplace":
+        smallest = epsilon * min(LAPLACE_SPLIT)
+    else:
+        smallest = epsilon * min(TPS_SPLIT[0], TPS_SPLIT[2] / (4 * k))
+    if smallest <= 10 * _MIN_DRAW_EPSILON:
+        raise ValueError(f"epsilon={epsilon} is too small for {method} with k={k}: a step would get ε={smallest:.3g}")
+    if method in _LENGTH_METHODS:
+        frequency_share = epsilon * (LAPLACE_SPLIT[1] if method == "laplace" else TPS_SPLIT[1])
+        if frequency_share / (n_items * 2.0**GRID_BITS) < 2.0**-50:
+            raise ValueError(
+                f"epsilon={epsilon} is too small for {method} over {n_items} items: "
+                "the phase-1 noise scale would exceed what the sampler supports"
+            )
+
+
+def _shares(method: str, epsilon: float) -> dict[str, float]:
+    if method in ("tps_pfm", "tps_em"):
+        e1, e2 = epsilon * TPS_SPLIT[0], epsilon * TPS_SPLIT[1]
+        return {"truncation": e1, "phase1": e2, "phase2": epsilon - e1 - e2}
+    if method == "laplace":
+        e1 = epsilon * LAPLACE_SPLIT[0]
+        return {"truncation": e1, "counts": epsilon - e1}
+    return {"selection": float(epsilon)}
+
+
+def truncation_level(epsilon_counts: float) -> float:
+    """The quantile level ``γ = 1 - 1 / (2 (1 + ε_f))`` of record lengths that ``l`` aims at.
+
+    The median for small ε; it tends to 1 (no truncation) as ε grows, so at large ε the
+    truncated frequencies are the true ones.
+    """
+    return 1.0 - 0.5 / (1.0 + epsilon_counts)
+
+
+def truncation_quality(hist: np.ndarray, epsilon_counts: float) -> np.ndarray:
+    """``q(l)`` for the candidates ``l = 1 .. len(hist) - 1`` [sens-trunc-q].
+
+    ``q(l) = -(|#{records of length <= l} - γ n| + l / ε_f)``: the first term is the usual
+    quantile score (sensitivity ``max(γ, 1 - γ) <= 1`` under add/remove), the second the mean
+    absolute phase-1 noise of one item, which is public and breaks ties towards short ``l``
+    (all ``l`` at or above the longest record have the same first term).
+    """
+    h = np.asarray(hist, dtype=np.float64)
+    below = np.cumsum(h)[1:]
+    n = float(h.sum())
+    theta = np.arange(1, h.size, dtype=np.float64)
+    return -(np.abs(below - truncation_level(epsilon_counts) * n) + theta / epsilon_counts)
+
+
+def _choose_truncation(stats: _Stats, epsilon_theta: float, epsilon_counts: float, rng) -> int:
+    q = truncation_quality(stats.length_histogram(), epsilon_counts)
+    return 1 + noise.exponential_mechanism(q, epsilon_theta, 1.0, rng=rng)  # [trunc-em]
+
+
+def _noisy_order(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Indices by decreasing value; ties in a uniformly random order (post-processing)."""
+    perm = rng.permutation(values.size)
+    return perm[np.argsort(-values[perm], kind="stable")]
+
+
+def _phase1(stats: _Stats, theta: int, epsilon: float, rng) -> np.ndarray:
+    """Noisy truncated frequencies in grid units [phase1]."""
+    sensitivity = theta << GRID_BITS
+    return stats.truncated(theta) + noise.discrete_laplace(epsilon, sensitivity, stats.n_items, rng)
+
+
+def _peel(scores: np.ndarray, m: int, epsilon: float, rng) -> list[int]:
+    """``m`` exponential-mechanism draws without replacement at ``epsilon / m`` each [peel]."""
+    remaining = np.arange(scores.size)
+    chosen = []
+    for _ in range(m):
+        j = noise.exponential_mechanism(scores[remaining], epsilon / m, 1.0, rng=rng, monotonic=True)
+        chosen.append(int(remaining[j]))
+        remaining = np.delete(remaining, j)
+    return chosen
+
+
+def _oneshot(scores: np.ndarray, m: int, epsilon: float, rng) -> list[int]:
+    """Gumbel noise once at the per-draw scale of ``_peel``, then the ``m`` largest [oneshot]."""
+    noisy = (epsilon / m - noise.EPSILON_MARGIN) * scores.astype(np.float64) + noise.gumbel(scores.size, rng)
+    top = np.argpartition(-noisy, m - 1)[:m] if m < scores.size else np.arange(scores.size)
+    return [int(j) for j in top[np.argsort(-noisy[top], kind="stable")]]
+
+
+@dataclass
+class _BlockScan:
+    """PFM's budget bookkeeping, a function of the label transcript only [pfm-budget].
+
+    ``open_block`` charges a fresh threshold's ``ε_e = remaining / (4 m)``; ``comparison_epsilon``
+    is ``remaining / m`` (``m`` = frequent items still missing, which bounds the blocks left);
+    ``record`` charges that ε only when the label closes a block.
+    """
+
+    k_delta: int
+    epsilon: float
+    spent: float = 0.0
+    found: int = 0
+    flag: int = 0
+    thresholds: int = 0
+    closed: int = 0
+    done: bool = False
+    charges: list[float] = field(default_factory=list)
+
+    @property
+    def remaining(self) -> float:
+        return self.epsilon - self.spent
+
+    def _charge(self, eps: float) -> None:
+        eps = min(eps, max(self.remaining, 0.0))
+        self.spent += eps
+        self.charges.append(eps)
+
+    def open_block(self) -> float | None:
+        eps_e = self.remaining / (4 * (self.k_delta - self.found))
+        if eps_e <= _MIN_DRAW_EPSILON:  # [pfm-stop]
+            self.done = True
+            return None
+        self._charge(eps_e)
+        self.thresholds += 1
+        self.flag = 0
+        return eps_e
+
+    def comparison_epsilon(self) -> float | None:
+        eps_c = self.remaining / (self.k_delta - self.found)
+        if eps_c <= _MIN_DRAW_EPSILON:  # [pfm-stop]
+            self.done = True
+            return None
+        return eps_c
+
+    def record(self, frequent: bool, eps_c: float) -> bool:
+        """Account for one label; True when it closed a block and the scan goes on."""
+        label = 1 if frequent else -1
+        if frequent:
+            self.found += 1
+        closes = self.flag != 0 and label != self.flag
+        if self.flag == 0:
+            self.flag = label
+        if closes:
+            self._charge(eps_c)  # [pfm-close]
+            self.closed += 1
+            self.flag = 0
+        if self.found >= self.k_delta:
+            self.done = True
+        return closes and not self.done
+
+
+def _pfm(freqs: np.ndarray, k_delta: int, epsilon: float, rng) -> tuple[list[bool], _BlockScan]:
+    """GetExtraColumns_PFM over ``B`` (true frequencies in phase-1 order): the visited labels.
+
+    Comparisons run in half-count units: ``2 f + ν >= ρ₂ + η`` with ``ρ₂`` the sum of the
+    ``k_Δ``-th and ``(k_Δ+1)``-th largest frequencies in ``B`` (twice the midpoint threshold) and
+    noise of sensitivity 2, so the noise scale in counts is ``1/ε`` as in the paper.
+    """
+    top = np.sort(freqs)[::-1]
+    rho2 = int(top[k_delta - 1]) + int(top[k_delta])  # [pfm-rho]
+    doubled = 2 * freqs.astype(np.int64)
+    scan = _BlockScan(k_delta, epsilon)
+    labels: list[bool] = []
+    eps_e = scan.open_block()
+    if eps_e is None:
+        return labels, scan
+    rho_hat = rho2 + int(noise.discrete_laplace(eps_e, 2, 1, rng)[0])  # [pfm-threshold]
+    buf, buf_eps, buf_pos = np.zeros(0, dtype=np.int64), None, 0
+    for pos in range(freqs.size):
+        if scan.done:
+            break
+        eps_c = scan.comparison_epsilon()
+        if eps_c is None:
+            break
+        if eps_c != buf_eps or buf_pos >= buf.size:
+            # noise for the next columns at this ε_c (it stays the same along a run of
+            # infrequent labels); unused draws are discarded
+            buf = noise.discrete_laplace(eps_c, 2, min(freqs.size - pos, 256), rng)
+            buf_eps, buf_pos = eps_c, 0
+        frequent = bool(doubled[pos] + buf[buf_pos] >= rho_hat)  # [pfm-free]
+        buf_pos += 1
+        labels.append(frequent)
+        if scan.record(frequent, eps_c):
+            eps_e = scan.open_block()
+            if eps_e is None:
+                break
+            rho_hat = rho2 + int(noise.discrete_laplace(eps_e, 2, 1, rng)[0])  # [pfm-threshold]
+    return labels, scan
+
+
+@dataclass
+class _Trace:
+    """Intermediate DP outputs, for tests and diagnostics (never shown to analysts)."""
+
+    theta: int | None = None
+    r1: list[int] = field(default_factory=list)
+    unsafe: list[int] = field(default_factory=list)
+    k_delta: int = 0
+    labels: list[bool] = field(default_factory=list)
+    scan: _BlockScan | None = None
+
+
+def _select(stats: _Stats, k: int, epsilon: float, method: str, rng) -> tuple[TopKRelease, _Trace]:
+    shares = _shares(method, epsilon)
+    trace = _Trace()
+    counts = stats.counts
+    if method in ("em", "oneshot"):
+        pick = _peel if method == "em" else _oneshot
+        items = pick(counts, k, shares["selection"], rng)
+        return TopKRelease(tuple(items), method, float(epsilon), shares, None, 0), trace
+
+    frequency_share = shares["counts"] if method == "laplace" else shares["phase1"]
+    theta = _choose_truncation(stats, shares["truncation"], frequency_share, rng)
+    trace.theta = theta
+    noisy = _phase1(stats, theta, frequency_share, rng)
+    order = _noisy_order(noisy, rng)
+    if method == "laplace":
+        return TopKRelease(tuple(int(j) for j in order[:k]), method, float(epsilon), shares, theta, 0), trace
+
+    # [zones] frequent safe zone: > τ̂ + δ; unsafe zone: [τ̂ - δ, τ̂ + δ]; the rest is infrequent
+    sorted_noisy = noisy[order].astype(np.float64)
+    tau = sorted_noisy[k - 1]
+    delta = ZONE_WIDTH * float(theta << GRID_BITS) / frequency_share
+    n_r1 = int(np.count_nonzero(sorted_noisy > tau + delta))
+    n_zone = int(np.count_nonzero(sorted_noisy >= tau - delta))
+    r1, unsafe = order[:n_r1], order[n_r1:n_zone]
+    k_delta = k - n_r1
+    if not (1 <= k_delta <= unsafe.size):
+        raise AssertionError("TPS zones are inconsistent; this is a bug in dpgate, please report it")
+    trace.r1, trace.unsafe, trace.k_delta = [int(j) for j in r1], [int(j) for j in unsafe], k_delta
+
+    filled = 0
+    if unsafe.size == k_delta:
+        chosen = list(unsafe)  # nothing to decide; ε_3 is charged anyway
+    elif method == "tps_em":
+        chosen = [unsafe[j] for j in _peel(counts[unsafe], k_delta, shares["phase2"], rng)]
+    else:
+        labels, scan = _pfm(counts[unsafe], k_delta, shares["phase2"], rng)
+        trace.labels, trace.scan = labels, scan
+        chosen = [unsafe[i] for i, lab in enumerate(labels) if lab]
+        if len(chosen) < k_delta:  # [fill]
+            rejected = [unsafe[i] for i, lab in enumerate(labels) if not lab]
+            unvisited = list(unsafe[len(labels) :])
+            extra = (unvisited + rejected)[: k_delta - len(chosen)]
+            filled = len(extra)
+            chosen += extra
+    items = tuple(int(j) for j in (*r1, *chosen))
+    return TopKRelease(items, method, float(epsilon), shares, theta, filled), trace
+
+
+# -- public API ---------------------------------------------------------------------------------
+def top_k(
+    con: duckdb.DuckDBPyConnection,
+    pairs_sql: str,
+    params: dict | None,
+    n_items: int,
+    k: int,
+    epsilon: float,
+    method: str = DEFAULT_METHOD,
+    *,
+    rng: np.random.Generator,
+) -> TopKRelease:
+    """The ``k`` most frequent items of the public universe ``0 .. n_items - 1``, ε-DP.
+
+    Args:
+        con: a DuckDB connection that can run ``pairs_sql``.
+        pairs_sql: a SELECT producing DISTINCT ``(__unit, __item)`` rows, ``__item`` an integer;
+            rows with a NULL unit or an item outside ``[0, n_items)`` are ignored.
+        params: its named parameters (``$name``), or None.
+        n_items: the size of the public universe.
+        k: how many items to release, ``1 <= k <= n_items``.
+        epsilon: the total ε, split as ``TopKRelease.shares`` says.
+        method: one of ``METHODS``.
+        rng: the generator of this release (``noise.fresh``).
+
+    One DuckDB query: per-item frequencies, plus for the truncating methods the table of how
+    many records of each length hold each item.
+
+    >>> import duckdb, numpy as np
+    >>> con = duckdb.connect()
+    >>> _ = con.execute("CREATE TABLE b AS SELECT i // 3 AS u, (i % 3) * (i // 300) AS it FROM range(900) t(i)")
+    >>> r = top_k(con, "SELECT DISTINCT u AS __unit, it AS __item FROM b", None, 5, 1, 1.0,
+    ...           rng=np.random.default_rng(0))
+    >>> r.items, r.shares
+    ((0,), {'selection': 1.0})
+    """
+    _validate(n_items, k, epsilon, method)
+    stats = _stats_from_sql(con, pairs_sql, params, int(n_items), method in _LENGTH_METHODS)
+    return _select(stats, int(k), float(epsilon), method, rng)[0]
+
+
+def top_k_from_records(
+    records, n_items: int, k: int, epsilon: float, method: str = DEFAULT_METHOD, *, rng: np.random.Generator
+) -> TopKRelease:
+    """``top_k`` on in-memory records: a list of item arrays, or CSR (``indptr``, ``indices``).
+
+    Items are deduplicated within a record and items outside ``[0, n_items)`` are dropped, as in
+    SQL. The mechanism code is shared with ``top_k``; with the same generator state both return
+    the same release.
+
+    >>> import numpy as np
+    >>> recs = [np.array([0, 1]), np.array([1, 2]), np.array([1])]
+    >>> top_k_from_records(recs, 3, 1, 50.0, "tps_pfm", rng=np.random.default_rng(1)).items
+    (1,)
+    """
+    _validate(n_items, k, epsilon, method)
+    return _select(_stats_from_records(records, int(n_items)), int(k), float(epsilon), method, rng)[0]
+
+
+def noisy_counts(
+    con: duckdb.DuckDBPyConnection,
+    pairs_sql: str,
+    params: dict | None,
+    items: Sequence[int],
+    epsilon: float,
+    *,
+    rng: np.random.Generator,
+    max_items_per_subject: int,
+) -> list[int]:
+    """Fresh ε-DP counts of ``items`` (aligned with them; may be negative, clamp as you like).
+
+    Each subject keeps at most ``max_items_per_subject`` of the requested items, a uniform
+    sample ranked by a hash keyed with 62 bits from ``rng`` [sens-counts]; the noise is discrete
+    Laplace with sensitivity ``min(len(items), max_items_per_subject)`` [counts].
+    """
+    item_list = [int(i) for i in items]
+    if not item_list:
+        raise ValueError("noisy_counts needs at least one item")
+    if len(set(item_list)) != len(item_list):
+        raise ValueError("noisy_counts: items must be distinct")
+    m = int(max_items_per_subject)
+    if m < 1:
+        raise ValueError(f"max_items_per_subject must be >= 1, got {max_items_per_subject!r}")
+    if not (math.isfinite(epsilon) and epsilon > 10 * _MIN_DRAW_EPSILON):
+        raise ValueError(f"epsilon must be positive and finite, got {epsilon!r}")
+    sensitivity = min(len(item_list), m)
+    salt = int(rng.integers(0, 2**62))
+    in_list = ", ".join(str(i) for i in sorted(item_list))
+    pairs = (
+        f"SELECT __unit, CAST(__item AS BIGINT) AS __item FROM ({pairs_sql}) "
+        f"WHERE __unit IS NOT NULL AND __item IN ({in_list})"
+    )
+    if m < len(item_list):
+        pairs = (
+            f"SELECT __unit, __item FROM ({pairs}) QUALIFY row_number() OVER "
+            f"(PARTITION BY __unit ORDER BY hash(__unit, __item, {salt}::BIGINT), __item) <= {m}"
+        )
+    res = con.execute(f"SELECT __item AS item, count(*) AS n FROM ({pairs}) GROUP BY ALL", params or {}).fetchnumpy()
+    exact = dict(zip((int(i) for i in res["item"]), (int(v) for v in res["n"])))
+    z = noise.discrete_laplace(epsilon, sensitivity, len(item_list), rng)  # [counts]
+    return [exact.get(i, 0) + int(zi) for i, zi in zip(item_list, z)]
+
+
+def f1_score(items: Sequence[int], counts: np.ndarray, k: int) -> float:
+    """F1 of ``items`` against the true top-k, counting any tie-consistent top-k as correct.
+
+    Items above the k-th largest count are hits; items equal to it are hits up to the number
+    of top-k places the tie fills.
+    """
+    counts = np.asarray(counts)
+    kth = np.sort(counts)[::-1][k - 1]
+    above = int(np.count_nonzero(counts > kth))
+    chosen = np.asarray(list(items), dtype=np.int64)
+    if chosen.size == 0:
+        return 0.0
+    hits = int(np.count_nonzero(counts[chosen] > kth)) + min(int(np.count_nonzero(counts[chosen] == kth)), k - above)
+    precision, recall = hits / chosen.size, hits / k
+    return 0.0 if hits == 0 else 2 * precision * recall / (precision + recall)
