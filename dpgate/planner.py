@@ -583,11 +583,16 @@ class _Planner:
         if item is None or not item.protected:
             return None  # public columns have no declared bounds
         c = self.table.column(col.name)
-        if c is None or not c.bounded:
-            if c is not None and c.type.upper() == "BOOLEAN":
-                return (0.0, 1.0)
+        if c is None:
             return None
-        return (c.lower, c.upper)
+        if c.bounded:
+            return (c.lower, c.upper)
+        if c.type.upper() == "BOOLEAN":
+            return (0.0, 1.0)
+        values = [v for v in (c.domain or ()) if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if values and len(values) == len([v for v in c.domain if v is not None]):
+            return (float(min(values)), float(max(values)))  # a numeric declared domain bounds the column
+        return None
 
     def _agg_spec(
         self, i: int, node: exp.Expr, kind: str, inp: exp.Expr | None, epsilon: float,

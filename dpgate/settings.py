@@ -57,7 +57,7 @@ DEFAULTS: dict[str, Any] = {
     "alpha": 0.05,
     "intervals": False,
     "clamp_counts": True,
-    "personalization": "threshold",
+    "personalization": "sample",
     "partitioning": "utility",
     "rounds": 2,
     "min_partition_size": 100,

@@ -26,7 +26,7 @@ def test_threads_never_overspend(make_db):
         done = 0
         while True:
             try:
-                con.cursor().execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.1) x, COUNT(*) FROM t GROUP BY x")
+                con.cursor().execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.1, personalization = 'threshold') x, COUNT(*) FROM t GROUP BY x")
                 done += 1
             except errors.BudgetExceededError:
                 break

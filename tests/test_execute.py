@@ -145,7 +145,7 @@ def test_excluded_subjects_are_not_read(make_db):
         "CREATE TABLE b (uid INT, epsilon DOUBLE); INSERT INTO b SELECT i, CASE WHEN i <= 4 THEN 0.1 ELSE 5 END FROM range(1, 9) r(i)",
         {"t": dict(unit="uid", budget_table="b")},
     )
-    _, answers, debit = exact_many(db, "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5) COUNT(*) FROM t", [1])
+    _, answers, debit = exact_many(db, "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5, personalization = 'threshold') COUNT(*) FROM t", [1])
     # subjects 1..4 have too little budget, 9 and 10 are not on the roster: 4 rows remain
     assert first(answers[0], (0, "count"))[0] == 4
     assert answers[0].unused_units == 6

@@ -46,7 +46,9 @@ def db(make_db):
 
 
 def count(con, epsilon):
-    return con.cursor().execute(f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = {epsilon}) COUNT(*) FROM t")
+    return con.cursor().execute(
+        f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = {epsilon}, personalization = 'threshold') COUNT(*) FROM t"
+    )
 
 
 @pytest.mark.parametrize(
@@ -62,7 +64,7 @@ def count(con, epsilon):
 )
 def test_per_query_cap_edges(db, epsilon, outcome):
     with dpgate.connect(str(db), analyst="alice") as con:
-        sql = f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = ?) COUNT(*) FROM t"
+        sql = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = ?, personalization = 'threshold') COUNT(*) FROM t"
         if outcome == "ok":
             con.cursor().execute(sql, [epsilon])
             assert con.budget()[0] == pytest.approx(3.0 - epsilon)
