@@ -27,7 +27,15 @@ from sqlglot.tokens import TokenType
 from sqlglot.trie import new_trie
 
 from dpgate import errors
-from dpgate.nodes import DPOption, DPOptions, ExplainPrivacy, ShowBudget
+from dpgate.nodes import (
+    CreateSynthetic,
+    DPOption,
+    DPOptions,
+    DropSynthetic,
+    ExplainPrivacy,
+    ShowBudget,
+    ShowReleases,
+)
 
 
 class DPTokenizer(DuckDB.Tokenizer):
@@ -40,6 +48,7 @@ class DPParser(DuckDBParser):
     SHOW_PARSERS = {
         **DuckDBParser.SHOW_PARSERS,
         "BUDGET": lambda self: self.expression(ShowBudget()),
+        "RELEASES": lambda self: self.expression(ShowReleases()),
     }
     SHOW_TRIE = new_trie(key.split(" ") for key in SHOW_PARSERS)
 
@@ -53,7 +62,48 @@ class DPParser(DuckDBParser):
             if inner is None:
                 self.raise_error("EXPLAIN PRIVACY needs a query after it")
             return self.expression(ExplainPrivacy(this=inner))
+        if (
+            self._curr
+            and self._curr.token_type in (TokenType.CREATE, TokenType.DROP)
+            and self._next is not None
+            and self._next.text.upper() == "SYNTHETIC"
+        ):
+            return self._parse_synthetic()
         return super()._parse_statement()
+
+    def _parse_synthetic(self) -> exp.Expr:
+        create = self._curr.token_type == TokenType.CREATE
+        self._advance(2)
+        if not self._match(TokenType.TABLE):
+            self.raise_error("Expected TABLE after SYNTHETIC")
+        if not create:
+            exists = self._match_text_seq("IF", "EXISTS")
+            name = self._parse_table_parts()
+            return self.expression(DropSynthetic(this=name, exists=bool(exists)))
+        name = self._parse_table_parts()
+        if not self._match(TokenType.FROM):
+            self.raise_error("Expected FROM <protected table> after CREATE SYNTHETIC TABLE <name>")
+        source = self._parse_table_parts()
+        if not self._match(TokenType.USING):
+            self.raise_error("Expected USING <mechanism>, e.g. USING privbayes")
+        mechanism = self._parse_id_var(any_token=True)
+        if mechanism is None:
+            self.raise_error("Expected a mechanism name after USING")
+        options: list[exp.Expr] = []
+        if self._match(TokenType.WITH):
+            if not self._match(TokenType.L_PAREN):
+                self.raise_error("Expected ( after WITH")
+            if not self._match(TokenType.R_PAREN):
+                while True:
+                    options.append(self._parse_dp_option())
+                    if self._match(TokenType.COMMA):
+                        continue
+                    if not self._match(TokenType.R_PAREN):
+                        self.raise_error("Expected , or ) in WITH (...)")
+                    break
+        return self.expression(
+            CreateSynthetic(this=name, source=source, mechanism=exp.to_identifier(mechanism.name), expressions=options)
+        )
 
     def _parse_hint(self) -> exp.Hint | None:
         if self._curr and self._curr.token_type == TokenType.WITH:
@@ -101,6 +151,12 @@ class DPGenerator(DuckDBGenerator):
         ),
         DPOption: lambda self, e: f"{self.sql(e, 'this')} = {self.sql(e, 'expression')}",
         ShowBudget: lambda self, e: "SHOW BUDGET",
+        ShowReleases: lambda self, e: "SHOW RELEASES",
+        CreateSynthetic: lambda self, e: (
+            f"CREATE SYNTHETIC TABLE {self.sql(e, 'this')} FROM {self.sql(e, 'source')} USING {self.sql(e, 'mechanism')}"
+            + (" WITH (" + ", ".join(self.sql(o) for o in e.expressions) + ")" if e.expressions else "")
+        ),
+        DropSynthetic: lambda self, e: f"DROP SYNTHETIC TABLE {'IF EXISTS ' if e.args.get('exists') else ''}{self.sql(e, 'this')}",
         ExplainPrivacy: lambda self, e: f"EXPLAIN PRIVACY {self.sql(e, 'this')}",
     }
 

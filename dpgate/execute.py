@@ -125,7 +125,7 @@ class _SQL:
         if self.in_domain:
             inner = f"SELECT * FROM ({inner}) WHERE {self.in_domain}"
         if plan.bound_groups:
-            group_hash = f"hash(__unit, {', '.join(keys)}, $salt)"
+            group_hash = f"hash(xor(hash(__unit, {', '.join(keys)}), $salt))"
             inner = (
                 f"SELECT {self.cols} FROM (SELECT *, dense_rank() OVER (PARTITION BY __unit ORDER BY {group_hash}, "
                 f"{', '.join(keys)}) AS __gr FROM ({inner})) WHERE __gr <= {plan.max_groups}"
@@ -133,7 +133,9 @@ class _SQL:
         # Rows equal in every column used get distinct duplicate numbers, so that each row,
         # not each distinct value, has its own pseudo-random rank [dup].
         inner = f"SELECT *, row_number() OVER (PARTITION BY {self.cols}) AS __dup FROM ({inner})"
-        row_hash = f"hash({self.cols}, __dup, $salt)"
+        # Re-hash after mixing in the salt: DuckDB's multi-argument hash combines a constant
+        # salt's hash almost linearly, which would rank rows nearly the same way for every salt.
+        row_hash = f"hash(xor(hash({self.cols}, __dup), $salt))"
         return (
             f"SELECT {self.cols} FROM ({inner}) "
             f"QUALIFY row_number() OVER (PARTITION BY __unit ORDER BY {row_hash}, __dup) <= {plan.max_rows}"
@@ -203,7 +205,7 @@ def bind_check(
         f"SELECT {q.cols} FROM ({q.src}) WHERE __unit NOT IN (SELECT __unit FROM {special})",
         q.sampled(plan, f"SELECT {q.cols} FROM ({q.src}) WHERE __unit IN (SELECT __unit FROM {special} WHERE __eligible)"),
     ]
-    params = dict(q.params, salt=0)
+    params = dict(q.params, salt=0)  # $salt is a UBIGINT below 2^62
     try:
         con.execute(f"DESCRIBE SELECT count(*) FILTER (WHERE {q.over}) FROM {q.per_unit}")
         con.execute(f"DESCRIBE {q.aggregate(' UNION ALL '.join(f'({p})' for p in parts))}", params)

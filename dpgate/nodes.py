@@ -37,6 +37,24 @@ class ExplainPrivacy(exp.Expression):
     arg_types = {"this": True}
 
 
+class ShowReleases(exp.Expression):
+    """``SHOW RELEASES``: the release registry (synthetic tables and their lineage)."""
+
+    arg_types = {}
+
+
+class CreateSynthetic(exp.Expression):
+    """``CREATE SYNTHETIC TABLE name FROM source USING mechanism WITH (option = value, ...)``."""
+
+    arg_types = {"this": True, "source": True, "mechanism": True, "expressions": False}
+
+
+class DropSynthetic(exp.Expression):
+    """``DROP SYNTHETIC TABLE [IF EXISTS] name``: forget a release and drop its table."""
+
+    arg_types = {"this": True, "exists": False}
+
+
 def dp_options(select: exp.Expression) -> DPOptions | None:
     """The DP options clause of a SELECT, if it has one."""
     hint = select.args.get("hint") if isinstance(select, exp.Select) else None

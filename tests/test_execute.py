@@ -98,21 +98,22 @@ def test_integer_sums_are_exact(make_db):
 
 
 @pytest.mark.statistical
-def test_row_sampling_is_uniform(make_db):
-    """Six distinct rows, keep two: each row is kept with probability 1/3."""
+@pytest.mark.parametrize("salt_base", [0, 2**61])
+def test_row_sampling_is_uniform(make_db, salt_base):
+    """Ten distinct rows of each of three subjects, keep three: each row kept with probability 0.3."""
     db = make_db(
-        "CREATE TABLE t (uid INT, k INT); INSERT INTO t SELECT 1, i FROM range(6) r(i)",
-        {"t": dict(unit="uid", max_rows=2, epsilon=1e6, bounds={"k": (0, 5)})},
+        "CREATE TABLE t (uid INT, k INT); INSERT INTO t SELECT u, i FROM range(3) s(u), range(10) r(i)",
+        {"t": dict(unit="uid", max_rows=3, epsilon=1e6, bounds={"k": (0, 9)})},
         analysts={"alice": {"epsilon": 1e9, "delta": 1e-3}},
     )
-    counts = np.zeros(6)
+    counts = np.zeros(10)
     trials = 300
-    for ans in exact_many(db, "SELECT k, COUNT(*) FROM t GROUP BY k", range(trials))[1]:
+    for ans in exact_many(db, "SELECT k, COUNT(*) FROM t GROUP BY k", range(salt_base, salt_base + trials))[1]:
         counts += np.array(list(first(ans, (0, "count"))), dtype=float)
-    p = 1 / 3
-    sd = math.sqrt(trials * p * (1 - p))
-    assert counts.sum() == 2 * trials
-    assert np.all(np.abs(counts - trials * p) <= 5 * sd)
+    n, p = 3 * trials, 0.3
+    sd = math.sqrt(n * p * (1 - p))
+    assert counts.sum() == 9 * trials
+    assert np.all(np.abs(counts - n * p) <= 5 * sd), counts / n
 
 
 @pytest.mark.statistical
