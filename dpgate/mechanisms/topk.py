@@ -1,113 +1,141 @@
 """Top-k frequent items: Two-Phase Selection with the privacy-free block mechanism, and baselines.
 
 A record is one subject's set of distinct items from a public universe ``0 .. n_items - 1``;
-the frequency ``f_j`` of item ``j`` is the number of records that hold it. The output is the
-identifiers of ``k`` items (no counts; fresh counts for them are a separate, paid release:
-``noisy_counts``). Methods (``METHODS``):
+the frequency ``f_j`` of item ``j`` is the number of records that hold it. The release is the
+identifiers of ``k`` items in noisy order (no counts: fresh counts for them are a separate,
+paid release, ``noisy_counts``). Methods (``METHODS``):
 
 ``tps_pfm``
     Two-Phase Selection with the privacy-free mechanism (Wang et al., Algorithms 1 and 2, with
-    the corrections listed below).
+    the corrections listed at the end).
 ``tps_em``
     Two-Phase Selection whose second phase draws ``k_Δ`` times with the exponential mechanism.
 ``em``
     The paper's k-fold exponential-mechanism baseline: ``k`` draws without replacement, each at
     ``ε/k``, over the whole universe, with true frequencies.
 ``laplace``
-    freFirst: DPsense-style truncated frequencies with discrete Laplace noise, then the ``k``
-    largest (``ε/10`` for the truncation length, ``9ε/10`` for the frequencies).
+    freFirst: truncated frequencies with discrete Laplace noise, then the ``k`` largest
+    (``ε/10`` for the truncation length, ``9ε/10`` for the frequencies).
 ``oneshot``
-    One-shot Gumbel top-k (Durfee & Rogers): Gumbel noise of scale ``k/ε`` added once to the
-    frequencies, then the ``k`` largest. Its output has exactly the distribution of ``em``
-    (checked in the tests); it is O(d) instead of O(k d).
+    One-shot Gumbel top-k: Gumbel noise of scale ``k/ε`` added once, then the ``k`` largest.
+    Its output has exactly the distribution of ``em`` (Durfee & Rogers; checked in the tests),
+    in O(d) instead of O(k d). The default: on the shipped supermarket baskets it is the most
+    accurate method at every ε and k tried (``examples/topk_baskets.py``) and needs no record
+    lengths, so it costs one aggregation, like the non-private query.
+
+When TPS wins: phase 1 pays for the truncation length ``l`` (noise ``l / ε_2`` on every item)
+where the EM baselines pay ``k / ε`` per draw. TPS and freFirst beat them when records are short
+compared with ``k`` (high-dimensional sparse data, ``k`` in the hundreds, as in the paper); with
+long baskets and small ``k`` the EM baselines win.
 
 **Reference:** N. Wang, Z. Wang, Y. Gu, J. Xu, Z. Wei, G. Yu, "Differentially Private Top-k
 Frequent Columns Publication for High-Dimensional Data", IEEE Access 7 (2019),
-DOI 10.1109/ACCESS.2019.2957762 (TPS, PFM; digest ``seed-003-topk.md``). Truncation: Day & Li,
-"Differentially private publishing of high-dimensional data using sensitivity control"
-(DPSense), ASIACCS 2015. Baselines: Bhaskar et al., KDD 2010 (k-fold EM); Durfee & Rogers,
-"Practical differentially private top-k selection with pay-what-you-get composition",
-NeurIPS 2019 (one-shot Gumbel); Lyu, Su, Li, VLDB 2017 (sparse vector, monotone queries).
+DOI 10.1109/ACCESS.2019.2957762 (TPS, PFM; digest ``seed-003-topk.md``). Truncation:
+R. Day, N. Li, "Differentially private publishing of high-dimensional data using sensitivity
+control" (DPSense), ASIACCS 2015. Baselines: R. Bhaskar et al., KDD 2010 (k-fold EM);
+D. Durfee, R. Rogers, "Practical differentially private top-k selection with
+pay-what-you-get composition", NeurIPS 2019 (one-shot Gumbel); M. Lyu, D. Su, N. Li,
+"Understanding the sparse vector technique", VLDB 2017 (monotone queries).
 
 **Guarantee:** ε-DP for neighbouring databases that add or remove one subject's record (all the
 rows of one subject), as in the paper. The item universe and ``n_items`` are public. The shares
-(``TopKRelease.shares``) add up to the requested ε; a share that turns out not to be needed
-(phase 2 when the unsafe zone holds exactly ``k_Δ`` items, the rest of PFM's budget when it stops
-early) is still charged.
+(``TopKRelease.shares``) add up to the requested ε. A share that turns out not to be needed is
+still charged: phase 2 when the unsafe zone holds exactly ``k_Δ`` items, and the rest of PFM's
+budget when it stops early.
 
-**Sensitivity:** under add/remove, every frequency moves by 0 or 1 and all in the same direction
-(*monotone*). Each frequency has sensitivity 1 [sens-freq]. Phase 1 uses DPsense's fractional
+**Sensitivity:** under add/remove, every frequency moves by 0 or 1, all in the same direction
+(*monotone*); each has sensitivity 1 [sens-freq]. Phase 1 uses DPSense's fractional
 truncation on a power-of-two grid: a record of length ``L`` gives each of its items
-``w(L) = floor(2^GRID_BITS * min(1, l / L))`` grid units, so one record moves the vector of
-truncated frequencies by at most ``L * w(L) <= l * 2^GRID_BITS`` in L1, an exact integer
-[sens-trunc]. The truncation length ``l`` is chosen with the exponential mechanism over the
-public candidates ``1 .. n_items`` with quality ``q(l) = -(A(l) + l / ε_f)``, where
-``A(l) = sum_i max(0, 1 - l / L_i)`` (the count lost by the item the truncation hurts most) and
-``ε_f`` is the frequency share; adding a record lowers every ``q(l)`` by less than 1
-[sens-trunc-q]. ``noisy_counts`` keeps at most ``m`` of the requested items per subject (a keyed
-random sample), so its vector has L1 sensitivity ``min(#items, m)`` [sens-counts]. The SQL
-that computes these statistics is in ``_stats_from_sql`` and ``noisy_counts``; it requires the
-caller's pairs query to be DISTINCT on ``(__unit, __item)``.
+``w(L) = floor(2^GRID_BITS * min(1, l / L))`` grid units. One record therefore moves the vector
+of truncated frequencies by at most ``L * w(L) <= l * 2^GRID_BITS`` in L1, an exact integer
+[sens-trunc]. The truncation length is chosen over the public candidates ``1 .. n_items`` with
+quality ``q(l) = -(|#{records of length <= l} - γ n| + l / ε_f)``, ``γ = 1 - 1/(2 (1 + ε_f))``,
+``ε_f`` the frequency share. Adding a record moves the count by 0 or 1 and ``γ n`` by ``γ``, so
+``q`` has sensitivity ``max(γ, 1 - γ) <= 1`` [sens-trunc-q]. ``noisy_counts`` keeps at most
+``m`` of the requested items per subject (a keyed random sample), so its vector has L1
+sensitivity ``min(#items, m)`` [sens-counts]. The SQL is in ``_stats_from_sql`` and
+``noisy_counts``. Both require the caller's pairs query to be DISTINCT on
+``(__unit, __item)``; neither re-checks it.
 
-**Accuracy:** selection returns identifiers, so there are no error bars. Per step: the
-truncation length is within ``(2/ε_1) ln(n_items / β)`` of the best quality with probability
-``1 - β`` (EM); phase-1 noise on each truncated frequency is discrete Laplace of scale
-``l / ε_2`` (in counts), and the unsafe zone is ``τ̂ ± 2 l / ε_2``; each EM draw at ``ε'`` picks an
-item whose frequency is within ``ln(d / β) / ε'`` of the best remaining one with probability
-``1 - β``; PFM compares each unsafe item to a noisy threshold with noise of scale ``1 / ε_c`` and
-``1 / ε_e``. ``noisy_counts`` has the interval ``noise.discrete_laplace_half_width``. Truncation
-biases phase 1 low for items bought in long records.
+**Accuracy:** selection returns identifiers, so there are no error bars. Per step:
+
+- the truncation length is within ``(2/ε_1) ln(n_items / β)`` of the best quality with
+  probability ``1 - β``;
+- each truncated frequency gets discrete Laplace noise of scale ``l / ε_2`` (in counts), and the
+  unsafe zone is ``τ̂ ± 2 l / ε_2``;
+- each EM draw at ``ε'`` picks an item within ``ln(d / β) / ε'`` of the best remaining frequency
+  with probability ``1 - β``;
+- PFM compares each unsafe item with a noisy threshold. The noise has scale ``1/ε_c`` on the
+  item and ``1/ε_e`` on the threshold. ``ε_e`` is at most ``ε_c / 3`` (about a quarter), so
+  the threshold noise dominates.
+
+``noisy_counts`` has the interval ``noise.discrete_laplace_half_width``. Truncation biases
+phase 1 low for items that mostly occur in long records.
 
 **Proof sketch:**
 
-1. Truncation length: exponential mechanism with monotone quality of sensitivity 1 at share
-   ``ε_1`` [trunc-em] (``noise.exponential_mechanism``, Gumbel-max in log space).
+1. Truncation length: exponential mechanism with a quality of sensitivity 1 at share ``ε_1``
+   [trunc-em] (``noise.exponential_mechanism``, Gumbel-max in log space).
 2. Phase 1 (TPS and ``laplace``): discrete Laplace with L1 sensitivity ``l * 2^GRID_BITS`` grid
-   units at ``ε_2`` [phase1] releases the whole noisy vector; sorting (ties broken by a random
+   units at ``ε_2`` [phase1] releases the whole noisy vector. Sorting (ties broken by a random
    permutation), the zones (strict ``>`` for the frequent safe zone, ``>=`` for the unsafe
    zone) and ``k_Δ`` are post-processing [zones].
-3. Phase 2, EM: ``k_Δ`` draws without replacement at ``ε_3 / k_Δ`` each with the monotone
-   exponent ``exp(ε f)`` (valid because frequencies move together) [peel]; ``k_Δ`` and the
-   candidate list ``B`` are outputs of step 2, so composition gives ``ε_3``. The ``em`` baseline is
-   the same with ``B`` = universe and ``k_Δ = k``; ``oneshot`` adds Gumbel noise once and has the
-   same output distribution [oneshot].
-4. Phase 2, PFM: per block, AboveThreshold with a data-dependent threshold. Let ``D1 = D2 ∪ {t}``:
-   every ``f`` and the threshold ``ρ`` (the ``k_Δ``-th largest frequency in ``B``) move by 0 or +1.
-   In a block whose agreeing labels are "frequent" (``f̂ >= ρ̂``), shifting the noisy threshold by
-   one costs ``e^{ε_e}`` [pfm-threshold] and makes every agreeing comparison at least as likely
-   (free, whatever its noise scale) [pfm-free]; the closing comparison costs ``e^{ε_c}``
-   [pfm-close]. Blocks of "infrequent" labels need no shift. Comparisons are integer (discrete
-   noise on integer counts) and ties count as frequent; both directions hold for discrete
-   Laplace, whose pmf and tails change by at most ``e^ε`` per unit shift. Each block's ``ε_e`` is
-   charged when its threshold is drawn and its closing ``ε_c`` when it closes; every charge is a
-   function of the label transcript only, and ``_BlockScan`` never charges more than what
-   remains, so the total is at most ``ε_3`` [pfm-budget]. The scan stops before a draw whose ε
-   would not exceed the sampler's margin (this is where the printed algorithm divides by zero)
-   [pfm-stop]. Short outputs are filled from ``B`` using only phase-1 order and labels [fill].
+3. Phase 2, EM: ``k_Δ`` draws without replacement at ``ε_3 / k_Δ`` each, with the monotone
+   exponent ``exp(ε f)`` (valid because frequencies move together) [peel]. ``k_Δ`` and the
+   candidates ``B`` are outputs of step 2, so composition gives ``ε_3``. The ``em`` baseline is
+   the same with ``B`` = universe and ``k_Δ = k``. ``oneshot`` adds Gumbel noise once at the same
+   scale and has the same output distribution [oneshot].
+4. Phase 2, PFM: per block, AboveThreshold with a data-dependent threshold. Comparisons run in
+   half-counts: ``2 f + ν >= ρ₂ + η``. Here ``ρ₂`` is the sum of the ``k_Δ``-th and ``(k_Δ+1)``-th
+   largest frequencies in ``B`` [pfm-rho], and ``ν``, ``η`` are discrete Laplace of sensitivity 2.
+   Let ``D1 = D2 ∪ {t}``. Every ``2 f`` moves by 0 or +2, and ``ρ₂`` by 0, 1 or 2.
+   - In a block whose agreeing labels are "frequent", shifting the noisy threshold by 2 costs
+     ``e^{ε_e}`` [pfm-threshold] and makes every agreeing comparison at least as likely. That
+     is free, whatever the comparison's noise scale [pfm-free]. The closing comparison costs
+     ``e^{ε_c}`` [pfm-close].
+   - Blocks of "infrequent" labels need no shift one way and a shift the other way.
+   - Both directions hold for discrete Laplace: its pmf and tails change by at most ``e^ε``
+     under a shift of one sensitivity.
+   - Each block's ``ε_e`` is charged when its threshold is drawn, and its closing ``ε_c`` when
+     it closes. Every charge is a function of the label transcript only, and ``_BlockScan``
+     never charges more than what remains, so the total is at most ``ε_3`` [pfm-budget].
+   - The scan stops before a draw whose ε would not exceed the sampler's margin. This is where
+     the printed algorithm draws ``Lap(1/0)`` [pfm-stop].
+   - Short outputs are filled from ``B`` using only phase-1 order and the labels [fill].
 5. ``noisy_counts``: discrete Laplace with L1 sensitivity ``min(#items, m)`` [counts].
 
-Every noise draw runs at its ε minus ``noise.EPSILON_MARGIN``, which also absorbs the float
-rounding of the shares and of PFM's bookkeeping (at most a few ulps of ε).
+Every noise draw runs at its ε minus ``noise.EPSILON_MARGIN``. That margin also absorbs the
+float rounding of the shares and of PFM's bookkeeping (a few ulps of ε).
 
-Corrections to the printed algorithms (see the digest, section 6): the budget names follow
-Algorithm 1 (``ε_1`` truncation, ``ε_2`` frequencies, ``ε_3`` phase 2, split 0.1/0.6/0.3); the zone
-intervals do not overlap; the EM exponent is ``ε_3 f / k_Δ`` (the printed "e" is ``ε_3``); PFM
-labels a column frequent when ``f̂ >= ρ̂`` (the ``k_Δ``-th column is frequent by definition), stops
-instead of drawing ``Lap(1/0)``, and fills short outputs first with the columns it never
-visited, then with the ones it labelled infrequent, each in phase-1 order; the truncation rule,
-which the paper leaves to DPsense, is the exponential mechanism above.
+**Readings of the paper** (digest ``seed-003-topk.md`` section 6):
+
+- The budget names follow Algorithm 1: ``ε_1`` truncation, ``ε_2`` frequencies, ``ε_3`` phase 2,
+  split 0.1 / 0.6 / 0.3.
+- The zone intervals do not overlap.
+- The phase-2 EM exponent is ``ε_3 f / k_Δ``; the printed "e" is ``ε_3``.
+- PFM's threshold is the midpoint between the ``k_Δ``-th and ``(k_Δ+1)``-th frequencies. With the
+  printed ``ρ`` (the ``k_Δ``-th frequency itself) the ``k_Δ``-th item is labelled frequent only
+  half the time.
+- Ties in the integer comparisons count as frequent.
+- PFM stops instead of drawing ``Lap(1/0)``.
+- Short outputs are filled first with the unsafe items PFM never visited, then with those it
+  labelled infrequent, each in phase-1 order.
+- The truncation rule, which the paper leaves to DPSense, is the private ``γ``-quantile above.
+  On the shipped baskets and a Zipf long-tail set it matched or beat a 90th percentile and a
+  bias-versus-noise rule. Because ``γ`` tends to 1 as ε grows, large ε truncates nothing.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import duckdb
 import numpy as np
 
-from dpgate import noise
+from dpgate import errors, noise
 
 METHODS = ("tps_pfm", "tps_em", "em", "laplace", "oneshot")
 #: Default method, chosen on the supermarket baskets (see examples/topk_baskets.py).
@@ -127,7 +155,18 @@ _LENGTH_METHODS = ("tps_pfm", "tps_em", "laplace")
 
 @dataclass(frozen=True)
 class TopKRelease:
-    """The released top-k: item indices in noisy order and what was spent on them."""
+    """The released top-k and what was spent on it.
+
+    Attributes:
+        items: ``k`` distinct item indices, in noisy order (best first).
+        method: one of ``METHODS``.
+        epsilon: the total ε charged; always the requested ε.
+        shares: named ε shares adding up to ``epsilon``. TPS uses ``truncation``, ``phase1`` and
+            ``phase2``; ``laplace`` uses ``truncation`` and ``counts``; the EM methods use
+            ``selection``.
+        truncation: the privately chosen record length ``l`` (None for ``em``, ``oneshot``).
+        filled: how many items PFM's fill rule supplied.
+    """
 
     items: tuple[int, ...]
     method: str
@@ -174,9 +213,13 @@ class _Stats:
 def _stats_from_sql(
     con: duckdb.DuckDBPyConnection, pairs_sql: str, params: dict | None, n_items: int, lengths: bool
 ) -> _Stats:
-    """One DuckDB pass: per item frequencies, and with ``lengths`` the (item, length) table."""
+    """One DuckDB query: per-item frequencies, and with ``lengths`` the (item, length) table.
+
+    ``TRY_CAST`` keeps every runtime error independent of the rows: an item that is not an
+    integer is dropped like one outside the universe.
+    """
     pairs = (
-        f"SELECT __unit, CAST(__item AS BIGINT) AS __item FROM ({pairs_sql}) "
+        f"SELECT * FROM (SELECT __unit, TRY_CAST(__item AS BIGINT) AS __item FROM ({pairs_sql})) "
         f"WHERE __unit IS NOT NULL AND __item >= 0 AND __item < {int(n_items)}"
     )
     if lengths:
@@ -192,7 +235,7 @@ def _stats_from_sql(
     item = np.asarray(res["item"], dtype=np.int64)
     n = np.asarray(res["n"], dtype=np.int64)
     counts = np.zeros(n_items, dtype=np.int64)
-    np.add.at(counts, item, n)
+    np.add.at(counts, item, n)  # [sens-freq] one per distinct (unit, item) row
     if not lengths:
         return _Stats(n_items, counts)
     return _Stats(n_items, counts, item, np.asarray(res["len"], dtype=np.int64), n)
@@ -202,8 +245,6 @@ def _stats_from_records(records, n_items: int) -> _Stats:
     """The same statistics as ``_stats_from_sql`` from in-memory records (deduplicated, in range)."""
     if hasattr(records, "indptr") and hasattr(records, "indices"):
         indptr, indices = np.asarray(records.indptr), np.asarray(records.indices)
-    elif isinstance(records, tuple) and len(records) == 2:
-        indptr, indices = np.asarray(records[0]), np.asarray(records[1])
     else:
         arrays = [np.asarray(r, dtype=np.int64).ravel() for r in records]
         indptr = np.zeros(len(arrays) + 1, dtype=np.int64)
@@ -232,7 +273,7 @@ def _validate(n_items: int, k: int, epsilon: float, method: str) -> None:
         raise ValueError(f"k must be an integer, got {k!r}")
     if k < 1 or k > n_items:
         raise ValueError(f"k must be between 1 and the universe size {n_items}, got k={k}")
-    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
+    if not (isinstance(epsilon, numbers.Real) and math.isfinite(epsilon) and epsilon > 0):
         raise ValueError(f"epsilon must be positive and finite, got {epsilon!r}")
     if method in ("em", "oneshot"):
         smallest = epsilon / k
@@ -282,7 +323,7 @@ def truncation_quality(hist: np.ndarray, epsilon_counts: float) -> np.ndarray:
     below = np.cumsum(h)[1:]
     n = float(h.sum())
     theta = np.arange(1, h.size, dtype=np.float64)
-    return -(np.abs(below - truncation_level(epsilon_counts) * n) + theta / epsilon_counts)
+    return -(np.abs(below - truncation_level(epsilon_counts) * n) + theta / epsilon_counts)  # [sens-trunc-q]
 
 
 def _choose_truncation(stats: _Stats, epsilon_theta: float, epsilon_counts: float, rng) -> int:
@@ -299,7 +340,24 @@ def _noisy_order(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 def _phase1(stats: _Stats, theta: int, epsilon: float, rng) -> np.ndarray:
     """Noisy truncated frequencies in grid units [phase1]."""
     sensitivity = theta << GRID_BITS
-    return stats.truncated(theta) + noise.discrete_laplace(epsilon, sensitivity, stats.n_items, rng)
+    return stats.truncated(theta) + noise.discrete_laplace(epsilon, sensitivity, stats.n_items, rng)  # [phase1]
+
+
+def _zones(stats: _Stats, theta: int, epsilon: float, k: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """TPS phase 1: the frequent safe zone ``R1`` and the unsafe zone ``B``, in noisy order.
+
+    Frequent safe zone: noisy value ``> τ̂ + δ``; unsafe zone: ``[τ̂ - δ, τ̂ + δ]`` (the printed
+    intervals overlap at their ends); ``τ̂`` is the k-th largest noisy value and
+    ``δ = ZONE_WIDTH * l / ε_2`` (in grid units) [zones].
+    """
+    noisy = _phase1(stats, theta, epsilon, rng)
+    order = _noisy_order(noisy, rng)
+    sorted_noisy = noisy[order].astype(np.float64)
+    tau = sorted_noisy[k - 1]
+    delta = ZONE_WIDTH * float(theta << GRID_BITS) / epsilon
+    n_r1 = int(np.count_nonzero(sorted_noisy > tau + delta))  # [zones] post-processing from here on
+    n_zone = int(np.count_nonzero(sorted_noisy >= tau - delta))
+    return order[:n_r1], order[n_r1:n_zone]
 
 
 def _peel(scores: np.ndarray, m: int, epsilon: float, rng) -> list[int]:
@@ -307,7 +365,7 @@ def _peel(scores: np.ndarray, m: int, epsilon: float, rng) -> list[int]:
     remaining = np.arange(scores.size)
     chosen = []
     for _ in range(m):
-        j = noise.exponential_mechanism(scores[remaining], epsilon / m, 1.0, rng=rng, monotonic=True)
+        j = noise.exponential_mechanism(scores[remaining], epsilon / m, 1.0, rng=rng, monotonic=True)  # [peel]
         chosen.append(int(remaining[j]))
         remaining = np.delete(remaining, j)
     return chosen
@@ -315,7 +373,8 @@ def _peel(scores: np.ndarray, m: int, epsilon: float, rng) -> list[int]:
 
 def _oneshot(scores: np.ndarray, m: int, epsilon: float, rng) -> list[int]:
     """Gumbel noise once at the per-draw scale of ``_peel``, then the ``m`` largest [oneshot]."""
-    noisy = (epsilon / m - noise.EPSILON_MARGIN) * scores.astype(np.float64) + noise.gumbel(scores.size, rng)
+    scale = epsilon / m - noise.EPSILON_MARGIN  # exactly _peel's per-draw scale [oneshot]
+    noisy = scale * scores.astype(np.float64) + noise.gumbel(scores.size, rng)
     top = np.argpartition(-noisy, m - 1)[:m] if m < scores.size else np.arange(scores.size)
     return [int(j) for j in top[np.argsort(-noisy[top], kind="stable")]]
 
@@ -344,9 +403,13 @@ class _BlockScan:
         return self.epsilon - self.spent
 
     def _charge(self, eps: float) -> None:
+        # every ε charged is at most what remains [pfm-budget]; the clamp only absorbs float rounding
         eps = min(eps, max(self.remaining, 0.0))
         self.spent += eps
         self.charges.append(eps)
+
+    def _charge_close(self, eps_c: float) -> None:
+        self._charge(eps_c)  # [pfm-close]
 
     def open_block(self) -> float | None:
         eps_e = self.remaining / (4 * (self.k_delta - self.found))
@@ -374,7 +437,7 @@ class _BlockScan:
         if self.flag == 0:
             self.flag = label
         if closes:
-            self._charge(eps_c)  # [pfm-close]
+            self._charge_close(eps_c)
             self.closed += 1
             self.flag = 0
         if self.found >= self.k_delta:
@@ -445,21 +508,14 @@ def _select(stats: _Stats, k: int, epsilon: float, method: str, rng) -> tuple[To
     frequency_share = shares["counts"] if method == "laplace" else shares["phase1"]
     theta = _choose_truncation(stats, shares["truncation"], frequency_share, rng)
     trace.theta = theta
-    noisy = _phase1(stats, theta, frequency_share, rng)
-    order = _noisy_order(noisy, rng)
     if method == "laplace":
+        order = _noisy_order(_phase1(stats, theta, frequency_share, rng), rng)
         return TopKRelease(tuple(int(j) for j in order[:k]), method, float(epsilon), shares, theta, 0), trace
 
-    # [zones] frequent safe zone: > τ̂ + δ; unsafe zone: [τ̂ - δ, τ̂ + δ]; the rest is infrequent
-    sorted_noisy = noisy[order].astype(np.float64)
-    tau = sorted_noisy[k - 1]
-    delta = ZONE_WIDTH * float(theta << GRID_BITS) / frequency_share
-    n_r1 = int(np.count_nonzero(sorted_noisy > tau + delta))
-    n_zone = int(np.count_nonzero(sorted_noisy >= tau - delta))
-    r1, unsafe = order[:n_r1], order[n_r1:n_zone]
-    k_delta = k - n_r1
+    r1, unsafe = _zones(stats, theta, frequency_share, k, rng)
+    k_delta = k - r1.size
     if not (1 <= k_delta <= unsafe.size):
-        raise AssertionError("TPS zones are inconsistent; this is a bug in dpgate, please report it")
+        raise errors.InternalError(f"TPS zones are inconsistent (k={k}, |R1|={r1.size}, |B|={unsafe.size})")
     trace.r1, trace.unsafe, trace.k_delta = [int(j) for j in r1], [int(j) for j in unsafe], k_delta
 
     filled = 0
@@ -525,7 +581,8 @@ def top_k(
 def top_k_from_records(
     records, n_items: int, k: int, epsilon: float, method: str = DEFAULT_METHOD, *, rng: np.random.Generator
 ) -> TopKRelease:
-    """``top_k`` on in-memory records: a list of item arrays, or CSR (``indptr``, ``indices``).
+    """``top_k`` on in-memory records: a list of item arrays, or a CSR-like object with ``indptr``
+    and ``indices`` (e.g. a scipy CSR matrix's arrays).
 
     Items are deduplicated within a record and items outside ``[0, n_items)`` are dropped, as in
     SQL. The mechanism code is shared with ``top_k``; with the same generator state both return
@@ -553,8 +610,10 @@ def noisy_counts(
     """Fresh ε-DP counts of ``items`` (aligned with them; may be negative, clamp as you like).
 
     Each subject keeps at most ``max_items_per_subject`` of the requested items, a uniform
-    sample ranked by a hash keyed with 62 bits from ``rng`` [sens-counts]; the noise is discrete
-    Laplace with sensitivity ``min(len(items), max_items_per_subject)`` [counts].
+    sample ranked by ``hash(hash(unit, item) XOR salt)`` with a 62-bit salt from ``rng``
+    [sens-counts]. (``hash(unit, item, salt)`` would not do: DuckDB combines the salt's hash
+    last with a XOR, which leaves the order of a subject's items far from uniform.) The noise
+    is discrete Laplace with sensitivity ``min(len(items), max_items_per_subject)`` [counts].
     """
     item_list = [int(i) for i in items]
     if not item_list:
@@ -570,13 +629,14 @@ def noisy_counts(
     salt = int(rng.integers(0, 2**62))
     in_list = ", ".join(str(i) for i in sorted(item_list))
     pairs = (
-        f"SELECT __unit, CAST(__item AS BIGINT) AS __item FROM ({pairs_sql}) "
+        f"SELECT * FROM (SELECT __unit, TRY_CAST(__item AS BIGINT) AS __item FROM ({pairs_sql})) "
         f"WHERE __unit IS NOT NULL AND __item IN ({in_list})"
     )
     if m < len(item_list):
-        pairs = (
-            f"SELECT __unit, __item FROM ({pairs}) QUALIFY row_number() OVER "
-            f"(PARTITION BY __unit ORDER BY hash(__unit, __item, {salt}::BIGINT), __item) <= {m}"
+        rank = f"hash(xor(hash(__unit, __item), {salt}::UBIGINT))"
+        pairs = (  # [sens-counts]
+            f"SELECT __unit, __item FROM ({pairs}) "
+            f"QUALIFY row_number() OVER (PARTITION BY __unit ORDER BY {rank}, __item) <= {m}"
         )
     res = con.execute(f"SELECT __item AS item, count(*) AS n FROM ({pairs}) GROUP BY ALL", params or {}).fetchnumpy()
     exact = dict(zip((int(i) for i in res["item"]), (int(v) for v in res["n"])))
