@@ -137,7 +137,10 @@ def main() -> None:
     real2 = privbayes.marginal_tables(codes, sizes, 2)
     real3 = privbayes.marginal_tables(codes, sizes, 3)
     print(f"{len(real2)} two-way and {len(real3)} three-way marginals; mean ± sd over {args.runs} runs\n")
-    header = f"{'ε':>5} | {'PrivBayes 2-way':>16} {'baseline 2-way':>16} | {'PrivBayes 3-way':>16} {'baseline 3-way':>16} | {'time s':>6} {'peak MiB':>8} {'degree':>6}"
+    header = (
+        f"{'ε':>5} | {'PrivBayes 2-way':>16} {'baseline 2-way':>16} | {'PrivBayes 3-way':>16} {'baseline 3-way':>16}"
+        f" | {'time s':>6} {'peak MiB':>8} {'degree':>6}"
+    )
     print(header)
     print("-" * len(header))
     for epsilon in args.epsilons:
@@ -151,7 +154,10 @@ def main() -> None:
         seconds = statistics.mean(r["seconds"] for r in runs)
         peak = max(r["peak"] for r in runs)
         degrees = "/".join(str(r["model"].degree) for r in runs)
-        print(f"{epsilon:>5g} | {cell('pb2'):>16} {cell('ind2'):>16} | {cell('pb3'):>16} {cell('ind3'):>16} | {seconds:6.2f} {peak:8.1f} {degrees:>6}")
+        print(
+            f"{epsilon:>5g} | {cell('pb2'):>16} {cell('ind2'):>16} | {cell('pb3'):>16} {cell('ind3'):>16}"
+            f" | {seconds:6.2f} {peak:8.1f} {degrees:>6}"
+        )
     if args.show_network:
         print()
         print("\n".join(runs[-1]["model"].describe(names)))
