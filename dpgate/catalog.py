@@ -73,6 +73,7 @@ class ProtectedTable:
     columns: dict[str, Column]
     options: dict[str, Any] = field(default_factory=dict)
     unique_unit: bool = False  # a PRIMARY KEY / UNIQUE constraint on the unit: one row per subject
+    unique_keys: tuple[frozenset[str], ...] = ()  # column sets with a PRIMARY KEY / UNIQUE constraint
     budget_column: str | None = None
     budget_table: str | None = None
     default_epsilon: float | None = None
@@ -232,14 +233,18 @@ def load(con: duckdb.DuckDBPyConnection) -> Catalog:
     for tname, cname, lo, hi, dom in decl_rows:
         declared.setdefault(tname, {})[cname] = (lo, hi, None if dom is None else tuple(json.loads(dom)))
 
-    unique = {
-        (t.lower(), cols[0].lower())
-        for t, cols in con.execute(
-            "SELECT table_name, constraint_column_names FROM duckdb_constraints() WHERE schema_name = 'main' "
-            "AND database_name = current_database() AND constraint_type IN ('PRIMARY KEY', 'UNIQUE')"
-        ).fetchall()
-        if len(cols) == 1
-    }
+    # Unique column sets; a UNIQUE (not PRIMARY KEY) set counts only where its columns are NOT
+    # NULL, since UNIQUE lets rows repeat with NULLs. The unit is exempt: NULL units are dropped.
+    constraints = con.execute(
+        "SELECT table_name, constraint_type, constraint_column_names FROM duckdb_constraints() WHERE "
+        "schema_name = 'main' AND database_name = current_database() "
+        "AND constraint_type IN ('PRIMARY KEY', 'UNIQUE', 'NOT NULL')"
+    ).fetchall()
+    not_null = {(t.lower(), cols[0].lower()) for t, kind, cols in constraints if kind == "NOT NULL"}
+    unique_sets: dict[str, list[tuple[str, frozenset[str]]]] = {}
+    for t, kind, cols in constraints:
+        if kind != "NOT NULL":
+            unique_sets.setdefault(t.lower(), []).append((kind, frozenset(c.lower() for c in cols)))
     tables: dict[str, ProtectedTable] = {}
     for row in con.execute(
         f"SELECT table_name, kind, unit_column, max_rows, max_groups, budget_source, "
@@ -247,6 +252,10 @@ def load(con: duckdb.DuckDBPyConnection) -> Catalog:
         f"FROM {SCHEMA}.protected_tables"
     ).fetchall():
         (tname, kind, unit, max_rows, max_groups, source, bcol, btab, default_eps, sdelta, roster, options) = row
+        unique = {
+            cols for kind, cols in unique_sets.get(tname, [])
+            if kind == "PRIMARY KEY" or all((tname, c) in not_null for c in cols - {unit})
+        }  # fmt: skip
         cols = {}
         for cname, ctype in table_columns(con, tname):
             lo, hi, dom = declared.get(tname, {}).get(cname, (None, None, None))
@@ -262,7 +271,8 @@ def load(con: duckdb.DuckDBPyConnection) -> Catalog:
             roster=roster,
             columns=cols,
             options=json.loads(options) if options else {},
-            unique_unit=(tname, unit) in unique,
+            unique_unit=frozenset({unit}) in unique,
+            unique_keys=tuple(sorted(unique, key=sorted)),
             budget_column=bcol,
             budget_table=btab,
             default_epsilon=default_eps,

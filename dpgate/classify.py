@@ -26,6 +26,8 @@ from dpgate.nodes import ExplainPrivacy, ShowBudget, dp_options
 
 # Table functions an analyst may call (they generate values, read nothing).
 SAFE_TABLE_FUNCTIONS = {"range", "generate_series", "unnest"}
+# dpgate's own table function over a protected table (planned as a top-k query).
+TOPK_COLUMNS_FUNCTION = "dp_top_k_columns"
 
 # Scalar functions that reach files, the network, the environment or the catalog, or run SQL.
 _FORBIDDEN_NAMES = {
@@ -217,10 +219,12 @@ def _resolve(node: exp.Table, catalog: Catalog, ctes: set[str], _seen: frozenset
         name = function_name(func) if isinstance(func, exp.Func) else func.sql(dialect="duckdb")
         if name in SAFE_TABLE_FUNCTIONS:
             return TableRef(node, name, "function")
+        if name == TOPK_COLUMNS_FUNCTION:
+            return _topk_columns_ref(node, func, catalog)
         raise errors.NotSupportedError(
             f"Table function {name}() is not allowed: it may read files, the network or the catalog",
             code="DP220",
-            hint="allowed table functions: " + ", ".join(sorted(SAFE_TABLE_FUNCTIONS)),
+            hint="allowed table functions: " + ", ".join(sorted(SAFE_TABLE_FUNCTIONS | {TOPK_COLUMNS_FUNCTION})),
         )
     name = node.name.lower()
     schema = node.db.lower() if node.db else None
@@ -258,6 +262,25 @@ def _resolve(node: exp.Table, catalog: Catalog, ctes: set[str], _seen: frozenset
         _check_view(name, catalog, _seen)
         return TableRef(node, name, "view")
     raise _unknown_table(node, catalog)
+
+
+def _topk_columns_ref(node: exp.Table, func: exp.Expr, catalog: Catalog) -> TableRef:
+    """``dp_top_k_columns('table', ...)`` reads the protected table it names."""
+    args = func.expressions if isinstance(func, exp.Anonymous) else []
+    first = args[0] if args else None
+    if not isinstance(first, exp.Literal) or not first.is_string:
+        raise errors.ProgrammingError(
+            f"{TOPK_COLUMNS_FUNCTION}() takes the name of a protected table as a string first",
+            code="DP205",
+            hint=f"write {TOPK_COLUMNS_FUNCTION}('wide_table', k => 10)",
+        )
+    prot = catalog.protected(first.this.lower())
+    if prot is None:
+        raise errors.ProgrammingError(
+            f"{first.this!r} is not a protected table", code="DP225",
+            hint=f"{TOPK_COLUMNS_FUNCTION} ranks the 0/1 columns of a protected table; SHOW TABLES lists them",
+        )  # fmt: skip
+    return TableRef(node, prot.name, "protected", prot)
 
 
 def _check_view(name: str, catalog: Catalog, seen: frozenset[str]) -> None:

@@ -1,7 +1,8 @@
 """The embedded demo database and a short tour of dpgate on it.
 
 ``dpgate demo`` builds (or reuses) a DuckDB file from the example data shipped with
-dpgate — UCI Adult as the protected table ``adult`` — applies ``sql/demo/policy.toml``,
+dpgate — UCI Adult as the protected table ``adult``, supermarket baskets as ``baskets`` (one
+row per item) and ``basket_flags`` (one BOOLEAN column per item) — applies ``sql/demo/policy.toml``,
 and runs a few queries as the analyst ``demo``, showing answers, error bars and the
 budget going down.
 """
@@ -9,6 +10,8 @@ budget going down.
 from __future__ import annotations
 
 import os
+import re
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,6 +21,25 @@ from dpgate import errors, resources
 from dpgate.owner import Owner
 
 DEMO_ANALYST = "demo"
+
+
+#: The protected tables of the current demo; an older demo database without them is rebuilt.
+DEMO_TABLES = {"adult", "baskets", "basket_flags"}
+DATA_FILES = {"adult": "adult.parquet", "baskets": "supermarket_baskets.parquet"}
+
+
+def flag_column(item: str) -> str:
+    """The wide table's column for an item: lower case, runs of other characters as ``_``."""
+    name = re.sub(r"[^a-z0-9]+", "_", item.lower()).strip("_")
+    return "item_" + name if name[:1].isdigit() else name
+
+
+def basket_flags_sql(items: list[str]) -> str:
+    """``basket_flags``: one row per basket, one BOOLEAN column per catalogue item."""
+    cols = ", ".join(
+        f"bool_or(item = '{item.replace(chr(39), chr(39) * 2)}') AS \"{flag_column(item)}\"" for item in items
+    )
+    return f"CREATE TABLE basket_flags AS SELECT basket_id, {cols} FROM baskets GROUP BY basket_id ORDER BY basket_id"
 
 
 def default_path() -> Path:
@@ -30,21 +52,30 @@ def build(path: str | os.PathLike | None = None, *, force: bool = False) -> Path
     path = Path(path) if path is not None else default_path()
     if path.exists() and not force:
         with Owner(path, create=False) as owner:
-            if "adult" in owner.catalog().tables:
-                return path
-        raise errors.InterfaceError(
-            f"{path} exists but is not a dpgate demo database", code="DP101",
-            hint="pass another --db path, or remove the file",
-        )  # fmt: skip
-    if path.exists():
-        path.unlink()
+            tables = set(owner.catalog().tables)
+        if DEMO_TABLES <= tables:
+            return path
+        if "adult" not in tables:
+            raise errors.InterfaceError(
+                f"{path} exists but is not a dpgate demo database", code="DP101",
+                hint="pass another --db path, or remove the file",
+            )  # fmt: skip
+        # A demo database from an older dpgate: rebuilt with the current tables (fresh budgets).
+    for stale in (path, Path(str(path) + ".wal")):
+        if stale.exists():
+            stale.unlink()
     path.parent.mkdir(parents=True, exist_ok=True)
-    adult = resources.data_dir() / "adult.parquet"
-    ddl = resources.read_sql("demo/demo.sql").replace("{adult}", "'" + str(adult).replace("'", "''") + "'")
+    ddl = resources.read_sql("demo/demo.sql")
+    for name in ("adult", "baskets"):
+        file = resources.data_dir() / DATA_FILES[name]
+        ddl = ddl.replace("{" + name + "}", "'" + str(file).replace("'", "''") + "'")
+    with open(resources.sql_dir() / "demo" / "policy.toml", "rb") as f:
+        items = tomllib.load(f)["tables"]["baskets"]["columns"]["item"]["domain"]
     # Loading reads files, so it uses a plain DuckDB connection, closed before dpgate opens the file.
     con = duckdb.connect(str(path))
     try:
         con.execute(ddl)
+        con.execute(basket_flags_sql(items))
     finally:
         con.close()
     with Owner(path) as owner:
@@ -62,6 +93,9 @@ TOUR = [
      "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.3) r.region, COUNT(*) AS high_earners "
      "FROM adult a JOIN country_regions r ON a.native_country = r.native_country "
      "WHERE a.income = '>50K' GROUP BY r.region"),
+    ("Top-k: the 5 most common items in 4,627 supermarket baskets, with noisy counts (ε = 1: 0.5 each)",
+     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) item, COUNT(*) AS baskets FROM baskets "
+     "GROUP BY item ORDER BY baskets DESC LIMIT 5"),
     ("What would a query cost? EXPLAIN PRIVACY spends nothing",
      "EXPLAIN PRIVACY SELECT sex, SUM(hours_per_week) FROM adult GROUP BY sex"),
     ("Raw rows never leave: this is refused, and charges nothing",

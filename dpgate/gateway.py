@@ -20,14 +20,14 @@ import numpy as np
 from sqlglot import exp
 
 from dpgate import catalog as catalog_mod
-from dpgate import database, errors, execute, noise, planner, release
+from dpgate import database, errors, execute, noise, planner, release, topk_query
 from dpgate.classify import Classified, classify
 from dpgate.dialect import parse_one, to_duckdb, to_sql
 from dpgate.facts import DuckDBFacts
 from dpgate.ledger import Cost, Ledger
 from dpgate.mechanisms import KeySelector, LaplaceCounting
-from dpgate.plans import CountPlan
-from dpgate.release import ColumnNoise, ReleaseInfo, Result
+from dpgate.plans import CountPlan, TopKPlan
+from dpgate.release import Answer, ColumnNoise, ReleaseInfo, Result
 from dpgate.settings import Session, literal_value
 
 
@@ -150,8 +150,8 @@ class Gateway:
             out.setdefault(name, ("view", self.facts.columns(name)))
         return out
 
-    def plan(self, classified: Classified, cat: catalog_mod.Catalog) -> CountPlan:
-        return planner.plan_count(classified, cat, self.session, self.facts)
+    def plan(self, classified: Classified, cat: catalog_mod.Catalog) -> CountPlan | TopKPlan:
+        return planner.plan_query(classified, cat, self.session, self.facts)
 
     def _cost(self, plan: CountPlan, sql: str, private: bool) -> Cost:
         return Cost(
@@ -172,33 +172,23 @@ class Gateway:
         plan = self.plan(classified, cat)
         randomness = self._randomness()
         cost = self._cost(plan, sql, randomness.private)
-        unit_type = plan.table.columns[plan.table.unit].type
         rule = plan.charge.rule
-        n_bind = 2 if rule in ("partition", "t_round") else 1
-        execute.bind_check(
-            self._con, plan, f"(SELECT unit, 0 AS part FROM {plan.table.roster_table_sql})", unit_type, n_bind
-        )
+        probe = f"(SELECT unit, 0 AS part FROM {plan.table.roster_table_sql})"
+        if isinstance(plan, TopKPlan):
+            topk_query.bind_check(self._con, plan, probe)
+        else:
+            unit_type = plan.table.columns[plan.table.unit].type
+            execute.bind_check(self._con, plan, probe, unit_type, 2 if rule in ("partition", "t_round") else 1)
         debit = self.ledger.reserve(cost)  # --- debit before release: from here on, charged
         rng = randomness.rng
         subjects = debit.subjects
         try:
             if rule == "sample" and debit.temp:
                 thin_sample(self._con, debit.temp, subjects, rng=rng)
-            n_parts = len(subjects.parts) if subjects is not None else 1
-            salt = int(rng.integers(0, 2**62))
-            exact = execute.run(self._con, plan, debit.charged, salt, n_parts)
-            if plan.key_selection is not None:
-                ks = plan.key_selection
-                run_eps = float(subjects.parts[0].epsilon) * ks.epsilon / plan.epsilon if subjects else ks.epsilon
-                selection = planner.key_selection_threshold(run_eps, ks.delta, ks.sensitivity)
-                idx = KeySelector().select(exact.subjects, selection, rng=rng)
+            if isinstance(plan, TopKPlan):
+                answer = topk_query.answer(self._con, plan, debit.charged, subjects, rng=rng)
             else:
-                idx = np.arange(len(exact.keys))
-            keys = [exact.keys[i] for i in idx]
-            noisy = LaplaceCounting().release(plan, exact, idx, rng=rng, subjects=subjects)
-            names, types, rows, intervals = release.noisy_rows(
-                self._con, plan, keys, noisy, plan.settings.intervals
-            )
+                answer = self._count_answer(plan, debit, rng)
         except errors.Error:
             raise
         except duckdb.Error as e:
@@ -209,20 +199,10 @@ class Gateway:
             ) from e
         finally:
             self.ledger.discard(debit)
-        self.ledger.released(debit, len(rows))
-        columns = {}
-        for out in plan.outputs:
-            if out.agg is not None:
-                col = noisy[out.agg]
-                columns[out.name] = ColumnNoise(col.mechanism, col.epsilon, col.scale)
-        notes = list(plan.notes) + personalization_notes(plan, subjects)
+        self.ledger.released(debit, len(answer.rows))
+        notes = list(plan.notes) + answer.notes + personalization_notes(plan, subjects)
         if not randomness.private:
             notes.append("NOT PRIVATE: a fixed test seed was used")
-        if plan.key_selection is not None:
-            notes.append(
-                f"keys chosen by DP key selection (threshold {plan.key_selection.threshold} subjects, "
-                f"δ={plan.key_selection.delta:g}); {len(keys)} key(s) released"
-            )
         info = ReleaseInfo(
             entry_id=debit.entry_id,
             query_class=plan.query_class,
@@ -235,11 +215,40 @@ class Gateway:
             private=randomness.private,
             subjects_charged=debit.subjects_charged,
             subjects_excluded=debit.subjects_excluded,
-            columns=columns,
-            intervals=intervals,
+            columns=answer.columns,
+            intervals=answer.intervals,
             notes=notes,
         )
-        return Result(names, types, rows, info)
+        return Result(answer.names, answer.types, answer.rows, info)
+
+    def _count_answer(self, plan: CountPlan, debit, rng: np.random.Generator) -> Answer:
+        """The counting class: exact bounded statistics, (key selection,) noise, post-processing."""
+        subjects = debit.subjects
+        n_parts = len(subjects.parts) if subjects is not None else 1
+        salt = int(rng.integers(0, 2**62))
+        exact = execute.run(self._con, plan, debit.charged, salt, n_parts)
+        if plan.key_selection is not None:
+            ks = plan.key_selection
+            run_eps = float(subjects.parts[0].epsilon) * ks.epsilon / plan.epsilon if subjects else ks.epsilon
+            selection = planner.key_selection_threshold(run_eps, ks.delta, ks.sensitivity)
+            idx = KeySelector().select(exact.subjects, selection, rng=rng)
+        else:
+            idx = np.arange(len(exact.keys))
+        keys = [exact.keys[i] for i in idx]
+        noisy = LaplaceCounting().release(plan, exact, idx, rng=rng, subjects=subjects)
+        names, types, rows, intervals = release.noisy_rows(self._con, plan, keys, noisy, plan.settings.intervals)
+        columns = {}
+        for out in plan.outputs:
+            if out.agg is not None:
+                col = noisy[out.agg]
+                columns[out.name] = ColumnNoise(col.mechanism, col.epsilon, col.scale)
+        notes = []
+        if plan.key_selection is not None:
+            notes.append(
+                f"keys chosen by DP key selection (threshold {plan.key_selection.threshold} subjects, "
+                f"δ={plan.key_selection.delta:g}); {len(keys)} key(s) released"
+            )
+        return Answer(names, types, rows, intervals, columns, notes)
 
     # -- statements that are not DP queries -------------------------------------------------
     def _public(self, statement: exp.Expr, params: Any) -> Result:
@@ -389,13 +398,16 @@ def personalization_notes(plan: CountPlan, subjects) -> list[str]:
             f"{subjects.left_out} subject(s) had less than ε={plan.epsilon:g} left: left out by the threshold rule "
             "(charged nothing)"
         )
-    if subjects.rule != "threshold" or subjects.left_out:
+    sampled = subjects.rule == "sample" and any(p < 1 for p in subjects.sample_probability.values())
+    reduced = any(p.epsilon < subjects.requested for p in subjects.parts)
+    combined = len(subjects.parts) > 1 or subjects.left_out or sampled
+    if combined or reduced or subjects.rule in ("minimum", "partition", "t_round"):
         notes.append(f"personalization {subjects.rule}: " + "; ".join(subjects.describe()))
-        if len(subjects.parts) > 1 or subjects.left_out or subjects.rule == "sample":
-            notes.append(
-                "the answer is scaled to all subjects with budget left; unbiased if budgets are independent of "
-                "the data; intervals cover the noise only"
-            )
+    if combined:
+        notes.append(
+            "the answer is scaled to all subjects with budget left; unbiased if budgets are independent of "
+            "the data; intervals cover the noise only"
+        )
     return notes
 
 
@@ -423,7 +435,33 @@ def _number(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else repr(x)
 
 
-def explain_rows(plan: CountPlan, subjects) -> list[tuple]:
+def _subject_rows(plan, subjects) -> list[tuple]:
+    """EXPLAIN rows of the personalization rule: who is used, who pays what."""
+    rule = plan.charge.rule
+    if isinstance(subjects, errors.Error):
+        return [("subjects", f"personalization: {rule}", None, None, None, None,
+                 f"the query would be refused: {subjects.message}")]  # fmt: skip
+    rows = [
+        (
+            "subjects",
+            f"personalization: {rule}",
+            float(subjects.max_charge),
+            plan.charge.delta,
+            None,
+            None,
+            f"{subjects.population} subject(s) with budget left, {subjects.excluded} with none (excluded)"
+            + (f", {subjects.left_out} left out by the threshold" if subjects.left_out else ""),
+        )
+    ]
+    for line in subjects.describe():
+        rows.append(("partition", None, None, None, None, None, line))
+    for charge, count in subjects.charge_distribution():
+        rows.append(("charge", None, float(charge), plan.charge.delta if charge > 0 else 0.0, None, None,
+                     f"{count} subject(s) pay ε={float(charge):g}"))  # fmt: skip
+    return rows
+
+
+def explain_rows(plan: CountPlan | TopKPlan, subjects) -> list[tuple]:
     """EXPLAIN PRIVACY: mechanism, ε/δ per release, sensitivities, error bars, who pays what."""
     s = plan.settings
     rows = [
@@ -437,28 +475,10 @@ def explain_rows(plan: CountPlan, subjects) -> list[tuple]:
             f"class {plan.query_class} over {plan.table.name}; error bars at {100 * (1 - s.alpha):g}%",
         ),
     ]
-    rule = plan.charge.rule
-    if isinstance(subjects, errors.Error):
-        rows.append(("subjects", f"personalization: {rule}", None, None, None, None,
-                     f"the query would be refused: {subjects.message}"))  # fmt: skip
-    else:
-        rows.append(
-            (
-                "subjects",
-                f"personalization: {rule}",
-                float(subjects.max_charge),
-                plan.charge.delta,
-                None,
-                None,
-                f"{subjects.population} subject(s) with budget left, {subjects.excluded} with none (excluded)"
-                + (f", {subjects.left_out} left out by the threshold" if subjects.left_out else ""),
-            )
-        )
-        for line in subjects.describe():
-            rows.append(("partition", None, None, None, None, None, line))
-        for charge, count in subjects.charge_distribution():
-            rows.append(("charge", None, float(charge), plan.charge.delta if charge > 0 else 0.0, None, None,
-                         f"{count} subject(s) pay ε={float(charge):g}"))  # fmt: skip
+    rows += _subject_rows(plan, subjects)
+    if isinstance(plan, TopKPlan):
+        return rows + _topk_explain_rows(plan)
+    if not isinstance(subjects, errors.Error):
         error = _predicted_count_error(plan, subjects)
         if error is not None:
             rows.append(("expected error", None, None, None, None, None, error))
@@ -510,6 +530,42 @@ def explain_rows(plan: CountPlan, subjects) -> list[tuple]:
             )
     if plan.cells is not None:
         rows.append(("cells", None, None, None, None, None, f"{plan.cells} cell(s), every one released with noise"))
+    for note in plan.notes:
+        rows.append(("note", None, None, None, None, None, note))
+    return rows
+
+
+def _topk_explain_rows(plan: TopKPlan) -> list[tuple]:
+    from dpgate.mechanisms import topk as topk_mech
+
+    s = plan.settings
+    rows = []
+    if plan.columns:
+        rows.append(("universe", None, None, None, None, None,
+                     f"{len(plan.columns)} 0/1 column(s) of {plan.table.name} (public schema)"))  # fmt: skip
+    else:
+        for k in plan.keys:
+            size = f"{len(k.domain)} values" if k.domain is not None else "unknown"
+            rows.append((f"key {k.name}", None, None, None, None, None, f"domain: {k.source} ({size})"))
+        if plan.n_items is not None:
+            rows.append(("universe", None, None, None, None, None, f"{plan.n_items} item(s): the cells of the keys"))
+    if plan.key_selection is not None:
+        ks = plan.key_selection
+        rows.append(("key selection", "key_selection", ks.epsilon, ks.delta, str(ks.sensitivity), None,
+                     f"an item enters the universe when its noisy subject count reaches {ks.threshold}; "
+                     f"at most {plan.max_groups} item(s) per subject"))  # fmt: skip
+    shares = topk_mech.planned_shares(plan.method, plan.selection_epsilon)
+    detail = ", ".join(f"{name} ε={eps:.4g}" for name, eps in shares.items())
+    rows.append((f"top {plan.k}", plan.method, plan.selection_epsilon, 0.0, "1 per item (monotone)", None,
+                 f"releases {plan.k} item(s) in noisy order, no counts; {detail}"))  # fmt: skip
+    if plan.counts is not None:
+        c = plan.counts
+        w = noise.discrete_laplace_half_width(c.epsilon, c.sensitivity, s.alpha)
+        rows.append(("counts", "discrete Laplace", c.epsilon, 0.0, str(c.sensitivity), f"±{w}",
+                     f"fresh subject counts of the {plan.k} selected item(s); "
+                     f"at most {plan.max_groups} item(s) per subject"))  # fmt: skip
+    rows.append(("semantics", None, None, None, None, None,
+                 "an item's frequency is the number of subjects holding it; one subject changes each by at most 1"))  # fmt: skip
     for note in plan.notes:
         rows.append(("note", None, None, None, None, None, note))
     return rows

@@ -170,3 +170,76 @@ class CountPlan:
         for k in self.keys:
             n *= len(k.domain or ())
         return n
+
+
+@dataclass(frozen=True)
+class TopKPlan:
+    """A top-k query: the k most frequent items (cells of the GROUP BY keys, or 0/1 columns).
+
+    Frequencies count *subjects*: a subject holding an item in several rows counts once for it.
+    The selection releases only which items win (``mechanisms.topk``); counts for them are a
+    separate release, paid only when the query shows them (``counts``).
+    """
+
+    table: ProtectedTable
+    settings: QuerySettings
+    statement_sql: str
+    source: exp.Select  # rows: __unit and __k<j> (GROUP BY form) or __unit and the 0/1 columns
+    keys: tuple[KeySpec, ...]  # GROUP BY form; empty for the wide-table form
+    columns: tuple[str, ...]  # wide-table form: the 0/1 columns that are the items
+    k: int  # items selected: LIMIT + OFFSET
+    method: str
+    selection_epsilon: float
+    counts: Component | None  # fresh noisy counts of the selected items, when shown
+    key_selection: KeySelection | None  # when the keys have no public domain
+    max_groups: int  # items kept per subject for key selection and for the counts
+    post: exp.Select  # the analyst's projections / ORDER BY / LIMIT over __noisy
+    outputs: tuple[OutputColumn, ...]
+    charge: SubjectCharge
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    query_class: str = "top_k"
+
+    def __post_init__(self) -> None:
+        spent = self.selection_epsilon + (self.counts.epsilon if self.counts else 0.0)
+        spent += self.key_selection.epsilon if self.key_selection else 0.0
+        if not math.isclose(spent, self.settings.epsilon, rel_tol=1e-9, abs_tol=1e-15):
+            raise errors.InternalError(f"ε shares sum to {spent}, not {self.settings.epsilon}")
+        if self.key_selection is None and self.n_items is None:
+            raise errors.InternalError("a top-k plan needs a public universe or key selection")
+
+    @property
+    def mechanism(self) -> str:
+        return f"top_k/{self.method}"
+
+    @property
+    def epsilon(self) -> float:
+        return self.settings.epsilon
+
+    @property
+    def delta(self) -> float:
+        return self.key_selection.delta if self.key_selection else 0.0
+
+    @property
+    def distinct_by_schema(self) -> bool:
+        """Rows are distinct on (unit, keys): a NULL-safe unique constraint covers them.
+
+        Only for keys that are plain columns of the protected table, with no join (a join can
+        repeat rows); then ``SELECT DISTINCT``, the costliest step, can be skipped.
+        """
+        if self.columns or self.source.args.get("joins"):
+            return False
+        cols = {self.table.unit}
+        for key in self.keys:
+            if not isinstance(key.expr, exp.Column):
+                return False
+            cols.add(key.expr.name.lower())
+        return any(u <= cols for u in self.table.unique_keys)
+
+    @property
+    def n_items(self) -> int | None:
+        """Size of the public universe (None when key selection discovers it)."""
+        if self.columns:
+            return len(self.columns)
+        if any(k.domain is None for k in self.keys):
+            return None
+        return math.prod(len(k.domain) for k in self.keys)

@@ -60,6 +60,18 @@ class Result:
     message: str | None = None  # for statements without rows (SET)
 
 
+@dataclass
+class Answer:
+    """What a query class's run hands back to the gateway to finish the release."""
+
+    names: list[str]
+    types: list[str]
+    rows: list[tuple]
+    intervals: list[dict[str, tuple[Any, Any]]]
+    columns: dict[str, ColumnNoise] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
 def _list_type(col: NoisyColumn) -> str:
     if not col.integer:
         return "DOUBLE"

@@ -19,6 +19,9 @@ from dpgate.nodes import DPOptions
 #: Smallest ε a query may ask for (the noise sampler keeps a 1e-10 safety margin below it).
 MIN_EPSILON = 1e-6
 
+#: Top-k mechanisms (``mechanisms/topk.py``); the default measured best on the shipped baskets.
+TOPK_METHODS = ("oneshot", "tps_pfm", "tps_em", "em", "laplace")
+
 #: Rules dpgate knows for using subjects with personalized budgets (seed 002, ``mechanisms/pdp.py``).
 PERSONALIZATION_RULES = ("minimum", "threshold", "sample", "partition", "t_round")
 
@@ -48,6 +51,7 @@ SPECS: dict[str, Spec] = {
     "partitions": Spec("int", "number of partitions (default: chosen by predicted error)", 1, 64, session=False),
     "rounds": Spec("int", "rounds of t_round", 1, 16),
     "min_partition_size": Spec("int", "smallest partition of subjects", 1, None),
+    "topk_method": Spec("str", "mechanism for ORDER BY COUNT(*) DESC LIMIT k queries", choices=TOPK_METHODS),
     "confirm_share": Spec("float", "share of remaining quota above which the shell asks first", 0.0, 1.0, session=True),
 }
 
@@ -61,6 +65,7 @@ DEFAULTS: dict[str, Any] = {
     "partitioning": "utility",
     "rounds": 2,
     "min_partition_size": 100,
+    "topk_method": "oneshot",
     "confirm_share": 0.25,
 }
 
@@ -82,6 +87,7 @@ class QuerySettings:
     max_rows: int | None = None
     max_groups: int | None = None
     privacy_unit: str | None = None
+    topk_method: str = "oneshot"
     explicit: frozenset[str] = field(default_factory=frozenset)
 
 
@@ -220,5 +226,6 @@ class Session:
             max_rows=values.get("max_rows_contributed"),
             max_groups=values.get("max_groups_contributed"),
             privacy_unit=values.get("privacy_unit_column"),
+            topk_method=values["topk_method"],
             explicit=frozenset(explicit),
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,3 +20,16 @@ def test_dbapi_quickstart(demo_db):
 def test_example_data_carries_its_licence():
     text = (EXAMPLES / "data" / "README.md").read_text()
     assert "adult.parquet" in text and "CC BY 4.0" in text
+
+
+def _run(script: str, *args: str) -> str:
+    proc = subprocess.run([sys.executable, str(EXAMPLES / script), *args], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_topk_baskets_prints_the_f1_table():
+    out = _run("topk_baskets.py", "--runs", "1", "--seed", "1")
+    assert "F1 against the true top-k" in out and "tps_pfm" in out and "oneshot" in out
+    rows = [line for line in out.splitlines() if re.match(r"^\s*(5|10|20)\s+[0-9.]+\s+[0-9.]+", line)]
+    assert len(rows) == 12, "one row per (k, ε)"

@@ -292,6 +292,16 @@ def _validate(n_items: int, k: int, epsilon: float, method: str) -> None:
             )
 
 
+def check_public_inputs(n_items: int, k: int, epsilon: float, method: str) -> None:
+    """Raise ValueError when ``top_k`` would refuse these public inputs (the planner asks first)."""
+    _validate(n_items, k, epsilon, method)
+
+
+def planned_shares(method: str, epsilon: float) -> dict[str, float]:
+    """The named ε shares a method spends (``TopKRelease.shares``), for EXPLAIN."""
+    return _shares(method, epsilon)
+
+
 def _shares(method: str, epsilon: float) -> dict[str, float]:
     if method in ("tps_pfm", "tps_em"):
         e1, e2 = epsilon * TPS_SPLIT[0], epsilon * TPS_SPLIT[1]
@@ -576,6 +586,39 @@ def top_k(
     _validate(n_items, k, epsilon, method)
     stats = _stats_from_sql(con, pairs_sql, params, int(n_items), method in _LENGTH_METHODS)
     return _select(stats, int(k), float(epsilon), method, rng)[0]
+
+
+def top_k_with_counts(
+    con: duckdb.DuckDBPyConnection,
+    pairs_sql: str,
+    params: dict | None,
+    n_items: int,
+    k: int,
+    epsilon: float,
+    epsilon_counts: float,
+    method: str = DEFAULT_METHOD,
+    *,
+    rng: np.random.Generator,
+    max_items_per_subject: int,
+) -> tuple[TopKRelease, list[int]]:
+    """``top_k`` at ``epsilon``, then fresh ε-DP counts of the chosen items at ``epsilon_counts``.
+
+    The counts are those of ``noisy_counts``. When a subject may keep every chosen item
+    (``max_items_per_subject >= k``) they come from the frequencies the selection's query
+    already computed, without a second pass: the same exact values, fresh noise [counts].
+    """
+    _validate(n_items, k, epsilon, method)
+    stats = _stats_from_sql(con, pairs_sql, params, int(n_items), method in _LENGTH_METHODS)
+    release = _select(stats, int(k), float(epsilon), method, rng)[0]
+    items = list(release.items)
+    if int(max_items_per_subject) < len(items):
+        return release, noisy_counts(
+            con, pairs_sql, params, items, epsilon_counts, rng=rng, max_items_per_subject=max_items_per_subject
+        )
+    if not (math.isfinite(epsilon_counts) and epsilon_counts > 10 * _MIN_DRAW_EPSILON):
+        raise ValueError(f"epsilon_counts must be positive and finite, got {epsilon_counts!r}")
+    z = noise.discrete_laplace(epsilon_counts, len(items), len(items), rng)  # [counts] sensitivity min(k, m) = k
+    return release, [int(stats.counts[i]) + int(zi) for i, zi in zip(items, z)]
 
 
 def top_k_from_records(

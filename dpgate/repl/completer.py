@@ -25,6 +25,8 @@ DP_KEYWORDS = [
     *[f"SET dp_{name} = " for name, spec in SPECS.items() if spec.session],
 ]  # fmt: skip
 OPTION_NAMES = sorted(SPECS)
+#: dpgate's table functions, offered where a table name goes.
+DP_TABLE_FUNCTIONS = ["dp_top_k_columns("]
 
 #: table name -> (kind, [(column, type)])
 CatalogSnapshot = dict[str, tuple[str, list[tuple[str, str]]]]
@@ -66,7 +68,10 @@ def suggest(
     m = _TABLE_CONTEXT.search(text)
     if m:
         prefix = m.group(2).lower()
-        return [(t, catalog[t][0]) for t in sorted(catalog) if t.startswith(prefix)]
+        out = [(t, catalog[t][0]) for t in sorted(catalog) if t.startswith(prefix)]
+        if m.group(1).upper() == "FROM":
+            out += [(f, "dp function") for f in DP_TABLE_FUNCTIONS if f.startswith(prefix)]
+        return out
     q = _QUALIFIED.search(text)
     aliases = _aliases(full_text if full_text is not None else text, catalog)
     if q:

@@ -1,9 +1,16 @@
 -- The demo database: UCI Adult as the protected table `adult`, a budget table, and a public
--- lookup table. Run by `dpgate demo` with {adult} replaced by the path of adult.parquet
--- (shipped in examples/data/; licence: CC BY 4.0, UCI Machine Learning Repository "Adult",
--- Becker & Kohavi 1996).
+-- lookup table; supermarket baskets (long and wide). Run by `dpgate demo` with {adult} and
+-- {baskets} replaced by the paths of the files shipped in examples/data/ (licences there:
+-- Adult CC BY 4.0, UCI Machine Learning Repository, Becker & Kohavi 1996; baskets GPL-2+,
+-- Weka's supermarket.arff). The wide table basket_flags is built by dpgate/demo.py from the
+-- item catalogue declared in policy.toml.
 
 CREATE TABLE adult AS SELECT * FROM read_parquet({adult}) ORDER BY person_id;
+
+-- One row per (basket, item) of 4,627 supermarket baskets. The key tells dpgate that a basket
+-- lists an item once, so top-k queries skip a DISTINCT pass.
+CREATE TABLE baskets (basket_id INTEGER NOT NULL, item VARCHAR NOT NULL, PRIMARY KEY (basket_id, item));
+INSERT INTO baskets SELECT basket_id, item FROM read_parquet({baskets}) ORDER BY basket_id, item;
 
 -- Personalized lifetime budgets, varying across subjects (a public fact in dpgate's model):
 -- 10% of the people at ε = 0.5, 30% at 1, 40% at 2, 20% at 5.

@@ -582,3 +582,21 @@ def test_on_the_supermarket_baskets_the_default_beats_tps():
     default = _mean_f1(stats, 5, 0.1, topk.DEFAULT_METHOD, 30, rng)
     for method in ("tps_pfm", "tps_em"):
         _assert_better(default, _mean_f1(stats, 5, 0.1, method, 30, rng))
+
+
+@pytest.mark.parametrize("m", [2, 5])
+def test_top_k_with_counts_counts_the_chosen_items(m):
+    """Both paths (counts reused from the selection's query, or the capped second query) give
+    the exact subject counts at a huge ε, aligned with the chosen items."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE p AS SELECT u, j FROM range(40) t(u), range(6) s(j) WHERE u < 5 * (8 - j)")
+    release, counts = topk.top_k_with_counts(
+        con, "SELECT u AS __unit, j AS __item FROM p", None, 6, 3, 500.0, 500.0, "oneshot",
+        rng=np.random.default_rng(TEST_SEED), max_items_per_subject=m,
+    )  # fmt: skip
+    assert release.items == (0, 1, 2)
+    expected = [5 * (8 - j) for j in release.items]
+    if m >= 3:
+        assert counts == expected
+    else:  # a subject holding all three keeps two of them: counts drop, never rise
+        assert all(c <= e for c, e in zip(counts, expected)) and sum(counts) < sum(expected)

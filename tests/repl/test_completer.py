@@ -18,8 +18,9 @@ def names(text):
 
 
 def test_tables_after_from_and_join():
-    assert names("SELECT COUNT(*) FROM ") == ["adult", "country_regions"]
+    assert names("SELECT COUNT(*) FROM ") == ["adult", "country_regions", "dp_top_k_columns("]
     assert names("SELECT COUNT(*) FROM ad") == ["adult"]
+    assert names("SELECT * FROM dp_") == ["dp_top_k_columns("]
     assert names("SELECT * FROM adult a JOIN co") == ["country_regions"]
 
 
