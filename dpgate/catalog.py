@@ -31,6 +31,16 @@ def is_numeric_type(type_name: str) -> bool:
     return t in INTEGER_TYPES or t in {"FLOAT", "DOUBLE", "REAL"} or t.startswith("DECIMAL")
 
 
+def type_family(type_name: str) -> str:
+    """Coarse type family, for columns compared in joins (numbers with numbers, text with text)."""
+    t = type_name.upper()
+    if is_numeric_type(t):
+        return "number"
+    if t in ("VARCHAR", "TEXT", "STRING") or t.startswith("VARCHAR"):
+        return "text"
+    return t
+
+
 @dataclass(frozen=True)
 class Column:
     """A column of a protected table: its DuckDB type and what the owner declared about it."""
@@ -40,6 +50,7 @@ class Column:
     lower: float | None = None
     upper: float | None = None
     domain: tuple[Any, ...] | None = None
+    not_null: bool = False  # a NOT NULL constraint (schema fact)
 
     @property
     def bounded(self) -> bool:
@@ -80,6 +91,11 @@ class ProtectedTable:
 
     def column(self, name: str) -> Column | None:
         return self.columns.get(name.lower())
+
+    @property
+    def graph(self) -> dict[str, Any] | None:
+        """For a protected graph: src, dst, and the node universe (``nodes`` or ``node_table``)."""
+        return self.options.get("graph") if self.kind == "graph" else None
 
     @property
     def roster_sql(self) -> str:
@@ -259,7 +275,7 @@ def load(con: duckdb.DuckDBPyConnection) -> Catalog:
         cols = {}
         for cname, ctype in table_columns(con, tname):
             lo, hi, dom = declared.get(tname, {}).get(cname, (None, None, None))
-            cols[cname] = Column(cname, ctype, lo, hi, dom)
+            cols[cname] = Column(cname, ctype, lo, hi, dom, (tname, cname) in not_null)
         tables[tname] = ProtectedTable(
             name=tname,
             kind=kind,

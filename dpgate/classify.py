@@ -28,6 +28,10 @@ from dpgate.nodes import ExplainPrivacy, ShowBudget, dp_options
 SAFE_TABLE_FUNCTIONS = {"range", "generate_series", "unnest"}
 # dpgate's own table function over a protected table (planned as a top-k query).
 TOPK_COLUMNS_FUNCTION = "dp_top_k_columns"
+# dpgate's subgraph-count aggregates over a protected graph (name -> ladder query).
+GRAPH_FUNCTIONS = {
+    "triangle_count": "triangle", "kstar_count": "kstar", "ktriangle_count": "ktriangle", "kclique_count": "kclique",
+}  # fmt: skip
 
 # Scalar functions that reach files, the network, the environment or the catalog, or run SQL.
 _FORBIDDEN_NAMES = {
@@ -133,7 +137,25 @@ def classify(statement: exp.Expr, catalog: Catalog) -> Classified:
     refs = table_refs(statement, catalog)
     check_functions(statement, catalog)
     protected = [r for r in refs if r.kind == "protected"]
+    graphs = {r.name for r in protected if r.protected.kind == "graph"}
+    if graphs:
+        if len({r.name for r in protected}) > 1:
+            raise errors.UnsupportedQueryError(
+                f"This query reads the protected graph {sorted(graphs)[0]} together with other protected data",
+                code="DP215",
+                hint="count subgraphs of one graph per statement",
+            )
+        # Graph queries (function forms and the self-join / degree shapes, which read the
+        # edge table several times) are checked by the subgraph planner.
+        return Classified("dp", statement, protected[0].protected, refs)
     if not protected:
+        used = sorted({function_name(f) for f in statement.find_all(exp.Func)} & set(GRAPH_FUNCTIONS))
+        if used:
+            raise errors.UnsupportedQueryError(
+                f"{used[0].upper()}() counts subgraphs of a protected graph, and this query reads none",
+                code="DP219",
+                hint="SHOW TABLES lists the graphs (kind graph); e.g. SELECT TRIANGLE_COUNT(src, dst) FROM <graph>",
+            )
         if dp_options(statement) is not None:
             raise errors.UnsupportedQueryError(
                 "WITH DIFFERENTIAL_PRIVACY is for queries over protected tables; this one reads none",
@@ -338,6 +360,8 @@ def check_functions(statement: exp.Expr, catalog: Catalog) -> None:
         if isinstance(node.parent, exp.Table) and node.parent.this is node:
             continue  # table functions are checked in _resolve
         name = function_name(node)
+        if name in GRAPH_FUNCTIONS:
+            continue  # dpgate's own aggregates
         if is_forbidden_function(name):
             raise errors.NotSupportedError(
                 f"Function {name}() is not allowed: it reaches files, the network, settings or the catalog",

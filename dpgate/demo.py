@@ -2,7 +2,8 @@
 
 ``dpgate demo`` builds (or reuses) a DuckDB file from the example data shipped with
 dpgate — UCI Adult as the protected table ``adult``, supermarket baskets as ``baskets`` (one
-row per item) and ``basket_flags`` (one BOOLEAN column per item) — applies ``sql/demo/policy.toml``,
+row per item) and ``basket_flags`` (one BOOLEAN column per item), and the graphs ``karate`` and
+``wormnet`` — applies ``sql/demo/policy.toml``,
 and runs a few queries as the analyst ``demo``, showing answers, error bars and the
 budget going down.
 """
@@ -24,8 +25,8 @@ DEMO_ANALYST = "demo"
 
 
 #: The protected tables of the current demo; an older demo database without them is rebuilt.
-DEMO_TABLES = {"adult", "baskets", "basket_flags"}
-DATA_FILES = {"adult": "adult.parquet", "baskets": "supermarket_baskets.parquet"}
+DEMO_TABLES = {"adult", "baskets", "basket_flags", "karate", "wormnet"}
+DATA_FILES = {"adult": "adult.parquet", "baskets": "supermarket_baskets.parquet", "wormnet": "wormnet_edges.parquet"}
 
 
 def flag_column(item: str) -> str:
@@ -40,6 +41,13 @@ def basket_flags_sql(items: list[str]) -> str:
         f"bool_or(item = '{item.replace(chr(39), chr(39) * 2)}') AS \"{flag_column(item)}\"" for item in items
     )
     return f"CREATE TABLE basket_flags AS SELECT basket_id, {cols} FROM baskets GROUP BY basket_id ORDER BY basket_id"
+
+
+def karate_edges() -> list[tuple[int, int]]:
+    """Zachary's karate club (78 edges on 34 members), as networkx ships it."""
+    import networkx as nx
+
+    return sorted((min(u, v), max(u, v)) for u, v in nx.karate_club_graph().edges())
 
 
 def default_path() -> Path:
@@ -66,7 +74,7 @@ def build(path: str | os.PathLike | None = None, *, force: bool = False) -> Path
             stale.unlink()
     path.parent.mkdir(parents=True, exist_ok=True)
     ddl = resources.read_sql("demo/demo.sql")
-    for name in ("adult", "baskets"):
+    for name in DATA_FILES:
         file = resources.data_dir() / DATA_FILES[name]
         ddl = ddl.replace("{" + name + "}", "'" + str(file).replace("'", "''") + "'")
     with open(resources.sql_dir() / "demo" / "policy.toml", "rb") as f:
@@ -76,6 +84,8 @@ def build(path: str | os.PathLike | None = None, *, force: bool = False) -> Path
     try:
         con.execute(ddl)
         con.execute(basket_flags_sql(items))
+        con.execute("CREATE TABLE karate (src INTEGER NOT NULL, dst INTEGER NOT NULL)")
+        con.executemany("INSERT INTO karate VALUES (?, ?)", karate_edges())
     finally:
         con.close()
     with Owner(path) as owner:
@@ -96,6 +106,8 @@ TOUR = [
     ("Top-k: the 5 most common items in 4,627 supermarket baskets, with noisy counts (ε = 1: 0.5 each)",
      "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) item, COUNT(*) AS baskets FROM baskets "
      "GROUP BY item ORDER BY baskets DESC LIMIT 5"),
+    ("Subgraph counts: triangles in the WormNet gene network (2,445 genes), edge-level DP with ladder functions",
+     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5) TRIANGLE_COUNT(src, dst) AS triangles FROM wormnet"),
     ("What would a query cost? EXPLAIN PRIVACY spends nothing",
      "EXPLAIN PRIVACY SELECT sex, SUM(hours_per_week) FROM adult GROUP BY sex"),
     ("Raw rows never leave: this is refused, and charges nothing",

@@ -20,13 +20,13 @@ import numpy as np
 from sqlglot import exp
 
 from dpgate import catalog as catalog_mod
-from dpgate import database, errors, execute, noise, planner, release, topk_query
+from dpgate import database, errors, execute, noise, planner, release, subgraph_query, topk_query
 from dpgate.classify import Classified, classify
 from dpgate.dialect import parse_one, to_duckdb, to_sql
 from dpgate.facts import DuckDBFacts
 from dpgate.ledger import Cost, Ledger
 from dpgate.mechanisms import KeySelector, LaplaceCounting
-from dpgate.plans import CountPlan, TopKPlan
+from dpgate.plans import CountPlan, SubgraphPlan, TopKPlan
 from dpgate.release import Answer, ColumnNoise, ReleaseInfo, Result
 from dpgate.settings import Session, literal_value
 
@@ -143,14 +143,14 @@ class Gateway:
         cat = self.catalog()
         out: dict[str, tuple[str, list[tuple[str, str]]]] = {}
         for name, t in sorted(cat.tables.items()):
-            out[name] = ("protected", [(c.name, c.type) for c in t.columns.values()])
+            out[name] = ("graph" if t.kind == "graph" else "protected", [(c.name, c.type) for c in t.columns.values()])
         for name in sorted(cat.public_tables):
             out[name] = ("public", self.facts.columns(name))
         for name in sorted(cat.views):
             out.setdefault(name, ("view", self.facts.columns(name)))
         return out
 
-    def plan(self, classified: Classified, cat: catalog_mod.Catalog) -> CountPlan | TopKPlan:
+    def plan(self, classified: Classified, cat: catalog_mod.Catalog) -> CountPlan | TopKPlan | SubgraphPlan:
         return planner.plan_query(classified, cat, self.session, self.facts)
 
     def _cost(self, plan: CountPlan, sql: str, private: bool) -> Cost:
@@ -176,6 +176,8 @@ class Gateway:
         probe = f"(SELECT unit, 0 AS part FROM {plan.table.roster_table_sql})"
         if isinstance(plan, TopKPlan):
             topk_query.bind_check(self._con, plan, probe)
+        elif isinstance(plan, SubgraphPlan):
+            subgraph_query.bind_check(self._con, plan)
         else:
             unit_type = plan.table.columns[plan.table.unit].type
             execute.bind_check(self._con, plan, probe, unit_type, 2 if rule in ("partition", "t_round") else 1)
@@ -187,6 +189,8 @@ class Gateway:
                 thin_sample(self._con, debit.temp, subjects, rng=rng)
             if isinstance(plan, TopKPlan):
                 answer = topk_query.answer(self._con, plan, debit.charged, subjects, rng=rng)
+            elif isinstance(plan, SubgraphPlan):
+                answer = subgraph_query.answer(self._con, plan, rng=rng)
             else:
                 answer = self._count_answer(plan, debit, rng)
         except errors.Error:
@@ -200,7 +204,9 @@ class Gateway:
         finally:
             self.ledger.discard(debit)
         self.ledger.released(debit, len(answer.rows))
-        notes = list(plan.notes) + answer.notes + personalization_notes(plan, subjects)
+        notes = list(plan.notes) + answer.notes
+        if not isinstance(plan, SubgraphPlan):
+            notes += personalization_notes(plan, subjects)
         if not randomness.private:
             notes.append("NOT PRIVATE: a fixed test seed was used")
         info = ReleaseInfo(
@@ -295,6 +301,11 @@ class Gateway:
         for roster, names in sorted(spaces.items()):
             table = cat.tables[names[0]]
             label = roster.removeprefix("roster_")
+            if table.kind == "graph":
+                left = self.ledger.graph_remaining(table)
+                rows.append((f"{label}: edge budget", left, None, None,
+                             "edge-level DP: one ε budget shared by every potential edge"))  # fmt: skip
+                continue
             if names != [label]:
                 label += f" ({', '.join(names)})"
             usable, excluded = self.ledger.subject_counts(table, self.session.values["epsilon"], 0.0)
@@ -319,6 +330,9 @@ class Gateway:
         rows = []
         for name in sorted(cat.tables):
             t = cat.tables[name]
+            if t.kind == "graph":
+                rows.append((name, "graph", None, None, None))
+                continue
             rows.append((name, "protected", t.unit, t.max_rows, t.max_groups))
         for name in sorted(cat.public_tables):
             rows.append((name, "public", None, None, None))
@@ -335,8 +349,9 @@ class Gateway:
         rows = []
         if ref.protected is not None:
             t = ref.protected
+            ends = {t.graph["src"]: "edge source", t.graph["dst"]: "edge target"} if t.graph else {}
             for c in t.columns.values():
-                role = "privacy unit" if c.name == t.unit else ""
+                role = ends.get(c.name) or ("privacy unit" if c.name == t.unit and not t.graph else "")
                 bounds = f"[{_number(c.lower)}, {_number(c.upper)}]" if c.bounded else None
                 domain = None
                 if c.domain is not None:
@@ -461,7 +476,7 @@ def _subject_rows(plan, subjects) -> list[tuple]:
     return rows
 
 
-def explain_rows(plan: CountPlan | TopKPlan, subjects) -> list[tuple]:
+def explain_rows(plan: CountPlan | TopKPlan | SubgraphPlan, subjects) -> list[tuple]:
     """EXPLAIN PRIVACY: mechanism, ε/δ per release, sensitivities, error bars, who pays what."""
     s = plan.settings
     rows = [
@@ -475,6 +490,10 @@ def explain_rows(plan: CountPlan | TopKPlan, subjects) -> list[tuple]:
             f"class {plan.query_class} over {plan.table.name}; error bars at {100 * (1 - s.alpha):g}%",
         ),
     ]
+    if isinstance(plan, SubgraphPlan):
+        if isinstance(subjects, errors.Error):
+            rows.append(("edge budget", None, None, None, None, None, f"the query would be refused: {subjects.message}"))
+        return rows + subgraph_query.explain_rows(plan)
     rows += _subject_rows(plan, subjects)
     if isinstance(plan, TopKPlan):
         return rows + _topk_explain_rows(plan)

@@ -168,6 +168,13 @@ class Ledger:
             )  # fmt: skip
         return eq - es, dq - ds
 
+    def graph_remaining(self, table: ProtectedTable) -> float:
+        """What every potential edge of a protected graph has left (its one shared budget)."""
+        row = self._con.execute(
+            f"SELECT max(epsilon_budget - epsilon_spent) FROM {table.roster_sql}"
+        ).fetchone()
+        return max(0.0, float(row[0] or 0))
+
     def subject_plan(self, cost: Cost) -> pdp.SubjectPlan:
         """The personalization plan for ``cost`` from the roster as it is now (public facts only)."""
         table = cost.table
@@ -178,6 +185,14 @@ class Ledger:
         ).fetchall()
         levels = [pdp.Level(Decimal(a), int(n)) for a, n in rows if a > 0]
         excluded = sum(int(n) for a, n in rows if a <= 0)
+        if table.kind == "graph" and not any(lv.allowance == dec(cost.epsilon) for lv in levels):
+            left = self.graph_remaining(table)
+            raise errors.BudgetExceededError(
+                f"The edge budget of graph {table.name} has ε={left:g} left; the query asks ε={cost.epsilon:g}",
+                code="DP403",
+                hint=f"ask with epsilon <= {left:g}, or ask the owner for a larger edge budget",
+                requested=cost.epsilon, remaining=left,
+            )  # fmt: skip
         return pdp.plan(cost.rule, sorted(levels, key=lambda lv: lv.allowance), dec(cost.epsilon),
                         excluded=excluded, **cost.options)  # fmt: skip
 

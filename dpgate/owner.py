@@ -203,8 +203,21 @@ class Owner:
             raise errors.PolicyError("epsilon budget must be finite and >= 0", code="DP313")
 
         existing = self.con.execute(
-            f"SELECT unit_column FROM {catalog.SCHEMA}.protected_tables WHERE table_name = ?", [table]
+            f"SELECT unit_column, kind FROM {catalog.SCHEMA}.protected_tables WHERE table_name = ?", [table]
         ).fetchone()
+        if existing and existing[1] == "graph":
+            raise errors.PolicyError(
+                f"{table!r} is protected as a graph", code="DP314",
+                hint="call unprotect() first to protect it as an ordinary table",
+            )  # fmt: skip
+        if self.con.execute(
+            f"SELECT 1 FROM {catalog.SCHEMA}.protected_tables WHERE roster_table = ? AND kind = 'graph'",
+            [roster_name(subjects or table)],
+        ).fetchone():
+            raise errors.PolicyError(
+                f"The subject space {subjects or table!r} is a graph's edge budget", code="DP317",
+                hint="choose another subjects name",
+            )  # fmt: skip
         if existing and existing[0] != unit:
             raise errors.PolicyError(
                 f"{table!r} is protected with privacy unit {existing[0]!r}; changing it to {unit!r} "
@@ -262,6 +275,118 @@ class Owner:
                 self._declare(con, table, cols, col, domain=values)
             for col, (lo, hi) in (bounds or {}).items():
                 self._declare(con, table, cols, col, bounds=(lo, hi))
+            self._refresh_roster(con, table)
+
+    def protect_graph(
+        self,
+        table: str,
+        *,
+        src: str,
+        dst: str,
+        nodes: int | str,
+        node_column: str | None = None,
+        epsilon: float | None = None,
+        allow_kclique: bool = False,
+    ) -> None:
+        """Declare an edge table as a protected graph, with edge-level DP.
+
+        Neighbouring graphs differ in one edge of the simple undirected graph on a public
+        node universe: ``nodes = N`` (ids are the integers ``0 .. N-1``; other ids are never
+        read) or ``nodes = "<public table>"`` whose ``node_column`` (default: its only
+        column) lists the node ids. The universe is a declaration, never counted from the
+        edges. ``epsilon`` is the lifetime budget of every potential edge; since every query
+        charges all of them alike, it is kept as one shared budget. ``allow_kclique`` lets
+        analysts ask for k-cliques with k >= 4 on graphs of more than 200 nodes (their cost
+        grows with the cliques of the graph; see ``dpgate.graphs``).
+        """
+        table = table.lower()
+        src, dst = src.lower(), dst.lower()
+        cols = dict(catalog.table_columns(self.con, table))
+        if not cols:
+            raise errors.PolicyError(
+                f"No table {table!r} in schema main", code="DP310", hint="create and load the edge table first"
+            )
+        for c in (src, dst):
+            if c not in cols:
+                raise errors.PolicyError(
+                    f"Table {table!r} has no column {c!r}", code="DP311", hint=f"columns are: {', '.join(cols)}"
+                )
+        if src == dst:
+            raise errors.PolicyError("src and dst must be two different columns", code="DP311")
+        graph: dict[str, Any] = {"src": src, "dst": dst, "allow_kclique": bool(allow_kclique)}
+        if isinstance(nodes, bool) or not isinstance(nodes, (int, str)):
+            raise errors.PolicyError(
+                "nodes must be the node count N or the name of a public node table", code="DP318"
+            )
+        if isinstance(nodes, int):
+            if nodes < 2:
+                raise errors.PolicyError(f"The node universe needs at least 2 nodes, got {nodes}", code="DP318")
+            for c in (src, dst):
+                if cols[c].upper() not in catalog.INTEGER_TYPES:
+                    raise errors.PolicyError(
+                        f"nodes = {nodes} numbers the nodes 0 .. {nodes - 1}, but {table}.{c} is {cols[c]}",
+                        code="DP318",
+                        hint='declare a public node table instead: nodes = "<table>", node_column = "<id column>"',
+                    )
+            graph["nodes"] = nodes
+        else:
+            node_table = nodes.lower()
+            ncols = dict(catalog.table_columns(self.con, node_table))
+            if not ncols:
+                raise errors.PolicyError(f"No node table {node_table!r}", code="DP318")
+            if self.con.execute(
+                f"SELECT 1 FROM {catalog.SCHEMA}.protected_tables WHERE table_name = ?", [node_table]
+            ).fetchone():
+                raise errors.PolicyError(
+                    f"The node table {node_table!r} is protected; the node universe must be public", code="DP318"
+                )
+            if node_column is None:
+                if len(ncols) != 1:
+                    raise errors.PolicyError(
+                        f"Node table {node_table!r} has several columns", code="DP318",
+                        hint="name the id column with node_column",
+                    )  # fmt: skip
+                node_column = next(iter(ncols))
+            node_column = node_column.lower()
+            if node_column not in ncols:
+                raise errors.PolicyError(f"Node table {node_table!r} has no column {node_column!r}", code="DP318")
+            for c in (src, dst):
+                if catalog.type_family(cols[c]) != catalog.type_family(ncols[node_column]):
+                    raise errors.PolicyError(
+                        f"{table}.{c} ({cols[c]}) and {node_table}.{node_column} ({ncols[node_column]}) "
+                        "are not comparable types",
+                        code="DP318",
+                    )
+            graph["node_table"], graph["node_column"] = node_table, node_column
+        if epsilon is None:
+            epsilon = DEFAULT_SUBJECT_EPSILON
+        if not (epsilon >= 0 and math.isfinite(epsilon)):
+            raise errors.PolicyError("epsilon budget must be finite and >= 0", code="DP313")
+        existing = self.con.execute(
+            f"SELECT kind FROM {catalog.SCHEMA}.protected_tables WHERE table_name = ?", [table]
+        ).fetchone()
+        if existing and existing[0] != "graph":
+            raise errors.PolicyError(
+                f"{table!r} is protected as an ordinary table", code="DP314",
+                hint="call unprotect() first to declare it a graph",
+            )  # fmt: skip
+        roster = roster_name(table)
+        with self._transaction() as con:
+            con.execute(
+                f"INSERT OR REPLACE INTO {catalog.SCHEMA}.protected_tables "
+                "(table_name, kind, unit_column, max_rows, max_groups, budget_source, budget_column, "
+                "budget_table, budget_table_unit, budget_table_column, default_epsilon, subject_delta, "
+                "roster_table, options) VALUES (?, 'graph', ?, 1, 1, 'default', NULL, NULL, NULL, NULL, ?, ?, ?, ?)",
+                [table, src, epsilon, DEFAULT_SUBJECT_DELTA, roster, json.dumps({"graph": graph})],
+            )
+            ddl = resources.read_sql("roster.sql").format(
+                roster=f"{catalog.SCHEMA}.{quote(roster)}",
+                offsets=f"{catalog.SCHEMA}.roster_offsets",
+                view=f"{catalog.SCHEMA}.{quote(catalog.subjects_view(roster))}",
+                name="'" + roster.replace("'", "''") + "'",
+                unit_type="BIGINT",
+            )
+            con.execute(ddl)
             self._refresh_roster(con, table)
 
     def declare(
@@ -373,20 +498,23 @@ class Owner:
             [table],
         ).fetchone()
         members = con.execute(
-            f"SELECT table_name, unit_column FROM {catalog.SCHEMA}.protected_tables WHERE roster_table = ?",
+            f"SELECT table_name, unit_column, kind FROM {catalog.SCHEMA}.protected_tables WHERE roster_table = ?",
             [roster],
         ).fetchall()
-        # Every subject of every table in the subject space (the roster is theirs together).
+        # Every subject of every table in the subject space (the roster is theirs together). A
+        # graph's roster is one row: the budget every potential edge shares (edge-level DP).
         units = " UNION ".join(
-            f"SELECT {quote(u)} AS unit FROM {quote(t)} WHERE {quote(u)} IS NOT NULL" for t, u in members
-        )
+            "SELECT CAST(0 AS BIGINT) AS unit" if kind == "graph"
+            else f"SELECT {quote(u)} AS unit FROM {quote(t)} WHERE {quote(u)} IS NOT NULL"
+            for t, u, kind in members
+        )  # fmt: skip
         r = f"{catalog.SCHEMA}.{quote(roster)}"
         params: list[Any] = []
         if source == "default":
             src = f"SELECT unit, CAST(? AS DOUBLE) AS eps FROM ({units})"
             params = [default_eps]
         elif source == "column":
-            t, u = members[0]
+            t, u, _ = members[0]
             src = (
                 f"SELECT {quote(u)} AS unit, greatest(coalesce(min(CAST({quote(bcol)} AS DOUBLE)), 0), 0) AS eps "
                 f"FROM {quote(t)} WHERE {quote(u)} IS NOT NULL GROUP BY {quote(u)}"
@@ -481,7 +609,7 @@ class Owner:
                     policy = tomllib.load(f)
                 except tomllib.TOMLDecodeError as e:
                     raise errors.PolicyError(f"Policy file is not valid TOML: {e}", code="DP330") from e
-        _check_keys("policy", policy, {"tables", "analysts"})
+        _check_keys("policy", policy, {"tables", "graphs", "analysts"})
         done = []
         for tname, spec in policy.get("tables", {}).items():
             _check_keys(
@@ -520,6 +648,21 @@ class Owner:
                 subjects=spec.get("subjects"),
             )
             done.append(f"protected {tname} (unit {spec['unit']})")
+        for gname, spec in policy.get("graphs", {}).items():
+            _check_keys(f"[graphs.{gname}]", spec, {"src", "dst", "nodes", "node_column", "epsilon", "allow_kclique"})
+            for key in ("src", "dst", "nodes"):
+                if key not in spec:
+                    raise errors.PolicyError(f"[graphs.{gname}] needs {key} = ...", code="DP330")
+            self.protect_graph(
+                gname,
+                src=spec["src"],
+                dst=spec["dst"],
+                nodes=spec["nodes"],
+                node_column=spec.get("node_column"),
+                epsilon=spec.get("epsilon"),
+                allow_kclique=bool(spec.get("allow_kclique", False)),
+            )
+            done.append(f"protected graph {gname} ({spec['src']} - {spec['dst']})")
         for aname, spec in policy.get("analysts", {}).items():
             _check_keys(
                 f"[analysts.{aname}]", spec,

@@ -28,7 +28,7 @@ from sqlglot import exp
 
 from dpgate import bounds, errors, noise
 from dpgate.catalog import INTEGER_TYPES, Catalog, ProtectedTable, is_numeric_type
-from dpgate.classify import TOPK_COLUMNS_FUNCTION, Classified, function_name
+from dpgate.classify import GRAPH_FUNCTIONS, TOPK_COLUMNS_FUNCTION, Classified, function_name
 from dpgate.dialect import to_duckdb
 from dpgate.nodes import dp_options
 from dpgate.plans import (
@@ -44,6 +44,7 @@ from dpgate.plans import (
     KeySelection,
     KeySpec,
     OutputColumn,
+    SubgraphPlan,
     SubjectCharge,
     TopKPlan,
 )
@@ -127,8 +128,19 @@ def _suggest(name: str, candidates) -> str:
 
 def plan_query(
     classified: Classified, catalog: Catalog, session: Session, facts: PublicFacts
-) -> CountPlan | TopKPlan:
-    """Build the plan of a query over one protected table: counting class or top-k (module docstring)."""
+) -> CountPlan | TopKPlan | SubgraphPlan:
+    """Build the plan of a query over one protected table: counting class, top-k, or subgraph counts."""
+    if classified.protected.kind == "graph":
+        from dpgate import subgraph_query
+
+        return subgraph_query.plan(classified, catalog, session, facts)
+    used = sorted({function_name(f) for f in classified.statement.find_all(exp.Func)} & set(GRAPH_FUNCTIONS))
+    if used:
+        raise errors.UnsupportedQueryError(
+            f"{used[0].upper()}() counts subgraphs of a protected graph; {classified.protected.name} is not one",
+            code="DP219",
+            hint="SHOW TABLES lists the graphs (kind graph)",
+        )
     return _Planner(classified, catalog, session, facts).plan()
 
 

@@ -243,3 +243,54 @@ class TopKPlan:
         if any(k.domain is None for k in self.keys):
             return None
         return math.prod(len(k.domain) for k in self.keys)
+
+
+@dataclass(frozen=True)
+class SubgraphCount:
+    """One subgraph count of a graph query: which ladder, and its ε (count and error bar)."""
+
+    index: int
+    label: str  # as the analyst wrote it
+    query: str  # 'triangle' | 'kstar' | 'ktriangle' | 'kclique' (dpgate.graphs.QUERIES)
+    k: int | None
+    epsilon: float  # the count's whole share, error bar included
+    interval_share: float  # part of it spent on the DP width statistic (0: public error bar)
+    global_sensitivity: int
+
+
+@dataclass(frozen=True)
+class SubgraphPlan:
+    """Subgraph counts of a protected graph under edge-level DP (``mechanisms.ladder``).
+
+    Neighbouring graphs differ in one edge of the simple undirected graph on the public node
+    universe; every potential edge shares one budget (``charge``).
+    """
+
+    table: ProtectedTable
+    settings: QuerySettings
+    statement_sql: str
+    n_nodes: int
+    node_source: str  # "declared N" or "public table t.c"
+    edges_where: exp.Expr | None  # a row filter over the edge table (WHERE of the function form)
+    counts: tuple[SubgraphCount, ...]
+    shape: str  # "functions", "triangle self-join" or "degree sum"
+    post: exp.Select
+    outputs: tuple[OutputColumn, ...]
+    charge: SubjectCharge
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    query_class: str = "subgraph"
+    mechanism: str = "ladder"
+    keys: tuple = ()
+
+    def __post_init__(self) -> None:
+        spent = sum(c.epsilon for c in self.counts)
+        if not self.counts or not math.isclose(spent, self.settings.epsilon, rel_tol=1e-9, abs_tol=1e-15):
+            raise errors.InternalError(f"ε shares sum to {spent}, not {self.settings.epsilon}")
+
+    @property
+    def epsilon(self) -> float:
+        return self.settings.epsilon
+
+    @property
+    def delta(self) -> float:
+        return 0.0

@@ -52,6 +52,7 @@ SPECS: dict[str, Spec] = {
     "rounds": Spec("int", "rounds of t_round", 1, 16),
     "min_partition_size": Spec("int", "smallest partition of subjects", 1, None),
     "topk_method": Spec("str", "mechanism for ORDER BY COUNT(*) DESC LIMIT k queries", choices=TOPK_METHODS),
+    "interval_share": Spec("float", "share of a subgraph count's ε spent on a tighter error bar (0: public bound)", 0.0, 1.0),
     "confirm_share": Spec("float", "share of remaining quota above which the shell asks first", 0.0, 1.0, session=True),
 }
 
@@ -66,6 +67,7 @@ DEFAULTS: dict[str, Any] = {
     "rounds": 2,
     "min_partition_size": 100,
     "topk_method": "oneshot",
+    "interval_share": 0.1,
     "confirm_share": 0.25,
 }
 
@@ -88,6 +90,7 @@ class QuerySettings:
     max_groups: int | None = None
     privacy_unit: str | None = None
     topk_method: str = "oneshot"
+    interval_share: float = 0.1
     explicit: frozenset[str] = field(default_factory=frozenset)
 
 
@@ -227,5 +230,6 @@ class Session:
             max_groups=values.get("max_groups_contributed"),
             privacy_unit=values.get("privacy_unit_column"),
             topk_method=values["topk_method"],
+            interval_share=values["interval_share"],
             explicit=frozenset(explicit),
         )

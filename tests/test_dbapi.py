@@ -188,7 +188,10 @@ def test_show_tables_and_describe(con):
     cur = con.cursor()
     rows = cur.execute("SHOW TABLES").fetchall()
     kinds = {r[0]: r[1] for r in rows}
-    assert kinds == {"adult": "protected", "baskets": "protected", "basket_flags": "protected", "country_regions": "public"}
+    assert kinds == {
+        "adult": "protected", "baskets": "protected", "basket_flags": "protected", "country_regions": "public",
+        "karate": "graph", "wormnet": "graph", "wormnet_genes": "public",
+    }  # fmt: skip
     desc = cur.execute("DESCRIBE adult").fetchall()
     by_name = {r[0]: r for r in desc}
     assert by_name["person_id"][2] == "privacy unit"

@@ -33,3 +33,9 @@ def test_topk_baskets_prints_the_f1_table():
     assert "F1 against the true top-k" in out and "tps_pfm" in out and "oneshot" in out
     rows = [line for line in out.splitlines() if re.match(r"^\s*(5|10|20)\s+[0-9.]+\s+[0-9.]+", line)]
     assert len(rows) == 12, "one row per (k, ε)"
+
+
+def test_ladder_utility_prints_the_error_table():
+    out = _run("ladder_utility.py", "--runs", "2")
+    for query in ("triangle", "2-star", "3-star"):
+        assert sum(line.startswith(query) for line in out.splitlines()) == 3, "one row per ε"

@@ -1,9 +1,10 @@
 -- The demo database: UCI Adult as the protected table `adult`, a budget table, and a public
--- lookup table; supermarket baskets (long and wide). Run by `dpgate demo` with {adult} and
--- {baskets} replaced by the paths of the files shipped in examples/data/ (licences there:
--- Adult CC BY 4.0, UCI Machine Learning Repository, Becker & Kohavi 1996; baskets GPL-2+,
--- Weka's supermarket.arff). The wide table basket_flags is built by dpgate/demo.py from the
--- item catalogue declared in policy.toml.
+-- lookup table; supermarket baskets (long and wide); two graphs. Run by `dpgate demo` with
+-- {adult}, {baskets} and {wormnet} replaced by the paths of the files shipped in examples/data/
+-- (licences there: Adult CC BY 4.0, UCI Machine Learning Repository, Becker & Kohavi 1996;
+-- baskets GPL-2+, Weka's supermarket.arff; WormNet v3 via networkx, BSD-3-Clause). The wide
+-- table basket_flags is built by dpgate/demo.py from the item catalogue declared in
+-- policy.toml, and the karate club graph (Zachary 1977) from networkx.karate_club_graph().
 
 CREATE TABLE adult AS SELECT * FROM read_parquet({adult}) ORDER BY person_id;
 
@@ -63,3 +64,11 @@ INSERT INTO country_regions VALUES
     ('United-States', 'North America'),
     ('Vietnam', 'Asia'),
     ('Yugoslavia', 'Europe');
+
+-- The WormNet v3 gold-standard gene network of C. elegans: one row per undirected edge.
+CREATE TABLE wormnet AS SELECT src, dst FROM read_parquet({wormnet}) ORDER BY src, dst;
+
+-- Its public node universe: the 2,445 genes of the benchmark (the owner's declaration; the
+-- graph's node count is never read from the edges by dpgate).
+CREATE TABLE wormnet_genes (gene VARCHAR PRIMARY KEY);
+INSERT INTO wormnet_genes SELECT gene FROM (SELECT src AS gene FROM wormnet UNION SELECT dst FROM wormnet) ORDER BY gene;

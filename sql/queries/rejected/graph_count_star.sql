@@ -1,0 +1,3 @@
+-- expect-error: DP212 UnsupportedQueryError
+-- why: a protected graph answers subgraph counts, not ordinary aggregates
+SELECT COUNT(*) FROM karate;
