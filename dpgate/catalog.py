@@ -169,6 +169,7 @@ class Catalog:
     builtin_functions: frozenset[str] = frozenset()
     budget_tables: frozenset[str] = frozenset()
     relation_names: frozenset[str] = frozenset()  # every table (any schema) and built-in view
+    releases: frozenset[str] = frozenset()  # public tables that are DP releases (release registry)
 
     def protected(self, name: str) -> ProtectedTable | None:
         return self.tables.get(name.lower())
@@ -295,9 +296,17 @@ def load(con: duckdb.DuckDBPyConnection) -> Catalog:
         )
     budget_tables = frozenset(t.budget_table for t in tables.values() if t.budget_table)
     public = frozenset(base_tables - set(tables) - budget_tables)
+    releases = frozenset()
+    if con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE schema_name = ? AND table_name = 'release_registry' "
+        "AND database_name = current_database()", [SCHEMA],
+    ).fetchone()[0]:  # fmt: skip
+        releases = frozenset(
+            r[0] for r in con.execute(f"SELECT name FROM {SCHEMA}.release_registry WHERE dropped_at IS NULL").fetchall()
+        )
     return Catalog(
         int(settings.get("catalog_version", "0")), tables, public, settings, db_name, views,
-        builtin_functions(con)[0], budget_tables, relations,
+        builtin_functions(con)[0], budget_tables, relations, releases & public,
     )  # fmt: skip
 
 

@@ -6,7 +6,9 @@ views), every function it calls, and decides which kind of statement it is:
 
 - ``dp``: a query over exactly one protected table, handed to the planner;
 - ``public``: a query touching no protected data, passed to DuckDB unchanged;
-- ``set``, ``show_budget``, ``explain``, ``show_tables``, ``describe``: dpgate's own.
+- ``synthetic``: ``CREATE SYNTHETIC TABLE`` from one protected table, handed to its planner;
+- ``set``, ``show_budget``, ``show_releases``, ``drop_synthetic``, ``explain``, ``show_tables``,
+  ``describe``: dpgate's own.
 
 Everything else is refused with a specific error. The decisions here read only the
 statement and the catalog (public facts), never the rows.
@@ -22,7 +24,7 @@ from sqlglot.errors import ParseError as SqlglotParseError
 
 from dpgate import errors
 from dpgate.catalog import MAIN, SCHEMA, Catalog, ProtectedTable
-from dpgate.nodes import ExplainPrivacy, ShowBudget, dp_options
+from dpgate.nodes import CreateSynthetic, DropSynthetic, ExplainPrivacy, ShowBudget, ShowReleases, dp_options
 
 # Table functions an analyst may call (they generate values, read nothing).
 SAFE_TABLE_FUNCTIONS = {"range", "generate_series", "unnest"}
@@ -99,7 +101,7 @@ def classify(statement: exp.Expr, catalog: Catalog) -> Classified:
     """Decide what a statement is, refusing anything that could leak raw data."""
     if isinstance(statement, ExplainPrivacy):
         inner = classify(statement.this, catalog)
-        if inner.kind not in ("dp", "public"):
+        if inner.kind not in ("dp", "public", "synthetic"):
             raise errors.UnsupportedQueryError(
                 "EXPLAIN PRIVACY takes a query", code="DP206",
                 hint="write EXPLAIN PRIVACY SELECT ... FROM <protected table> ...",
@@ -107,6 +109,19 @@ def classify(statement: exp.Expr, catalog: Catalog) -> Classified:
         return Classified("explain", statement, inner.protected, inner.refs, inner)
     if isinstance(statement, ShowBudget):
         return Classified("show_budget", statement)
+    if isinstance(statement, ShowReleases):
+        return Classified("show_releases", statement)
+    if isinstance(statement, DropSynthetic):
+        return Classified("drop_synthetic", statement)
+    if isinstance(statement, CreateSynthetic):
+        source = statement.args["source"]
+        ref = _resolve(source, catalog, set())
+        if ref.kind != "protected":
+            raise errors.UnsupportedQueryError(
+                f"{ref.name} is not a protected table: its rows are public already", code="DP207",
+                hint="CREATE SYNTHETIC TABLE makes a DP copy of a protected table",
+            )  # fmt: skip
+        return Classified("synthetic", statement, ref.protected, [ref])
     if isinstance(statement, exp.Set):
         return Classified("set", statement)
     if isinstance(statement, exp.Show):

@@ -1,7 +1,7 @@
 """The ``dpgate`` command: a thin layer over the library.
 
 Analyst commands: ``shell``, ``query``, ``explain``, ``demo``. Owner commands: ``init``,
-``policy apply``, ``ledger``. dpgate errors print as ``error DPxxx: message`` plus a hint,
+``policy apply``, ``ledger``, ``quality``. dpgate errors print as ``error DPxxx: message`` plus a hint,
 with exit status 1; nothing is charged for a refused statement.
 """
 
@@ -32,7 +32,9 @@ def cmd_query(args: argparse.Namespace) -> int:
     from dpgate import connect
     from dpgate.render import format_result
 
-    with connect(args.database, analyst=args.analyst) as con:
+    from dpgate.progress import ProgressBar
+
+    with connect(args.database, analyst=args.analyst, progress=ProgressBar(sys.stderr)) as con:
         cur = con.cursor()
         cur.execute(args.sql)
         print(format_result(cur.result, intervals=not args.no_intervals, mode=args.mode, max_width=None))
@@ -102,6 +104,21 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_quality(args: argparse.Namespace) -> int:
+    """Compare a release with its source: average TVD of its 1-, 2- and 3-way marginals (owner; reads raw data)."""
+    from dpgate.owner import Owner
+
+    with Owner(args.database, create=False) as owner:
+        report = owner.quality(args.release)
+    print(f"release {args.release}: {report['rows_release']:,} rows; source {report['source']}: "
+          f"{report['rows_source']:,} rows; {report['columns']} columns")  # fmt: skip
+    for way in (1, 2, 3):
+        value = report.get(f"tvd_{way}way")
+        if value is not None:
+            print(f"average total variation distance, {way}-way marginals: {value:.4f}")
+    return 0
+
+
 def cmd_shell(args: argparse.Namespace) -> int:
     """The interactive SQL shell: completion, highlighting, history, the budget always in view."""
     from dpgate.repl import run_shell
@@ -153,6 +170,11 @@ def build_parser() -> argparse.ArgumentParser:
     pa.add_argument("database")
     pa.add_argument("policy")
     pa.set_defaults(func=cmd_policy_apply)
+
+    qu = sub.add_parser("quality", help=cmd_quality.__doc__, description=cmd_quality.__doc__)
+    qu.add_argument("database")
+    qu.add_argument("release")
+    qu.set_defaults(func=cmd_quality)
 
     lg = sub.add_parser("ledger", help=cmd_ledger.__doc__, description=cmd_ledger.__doc__)
     lg.add_argument("database")

@@ -10,7 +10,7 @@ light cursor sharing the connection's gateway, session settings and ledger.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from dpgate import errors
@@ -37,6 +37,15 @@ class Connection:
     @property
     def closed(self) -> bool:
         return self._gateway.closed
+
+    @property
+    def progress(self) -> Callable[[float, str], None] | None:
+        """Called with (fraction done, message) while long work runs (a synthetic release)."""
+        return self._gateway.progress
+
+    @progress.setter
+    def progress(self, callback: Callable[[float, str], None] | None) -> None:
+        self._gateway.progress = callback
 
     def cursor(self) -> Cursor:
         return Cursor(self)
@@ -171,10 +180,19 @@ class Cursor:
         self.close()
 
 
-def connect(database: str, analyst: str, *, test_seed: int | None = None) -> Connection:
+def connect(
+    database: str,
+    analyst: str,
+    *,
+    test_seed: int | None = None,
+    progress: Callable[[float, str], None] | None = None,
+) -> Connection:
     """Open ``database`` (a DuckDB file with a dpgate catalog) as ``analyst``.
 
     ``test_seed`` fixes the noise for tests; the owner must allow it, and every result is
-    then marked not private.
+    then marked not private. ``progress(fraction, message)`` is called while a synthetic
+    release is built.
     """
-    return Connection(Gateway(database, analyst, test_seed=test_seed))
+    con = Connection(Gateway(database, analyst, test_seed=test_seed))
+    con.progress = progress
+    return con

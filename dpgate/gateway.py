@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+from collections.abc import Callable
 from typing import Any
 
 import duckdb
@@ -20,13 +21,13 @@ import numpy as np
 from sqlglot import exp
 
 from dpgate import catalog as catalog_mod
-from dpgate import database, errors, execute, noise, planner, release, subgraph_query, topk_query
+from dpgate import database, errors, execute, noise, planner, registry, release, subgraph_query, synthetic_query, topk_query
 from dpgate.classify import Classified, classify
 from dpgate.dialect import parse_one, to_duckdb, to_sql
 from dpgate.facts import DuckDBFacts
 from dpgate.ledger import Cost, Ledger
 from dpgate.mechanisms import KeySelector, LaplaceCounting
-from dpgate.plans import CountPlan, SubgraphPlan, TopKPlan
+from dpgate.plans import CountPlan, SubgraphPlan, SynthesisPlan, TopKPlan
 from dpgate.release import Answer, ColumnNoise, ReleaseInfo, Result
 from dpgate.settings import Session, literal_value
 
@@ -52,6 +53,8 @@ class Gateway:
                     f"{os.fspath(path)!r} has no dpgate catalog", code="DP302",
                     hint="the data owner declares protected tables and analysts first (dpgate policy apply)",
                 )  # fmt: skip
+            with self._instance.ledger_lock:
+                registry.ensure(self._con)  # a database made by an older dpgate
             self.catalog()
             self.ledger.quota(analyst)  # unknown analyst -> PolicyError
             if test_seed is not None and not self.ledger.may_seed(analyst):
@@ -66,6 +69,8 @@ class Gateway:
         self._test_seed = test_seed
         self._queries = 0
         self.closed = False
+        #: Called with (fraction done, message) while long work (a synthetic release) runs.
+        self.progress: Callable[[float, str], None] | None = None
 
     def close(self) -> None:
         if not self.closed:
@@ -118,8 +123,12 @@ class Gateway:
             return self._describe(classified)
         if kind == "explain":
             return self._explain(classified, cat)
-        if kind == "dp":
+        if kind in ("dp", "synthetic"):
             return self._dp(classified, cat, sql)
+        if kind == "show_releases":
+            return self._show_releases()
+        if kind == "drop_synthetic":
+            return self._drop_synthetic(classified.statement)
         raise errors.InternalError(f"unhandled statement kind {kind}")
 
     def cost(self, sql: str, params: Any = None) -> tuple[float, float] | None:
@@ -131,7 +140,7 @@ class Gateway:
         statement = parse_one(sql)
         cat = self.catalog()
         classified = classify(statement, cat)
-        if classified.kind != "dp":
+        if classified.kind not in ("dp", "synthetic"):
             return None
         if params:
             classified = classify(bind_parameters(statement, params), cat)
@@ -145,12 +154,16 @@ class Gateway:
         for name, t in sorted(cat.tables.items()):
             out[name] = ("graph" if t.kind == "graph" else "protected", [(c.name, c.type) for c in t.columns.values()])
         for name in sorted(cat.public_tables):
-            out[name] = ("public", self.facts.columns(name))
+            out[name] = ("release" if name in cat.releases else "public", self.facts.columns(name))
         for name in sorted(cat.views):
             out.setdefault(name, ("view", self.facts.columns(name)))
         return out
 
-    def plan(self, classified: Classified, cat: catalog_mod.Catalog) -> CountPlan | TopKPlan | SubgraphPlan:
+    def plan(
+        self, classified: Classified, cat: catalog_mod.Catalog
+    ) -> CountPlan | TopKPlan | SubgraphPlan | SynthesisPlan:
+        if classified.kind == "synthetic":
+            return synthetic_query.plan(classified, cat, self.session)
         return planner.plan_query(classified, cat, self.session, self.facts)
 
     def _cost(self, plan: CountPlan, sql: str, private: bool) -> Cost:
@@ -178,6 +191,8 @@ class Gateway:
             topk_query.bind_check(self._con, plan, probe)
         elif isinstance(plan, SubgraphPlan):
             subgraph_query.bind_check(self._con, plan)
+        elif isinstance(plan, SynthesisPlan):
+            synthetic_query.bind_check(self._con, plan, probe)
         else:
             unit_type = plan.table.columns[plan.table.unit].type
             execute.bind_check(self._con, plan, probe, unit_type, 2 if rule in ("partition", "t_round") else 1)
@@ -191,6 +206,8 @@ class Gateway:
                 answer = topk_query.answer(self._con, plan, debit.charged, subjects, rng=rng)
             elif isinstance(plan, SubgraphPlan):
                 answer = subgraph_query.answer(self._con, plan, rng=rng)
+            elif isinstance(plan, SynthesisPlan):
+                answer = synthetic_query.answer(self._con, plan, debit, self.analyst, rng=rng, progress=self.progress)
             else:
                 answer = self._count_answer(plan, debit, rng)
         except errors.Error:
@@ -203,10 +220,10 @@ class Gateway:
             ) from e
         finally:
             self.ledger.discard(debit)
-        self.ledger.released(debit, len(answer.rows))
+        self.ledger.released(debit, answer.released_rows if answer.released_rows is not None else len(answer.rows))
         notes = list(plan.notes) + answer.notes
         if not isinstance(plan, SubgraphPlan):
-            notes += personalization_notes(plan, subjects)
+            notes += personalization_notes(plan, subjects, scaled_note=not isinstance(plan, SynthesisPlan))
         if not randomness.private:
             notes.append("NOT PRIVATE: a fixed test seed was used")
         info = ReleaseInfo(
@@ -225,7 +242,7 @@ class Gateway:
             intervals=answer.intervals,
             notes=notes,
         )
-        return Result(answer.names, answer.types, answer.rows, info)
+        return Result(answer.names, answer.types, answer.rows, info, message=answer.message)
 
     def _count_answer(self, plan: CountPlan, debit, rng: np.random.Generator) -> Answer:
         """The counting class: exact bounded statistics, (key selection,) noise, post-processing."""
@@ -241,7 +258,11 @@ class Gateway:
         else:
             idx = np.arange(len(exact.keys))
         keys = [exact.keys[i] for i in idx]
-        noisy = LaplaceCounting().release(plan, exact, idx, rng=rng, subjects=subjects)
+        if plan.settings.consistent:  # Norm-Sub needs the unclamped noisy counts
+            unclamped = dataclasses.replace(plan, settings=dataclasses.replace(plan.settings, clamp_counts=False))
+            noisy = release.consistent_counts(plan, LaplaceCounting().release(unclamped, exact, idx, rng=rng, subjects=subjects))
+        else:
+            noisy = LaplaceCounting().release(plan, exact, idx, rng=rng, subjects=subjects)
         names, types, rows, intervals = release.noisy_rows(self._con, plan, keys, noisy, plan.settings.intervals)
         columns = {}
         for out in plan.outputs:
@@ -249,6 +270,9 @@ class Gateway:
                 col = noisy[out.agg]
                 columns[out.name] = ColumnNoise(col.mechanism, col.epsilon, col.scale)
         notes = []
+        if plan.settings.consistent:
+            notes.append("consistent = true: each table of counts is non-negative and keeps its noisy total "
+                         "(Norm-Sub, post-processing); its cells carry no intervals")  # fmt: skip
         if plan.key_selection is not None:
             notes.append(
                 f"keys chosen by DP key selection (threshold {plan.key_selection.threshold} subjects, "
@@ -326,6 +350,30 @@ class Gateway:
             rows,
         )
 
+    def _show_releases(self) -> Result:
+        rows = []
+        for r in registry.records(self._con):
+            status = "active" if r.active else f"dropped {r.dropped_at:%Y-%m-%d %H:%M} by {r.dropped_by}"
+            options = r.parameters.get("options", {})
+            detail = ", ".join(f"{k}={v}" for k, v in options.items() if v is not None)
+            rows.append((r.name, r.kind, ", ".join(r.sources), r.mechanism, r.epsilon, r.delta, r.analyst,
+                         r.row_count, r.created_at, status, detail))  # fmt: skip
+        return Result(
+            ["name", "kind", "source", "mechanism", "epsilon", "delta", "analyst", "rows", "created_at", "status",
+             "parameters"],
+            ["VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "VARCHAR", "BIGINT", "TIMESTAMP",
+             "VARCHAR", "VARCHAR"],
+            rows,
+        )  # fmt: skip
+
+    def _drop_synthetic(self, statement) -> Result:
+        name = statement.this.name.lower()
+        with self._instance.ledger_lock:
+            if registry.active(self._con, name) is None and statement.args.get("exists"):
+                return Result([], [], [], None, message=f"DROP SYNTHETIC TABLE: no release named {name}")
+            registry.drop(self._con, name, by=self.analyst)
+        return Result([], [], [], None, message=f"DROP SYNTHETIC TABLE {name} (its lineage stays in SHOW RELEASES)")
+
     def _show_tables(self, cat: catalog_mod.Catalog) -> Result:
         rows = []
         for name in sorted(cat.tables):
@@ -335,7 +383,7 @@ class Gateway:
                 continue
             rows.append((name, "protected", t.unit, t.max_rows, t.max_groups))
         for name in sorted(cat.public_tables):
-            rows.append((name, "public", None, None, None))
+            rows.append((name, "release" if name in cat.releases else "public", None, None, None))
         for name in sorted(cat.views):
             rows.append((name, "view", None, None, None))
         return Result(
@@ -398,7 +446,7 @@ def thin_sample(con, charged: str, subjects, *, rng) -> None:
         con.execute(f"DELETE FROM {charged} WHERE unit IN (SELECT unnest(?))", [dropped])
 
 
-def personalization_notes(plan: CountPlan, subjects) -> list[str]:
+def personalization_notes(plan, subjects, *, scaled_note: bool = True) -> list[str]:
     """What the personalization rule did, for the answer's metadata (counts only, no identities)."""
     if subjects is None:
         return []
@@ -418,7 +466,7 @@ def personalization_notes(plan: CountPlan, subjects) -> list[str]:
     combined = len(subjects.parts) > 1 or subjects.left_out or sampled
     if combined or reduced or subjects.rule in ("minimum", "partition", "t_round"):
         notes.append(f"personalization {subjects.rule}: " + "; ".join(subjects.describe()))
-    if combined:
+    if combined and scaled_note:
         notes.append(
             "the answer is scaled to all subjects with budget left; unbiased if budgets are independent of "
             "the data; intervals cover the noise only"
@@ -476,7 +524,7 @@ def _subject_rows(plan, subjects) -> list[tuple]:
     return rows
 
 
-def explain_rows(plan: CountPlan | TopKPlan | SubgraphPlan, subjects) -> list[tuple]:
+def explain_rows(plan: CountPlan | TopKPlan | SubgraphPlan | SynthesisPlan, subjects) -> list[tuple]:
     """EXPLAIN PRIVACY: mechanism, ε/δ per release, sensitivities, error bars, who pays what."""
     s = plan.settings
     rows = [
@@ -490,6 +538,8 @@ def explain_rows(plan: CountPlan | TopKPlan | SubgraphPlan, subjects) -> list[tu
             f"class {plan.query_class} over {plan.table.name}; error bars at {100 * (1 - s.alpha):g}%",
         ),
     ]
+    if isinstance(plan, SynthesisPlan):
+        return rows + _subject_rows(plan, subjects) + synthetic_query.explain_rows(plan)
     if isinstance(plan, SubgraphPlan):
         if isinstance(subjects, errors.Error):
             rows.append(("edge budget", None, None, None, None, None, f"the query would be refused: {subjects.message}"))

@@ -28,7 +28,7 @@ from typing import Any
 import duckdb
 from sqlglot import exp
 
-from dpgate import catalog, database, errors, resources
+from dpgate import catalog, database, errors, registry, resources
 
 SCHEMA_VERSION = "1"
 DEFAULT_SUBJECT_DELTA = 1e-5
@@ -91,6 +91,7 @@ class Owner:
         """Create dpgate's schema if it is missing (idempotent)."""
         with self._instance.ledger_lock:
             if catalog.schema_exists(self.con):
+                registry.ensure(self.con)  # a database made by an older dpgate
                 return
             self.con.execute("BEGIN TRANSACTION")
             try:
@@ -584,6 +585,28 @@ class Owner:
             )
 
     # -- reading -------------------------------------------------------------------------
+    def quality(self, release: str) -> dict:
+        """Compare a release with its source table: average TVD of all 1-, 2- and 3-way marginals.
+
+        Owner only: it reads the raw rows, so no analyst interface offers it. The columns are
+        coded exactly as the release was (the codings are kept in its registry row).
+        """
+        from dpgate import synthesis
+        from dpgate.synthetic_query import coding_from_dict
+
+        rec = registry.active(self.con, release)
+        if rec is None:
+            raise errors.ProgrammingError(
+                f"No release named {release!r}", code="DP225", hint="SHOW RELEASES lists the releases"
+            )
+        if rec.kind != "synthetic table":
+            raise errors.NotSupportedError(f"No quality report for a {rec.kind}", code="DP221")
+        codings = [coding_from_dict(d) for d in rec.parameters["codings"]]
+        source = rec.sources[0]
+        cols = ", ".join(quote(c.name) for c in codings)
+        report = synthesis.quality(self.con, f"SELECT {cols} FROM main.{quote(source)}", rec.name, codings)
+        return {"release": rec.name, "source": source, **report}
+
     def catalog(self) -> catalog.Catalog:
         return catalog.load(self.con)
 

@@ -206,6 +206,12 @@ class _Planner:
                 code="DP214",
                 hint="ask the owner to declare the domain, or allow delta > 0 (e.g. OPTIONS (delta = 1e-6))",
             )
+        if needs_selection and s.consistent:
+            raise errors.UnsupportedQueryError(
+                "consistent = true needs the whole table of cells, and these keys have no public domain",
+                code="DP219",
+                hint="declare the keys' domains, or drop consistent",
+            )
         cells = None if needs_selection else math.prod(len(k.domain) for k in key_specs)
         if cells is not None and cells > MAX_CELLS:
             raise errors.UnsupportedQueryError(
@@ -320,6 +326,11 @@ class _Planner:
 
     def _topk_common(self, k: int, n_items: int | None, what: str) -> None:
         s = self.settings
+        if s.consistent and "consistent" in s.explicit:
+            raise errors.UnsupportedQueryError(
+                "consistent = true applies to tables of counts, not to a top-k selection", code="DP219",
+                hint="drop consistent, or drop ORDER BY ... LIMIT to get the whole table",
+            )  # fmt: skip
         if k < 1:
             raise errors.UnsupportedQueryError(
                 "LIMIT 0 asks for no items", code="DP219", hint="ask for the top k with LIMIT k, k >= 1"

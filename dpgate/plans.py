@@ -294,3 +294,39 @@ class SubgraphPlan:
     @property
     def delta(self) -> float:
         return 0.0
+
+
+@dataclass(frozen=True)
+class SynthesisPlan:
+    """A synthetic release: fit a model to a protected table, write samples as a public table.
+
+    ``codings`` are ``synthesis.ColumnCoding`` values (public code spaces); ``options`` the
+    mechanism's parameters (for PrivBayes: degree, theta, score, beta, encoding).
+    """
+
+    table: ProtectedTable
+    settings: QuerySettings
+    statement_sql: str
+    name: str  # the release's table in schema main
+    mechanism: str
+    codings: tuple[Any, ...]
+    options: dict[str, Any]
+    rows: int | None  # rows to write; None: the model's DP row estimate (scaled to everyone with budget)
+    bins: int
+    max_rows: int  # rows kept per subject: the model runs at ε / max_rows (group privacy)
+    charge: SubjectCharge
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    query_class: str = "synthetic"
+    keys: tuple = ()
+
+    @property
+    def epsilon(self) -> float:
+        return self.settings.epsilon
+
+    @property
+    def delta(self) -> float:
+        return 0.0
+
+    @property
+    def fit_epsilon(self) -> float:
+        return self.settings.epsilon / self.max_rows

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
+import numpy as np
 from sqlglot import exp
 
 from dpgate import errors
@@ -70,14 +71,67 @@ class Answer:
     intervals: list[dict[str, tuple[Any, Any]]]
     columns: dict[str, ColumnNoise] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    message: str | None = None  # for releases without rows (a synthetic table)
+    released_rows: int | None = None  # rows released, when not the rows above
 
 
 def _list_type(col: NoisyColumn) -> str:
     if not col.integer:
         return "DOUBLE"
     limit = 2**63 - 1
-    fits = all(-limit <= int(v) <= limit for arr in (col.values, col.low, col.high) for v in arr)
+    fits = all(v is None or -limit <= int(v) <= limit for arr in (col.values, col.low, col.high) for v in arr)
     return "BIGINT" if fits else "HUGEINT"
+
+
+def norm_sub(values: np.ndarray, total: float) -> np.ndarray:
+    """Norm-Sub: the non-negative integer vector closest to ``values`` that sums to ``total``.
+
+    Subtract one common amount δ from every cell and clip at zero, with δ chosen so that the
+    result sums to ``max(0, total)`` (the Euclidean projection onto that simplex); then round
+    to integers keeping the sum (largest remainders, ties to the earlier cell). Post-processing
+    of noisy values only (Norm-Sub: T. Wang et al., "Locally Differentially Private Frequency
+    Estimation with Consistency", NDSS 2020; the same step PrivBayes applies to its marginals).
+    """
+    y = np.asarray(values, dtype=float)
+    target = int(round(max(0.0, float(total))))
+    if y.size == 0:
+        return np.zeros(0, dtype=object)
+    if target == 0:
+        return np.zeros(y.size, dtype=object)
+    s = np.sort(y)[::-1]
+    cs = np.cumsum(s)
+    k = np.arange(1, y.size + 1)
+    delta_k = (cs - target) / k
+    valid = np.nonzero(s - delta_k > 0)[0]
+    delta = delta_k[valid[-1]] if valid.size else (cs[-1] - target) / y.size
+    x = np.maximum(y - delta, 0.0)
+    base = np.floor(x)
+    rest = target - int(base.sum())
+    if rest > 0:
+        order = np.lexsort((np.arange(y.size), -(x - base)))
+        base[order[:rest]] += 1
+    elif rest < 0:  # float rounding: take from the largest cells
+        order = np.argsort(-base, kind="stable")
+        base[order[: -rest]] -= 1
+    return np.array([int(v) for v in base], dtype=object)
+
+
+def consistent_counts(plan: CountPlan, noisy: list[NoisyColumn]) -> list[NoisyColumn]:
+    """``consistent = true``: every count aggregate's table made non-negative with its noisy total.
+
+    The cells' intervals no longer describe the projected values, so none are reported.
+    """
+    out = []
+    for agg, col in zip(plan.aggs, noisy):
+        if agg.kind not in ("count_rows", "count_values", "count_subjects", "count_distinct"):
+            out.append(col)
+            continue
+        raw = np.array([float(v) for v in col.values])
+        values = norm_sub(raw, raw.sum())
+        none = np.array([None] * len(values), dtype=object)
+        out.append(NoisyColumn(values, none, none, True, col.mechanism, col.epsilon,
+                               col.scale + "; made consistent (Norm-Sub: non-negative, same noisy total)"))  # fmt: skip
+    return out
 
 
 def noisy_rows(

@@ -42,7 +42,7 @@ def cells(result: Result, intervals: bool = True) -> tuple[list[str], list[list[
         out = []
         for name, v in zip(names, row):
             text = format_value(v)
-            if ivs is not None and i < len(ivs) and name in ivs[i]:
+            if ivs is not None and i < len(ivs) and name in ivs[i] and ivs[i][name] != (None, None):
                 lo, hi = ivs[i][name]
                 text = f"{text} [{format_value(lo)}, {format_value(hi)}]"
             out.append(text)
@@ -89,16 +89,18 @@ def _fit(widths: list[int], max_width: int) -> list[int]:
     return widths
 
 
-def status_line(result: Result) -> str:
+def status_line(result: Result, *, rows: bool = True) -> str:
     n = len(result.rows)
-    text = f"{n} row{'s' if n != 1 else ''}"
+    text = f"{n} row{'s' if n != 1 else ''}" if rows else ""
     rel = result.release
     if rel is not None:
-        text += f" · ε charged {rel.epsilon:g}"
+        text += f"{' · ' if text else ''}ε charged {rel.epsilon:g}"
         if rel.delta:
             text += f", δ {rel.delta:g}"
         text += f" · remaining ε {rel.epsilon_remaining:g}"
-        text += f" · {100 * (1 - rel.alpha):g}% intervals · {rel.mechanism}"
+        if result.columns:
+            text += f" · {100 * (1 - rel.alpha):g}% intervals"
+        text += f" · {rel.mechanism}"
         if rel.subjects_excluded:
             text += f" · {rel.subjects_excluded} subject(s) excluded (budget exhausted)"
         if not rel.private:
@@ -111,7 +113,10 @@ def format_result(
 ) -> str:
     """A whole result as text: table (or csv / json), then the status line and notes."""
     if result.message and not result.columns:
-        return result.message
+        if result.release is None or not status:
+            return result.message
+        lines = [result.message, status_line(result, rows=False)]
+        return "\n".join(lines + [f"note: {n}" for n in result.release.notes])
     names, rows, numeric = cells(result, intervals)
     if mode == "csv":
         buf = io.StringIO()
@@ -127,7 +132,8 @@ def format_result(
             obj = {n: _json(v) for n, v in zip(names, r)}
             if intervals and i < len(ivs):
                 for name, (lo, hi) in ivs[i].items():
-                    obj[f"{name}_ci_low"], obj[f"{name}_ci_high"] = _json(lo), _json(hi)
+                    if (lo, hi) != (None, None):
+                        obj[f"{name}_ci_low"], obj[f"{name}_ci_high"] = _json(lo), _json(hi)
             out.append(obj)
         return json.dumps(out, indent=2)
     parts = [format_table(names, rows, numeric, max_width)]

@@ -43,6 +43,7 @@ SPECS: dict[str, Spec] = {
     "alpha": Spec("float", "error bars are (1 - alpha) intervals", 0.0, 1.0, low_open=True),
     "intervals": Spec("bool", "add <col>_ci_low / <col>_ci_high columns"),
     "clamp_counts": Spec("bool", "clamp noisy counts at zero (post-processing)"),
+    "consistent": Spec("bool", "make a GROUP BY table of counts non-negative with its noisy total (Norm-Sub)"),
     "max_rows_contributed": Spec("int", "rows kept per subject (default: the table's max_rows)", 1, None, session=False),
     "max_groups_contributed": Spec("int", "groups kept per subject (default: the table's max_groups)", 1, None, session=False),
     "privacy_unit_column": Spec("ident", "must name the table's declared privacy unit", session=False),
@@ -62,6 +63,7 @@ DEFAULTS: dict[str, Any] = {
     "alpha": 0.05,
     "intervals": False,
     "clamp_counts": True,
+    "consistent": False,
     "personalization": "sample",
     "partitioning": "utility",
     "rounds": 2,
@@ -91,6 +93,7 @@ class QuerySettings:
     privacy_unit: str | None = None
     topk_method: str = "oneshot"
     interval_share: float = 0.1
+    consistent: bool = False
     explicit: frozenset[str] = field(default_factory=frozenset)
 
 
@@ -128,14 +131,15 @@ def _number(text: str) -> float | int:
         return float(text)
 
 
-def coerce(name: str, value: Any) -> Any:
+def coerce(name: str, value: Any, specs: dict[str, Spec] | None = None) -> Any:
     """Validate one setting's value; raise DP204/DP205 with what is accepted."""
-    spec = SPECS.get(name)
+    specs = SPECS if specs is None else specs
+    spec = specs.get(name)
     if spec is None:
         raise errors.ProgrammingError(
             f"Unknown DP option {name!r}",
             code="DP204",
-            hint="accepted options: " + ", ".join(sorted(SPECS)),
+            hint="accepted options: " + ", ".join(sorted(specs)),
         )
     if spec.kind == "bool":
         if isinstance(value, bool):
@@ -231,5 +235,6 @@ class Session:
             privacy_unit=values.get("privacy_unit_column"),
             topk_method=values["topk_method"],
             interval_share=values["interval_share"],
+            consistent=values["consistent"],
             explicit=frozenset(explicit),
         )

@@ -72,6 +72,8 @@ def plan(classified: Classified, catalog: Catalog, session: Session, facts) -> S
             f"{table.name} is a graph with edge-level DP: it has no privacy unit column", code="DP301",
             hint="drop privacy_unit_column",
         )  # fmt: skip
+    if "consistent" in settings.explicit:
+        raise _refuse("consistent = true applies to tables of counts, not to subgraph counts", code="DP219")
     q = statement.copy()
     q.set("hint", None)
     original_sql = to_duckdb(q)

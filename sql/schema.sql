@@ -95,3 +95,23 @@ CREATE TABLE IF NOT EXISTS dpgate.releases (
     released_at TIMESTAMP NOT NULL DEFAULT current_timestamp,
     row_count   BIGINT NOT NULL
 );
+
+-- The release registry: every table dpgate publishes from protected data (synthetic tables
+-- today; histograms and synopses later), with its lineage. A release is public from the moment
+-- it is written: any SQL over it is free. DROP SYNTHETIC TABLE drops the table and keeps the
+-- row (dropped_at), so the lineage of everything ever published stays.
+CREATE TABLE IF NOT EXISTS dpgate.release_registry (
+    entry_id   BIGINT PRIMARY KEY,       -- the ledger debit that paid for it
+    name       VARCHAR NOT NULL,         -- its table in schema main (lower-case)
+    kind       VARCHAR NOT NULL,         -- 'synthetic table'
+    sources    VARCHAR NOT NULL,         -- JSON list of the protected tables it was made from
+    mechanism  VARCHAR NOT NULL,         -- e.g. 'privbayes'
+    parameters VARCHAR NOT NULL,         -- JSON: options, column codings, the released model's structure
+    epsilon    DECIMAL(38, 18) NOT NULL,
+    delta      DECIMAL(38, 18) NOT NULL,
+    analyst    VARCHAR NOT NULL,
+    row_count  BIGINT NOT NULL,
+    created_at TIMESTAMP NOT NULL DEFAULT current_timestamp,
+    dropped_at TIMESTAMP,
+    dropped_by VARCHAR
+);

@@ -25,6 +25,7 @@ from sqlglot.tokens import TokenType
 from dpgate import errors
 from dpgate.dbapi import Connection
 from dpgate.dialect import DIALECT
+from dpgate.progress import ProgressBar
 from dpgate.render import format_result
 from dpgate.repl import commands
 from dpgate.repl.completer import SQLCompleter
@@ -107,6 +108,7 @@ class Shell:
         self._output_file: IO[str] | None = None
         self._pt_input, self._pt_output = input, output
         self._budget = connection.budget()
+        connection.progress = ProgressBar(self.stderr)  # a synthetic release shows its progress
         self.session: PromptSession | None = None
         if interactive:
             if history is None:
@@ -198,8 +200,8 @@ class Shell:
         cur = self.connection.cursor().execute(sql)
         self._print_result(cur.result, status=status)
         self._budget = self.connection.budget()
-        if cur.result.release is None:
-            self._catalog_cache = None
+        if cur.result.release is None or cur.result.release.query_class == "synthetic":
+            self._catalog_cache = None  # the statement may have changed the tables
 
     def _confirm(self, epsilon: float) -> bool:
         remaining = self._budget[0]
@@ -215,7 +217,7 @@ class Shell:
 
     def _print_result(self, result, *, status: bool = True) -> None:
         if result.message and not result.columns:
-            self.emit(result.message, "class:status")
+            self.emit(format_result(result, status=status), "class:status")
             return
         text = format_result(result, intervals=self.intervals, mode=self.mode, status=status)
         if self.interactive and self.mode == "table" and result.columns:

@@ -1,0 +1,3 @@
+-- expect-error: DP219 UnsupportedQueryError
+-- why: a protected graph answers subgraph counts only
+CREATE SYNTHETIC TABLE k FROM karate USING privbayes WITH (epsilon = 1);
