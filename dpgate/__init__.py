@@ -27,7 +27,7 @@ from dpgate.errors import (
 from dpgate.owner import Owner
 from dpgate.release import ReleaseInfo, Result
 
-__version__ = "0.1.0"
+__version__ = "0.6.0"
 
 apilevel = "2.0"
 threadsafety = 1
