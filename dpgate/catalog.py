@@ -31,14 +31,22 @@ def is_numeric_type(type_name: str) -> bool:
     return t in INTEGER_TYPES or t in {"FLOAT", "DOUBLE", "REAL"} or t.startswith("DECIMAL")
 
 
-def type_family(type_name: str) -> str:
-    """Coarse type family, for columns compared in joins (numbers with numbers, text with text)."""
-    t = type_name.upper()
-    if is_numeric_type(t):
-        return "number"
-    if t in ("VARCHAR", "TEXT", "STRING") or t.startswith("VARCHAR"):
-        return "text"
-    return t
+#: Numeric types any two of which DuckDB compares without a cast that can fail.
+_SAFE_NUMERIC = {
+    "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
+    "FLOAT", "REAL", "DOUBLE",
+}  # fmt: skip
+
+
+def join_safe(left: str, right: str) -> bool:
+    """Whether an equality between these column types can never raise a conversion error.
+
+    Identical types are safe; so are two types of ``_SAFE_NUMERIC``. HUGEINT, UHUGEINT and
+    DECIMAL are cast row by row to a common type that not every value fits (an out-of-range
+    value would raise an error that depends on the data), so they must match exactly.
+    """
+    a, b = left.upper().strip(), right.upper().strip()
+    return a == b or (a in _SAFE_NUMERIC and b in _SAFE_NUMERIC)
 
 
 @dataclass(frozen=True)

@@ -116,6 +116,7 @@ def cmd_quality(args: argparse.Namespace) -> int:
         value = report.get(f"tvd_{way}way")
         if value is not None:
             print(f"average total variation distance, {way}-way marginals: {value:.4f}")
+    print("(computed from the raw data: these figures are not differentially private; keep them to the owner)")
     return 0
 
 

@@ -212,12 +212,15 @@ class Gateway:
                 answer = self._count_answer(plan, debit, rng)
         except errors.Error:
             raise
-        except duckdb.Error as e:
+        except duckdb.Error:
+            # DuckDB's message could quote a protected value (a failed conversion, an overflow),
+            # so neither it nor the chained exception leaves the gateway.
             raise errors.OperationalError(
-                f"The query failed after it was charged: {str(e).splitlines()[0]}",
+                "The query failed after it was charged (a database error while computing the exact answer)",
                 code="DP404",
-                hint="the debit stands (fail closed); retry with a simpler query",
-            ) from e
+                hint="the debit stands (fail closed); the database's message is withheld because it could "
+                "quote a protected value",
+            ) from None
         finally:
             self.ledger.discard(debit)
         self.ledger.released(debit, answer.released_rows if answer.released_rows is not None else len(answer.rows))
@@ -368,6 +371,14 @@ class Gateway:
 
     def _drop_synthetic(self, statement) -> Result:
         name = statement.this.name.lower()
+        cat = self.catalog()
+        graph_nodes = {t.graph.get("node_table") for t in cat.tables.values() if t.graph}
+        if cat.protected(name) is not None or name in cat.budget_tables or name in graph_nodes:
+            raise errors.PolicyError(
+                f"{name} is now declared by the data owner (protected, a budget table or a node universe)",
+                code="DP320",
+                hint="only the owner can remove it",
+            )
         with self._instance.ledger_lock:
             if registry.active(self._con, name) is None and statement.args.get("exists"):
                 return Result([], [], [], None, message=f"DROP SYNTHETIC TABLE: no release named {name}")

@@ -158,6 +158,7 @@ class Owner:
         """
         table = table.lower()
         unit = unit.lower()
+        self._refuse_release(table)
         cols = dict(catalog.table_columns(self.con, table))
         if not cols:
             raise errors.PolicyError(
@@ -297,11 +298,12 @@ class Owner:
         column) lists the node ids. The universe is a declaration, never counted from the
         edges. ``epsilon`` is the lifetime budget of every potential edge; since every query
         charges all of them alike, it is kept as one shared budget. ``allow_kclique`` lets
-        analysts ask for k-cliques with k >= 4 on graphs of more than 200 nodes (their cost
+        analysts ask for k-cliques with k >= 4 when C(N, k) exceeds a million (their cost
         grows with the cliques of the graph; see ``dpgate.graphs``).
         """
         table = table.lower()
         src, dst = src.lower(), dst.lower()
+        self._refuse_release(table)
         cols = dict(catalog.table_columns(self.con, table))
         if not cols:
             raise errors.PolicyError(
@@ -352,11 +354,12 @@ class Owner:
             if node_column not in ncols:
                 raise errors.PolicyError(f"Node table {node_table!r} has no column {node_column!r}", code="DP318")
             for c in (src, dst):
-                if catalog.type_family(cols[c]) != catalog.type_family(ncols[node_column]):
+                if not catalog.join_safe(cols[c], ncols[node_column]):
                     raise errors.PolicyError(
                         f"{table}.{c} ({cols[c]}) and {node_table}.{node_column} ({ncols[node_column]}) "
-                        "are not comparable types",
+                        "are not comparable types: joining them would convert values row by row",
                         code="DP318",
+                        hint="use the same type for the endpoints and the node ids",
                     )
             graph["node_table"], graph["node_column"] = node_table, node_column
         if epsilon is None:
@@ -389,6 +392,23 @@ class Owner:
             )
             con.execute(ddl)
             self._refresh_roster(con, table)
+
+    def _refuse_release(self, table: str) -> None:
+        if registry.active(self.con, table) is not None:
+            raise errors.PolicyError(
+                f"{table!r} is a published release: it is public already, and protecting it would not take it back",
+                code="DP314",
+                hint="drop the release (DROP SYNTHETIC TABLE, or Owner.drop_release) and protect the source instead",
+            )
+
+    def drop_release(self, name: str) -> None:
+        """Drop a release's table (the owner may drop any); its lineage stays in the registry."""
+        with self._instance.ledger_lock:
+            if self.con.execute(
+                f"SELECT 1 FROM {catalog.SCHEMA}.protected_tables WHERE table_name = ?", [name.lower()]
+            ).fetchone():
+                raise errors.PolicyError(f"{name!r} is protected", code="DP320", hint="unprotect it first")
+            registry.drop(self.con, name, by="owner", owner=True)
 
     def declare(
         self,

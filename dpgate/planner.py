@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from sqlglot import exp
 
 from dpgate import bounds, errors, noise
-from dpgate.catalog import INTEGER_TYPES, Catalog, ProtectedTable, is_numeric_type
+from dpgate.catalog import INTEGER_TYPES, Catalog, ProtectedTable, is_numeric_type, join_safe
 from dpgate.classify import GRAPH_FUNCTIONS, TOPK_COLUMNS_FUNCTION, Classified, function_name
 from dpgate.dialect import to_duckdb
 from dpgate.nodes import dp_options
@@ -1049,9 +1049,7 @@ def _check_join_condition(on: exp.Expr, scope: _Scope) -> None:
 
 
 def _check_comparable(left: str, left_type: str, right: str, right_type: str) -> None:
-    same = left_type.upper() == right_type.upper()
-    numeric = is_numeric_type(left_type) and is_numeric_type(right_type)
-    if not (same or numeric):
+    if not join_safe(left_type, right_type):
         raise errors.UnsupportedQueryError(
             f"Join compares {left} ({left_type}) with {right} ({right_type}): values would be converted "
             "row by row, and a failing conversion would depend on the data",

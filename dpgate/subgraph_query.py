@@ -33,7 +33,7 @@ import numpy as np
 from sqlglot import exp
 
 from dpgate import errors, graphs
-from dpgate.catalog import Catalog, ProtectedTable, type_family
+from dpgate.catalog import Catalog, ProtectedTable, join_safe
 from dpgate.classify import GRAPH_FUNCTIONS, Classified, function_name
 from dpgate.dialect import to_duckdb
 from dpgate.mechanisms import ladder
@@ -43,9 +43,10 @@ from dpgate.plans import OutputColumn, SubgraphCount, SubgraphPlan, SubjectCharg
 from dpgate.release import Answer, ColumnNoise, noisy_rows
 from dpgate.settings import Session
 
-#: k-cliques (k >= 4) on more nodes than this need the owner's ``allow_kclique``: their cost
-#: grows with the cliques of the graph, so the rule must be a public one on N.
-KCLIQUE_FREE_NODES = 200
+#: k-cliques (k >= 4) are served without the owner's ``allow_kclique`` when C(N, k), the most
+#: k-cliques a graph on N nodes can have (their count bounds the work), is at most this. The
+#: cost grows with the graph's cliques, so the rule must be a public one on (N, k).
+KCLIQUE_FREE_WORK = 10**6
 #: Degrees at which a degree-sum summand is compared with C(deg, k).
 _DEGREE_PROBES = 41
 
@@ -92,12 +93,13 @@ def plan(classified: Classified, catalog: Catalog, session: Session, facts) -> S
             k = graphs.check_query(query, k)
         except ValueError as e:
             raise _refuse(f"{label}: {e}") from e
-        if query == "kclique" and k >= 4 and n_nodes > KCLIQUE_FREE_NODES and not graph.get("allow_kclique"):
+        if query == "kclique" and k >= 4 and math.comb(n_nodes, k) > KCLIQUE_FREE_WORK and not graph.get("allow_kclique"):
             raise errors.PolicyError(
-                f"{label} on {n_nodes:,} nodes: k-cliques with k >= 4 are served on graphs of at most "
-                f"{KCLIQUE_FREE_NODES} nodes unless the owner allows them (their cost grows with the graph's cliques)",
+                f"{label} on {n_nodes:,} nodes: a graph this size may hold C({n_nodes}, {k}) = "
+                f"{math.comb(n_nodes, k):.3g} {k}-cliques, and the count's cost grows with them; k-cliques with "
+                f"k >= 4 are served up to {KCLIQUE_FREE_WORK:,} possible cliques unless the owner allows more",
                 code="DP319",
-                hint="ask for triangles, k-stars or k-triangles, or ask the owner for allow_kclique",
+                hint="ask for triangles, k-stars, k-triangles or a smaller k, or ask the owner for allow_kclique",
             )
         eps = settings.epsilon - share * (len(calls) - 1) if i == len(calls) - 1 else share
         gs = graphs.global_sensitivity(query, k, n_nodes)
@@ -138,7 +140,7 @@ def _universe(table: ProtectedTable, catalog: Catalog, facts) -> tuple[int, str]
     node_type = dict(facts.columns(node_table)).get(col)
     for end in ("src", "dst"):
         edge_type = table.columns[graph[end]].type
-        if node_type is None or type_family(edge_type) != type_family(node_type):
+        if node_type is None or not join_safe(edge_type, node_type):
             # Joining differently typed ids would cast row by row, and a failing cast would
             # depend on the data: refuse before anything is read.
             raise errors.PolicyError(
@@ -162,40 +164,54 @@ def _endpoint(node: exp.Expr, table: ProtectedTable, aliases: set[str]) -> str |
 
 
 def _function_form(q: exp.Select, table: ProtectedTable) -> tuple[list[tuple[str, str, int | None]], exp.Expr | None]:
+    """``SELECT <expressions over subgraph counts> FROM g [WHERE <edge filter>]``, nothing else.
+
+    The SELECT list becomes the post-processing query: besides the counts it may hold only
+    literals and arithmetic, so that no expression can read a table or a column there.
+    """
     from_ = q.args.get("from_")
-    if from_ is None or not isinstance(from_.this, exp.Table):
+    if from_ is None or not isinstance(from_.this, exp.Table) or from_.this.name.lower() != table.name:
         raise _refuse("A graph query reads the graph table in FROM")
     alias = from_.this.alias_or_name.lower()
     aliases = {alias, table.name}
-    for arg in ("group", "having", "distinct", "qualify", "windows"):
+    for arg in ("group", "having", "distinct", "qualify", "windows", "order", "limit", "offset", "with_"):
         if q.args.get(arg):
-            raise _refuse(f"{arg.upper()} is not supported in subgraph-count queries")
-    for node in q.find_all(exp.Subquery, exp.Window):
-        raise _refuse("Subqueries and windows are not supported in subgraph-count queries", code="DP216")
-    places = list(q.expressions) + ([q.args["order"]] if q.args.get("order") else [])
+            raise _refuse(
+                f"{arg.upper().rstrip('_')} is not supported in subgraph-count queries (they return one row)",
+                hint=f"write SELECT TRIANGLE_COUNT(src, dst) FROM {table.name} [WHERE <edge filter>]",
+            )
+    # Exactly one read of the graph, in FROM: no subquery, EXISTS, ARRAY(SELECT ...) or lateral
+    # table anywhere (classify let several reads of a graph through for the recognised shapes).
+    for node in q.walk():
+        if node is not q and isinstance(node, (exp.Query, exp.Subquery, exp.Lateral, exp.Window)):
+            raise _refuse(
+                "Subqueries and windows are not supported in subgraph-count queries", code="DP216",
+                hint=f"write SELECT TRIANGLE_COUNT(src, dst) FROM {table.name} [WHERE <edge filter>]",
+            )  # fmt: skip
+        if isinstance(node, exp.Table) and node is not from_.this:
+            raise _refuse("A graph query reads the graph table once, in FROM", code="DP215")
     calls: dict[str, tuple[str, str, int | None]] = {}
-    for place in places:
+    for place in q.expressions:
         for node in place.find_all(exp.Func):
             name = function_name(node)
             if name in GRAPH_FUNCTIONS:
                 calls.setdefault(node.sql(dialect="duckdb"), _call(node, name, table, aliases))
-            elif isinstance(node, exp.AggFunc) or (isinstance(node, exp.Count)):
+            elif isinstance(node, exp.AggFunc):
                 raise _refuse(f"{node.sql(dialect='duckdb')}: a protected graph answers subgraph counts only", code="DP212")
     if not calls:
         raise _refuse(f"{table.name} is a protected graph: it answers subgraph counts only", code="DP211")
-    for place in places:
-        for col in place.find_all(exp.Column):
-            if not any(isinstance(a, exp.Anonymous) and function_name(a) in GRAPH_FUNCTIONS for a in _ancestors(col)):
-                if col.name.lower() not in {p.alias.lower() for p in q.expressions if isinstance(p, exp.Alias)}:
-                    raise _refuse(
-                        f"{col.sql(dialect='duckdb')} outside a subgraph count would return edge-level values",
-                        code="DP211",
-                    )
+    for place in q.expressions:
+        for node in place.find_all(exp.Column, exp.Star):
+            if not any(isinstance(a, exp.Anonymous) and function_name(a) in GRAPH_FUNCTIONS for a in _ancestors(node)):
+                raise _refuse(
+                    f"{node.sql(dialect='duckdb')} outside a subgraph count would return edge-level values",
+                    code="DP211",
+                )
     where = q.args.get("where")
     cond = None
     if where is not None:
         for node in where.this.walk():
-            if isinstance(node, (exp.AggFunc, exp.Subquery, exp.Select)) or (
+            if isinstance(node, (exp.AggFunc, exp.Subquery, exp.Query)) or (
                 isinstance(node, exp.Func) and function_name(node) in GRAPH_FUNCTIONS
             ):
                 raise _refuse(f"WHERE may only filter edges by their own columns, not {node.sql(dialect='duckdb')}")
@@ -251,6 +267,9 @@ def _triangle_join(q: exp.Select, table: ProtectedTable) -> tuple[str, str, None
     for j in joins:
         if (j.args.get("side") or "") or (j.args.get("kind") or "").upper() not in ("", "INNER", "CROSS"):
             raise _refuse("The triangle self-join uses inner joins only", code="DP215")
+        if j.args.get("using") or j.args.get("method"):
+            raise _refuse("The triangle self-join compares endpoints with ON or WHERE equalities", code="DP215")
+    _only(q, {id(s) for s in sources}, {id(q)})
     aliases = [s.alias_or_name.lower() for s in sources]
     if len(set(aliases)) != 3:
         raise errors.ProgrammingError("Give each copy of the graph its own alias", code="DP218")
@@ -258,9 +277,9 @@ def _triangle_join(q: exp.Select, table: ProtectedTable) -> tuple[str, str, None
         q.expressions[0].unalias().this, exp.Star
     ):
         raise _refuse("The triangle self-join must select COUNT(*) only")
-    for arg in ("group", "having", "distinct", "order", "limit", "qualify"):
+    for arg in ("group", "having", "distinct", "order", "limit", "offset", "qualify", "windows", "with_"):
         if q.args.get(arg):
-            raise _refuse(f"{arg.upper()} is not supported in the triangle self-join")
+            raise _refuse(f"{arg.upper().rstrip('_')} is not supported in the triangle self-join")
     conds = [j.args["on"] for j in joins if j.args.get("on") is not None]
     if q.args.get("where") is not None:
         conds.append(q.args["where"].this)
@@ -298,6 +317,25 @@ def _triangle_join(q: exp.Select, table: ProtectedTable) -> tuple[str, str, None
     return f"TRIANGLE_COUNT({table.graph['src']}, {table.graph['dst']})", "triangle", None
 
 
+def _extra(select: exp.Expr, *allowed: str) -> bool:
+    """Whether a SELECT (or UNION) has any clause beyond SELECT list and FROM (and ``allowed``)."""
+    clauses = ("where", "group", "having", "order", "limit", "offset", "qualify", "windows", "distinct", "joins",
+               "laterals", "with_", "sample", "pivots")  # fmt: skip
+    return any(select.args.get(c) for c in clauses if c not in allowed)
+
+
+def _only(q: exp.Expr, tables: set[int], queries: set[int]) -> None:
+    """Every table read and every (sub)query of ``q`` is one the recognised shape expects."""
+    for node in q.walk():
+        if isinstance(node, exp.Table) and id(node) not in tables:
+            raise _refuse(f"{node.sql(dialect='duckdb')} is not part of a recognised graph query", code="DP215")
+        if isinstance(node, exp.Subquery):  # a parenthesised query: judged by what it wraps
+            if id(node.this) not in queries:
+                raise _refuse("Subqueries are not part of a recognised graph query", code="DP216")
+        elif isinstance(node, (exp.Query, exp.Lateral, exp.Window)) and id(node) not in queries:
+            raise _refuse("Subqueries and windows are not part of a recognised graph query", code="DP216")
+
+
 def _conjuncts(cond: exp.Expr):
     if isinstance(cond, exp.And):
         yield from _conjuncts(cond.this)
@@ -321,7 +359,7 @@ def _degree_sum(q: exp.Select, table: ProtectedTable) -> tuple[str, str, int]:
         raise bad
     cte = ctes[0]
     body = cte.this
-    if not isinstance(body, exp.Select) or len(body.expressions) != 2 or body.args.get("where"):
+    if not isinstance(body, exp.Select) or len(body.expressions) != 2 or _extra(body, "group"):
         raise bad
     key, deg = body.expressions
     count = deg.unalias()
@@ -335,14 +373,18 @@ def _degree_sum(q: exp.Select, table: ProtectedTable) -> tuple[str, str, int]:
     union = sub.this if isinstance(sub, exp.Subquery) else None
     if not isinstance(union, exp.Union) or union.args.get("distinct"):
         raise bad
+    if _extra(union):
+        raise bad
     ends = set()
+    graph_reads = set()
     for part in (union.this, union.expression):
-        if not isinstance(part, exp.Select) or len(part.expressions) != 1 or part.args.get("where") or part.args.get("joins"):
+        if not isinstance(part, exp.Select) or len(part.expressions) != 1 or _extra(part):
             raise bad
         src = part.args.get("from_")
         if src is None or not isinstance(src.this, exp.Table) or src.this.name.lower() != table.name:
             raise bad
         ends.add(_endpoint(part.expressions[0].unalias(), table, {src.this.alias_or_name.lower(), table.name}))
+        graph_reads.add(id(src.this))
     if ends != {"src", "dst"}:
         raise bad
     key_name = key.alias_or_name.lower()
@@ -354,12 +396,11 @@ def _degree_sum(q: exp.Select, table: ProtectedTable) -> tuple[str, str, int]:
         outer_from is None
         or not isinstance(outer_from.this, exp.Table)
         or outer_from.this.name.lower() != cte.alias_or_name.lower()
-        or q.args.get("joins")
-        or q.args.get("where")
-        or q.args.get("group")
+        or _extra(q, "with_")
         or len(q.expressions) != 1
     ):
         raise bad
+    _only(q, graph_reads | {id(outer_from.this)}, {id(q), id(body), id(union), id(union.this), id(union.expression)})
     total = q.expressions[0].unalias()
     if not isinstance(total, exp.Sum):
         raise bad
@@ -448,9 +489,15 @@ def edges_sql(plan: SubgraphPlan) -> tuple[str, dict[str, Any]]:
 
 
 def bind_check(con: duckdb.DuckDBPyConnection, plan: SubgraphPlan) -> None:
+    """Bind the edge query and the post-processing (over placeholder counts) before the debit."""
     sql, params = edges_sql(plan)
+    noisy = ", ".join(
+        f"CAST(0 AS BIGINT) AS __a{c.index}, CAST(0 AS BIGINT) AS __a{c.index}_lo, CAST(0 AS BIGINT) AS __a{c.index}_hi"
+        for c in plan.counts
+    )
     try:
         con.execute(f"DESCRIBE {sql}", params)
+        con.execute(f"DESCRIBE WITH __noisy AS (SELECT {noisy}) {to_duckdb(plan.post)}")
     except duckdb.Error as e:
         raise errors.ProgrammingError(
             f"DuckDB cannot bind this query: {str(e).strip().splitlines()[0]}", code="DP230",

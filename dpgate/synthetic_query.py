@@ -243,13 +243,15 @@ def answer(
             progress(min(1.0, max(0.0, fraction)), message)
 
     subjects = debit.subjects
-    run_eps = float(subjects.parts[0].epsilon) if subjects is not None else plan.epsilon
+    if subjects is None:  # every protected table has a roster; the row count must never stand in for it
+        raise errors.InternalError("a synthetic release needs the personalization plan of its subjects")
+    run_eps = float(subjects.parts[0].epsilon)
     fit_eps = run_eps / plan.max_rows
     report(0.0, f"reading {plan.table.name}")
     salt = int(rng.integers(0, 2**62))
     codes = synthesis.fetch_codes(con, synthesis.encode_query(source_sql(plan, debit.charged, salt), list(plan.codings)))
     sizes = [c.size for c in plan.codings]
-    population = subjects.population if subjects is not None else codes.shape[0]
+    population = subjects.population  # public: the roster, never the rows
     model = privbayes.fit(
         codes, sizes, fit_eps, rng=rng, progress=lambda f, m: report(0.05 + 0.8 * f, m), **_fit_kwargs(plan, population)
     )  # fmt: skip

@@ -49,6 +49,10 @@ def _charged_join(charged: str) -> str:
     return f"JOIN (SELECT DISTINCT unit FROM {charged}) __c ON __s.__unit = __c.unit"
 
 
+#: Integer key types whose every value fits a BIGINT.
+_BIGINT_SAFE = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER"}
+
+
 def _pairs_from_domains(plan: TopKPlan, charged: str, params: dict[str, Any]) -> str:
     """Distinct (unit, cell position) over the product of the keys' public domains."""
     src = to_duckdb(plan.source)
@@ -56,10 +60,12 @@ def _pairs_from_domains(plan: TopKPlan, charged: str, params: dict[str, Any]) ->
     joins, terms, conds = [], [], []
     for j, key in enumerate(plan.keys):
         stride = math.prod(sizes[j + 1 :])
-        if key.source == "integer bounds":  # the domain is lo .. hi: the position is arithmetic
+        if key.source == "integer bounds" and key.sql_type.upper() in _BIGINT_SAFE:
+            # The domain is lo .. hi of a type that fits BIGINT: the position is arithmetic, and
+            # no value can make the cast fail (TRY_CAST all the same).
             lo, hi = key.domain[0], key.domain[-1]
             conds.append(f"__s.__k{j} BETWEEN {lo} AND {hi}")
-            pos = f"(CAST(__s.__k{j} AS BIGINT) - {lo})"
+            pos = f"(TRY_CAST(__s.__k{j} AS BIGINT) - {lo})"
         else:
             params[f"d{j}"] = list(key.domain)
             joins.append(
@@ -114,10 +120,13 @@ def _key_subjects_sql(plan: TopKPlan, charged: str, salt: int) -> str:
     src = to_duckdb(plan.source)
     keys = ", ".join(f"__k{j}" for j in range(len(plan.keys)))
     rank = f"hash(xor(hash(__unit, {keys}), {int(salt)}::UBIGINT))"
-    return (
-        f"SELECT {keys}, count(*) AS __n FROM ("
+    distinct = (
         f"SELECT DISTINCT __s.__unit, {', '.join(f'__s.__k{j}' for j in range(len(plan.keys)))} FROM ({src}) __s "
-        f"{_charged_join(charged)} "
+        f"{_charged_join(charged)}"
+    )
+    # DISTINCT before QUALIFY: a subject keeps max_groups distinct keys, each equally likely.
+    return (
+        f"SELECT {keys}, count(*) AS __n FROM (SELECT * FROM ({distinct}) "
         f"QUALIFY row_number() OVER (PARTITION BY __unit ORDER BY {rank}, {keys}) <= {plan.max_groups}"
         f") GROUP BY ALL"
     )

@@ -261,3 +261,48 @@ def test_the_policy_file_declares_graphs(make_db, tmp_path):
         rows, _ = fetch(c, "SHOW BUDGET")
     assert {r[0]: r for r in rows}["g: edge budget"][1] == 3.0
     assert math.isfinite(rows[0][1])
+
+
+# -- audit regressions ---------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "body",
+    [
+        # a subquery reading the graph row by row, hidden in the SELECT list under output aliases
+        "TRIANGLE_COUNT(src, dst) AS src, 0 AS dst, EXISTS(SELECT 1 FROM karate WHERE src = 5 AND dst = 7) AS e FROM karate",
+        "TRIANGLE_COUNT(src, dst) AS t, ARRAY(SELECT src FROM karate) AS rows FROM karate",
+        "TRIANGLE_COUNT(src, dst) AS t FROM karate ORDER BY (SELECT max(src) FROM karate)",
+        "TRIANGLE_COUNT(src, dst) AS src, src + 0 AS x FROM karate",
+        "TRIANGLE_COUNT(src, dst) AS t, (SELECT count(*) FROM names) AS n FROM karate",
+        "COUNT(*) FROM karate a JOIN karate b ON a.dst = b.src JOIN karate c ON c.src = a.src AND c.dst = b.dst "
+        "WHERE EXISTS (SELECT 1 FROM karate WHERE src = 5)",
+    ],
+)
+def test_no_row_of_a_graph_leaves_through_the_select_list(alice, body):
+    """The SELECT list of a graph query becomes post-processing: it may hold only the counts."""
+    before = alice.budget()
+    with pytest.raises(errors.UnsupportedQueryError):
+        fetch(alice, q("epsilon = 1", body))
+    assert alice.budget() == before
+
+
+def test_the_degree_sum_must_be_exactly_the_recognised_shape(alice):
+    base = "WITH d AS (SELECT x, COUNT(*) AS deg FROM (SELECT src AS x FROM karate UNION ALL SELECT dst FROM karate{}) GROUP BY x{}) "
+    tail = q("epsilon = 1", "SUM(deg * (deg - 1) / 2) FROM d")
+    fetch(alice, base.format("", "") + tail)  # accepted
+    for inner, group in ((" WHERE src < 3", ""), ("", " HAVING COUNT(*) > 2"), (" LIMIT 5", "")):
+        with pytest.raises(errors.UnsupportedQueryError):
+            fetch(alice, base.format(inner, group) + tail)
+
+
+def test_large_cliques_are_refused_by_a_public_bound_on_n_and_k(alice):
+    fetch(alice, q("epsilon = 1", "KCLIQUE_COUNT(src, dst, 5) FROM karate"))  # C(34, 5) = 278,256
+    with pytest.raises(errors.PolicyError) as e:
+        fetch(alice, q("epsilon = 1", "KCLIQUE_COUNT(src, dst, 6) FROM karate"))  # C(34, 6) = 1,344,904
+    assert e.value.code == "DP319"
+
+
+def test_a_node_table_of_another_numeric_type_is_refused(make_db):
+    path = make_db("CREATE TABLE g (s HUGEINT, d HUGEINT); CREATE TABLE nodes (id DECIMAL(18, 3));", analysts=ANALYST)
+    with Owner(path) as owner, pytest.raises(errors.PolicyError) as e:
+        owner.protect_graph("g", src="s", dst="d", nodes="nodes")
+    assert e.value.code == "DP318"

@@ -288,3 +288,18 @@ def test_norm_sub_is_a_non_negative_integer_projection(values, total):
 def test_norm_sub_leaves_a_consistent_table_alone():
     assert list(norm_sub(np.array([3.0, 0.0, 7.0, 5.0]), 15)) == [3, 0, 7, 5]
     assert list(norm_sub(np.array([4.0, -2.0, 6.0]), 8)) == [3, 0, 5]
+
+
+def test_a_release_the_owner_later_protects_cannot_be_dropped_by_an_analyst(db):
+    with dpgate.connect(str(db), analyst="alice") as a:
+        fetch(a, CREATE.format(name="syn", opts="epsilon = 1, columns = 'colour'"))
+    with Owner(db) as owner:
+        with pytest.raises(errors.PolicyError) as e:
+            owner.protect("syn", unit="colour")
+        assert e.value.code == "DP314", "a published release is public: protecting it would not take it back"
+        owner.drop_release("syn")
+        owner.con.execute("CREATE TABLE syn AS SELECT 1 AS pid")
+        owner.protect("syn", unit="pid")
+    with dpgate.connect(str(db), analyst="alice") as a, pytest.raises(errors.PolicyError) as e:
+        fetch(a, "DROP SYNTHETIC TABLE syn")
+    assert e.value.code in ("DP320", "DP225")

@@ -349,3 +349,49 @@ def test_distinct_is_skipped_only_for_a_null_safe_unique_key(make_db):
         rows, _ = fetch(c, q("epsilon = 2000", "item, COUNT(*) AS n FROM nk GROUP BY item ORDER BY n DESC LIMIT 2"))
     assert rows[0][0] == "x" and abs(rows[0][1] - 80) <= 2
     assert rows[1][0] is None and abs(rows[1][1] - 50) <= 2, "each subject counts once for NULL"
+
+
+# -- audit regressions ---------------------------------------------------------------------------
+def test_key_selection_keeps_max_groups_distinct_keys_per_subject(make_db):
+    """DISTINCT before the per-subject cut: repeated rows of one key never crowd out the others."""
+    from dpgate.classify import classify
+    from dpgate.dialect import parse_one
+    from dpgate.topk_query import _key_subjects_sql
+
+    db = make_db(
+        "CREATE TABLE b (uid INTEGER, item VARCHAR); INSERT INTO b VALUES (1, 'a'), (1, 'a'), (1, 'a'), (1, 'b'), (1, 'c');",
+        protect={"b": {"unit": "uid", "max_rows": 5, "max_groups": 2, "epsilon": 1e6}},
+        analysts=ANALYST,
+    )
+    with dpgate.connect(str(db), analyst="alice") as c:
+        g = c.gateway
+        cat = g.catalog()
+        sql = q("epsilon = 1, delta = 1e-6", "item, COUNT(*) AS n FROM b GROUP BY item ORDER BY n DESC LIMIT 1")
+        plan = g.plan(classify(parse_one(sql), cat), cat)
+        charged = f"(SELECT unit, 0 AS part FROM {plan.table.roster_table_sql})"
+        for salt in range(20):
+            rows = g._con.execute(_key_subjects_sql(plan, charged, salt)).fetchall()
+            assert len(rows) == 2 and all(n == 1 for _, n in rows), (salt, rows)
+
+
+def test_huge_integer_keys_never_fail_after_the_debit(make_db):
+    big = 2**63
+    db = make_db(
+        f"CREATE TABLE t (pid INTEGER, item UBIGINT); INSERT INTO t VALUES (1, {big + 5}), (2, {big + 6}), (3, {big + 1});",
+        protect={"t": {"unit": "pid", "epsilon": 1e6, "bounds": {"item": (float(big), float(big + 4096))}}},
+        analysts=ANALYST,
+    )
+    with dpgate.connect(str(db), analyst="alice", test_seed=TEST_SEED) as c:
+        rows, _ = fetch(c, q("epsilon = 1000", "item, COUNT(*) AS n FROM t GROUP BY item ORDER BY n DESC LIMIT 3"))
+    assert sorted(r[0] for r in rows) == [big + 1, big + 5, big + 6]
+
+
+def test_joins_that_would_cast_row_by_row_are_refused(make_db):
+    db = make_db(
+        "CREATE TABLE t (pid INTEGER, code HUGEINT); CREATE TABLE l (code DECIMAL(18, 3), name VARCHAR);",
+        protect={"t": {"unit": "pid", "epsilon": 1e6}},
+        analysts=ANALYST,
+    )
+    with dpgate.connect(str(db), analyst="alice") as c, pytest.raises(errors.UnsupportedQueryError) as e:
+        fetch(c, q("epsilon = 1", "l.name, COUNT(*) FROM t JOIN l ON t.code = l.code GROUP BY l.name"))
+    assert e.value.code == "DP218"

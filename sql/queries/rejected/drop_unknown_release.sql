@@ -1,3 +1,3 @@
 -- expect-error: DP225 ProgrammingError
--- why: DROP SYNTHETIC TABLE drops releases only
-DROP SYNTHETIC TABLE adult;
+-- why: DROP SYNTHETIC TABLE drops releases only, and there is no release of that name
+DROP SYNTHETIC TABLE no_such_release;
