@@ -206,9 +206,20 @@ def bind_check(
         q.sampled(plan, f"SELECT {q.cols} FROM ({q.src}) WHERE __unit IN (SELECT __unit FROM {special} WHERE __eligible)"),
     ]
     params = dict(q.params, salt=0)  # $salt is a UBIGINT below 2^62
+    bind(con, f"SELECT count(*) FILTER (WHERE {q.over}) FROM {q.per_unit}")
+    bind(con, q.aggregate(" UNION ALL ".join(f"({p})" for p in parts)), params)
+
+
+def bind(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None, *, public: bool = False) -> None:
+    """DESCRIBE one statement a run will send (no execution), before anything is charged.
+
+    Every query class binds its statements this way: a statement DuckDB cannot bind fails the
+    same way whatever the data, so it must fail here, where a refusal costs nothing. A
+    ``public`` statement (one that reads no protected row, e.g. casting a declared domain)
+    is run instead, so that its runtime errors are caught here too.
+    """
     try:
-        con.execute(f"DESCRIBE SELECT count(*) FILTER (WHERE {q.over}) FROM {q.per_unit}")
-        con.execute(f"DESCRIBE {q.aggregate(' UNION ALL '.join(f'({p})' for p in parts))}", params)
+        con.execute(sql if public else f"DESCRIBE {sql}", params)
     except duckdb.Error as e:
         raise errors.ProgrammingError(
             f"DuckDB cannot bind this query: {str(e).strip().splitlines()[0]}",

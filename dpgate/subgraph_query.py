@@ -36,6 +36,7 @@ from dpgate import errors, graphs
 from dpgate.catalog import Catalog, ProtectedTable, join_safe
 from dpgate.classify import GRAPH_FUNCTIONS, Classified, function_name
 from dpgate.dialect import to_duckdb
+from dpgate.execute import bind
 from dpgate.mechanisms import ladder
 from dpgate.mechanisms.base import NoisyColumn
 from dpgate.nodes import dp_options
@@ -495,14 +496,8 @@ def bind_check(con: duckdb.DuckDBPyConnection, plan: SubgraphPlan) -> None:
         f"CAST(0 AS BIGINT) AS __a{c.index}, CAST(0 AS BIGINT) AS __a{c.index}_lo, CAST(0 AS BIGINT) AS __a{c.index}_hi"
         for c in plan.counts
     )
-    try:
-        con.execute(f"DESCRIBE {sql}", params)
-        con.execute(f"DESCRIBE WITH __noisy AS (SELECT {noisy}) {to_duckdb(plan.post)}")
-    except duckdb.Error as e:
-        raise errors.ProgrammingError(
-            f"DuckDB cannot bind this query: {str(e).strip().splitlines()[0]}", code="DP230",
-            hint="fix the SQL; nothing was charged",
-        ) from e  # fmt: skip
+    bind(con, sql, params)
+    bind(con, f"WITH __noisy AS (SELECT {noisy}) {to_duckdb(plan.post)}")
 
 
 def answer(con: duckdb.DuckDBPyConnection, plan: SubgraphPlan, *, rng: np.random.Generator) -> Answer:

@@ -19,8 +19,6 @@ scaled to everyone with budget, unless ``rows`` is given.
 
 from __future__ import annotations
 
-import itertools
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +30,7 @@ from dpgate import errors, registry, synthesis
 from dpgate.catalog import MAIN, Catalog
 from dpgate.classify import Classified
 from dpgate.dialect import to_sql
+from dpgate.execute import bind
 from dpgate.mechanisms import pdp, privbayes
 from dpgate.nodes import DPOptions
 from dpgate.plans import SubjectCharge, SynthesisPlan
@@ -52,7 +51,6 @@ SYNTHESIS_OPTIONS: dict[str, Spec] = {
     "columns": Spec("str", "comma-separated columns to synthesize (default: all but the privacy unit)"),
 }
 GENERAL = ("epsilon", "personalization", "max_rows_contributed", "privacy_unit_column")
-_ids = itertools.count(1)
 
 
 def _bad_option(name: str) -> errors.Error:
@@ -223,13 +221,7 @@ def source_sql(plan: SynthesisPlan, charged: str, salt: int) -> str:
 
 
 def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str) -> None:
-    try:
-        con.execute(f"DESCRIBE {synthesis.encode_query(source_sql(plan, charged, 0), list(plan.codings))}")
-    except duckdb.Error as e:
-        raise errors.ProgrammingError(
-            f"DuckDB cannot bind this release: {str(e).strip().splitlines()[0]}", code="DP230",
-            hint="nothing was charged",
-        ) from e  # fmt: skip
+    bind(con, synthesis.encode_query(source_sql(plan, charged, 0), list(plan.codings)))
 
 
 def answer(

@@ -33,6 +33,7 @@ import numpy as np
 
 from dpgate import errors, noise
 from dpgate.dialect import to_duckdb
+from dpgate.execute import bind
 from dpgate.mechanisms import pdp
 from dpgate.mechanisms import topk as topk_mech
 from dpgate.mechanisms.base import NoisyColumn
@@ -135,24 +136,17 @@ def _key_subjects_sql(plan: TopKPlan, charged: str, salt: int) -> str:
 def bind_check(con: duckdb.DuckDBPyConnection, plan: TopKPlan, charged: str) -> None:
     """Bind (DESCRIBE) every statement the run sends, before anything is charged."""
     params: dict[str, Any] = {}
-    try:
-        if plan.columns:
-            con.execute(f"DESCRIBE {_pairs_from_columns(plan, charged)}")
-            _bind_post(con, plan)
-        elif plan.key_selection is None:
-            con.execute(f"DESCRIBE {_pairs_from_domains(plan, charged, params)}", params)
-            for name, values in params.items():  # the public domains must cast to the keys' types
-                j = int(name[1:])
-                con.execute(f"SELECT count(*) FROM (SELECT unnest(CAST($v AS {plan.keys[j].sql_type}[])))", {"v": values})
-        else:
-            con.execute(f"DESCRIBE {_key_subjects_sql(plan, charged, 0)}")
-            con.execute(f"DESCRIBE {_pairs_from_keys(plan, charged, params, [])}", params)
-    except duckdb.Error as e:
-        raise errors.ProgrammingError(
-            f"DuckDB cannot bind this query: {str(e).strip().splitlines()[0]}",
-            code="DP230",
-            hint="fix the SQL; nothing was charged",
-        ) from e
+    if plan.columns:
+        bind(con, _pairs_from_columns(plan, charged))
+        _bind_post(con, plan)
+    elif plan.key_selection is None:
+        bind(con, _pairs_from_domains(plan, charged, params), params)
+        for name, values in params.items():  # the public domains must cast to the keys' types
+            key = plan.keys[int(name[1:])]
+            bind(con, f"SELECT count(*) FROM (SELECT unnest(CAST($v AS {key.sql_type}[])))", {"v": values}, public=True)
+    else:
+        bind(con, _key_subjects_sql(plan, charged, 0))
+        bind(con, _pairs_from_keys(plan, charged, params, []), params)
 
 
 # -- the run -------------------------------------------------------------------------------------
@@ -284,9 +278,9 @@ def _noisy_relation(plan: TopKPlan, with_counts: bool) -> str:
 
 
 def _bind_post(con, plan: TopKPlan) -> None:
-    params = {"rank": [], "name": [], "count": [], "lo": [], "hi": []}
-    used = {k: v for k, v in params.items() if f"${k}" in _noisy_relation(plan, plan.counts is not None)}
-    con.execute(f"DESCRIBE WITH __noisy AS ({_noisy_relation(plan, plan.counts is not None)}) {to_duckdb(plan.post)}", used)
+    relation = _noisy_relation(plan, plan.counts is not None)
+    used = {k: [] for k in ("rank", "name", "count", "lo", "hi") if f"${k}" in relation}
+    bind(con, f"WITH __noisy AS ({relation}) {to_duckdb(plan.post)}", used)
 
 
 def _columns_rows(con, plan: TopKPlan, selected: list[str], count_col: NoisyColumn | None):

@@ -583,9 +583,14 @@ def top_k(
     >>> r.items, r.shares
     ((0,), {'selection': 1.0})
     """
+    return _top_k_sql(con, pairs_sql, params, n_items, k, epsilon, method, rng)[0]
+
+
+def _top_k_sql(con, pairs_sql, params, n_items, k, epsilon, method, rng) -> tuple[TopKRelease, _Stats]:
+    """``top_k``, also returning the exact statistics (for ``top_k_with_counts``; never released)."""
     _validate(n_items, k, epsilon, method)
     stats = _stats_from_sql(con, pairs_sql, params, int(n_items), method in _LENGTH_METHODS)
-    return _select(stats, int(k), float(epsilon), method, rng)[0]
+    return _select(stats, int(k), float(epsilon), method, rng)[0], stats
 
 
 def top_k_with_counts(
@@ -607,9 +612,7 @@ def top_k_with_counts(
     (``max_items_per_subject >= k``) they come from the frequencies the selection's query
     already computed, without a second pass: the same exact values, fresh noise [counts].
     """
-    _validate(n_items, k, epsilon, method)
-    stats = _stats_from_sql(con, pairs_sql, params, int(n_items), method in _LENGTH_METHODS)
-    release = _select(stats, int(k), float(epsilon), method, rng)[0]
+    release, stats = _top_k_sql(con, pairs_sql, params, n_items, k, epsilon, method, rng)
     items = list(release.items)
     if int(max_items_per_subject) < len(items):
         return release, noisy_counts(
