@@ -7,7 +7,7 @@ owners declare what is protected with :class:`Owner`.
 
 from __future__ import annotations
 
-from dpgate.dbapi import Connection, Cursor, connect
+from dpgate.interfaces.dbapi import Connection, Cursor, connect
 from dpgate.errors import (
     BudgetExceededError,
     DatabaseError,
@@ -24,7 +24,7 @@ from dpgate.errors import (
     UnsupportedQueryError,
     Warning,
 )
-from dpgate.owner import Owner
+from dpgate.catalog.owner import Owner
 from dpgate.release import ReleaseInfo, Result
 
 __version__ = "0.6.0"

@@ -1,5 +1,5 @@
 import sys
 
-from dpgate.cli import main
+from dpgate.interfaces.cli import main
 
 sys.exit(main())

@@ -20,16 +20,22 @@ import duckdb
 import numpy as np
 from sqlglot import exp
 
-from dpgate import catalog as catalog_mod
-from dpgate import database, errors, execute, noise, planner, registry, release, subgraph_query, synthetic_query, topk_query
-from dpgate.classify import Classified, classify
-from dpgate.dialect import parse_one, to_duckdb, to_sql
-from dpgate.facts import DuckDBFacts
+from dpgate.catalog import tables as catalog_mod
+from dpgate import database, errors, noise, release
+from dpgate.queries.counting import exact as execute
+from dpgate.queries import analysis as planner
+from dpgate.catalog import releases as registry
+from dpgate.queries import subgraph as subgraph_query
+from dpgate.queries import synthetic as synthetic_query
+from dpgate.queries import topk as topk_query
+from dpgate.frontend.classify import Classified, classify
+from dpgate.frontend.dialect import parse_one, to_duckdb, to_sql
+from dpgate.catalog.facts import DuckDBFacts
 from dpgate.ledger import Cost, Ledger
 from dpgate.mechanisms import KeySelector, LaplaceCounting
-from dpgate.plans import CountPlan, SubgraphPlan, SynthesisPlan, TopKPlan
+from dpgate.queries.plans import CountPlan, SubgraphPlan, SynthesisPlan, TopKPlan
 from dpgate.release import Answer, ColumnNoise, ReleaseInfo, Result
-from dpgate.settings import Session, literal_value
+from dpgate.frontend.settings import Session, literal_value
 
 
 class Gateway:
@@ -472,9 +478,8 @@ def personalization_notes(plan, subjects, *, scaled_note: bool = True) -> list[s
             f"{subjects.left_out} subject(s) had less than ε={plan.epsilon:g} left: left out by the threshold rule "
             "(charged nothing)"
         )
-    sampled = subjects.rule == "sample" and any(p < 1 for p in subjects.sample_probability.values())
     reduced = any(p.epsilon < subjects.requested for p in subjects.parts)
-    combined = len(subjects.parts) > 1 or subjects.left_out or sampled
+    combined = subjects.combined
     if combined or reduced or subjects.rule in ("minimum", "partition", "t_round"):
         notes.append(f"personalization {subjects.rule}: " + "; ".join(subjects.describe()))
     if combined and scaled_note:

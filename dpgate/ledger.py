@@ -26,7 +26,7 @@ from decimal import Decimal
 import duckdb
 
 from dpgate import database, errors
-from dpgate.catalog import SCHEMA, ProtectedTable
+from dpgate.catalog.tables import SCHEMA, ProtectedTable
 from dpgate.mechanisms import pdp
 
 _temp_ids = itertools.count(1)

@@ -16,9 +16,9 @@ import numpy as np
 from sqlglot import exp
 
 from dpgate import errors
-from dpgate.dialect import to_duckdb
+from dpgate.frontend.dialect import to_duckdb
 from dpgate.mechanisms.base import NoisyColumn
-from dpgate.plans import CountPlan
+from dpgate.queries.plans import CountPlan
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 import dpgate
-from dpgate import demo
+from dpgate.interfaces import demo
 
 
 def main(path: str | None = None) -> None:

@@ -29,7 +29,7 @@ import time
 import duckdb
 import numpy as np
 
-from dpgate import graphs
+from dpgate.mechanisms import graphs
 from dpgate.mechanisms.ladder import (
     GlobalSensitivityLaplace,
     LadderMechanism,

@@ -23,7 +23,7 @@ import duckdb
 import numpy as np
 
 import dpgate
-from dpgate.owner import Owner
+from dpgate.catalog.owner import Owner
 from dpgate.resources import data_dir
 
 RULES = ("minimum", "threshold", "sample", "partition", "t_round")

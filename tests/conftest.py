@@ -10,8 +10,8 @@ import duckdb
 import pytest
 
 import dpgate
-from dpgate import demo
-from dpgate.owner import Owner
+from dpgate.interfaces import demo
+from dpgate.catalog.owner import Owner
 
 #: Seed of every statistical test (fixed, so failures reproduce).
 TEST_SEED = 20261122

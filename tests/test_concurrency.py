@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import dpgate
 from dpgate import errors
-from dpgate.owner import Owner
+from dpgate.catalog.owner import Owner
 
 
 def test_threads_never_overspend(make_db):

@@ -13,7 +13,7 @@ import pytest
 
 import dpgate
 from dpgate import errors
-from dpgate.owner import Owner
+from dpgate.catalog.owner import Owner
 
 from conftest import TEST_SEED
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from dpgate import cli, dialect
-from dpgate.settings import SPECS
+from dpgate.interfaces import cli
+from dpgate.frontend import dialect
+from dpgate.frontend.settings import SPECS
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -71,7 +72,7 @@ def _in_range(code: str, text: str) -> bool:
 
 
 def test_every_dot_command_is_documented():
-    from dpgate.repl.commands import COMMANDS
+    from dpgate.interfaces.shell.commands import COMMANDS
 
     for name in COMMANDS:
         assert f"`{name}" in README, name

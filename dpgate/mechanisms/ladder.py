@@ -15,7 +15,7 @@ the requested ε, split by ``width_share``) or nothing when ``width_share = 0``.
 
 **Sensitivity:** the ladder quality ``q(g, k) = -(rung of k)`` has sensitivity 1
 (Theorem 5.1) for any ladder function ``I_t(g)``: ``I_0(g) >= LS(g)`` and
-``I_t(g') <= I_{t+1}(g)`` for neighbours (Definition 5.6). ``dpgate.graphs`` computes
+``I_t(g') <= I_{t+1}(g)`` for neighbours (Definition 5.6). ``dpgate.mechanisms.graphs`` computes
 ``I_t`` [ladder]: ``LS(g, t)`` for triangles and k-stars (Lemmas 5.2, 5.3), Theorems 5.6 and
 5.7 for k-cliques (k >= 4) and k-triangles; ``I_t = GS`` from ``t = M`` on (Property 5.1).
 ``GS`` is in :func:`global_sensitivity`. The counts are of the simple undirected graph
@@ -27,7 +27,7 @@ is at most one edge edit.
 them on each side) ``e^{-h u}``. The 95% interval is ``X ± m`` where ``m`` is computed from
 public and DP inputs only [bound]: with ``s`` the width statistic (``a_m``, or ``d_m`` for
 k-stars, global sensitivity 1), released as ``s + DLap(1/epsilon_width)`` and widened to a
-two-sided ``1 - alpha/4`` range ``[s_lo, s_hi]`` [stat], ``dpgate.graphs.width_bounds``
+two-sided ``1 - alpha/4`` range ``[s_lo, s_hi]`` [stat], ``dpgate.mechanisms.graphs.width_bounds``
 gives public ladders with ``L(s_lo) <= I(g) <= U(s_hi)`` pointwise, and
 
     P(|X - f| > m) = T_I(m) / (H_I(m) + T_I(m)) <= T_U(m) / (H_L(m) + T_U(m)),
@@ -79,8 +79,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpgate import graphs, noise
-from dpgate.graphs import QUERIES, global_sensitivity
+from dpgate import noise
+from dpgate.mechanisms import graphs
+from dpgate.mechanisms.graphs import QUERIES, global_sensitivity
 from dpgate.mechanisms.base import Mechanism
 
 __all__ = [

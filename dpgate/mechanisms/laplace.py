@@ -48,10 +48,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpgate import noise
-from dpgate.execute import ExactAnswer
+from dpgate.queries.counting.exact import ExactAnswer
 from dpgate.mechanisms import pdp
 from dpgate.mechanisms.base import Mechanism, NoisyColumn
-from dpgate.plans import AVG, COUNT_SUBJECTS, SUM, AggSpec, Component, CountPlan
+from dpgate.queries.plans import AVG, COUNT_SUBJECTS, SUM, AggSpec, Component, CountPlan
 
 
 @dataclass
@@ -96,11 +96,7 @@ class _Parts:
     @property
     def combined(self) -> bool:
         """Answers are combined or scaled: several partitions, or subjects left out or sampled."""
-        s = self.subjects
-        if s is None:
-            return False
-        sampled = s.rule == "sample" and any(p < 1 for p in s.sample_probability.values())
-        return len(s.parts) > 1 or s.left_out > 0 or sampled
+        return self.subjects is not None and self.subjects.combined
 
 
 def _parts(plan: CountPlan, subjects: pdp.SubjectPlan | None) -> _Parts:

@@ -112,6 +112,12 @@ class SubjectPlan:
         return max(self.charges.values(), default=Decimal(0))
 
     @property
+    def combined(self) -> bool:
+        """Answers are combined or scaled: several partitions, subjects left out, or some sampled."""
+        sampled = self.rule == "sample" and any(p < 1 for p in self.sample_probability.values())
+        return len(self.parts) > 1 or self.left_out > 0 or sampled
+
+    @property
     def uniform(self) -> bool:
         """Everyone with an allowance pays the same (so nobody is left out)."""
         return len(set(self.charges.values())) <= 1 and not self.excluded and not self.left_out
@@ -479,6 +485,14 @@ def coefficients(plan: SubjectPlan, noise_variances: Sequence[float], unit_varia
     Q = unit_variance * (D * m) @ D.T + np.diag(np.asarray(noise_variances, dtype=float))
     q = np.linalg.solve(Q, n)
     return plan.population * q / (n @ q)
+
+
+def population_scale(plan: SubjectPlan | None, noise_variance: float, unit_variance: float) -> float:
+    """The factor from one part's answer to everyone with budget (1 when nobody was left out or
+    sampled); for mechanisms that run on a single part of subjects (top-k, synthetic releases)."""
+    if plan is None or not plan.combined:
+        return 1.0
+    return float(coefficients(plan, [noise_variance], unit_variance)[0])
 
 
 def predicted_mse(plan: SubjectPlan, noise_variances: Sequence[float], unit_variance: float) -> float:

@@ -14,17 +14,16 @@ spent parsing, checking the catalog, classifying and planning.
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
-import time
 from pathlib import Path
 
 import duckdb
+from timing import timed
 
 import dpgate
-from dpgate.classify import classify
-from dpgate.dialect import parse_one
-from dpgate.owner import Owner
+from dpgate.frontend.classify import classify
+from dpgate.frontend.dialect import parse_one
+from dpgate.catalog.owner import Owner
 
 
 def build(path: Path, rows: int) -> None:
@@ -39,16 +38,6 @@ def build(path: Path, rows: int) -> None:
         FROM range({rows}) r(i)"""
     )
     con.close()
-
-
-def timed(fn, repeat: int) -> float:
-    fn()  # warm up
-    samples = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t)
-    return statistics.median(samples)
 
 
 def main() -> None:

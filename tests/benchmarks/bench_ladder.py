@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 
 from ladder_utility import load_gene_network  # noqa: E402
 
-from dpgate import graphs  # noqa: E402
+from dpgate.mechanisms import graphs  # noqa: E402
 from dpgate.mechanisms.ladder import ladder_function, release_with_interval  # noqa: E402
 
 TARGET_SECONDS = 10.0
@@ -88,7 +88,7 @@ def _through_sql(repeat: int) -> list[tuple[str, float, str]]:
     import tempfile
 
     import dpgate
-    from dpgate import demo
+    from dpgate.interfaces import demo
 
     path = demo.build(Path(tempfile.mkdtemp()) / "demo.duckdb")
     out = []

@@ -112,8 +112,8 @@ def _through_sql(args) -> None:
     import time
 
     import dpgate
-    from dpgate import demo
-    from dpgate.owner import Owner
+    from dpgate.interfaces import demo
+    from dpgate.catalog.owner import Owner
 
     path = demo.build(Path(tempfile.mkdtemp()) / "demo.duckdb")
     with Owner(path) as owner:

@@ -19,12 +19,11 @@ ratio to raw DuckDB (target: within 3x) and the split between query and mechanis
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
-import time
 from pathlib import Path
 
 import duckdb
+from timing import timed
 
 from dpgate import noise
 from dpgate.mechanisms import topk
@@ -49,16 +48,6 @@ def build(path: Path, rows: int) -> None:
     )
     con.execute("CHECKPOINT")
     con.close()
-
-
-def timed(fn, repeat: int) -> float:
-    fn()  # warm up
-    samples = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t)
-    return statistics.median(samples)
 
 
 def main() -> None:
@@ -101,7 +90,7 @@ def main() -> None:
 def gateway(path: Path, raw: float, args) -> None:
     """The same top-10 through SQL: parse, plan, ledger debit, pairs query, selection, counts."""
     import dpgate
-    from dpgate.owner import Owner
+    from dpgate.catalog.owner import Owner
 
     raw_con = duckdb.connect(str(path))
     # The same rows with PRIMARY KEY (uid, item): a schema fact that lets dpgate skip DISTINCT.

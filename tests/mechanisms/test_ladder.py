@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 
 from conftest import TEST_SEED
-from dpgate import graphs, noise
+from dpgate import noise
+from dpgate.mechanisms import graphs
 from dpgate.mechanisms import ladder
 from dpgate.mechanisms.ladder import (
     GlobalSensitivityLaplace,

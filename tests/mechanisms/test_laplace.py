@@ -13,10 +13,11 @@ import pytest
 
 import dpgate
 from conftest import TEST_SEED
-from dpgate import execute, noise
-from dpgate.classify import classify
-from dpgate.dialect import parse_one
-from dpgate.execute import ExactAnswer
+from dpgate import noise
+from dpgate.queries.counting import exact as execute
+from dpgate.frontend.classify import classify
+from dpgate.frontend.dialect import parse_one
+from dpgate.queries.counting.exact import ExactAnswer
 from dpgate.mechanisms import LaplaceCounting
 from dpgate.resources import data_dir
 
@@ -123,7 +124,7 @@ def adult_db(tmp_path_factory):
     """Adult with generous budgets (nobody is left out), for utility and coverage checks."""
     import duckdb
 
-    from dpgate.owner import Owner
+    from dpgate.catalog.owner import Owner
 
     path = tmp_path_factory.mktemp("adult") / "adult.duckdb"
     raw = duckdb.connect(str(path))

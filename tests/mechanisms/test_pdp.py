@@ -15,7 +15,7 @@ import dpgate
 from conftest import TEST_SEED
 from dpgate import errors, noise
 from dpgate.mechanisms import pdp
-from dpgate.owner import Owner
+from dpgate.catalog.owner import Owner
 
 
 def compositions(L: int, k: int):

@@ -1,0 +1,70 @@
+"""Public facts the planner may look up in DuckDB: query binding, public tables, the roster.
+
+Nothing here reads a protected table's rows. ``describe`` binds a query (``DESCRIBE``
+plans it without executing it), so a query that DuckDB would refuse — unknown function,
+type mismatch, volatile function inside TRY — is refused before anything is charged,
+and its error cannot depend on the data.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+
+from dpgate import errors
+from dpgate.catalog.tables import builtin_functions, table_columns
+
+
+class DuckDBFacts:
+    def __init__(self, con: duckdb.DuckDBPyConnection):
+        self._con = con
+
+    def describe(self, sql: str) -> list[tuple[str, str]]:
+        try:
+            rows = self._con.execute(f"DESCRIBE {sql}").fetchall()
+        except duckdb.Error as e:
+            raise errors.ProgrammingError(
+                f"DuckDB cannot bind this query: {_first_line(e)}",
+                code="DP230",
+                hint="fix the SQL; nothing was charged",
+            ) from e
+        return [(r[0], r[1]) for r in rows]
+
+    def columns(self, table: str) -> list[tuple[str, str]]:
+        return table_columns(self._con, table)
+
+    def distinct_values(self, table: str, column: str) -> list[Any]:
+        from dpgate.catalog.owner import quote
+
+        return [
+            r[0]
+            for r in self._con.execute(
+                f"SELECT DISTINCT {quote(column)} FROM {quote(table)} ORDER BY 1 NULLS LAST"
+            ).fetchall()
+        ]
+
+    def image(self, sql: str, domains: list[tuple[list[Any], str]]) -> list[Any]:
+        """Distinct values of ``sql`` (over columns ``__c0, __c1, ...``) on the product of domains."""
+        parts = []
+        params = {}
+        for i, (values, typ) in enumerate(domains):
+            parts.append(f"(SELECT unnest(CAST($d{i} AS {typ}[])) AS __c{i})")
+            params[f"d{i}"] = values
+        rel = " CROSS JOIN ".join(parts)
+        try:
+            rows = self._con.execute(f"SELECT DISTINCT {sql} FROM {rel} ORDER BY 1 NULLS LAST", params).fetchall()
+        except duckdb.Error as e:
+            raise errors.ProgrammingError(
+                f"DuckDB cannot evaluate this GROUP BY expression on its domain: {_first_line(e)}",
+                code="DP230",
+            ) from e
+        return [r[0] for r in rows]
+
+    def aggregate_functions(self) -> frozenset[str]:
+        return builtin_functions(self._con)[1]
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__

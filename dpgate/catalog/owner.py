@@ -1,0 +1,746 @@
+"""The data owner's side: declare protected tables, column facts, analysts and budgets.
+
+Declarations live in the ``dpgate`` schema of the database file (DDL in ``sql/``), so
+they travel with the data. Everything declared here is a public fact: analysts may learn
+it (through ``.schema``, ``SHOW BUDGET``, ``EXPLAIN PRIVACY``), and mechanisms may use it
+without spending budget.
+
+From Python::
+
+    owner = dpgate.Owner("company.duckdb")
+    owner.protect("adult", unit="person_id", max_rows=1, epsilon=2.0,
+                  domains={"sex": ["Female", "Male"]}, bounds={"age": (17, 90)})
+    owner.add_analyst("alice", epsilon=5.0, delta=1e-5, epsilon_per_query=1.0)
+
+or from a TOML policy file with ``dpgate policy apply company.duckdb policy.toml``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import duckdb
+from sqlglot import exp
+
+from dpgate import database, errors, resources
+from dpgate.catalog import tables as catalog
+from dpgate.catalog import releases as registry
+
+SCHEMA_VERSION = "1"
+DEFAULT_SUBJECT_DELTA = 1e-5
+DEFAULT_SUBJECT_EPSILON = 1.0
+
+
+def quote(name: str) -> str:
+    """A DuckDB identifier, quoted by sqlglot."""
+    return exp.to_identifier(name, quoted=True).sql(dialect="duckdb")
+
+
+def roster_name(subjects: str) -> str:
+    return f"roster_{subjects.lower()}"
+
+
+class Owner:
+    """Administrative access to one database file (owner only; analysts use ``dpgate.connect``)."""
+
+    def __init__(self, path: str | os.PathLike, *, create: bool = True):
+        self._instance = database.acquire(path, create=create)
+        self._con = self._instance.root.cursor()
+        self.path = os.fspath(path)
+        self.init()
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+            database.release(self._instance)
+
+    def __enter__(self) -> Owner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        if self._con is None:
+            raise errors.InterfaceError("This Owner handle is closed", code="DP100")
+        return self._con
+
+    @contextmanager
+    def _transaction(self):
+        with self._instance.ledger_lock:
+            self.con.execute("BEGIN TRANSACTION")
+            try:
+                yield self.con
+                self.con.execute(
+                    f"UPDATE {catalog.SCHEMA}.settings SET value = CAST(CAST(value AS BIGINT) + 1 AS VARCHAR) "
+                    "WHERE key = 'catalog_version'"
+                )
+            except BaseException:
+                self.con.execute("ROLLBACK")
+                raise
+            self.con.execute("COMMIT")
+
+    def init(self) -> None:
+        """Create dpgate's schema if it is missing (idempotent)."""
+        with self._instance.ledger_lock:
+            if catalog.schema_exists(self.con):
+                registry.ensure(self.con)  # a database made by an older dpgate
+                return
+            self.con.execute("BEGIN TRANSACTION")
+            try:
+                self.con.execute(resources.read_sql("schema.sql"))
+                self.con.execute(
+                    f"INSERT INTO {catalog.SCHEMA}.settings VALUES "
+                    "('schema_version', ?), ('catalog_version', '1')",
+                    [SCHEMA_VERSION],
+                )
+            except BaseException:
+                self.con.execute("ROLLBACK")
+                raise
+            self.con.execute("COMMIT")
+
+    # -- settings ----------------------------------------------------------------------
+    def allow_test_seed(self, analyst: str, allowed: bool = True) -> None:
+        """Let one analyst ask for a fixed noise seed (tests only: results are marked not private).
+
+        A seeded analyst can reproduce the noise, and so remove it: grant this only to test
+        accounts, never on real data.
+        """
+        with self._transaction() as con:
+            if not con.execute(f"SELECT 1 FROM {catalog.SCHEMA}.analysts WHERE name = ?", [analyst]).fetchone():
+                raise errors.PolicyError(f"Unknown analyst {analyst!r}", code="DP302", hint="add_analyst() first")
+            con.execute(
+                f"UPDATE {catalog.SCHEMA}.analysts SET allow_test_seed = ? WHERE name = ?", [allowed, analyst]
+            )
+
+    # -- protected tables ----------------------------------------------------------------
+    def protect(
+        self,
+        table: str,
+        *,
+        unit: str,
+        max_rows: int = 1,
+        max_groups: int = 1,
+        epsilon: float | None = None,
+        budget_column: str | None = None,
+        budget_table: str | None = None,
+        budget_table_unit: str | None = None,
+        budget_table_column: str = "epsilon",
+        subject_delta: float = DEFAULT_SUBJECT_DELTA,
+        domains: Mapping[str, Sequence[Any]] | None = None,
+        bounds: Mapping[str, tuple[float, float]] | None = None,
+        options: Mapping[str, Any] | None = None,
+        subjects: str | None = None,
+    ) -> None:
+        """Declare ``table`` protected, with ``unit`` as its privacy unit.
+
+        ``subjects`` names the subject space (default: the table's own name). Tables whose
+        privacy units identify the same people must share one (e.g. ``subjects="customers"``
+        on both ``customers`` and ``purchases``): they then share one roster, so a person's
+        spending on either table counts against one lifetime budget. Tables sharing a
+        subject space must declare the same budget source (not a per-table column).
+
+        Each subject's lifetime ε budget comes from exactly one source: ``epsilon`` (the
+        same for everyone; the default when nothing is given), ``budget_column`` (a column
+        of the table; the smallest value per subject), or ``budget_table`` (a table of
+        ``(budget_table_unit, budget_table_column)`` rows; subjects missing from it get
+        ``epsilon`` if given, else are left off the roster and never used).
+
+        Re-declaring an existing protected table updates its bounds and declarations; its
+        subjects keep what they have spent. Changing the privacy unit is refused.
+        """
+        table = table.lower()
+        unit = unit.lower()
+        self._refuse_release(table)
+        cols = dict(catalog.table_columns(self.con, table))
+        if not cols:
+            raise errors.PolicyError(
+                f"No table {table!r} in schema main", code="DP310",
+                hint="create and load the table first, then protect it",
+            )
+        if unit not in cols:
+            raise errors.PolicyError(
+                f"Table {table!r} has no column {unit!r} for the privacy unit", code="DP311",
+                hint=f"columns are: {', '.join(cols)}",
+            )
+        _check_positive_int("max_rows", max_rows)
+        _check_positive_int("max_groups", max_groups)
+        if not (0 <= subject_delta < 1):
+            raise errors.PolicyError("subject_delta must be in [0, 1)", code="DP312")
+        sources = [s for s in (budget_column, budget_table) if s is not None]
+        if len(sources) > 1:
+            raise errors.PolicyError(
+                "Give one budget source: epsilon, budget_column or budget_table", code="DP313"
+            )
+        if budget_column is not None:
+            source = "column"
+            budget_column = budget_column.lower()
+            if budget_column not in cols:
+                raise errors.PolicyError(
+                    f"No budget column {budget_column!r} in {table!r}", code="DP313"
+                )
+        elif budget_table is not None:
+            source = "table"
+            budget_table = budget_table.lower()
+            budget_table_unit = (budget_table_unit or unit).lower()
+            bcols = dict(catalog.table_columns(self.con, budget_table))
+            for needed in (budget_table_unit, budget_table_column.lower()):
+                if needed not in bcols:
+                    raise errors.PolicyError(
+                        f"Budget table {budget_table!r} has no column {needed!r}", code="DP313",
+                        hint=f"its columns are: {', '.join(bcols) or '(table missing)'}",
+                    )
+        else:
+            source = "default"
+            if epsilon is None:
+                epsilon = DEFAULT_SUBJECT_EPSILON
+        if epsilon is not None and not (epsilon >= 0 and math.isfinite(epsilon)):
+            raise errors.PolicyError("epsilon budget must be finite and >= 0", code="DP313")
+
+        existing = self.con.execute(
+            f"SELECT unit_column, kind FROM {catalog.SCHEMA}.protected_tables WHERE table_name = ?", [table]
+        ).fetchone()
+        if existing and existing[1] == "graph":
+            raise errors.PolicyError(
+                f"{table!r} is protected as a graph", code="DP314",
+                hint="call unprotect() first to protect it as an ordinary table",
+            )  # fmt: skip
+        if self.con.execute(
+            f"SELECT 1 FROM {catalog.SCHEMA}.protected_tables WHERE roster_table = ? AND kind = 'graph'",
+            [roster_name(subjects or table)],
+        ).fetchone():
+            raise errors.PolicyError(
+                f"The subject space {subjects or table!r} is a graph's edge budget", code="DP317",
+                hint="choose another subjects name",
+            )  # fmt: skip
+        if existing and existing[0] != unit:
+            raise errors.PolicyError(
+                f"{table!r} is protected with privacy unit {existing[0]!r}; changing it to {unit!r} "
+                "would reset every subject's budget",
+                code="DP314",
+                hint="call unprotect() first if you really mean to start over",
+            )
+
+        roster = roster_name(subjects or table)
+        spec = (source, budget_column, budget_table, budget_table_unit,
+                budget_table_column.lower() if budget_table else None, epsilon, subject_delta)  # fmt: skip
+        for other, o_unit, *o_spec in self.con.execute(
+            f"SELECT table_name, unit_column, budget_source, budget_column, budget_table, budget_table_unit, "
+            f"budget_table_column, default_epsilon, subject_delta FROM {catalog.SCHEMA}.protected_tables "
+            "WHERE roster_table = ? AND table_name <> ?",
+            [roster, table],
+        ).fetchall():
+            o_type = dict(catalog.table_columns(self.con, other)).get(o_unit)
+            same = (
+                o_spec[0] == source != "column"
+                and tuple(o_spec[1:5]) == spec[1:5]
+                and (o_spec[5] is None) == (epsilon is None)
+                and (epsilon is None or float(o_spec[5]) == float(epsilon))
+                and float(o_spec[6]) == float(subject_delta)
+            )
+            if o_type != cols[unit] or not same:
+                raise errors.PolicyError(
+                    f"{table!r} and {other!r} share the subject space {subjects or table!r} but declare "
+                    "different unit types or budget sources",
+                    code="DP317",
+                    hint="tables sharing subjects need the same unit type, the same epsilon or budget_table, "
+                    "and the same subject_delta",
+                )
+        with self._transaction() as con:
+            con.execute(
+                f"INSERT OR REPLACE INTO {catalog.SCHEMA}.protected_tables "
+                "(table_name, kind, unit_column, max_rows, max_groups, budget_source, budget_column, "
+                "budget_table, budget_table_unit, budget_table_column, default_epsilon, subject_delta, "
+                "roster_table, options) VALUES (?, 'table', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    table, unit, max_rows, max_groups, source, budget_column, budget_table,
+                    budget_table_unit, budget_table_column.lower() if budget_table else None,
+                    epsilon, subject_delta, roster, json.dumps(dict(options or {})),
+                ],
+            )  # fmt: skip
+            ddl = resources.read_sql("roster.sql").format(
+                roster=f"{catalog.SCHEMA}.{quote(roster)}",
+                offsets=f"{catalog.SCHEMA}.roster_offsets",
+                view=f"{catalog.SCHEMA}.{quote(catalog.subjects_view(roster))}",
+                name="'" + roster.replace("'", "''") + "'",
+                unit_type=cols[unit],
+            )
+            con.execute(ddl)
+            for col, values in (domains or {}).items():
+                self._declare(con, table, cols, col, domain=values)
+            for col, (lo, hi) in (bounds or {}).items():
+                self._declare(con, table, cols, col, bounds=(lo, hi))
+            self._refresh_roster(con, table)
+
+    def protect_graph(
+        self,
+        table: str,
+        *,
+        src: str,
+        dst: str,
+        nodes: int | str,
+        node_column: str | None = None,
+        epsilon: float | None = None,
+        allow_kclique: bool = False,
+    ) -> None:
+        """Declare an edge table as a protected graph, with edge-level DP.
+
+        Neighbouring graphs differ in one edge of the simple undirected graph on a public
+        node universe: ``nodes = N`` (ids are the integers ``0 .. N-1``; other ids are never
+        read) or ``nodes = "<public table>"`` whose ``node_column`` (default: its only
+        column) lists the node ids. The universe is a declaration, never counted from the
+        edges. ``epsilon`` is the lifetime budget of every potential edge; since every query
+        charges all of them alike, it is kept as one shared budget. ``allow_kclique`` lets
+        analysts ask for k-cliques with k >= 4 when C(N, k) exceeds a million (their cost
+        grows with the cliques of the graph; see ``dpgate.mechanisms.graphs``).
+        """
+        table = table.lower()
+        src, dst = src.lower(), dst.lower()
+        self._refuse_release(table)
+        cols = dict(catalog.table_columns(self.con, table))
+        if not cols:
+            raise errors.PolicyError(
+                f"No table {table!r} in schema main", code="DP310", hint="create and load the edge table first"
+            )
+        for c in (src, dst):
+            if c not in cols:
+                raise errors.PolicyError(
+                    f"Table {table!r} has no column {c!r}", code="DP311", hint=f"columns are: {', '.join(cols)}"
+                )
+        if src == dst:
+            raise errors.PolicyError("src and dst must be two different columns", code="DP311")
+        graph: dict[str, Any] = {"src": src, "dst": dst, "allow_kclique": bool(allow_kclique)}
+        if isinstance(nodes, bool) or not isinstance(nodes, (int, str)):
+            raise errors.PolicyError(
+                "nodes must be the node count N or the name of a public node table", code="DP318"
+            )
+        if isinstance(nodes, int):
+            if nodes < 2:
+                raise errors.PolicyError(f"The node universe needs at least 2 nodes, got {nodes}", code="DP318")
+            for c in (src, dst):
+                if cols[c].upper() not in catalog.INTEGER_TYPES:
+                    raise errors.PolicyError(
+                        f"nodes = {nodes} numbers the nodes 0 .. {nodes - 1}, but {table}.{c} is {cols[c]}",
+                        code="DP318",
+                        hint='declare a public node table instead: nodes = "<table>", node_column = "<id column>"',
+                    )
+            graph["nodes"] = nodes
+        else:
+            node_table = nodes.lower()
+            ncols = dict(catalog.table_columns(self.con, node_table))
+            if not ncols:
+                raise errors.PolicyError(f"No node table {node_table!r}", code="DP318")
+            if self.con.execute(
+                f"SELECT 1 FROM {catalog.SCHEMA}.protected_tables WHERE table_name = ?", [node_table]
+            ).fetchone():
+                raise errors.PolicyError(
+                    f"The node table {node_table!r} is protected; the node universe must be public", code="DP318"
+                )
+            if node_column is None:
+                if len(ncols) != 1:
+                    raise errors.PolicyError(
+                        f"Node table {node_table!r} has several columns", code="DP318",
+                        hint="name the id column with node_column",
+                    )  # fmt: skip
+                node_column = next(iter(ncols))
+            node_column = node_column.lower()
+            if node_column not in ncols:
+                raise errors.PolicyError(f"Node table {node_table!r} has no column {node_column!r}", code="DP318")
+            for c in (src, dst):
+                if not catalog.join_safe(cols[c], ncols[node_column]):
+                    raise errors.PolicyError(
+                        f"{table}.{c} ({cols[c]}) and {node_table}.{node_column} ({ncols[node_column]}) "
+                        "are not comparable types: joining them would convert values row by row",
+                        code="DP318",
+                        hint="use the same type for the endpoints and the node ids",
+                    )
+            graph["node_table"], graph["node_column"] = node_table, node_column
+        if epsilon is None:
+            epsilon = DEFAULT_SUBJECT_EPSILON
+        if not (epsilon >= 0 and math.isfinite(epsilon)):
+            raise errors.PolicyError("epsilon budget must be finite and >= 0", code="DP313")
+        existing = self.con.execute(
+            f"SELECT kind FROM {catalog.SCHEMA}.protected_tables WHERE table_name = ?", [table]
+        ).fetchone()
+        if existing and existing[0] != "graph":
+            raise errors.PolicyError(
+                f"{table!r} is protected as an ordinary table", code="DP314",
+                hint="call unprotect() first to declare it a graph",
+            )  # fmt: skip
+        roster = roster_name(table)
+        with self._transaction() as con:
+            con.execute(
+                f"INSERT OR REPLACE INTO {catalog.SCHEMA}.protected_tables "
+                "(table_name, kind, unit_column, max_rows, max_groups, budget_source, budget_column, "
+                "budget_table, budget_table_unit, budget_table_column, default_epsilon, subject_delta, "
+                "roster_table, options) VALUES (?, 'graph', ?, 1, 1, 'default', NULL, NULL, NULL, NULL, ?, ?, ?, ?)",
+                [table, src, epsilon, DEFAULT_SUBJECT_DELTA, roster, json.dumps({"graph": graph})],
+            )
+            ddl = resources.read_sql("roster.sql").format(
+                roster=f"{catalog.SCHEMA}.{quote(roster)}",
+                offsets=f"{catalog.SCHEMA}.roster_offsets",
+                view=f"{catalog.SCHEMA}.{quote(catalog.subjects_view(roster))}",
+                name="'" + roster.replace("'", "''") + "'",
+                unit_type="BIGINT",
+            )
+            con.execute(ddl)
+            self._refresh_roster(con, table)
+
+    def _refuse_release(self, table: str) -> None:
+        if registry.active(self.con, table) is not None:
+            raise errors.PolicyError(
+                f"{table!r} is a published release: it is public already, and protecting it would not take it back",
+                code="DP314",
+                hint="drop the release (DROP SYNTHETIC TABLE, or Owner.drop_release) and protect the source instead",
+            )
+
+    def drop_release(self, name: str) -> None:
+        """Drop a release's table (the owner may drop any); its lineage stays in the registry."""
+        with self._instance.ledger_lock:
+            if self.con.execute(
+                f"SELECT 1 FROM {catalog.SCHEMA}.protected_tables WHERE table_name = ?", [name.lower()]
+            ).fetchone():
+                raise errors.PolicyError(f"{name!r} is protected", code="DP320", hint="unprotect it first")
+            registry.drop(self.con, name, by="owner", owner=True)
+
+    def declare(
+        self,
+        table: str,
+        column: str,
+        *,
+        domain: Sequence[Any] | None = None,
+        bounds: tuple[float, float] | None = None,
+    ) -> None:
+        """Declare the public domain or bounds of one column of a protected table."""
+        table = table.lower()
+        self._require_protected(table)
+        cols = dict(catalog.table_columns(self.con, table))
+        with self._transaction() as con:
+            self._declare(con, table, cols, column, domain=domain, bounds=bounds)
+
+    def _declare(self, con, table, cols, column, *, domain=None, bounds=None) -> None:
+        column = column.lower()
+        if column not in cols:
+            raise errors.PolicyError(
+                f"Table {table!r} has no column {column!r}", code="DP311",
+                hint=f"columns are: {', '.join(cols)}",
+            )
+        lo = hi = dom = None
+        if bounds is not None:
+            if not catalog.is_numeric_type(cols[column]):
+                raise errors.PolicyError(
+                    f"Bounds need a numeric column; {table}.{column} is {cols[column]}", code="DP315"
+                )
+            lo, hi = float(bounds[0]), float(bounds[1])
+            if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+                raise errors.PolicyError(
+                    f"Bounds of {table}.{column} must be finite with lower < upper, got {bounds}",
+                    code="DP315",
+                )
+        if domain is not None:
+            values = list(domain)
+            if not values:
+                raise errors.PolicyError(f"Domain of {table}.{column} is empty", code="DP316")
+            try:
+                dom = json.dumps(values)
+            except TypeError as e:
+                raise errors.PolicyError(
+                    f"Domain values of {table}.{column} must be strings, numbers, booleans or null",
+                    code="DP316",
+                ) from e
+            if len({json.dumps(v) for v in values}) != len(values):
+                raise errors.PolicyError(f"Domain of {table}.{column} repeats a value", code="DP316")
+            # The values must be castable to the column type (checked without reading rows).
+            as_text = [None if v is None else json.dumps(v) if isinstance(v, bool) else str(v) for v in values]
+            try:
+                con.execute(
+                    f"SELECT CAST(x AS {cols[column]}) FROM unnest(CAST(? AS VARCHAR[])) AS u(x)", [as_text]
+                ).fetchall()
+            except duckdb.Error as e:
+                raise errors.PolicyError(
+                    f"Domain of {table}.{column} does not fit its type {cols[column]}: {e}",
+                    code="DP316",
+                ) from e
+        existing = con.execute(
+            f"SELECT lower, upper, domain FROM {catalog.SCHEMA}.columns WHERE table_name = ? AND column_name = ?",
+            [table, column],
+        ).fetchone()
+        if existing:
+            lo = lo if bounds is not None else existing[0]
+            hi = hi if bounds is not None else existing[1]
+            dom = dom if domain is not None else existing[2]
+        con.execute(
+            f"INSERT OR REPLACE INTO {catalog.SCHEMA}.columns VALUES (?, ?, ?, ?, ?)",
+            [table, column, lo, hi, dom],
+        )
+
+    def unprotect(self, table: str) -> None:
+        """Forget a protected table's declarations, and its roster (with the subjects' spending
+        history) unless another table shares it."""
+        table = table.lower()
+        self._require_protected(table)
+        with self._transaction() as con:
+            (roster,) = con.execute(
+                f"SELECT roster_table FROM {catalog.SCHEMA}.protected_tables WHERE table_name = ?", [table]
+            ).fetchone()
+            shared = con.execute(
+                f"SELECT count(*) FROM {catalog.SCHEMA}.protected_tables WHERE roster_table = ? AND table_name <> ?",
+                [roster, table],
+            ).fetchone()[0]
+            if not shared:
+                con.execute(f"DROP VIEW IF EXISTS {catalog.SCHEMA}.{quote(catalog.subjects_view(roster))}")
+                con.execute(f"DROP TABLE IF EXISTS {catalog.SCHEMA}.{quote(roster)}")
+                con.execute(f"DELETE FROM {catalog.SCHEMA}.roster_offsets WHERE roster = ?", [roster])
+            con.execute(f"DELETE FROM {catalog.SCHEMA}.columns WHERE table_name = ?", [table])
+            con.execute(f"DELETE FROM {catalog.SCHEMA}.protected_tables WHERE table_name = ?", [table])
+
+    def refresh_roster(self, table: str) -> int:
+        """Add new subjects and re-read budgets from their source; spent budget is kept.
+
+        Returns the number of subjects on the roster. Rows whose unit is not on the roster
+        are never used by any query (they could not be charged).
+        """
+        table = table.lower()
+        self._require_protected(table)
+        with self._transaction() as con:
+            return self._refresh_roster(con, table)
+
+    def _refresh_roster(self, con, table: str) -> int:
+        (roster, source, bcol, btab, btab_unit, btab_col, default_eps) = con.execute(
+            f"SELECT roster_table, budget_source, budget_column, budget_table, budget_table_unit, "
+            f"budget_table_column, default_epsilon FROM {catalog.SCHEMA}.protected_tables WHERE table_name = ?",
+            [table],
+        ).fetchone()
+        members = con.execute(
+            f"SELECT table_name, unit_column, kind FROM {catalog.SCHEMA}.protected_tables WHERE roster_table = ?",
+            [roster],
+        ).fetchall()
+        # Every subject of every table in the subject space (the roster is theirs together). A
+        # graph's roster is one row: the budget every potential edge shares (edge-level DP).
+        units = " UNION ".join(
+            "SELECT CAST(0 AS BIGINT) AS unit" if kind == "graph"
+            else f"SELECT {quote(u)} AS unit FROM {quote(t)} WHERE {quote(u)} IS NOT NULL"
+            for t, u, kind in members
+        )  # fmt: skip
+        r = f"{catalog.SCHEMA}.{quote(roster)}"
+        params: list[Any] = []
+        if source == "default":
+            src = f"SELECT unit, CAST(? AS DOUBLE) AS eps FROM ({units})"
+            params = [default_eps]
+        elif source == "column":
+            t, u, _ = members[0]
+            src = (
+                f"SELECT {quote(u)} AS unit, greatest(coalesce(min(CAST({quote(bcol)} AS DOUBLE)), 0), 0) AS eps "
+                f"FROM {quote(t)} WHERE {quote(u)} IS NOT NULL GROUP BY {quote(u)}"
+            )
+        else:
+            bu = quote(btab_unit)
+            src = (
+                f"SELECT {bu} AS unit, greatest(coalesce(max(CAST({quote(btab_col)} AS DOUBLE)), 0), 0) AS eps "
+                f"FROM {quote(btab)} WHERE {bu} IS NOT NULL GROUP BY {bu}"
+            )
+            if default_eps is not None:
+                src += (
+                    f" UNION ALL SELECT unit, CAST(? AS DOUBLE) FROM ({units}) "
+                    f"WHERE unit NOT IN (SELECT {bu} FROM {quote(btab)} WHERE {bu} IS NOT NULL)"
+                )
+                params = [default_eps]
+        # New subjects start at minus the space's common offset (their total spending is zero)
+        # and carry a new generation (see roster.sql).
+        con.execute(
+            f"UPDATE {catalog.SCHEMA}.roster_offsets SET generation = generation + 1 WHERE roster = ?", [roster]
+        )
+        con.execute(
+            f"INSERT INTO {r} (unit, epsilon_budget, epsilon_spent, delta_spent, added) "
+            f"SELECT s.unit, s.eps, -o.epsilon_spent, -o.delta_spent, o.generation FROM ({src}) s, "
+            f"(SELECT epsilon_spent, delta_spent, generation FROM {catalog.SCHEMA}.roster_offsets WHERE roster = ?) o "
+            "ON CONFLICT (unit) DO UPDATE SET epsilon_budget = excluded.epsilon_budget",
+            [*params, roster],
+        )
+        return con.execute(f"SELECT count(*) FROM {r}").fetchone()[0]
+
+    def _require_protected(self, table: str) -> None:
+        if not self.con.execute(
+            f"SELECT 1 FROM {catalog.SCHEMA}.protected_tables WHERE table_name = ?", [table]
+        ).fetchone():
+            raise errors.PolicyError(
+                f"{table!r} is not a protected table", code="DP310", hint="protect() it first"
+            )
+
+    # -- analysts ------------------------------------------------------------------------
+    def add_analyst(
+        self,
+        name: str,
+        *,
+        epsilon: float,
+        delta: float = 1e-5,
+        epsilon_per_query: float | None = None,
+        delta_per_query: float | None = None,
+    ) -> None:
+        """Create an analyst, or change the quotas of an existing one (what they spent stays)."""
+        epsilon_per_query = epsilon if epsilon_per_query is None else epsilon_per_query
+        delta_per_query = delta if delta_per_query is None else delta_per_query
+        for label, value in (
+            ("epsilon", epsilon), ("delta", delta),
+            ("epsilon_per_query", epsilon_per_query), ("delta_per_query", delta_per_query),
+        ):  # fmt: skip
+            if not (value >= 0 and math.isfinite(value)):
+                raise errors.PolicyError(f"{label} must be finite and >= 0, got {value}", code="DP320")
+        if not name or not isinstance(name, str):
+            raise errors.PolicyError("Analyst name must be a non-empty string", code="DP320")
+        with self._transaction() as con:
+            con.execute(
+                f"INSERT INTO {catalog.SCHEMA}.analysts (name, epsilon_quota, delta_quota, epsilon_per_query, "
+                "delta_per_query) VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
+                "epsilon_quota = excluded.epsilon_quota, delta_quota = excluded.delta_quota, "
+                "epsilon_per_query = excluded.epsilon_per_query, delta_per_query = excluded.delta_per_query",
+                [name, epsilon, delta, epsilon_per_query, delta_per_query],
+            )
+
+    # -- reading -------------------------------------------------------------------------
+    def quality(self, release: str) -> dict:
+        """Compare a release with its source table: average TVD of all 1-, 2- and 3-way marginals.
+
+        Owner only: it reads the raw rows, so no analyst interface offers it. The columns are
+        coded exactly as the release was (the codings are kept in its registry row).
+        """
+        from dpgate.queries.synthetic import coding as synthesis
+        from dpgate.queries.synthetic import coding_from_dict
+
+        rec = registry.active(self.con, release)
+        if rec is None:
+            raise errors.ProgrammingError(
+                f"No release named {release!r}", code="DP225", hint="SHOW RELEASES lists the releases"
+            )
+        if rec.kind != "synthetic table":
+            raise errors.NotSupportedError(f"No quality report for a {rec.kind}", code="DP221")
+        codings = [coding_from_dict(d) for d in rec.parameters["codings"]]
+        source = rec.sources[0]
+        cols = ", ".join(quote(c.name) for c in codings)
+        report = synthesis.quality(self.con, f"SELECT {cols} FROM main.{quote(source)}", rec.name, codings)
+        return {"release": rec.name, "source": source, **report}
+
+    def catalog(self) -> catalog.Catalog:
+        return catalog.load(self.con)
+
+    def ledger(self, analyst: str | None = None) -> list[tuple]:
+        """The append-only ledger (owner only): every debit, newest last."""
+        sql = (
+            f"SELECT l.entry_id, l.logged_at, l.analyst, l.query_class, l.mechanism, l.table_name, l.epsilon, "
+            f"l.delta, l.subjects_charged, l.subjects_excluded, l.private, r.entry_id IS NOT NULL AS released, "
+            f"l.statement FROM {catalog.SCHEMA}.ledger l LEFT JOIN {catalog.SCHEMA}.releases r USING (entry_id)"
+        )
+        params: list[Any] = []
+        if analyst is not None:
+            sql += " WHERE l.analyst = ?"
+            params.append(analyst)
+        return self.con.execute(sql + " ORDER BY l.entry_id", params).fetchall()
+
+    # -- policy files --------------------------------------------------------------------
+    def apply_policy(self, policy: Mapping[str, Any] | str | os.PathLike) -> list[str]:
+        """Apply a policy (a parsed mapping, or the path of a TOML file). Returns what was done."""
+        if not isinstance(policy, Mapping):
+            with open(policy, "rb") as f:
+                try:
+                    policy = tomllib.load(f)
+                except tomllib.TOMLDecodeError as e:
+                    raise errors.PolicyError(f"Policy file is not valid TOML: {e}", code="DP330") from e
+        _check_keys("policy", policy, {"tables", "graphs", "analysts"})
+        done = []
+        for tname, spec in policy.get("tables", {}).items():
+            _check_keys(
+                f"[tables.{tname}]",
+                spec,
+                {"unit", "max_rows", "max_groups", "budget", "subject_delta", "columns", "options", "subjects"},
+            )
+            if "unit" not in spec:
+                raise errors.PolicyError(f"[tables.{tname}] needs unit = \"<column>\"", code="DP330")
+            budget = spec.get("budget", {"default": DEFAULT_SUBJECT_EPSILON})
+            if not isinstance(budget, Mapping):
+                budget = {"default": budget}
+            _check_keys(f"[tables.{tname}].budget", budget, {"default", "column", "table", "unit", "epsilon_column"})
+            domains, bounds = {}, {}
+            for cname, cspec in spec.get("columns", {}).items():
+                _check_keys(f"[tables.{tname}.columns.{cname}]", cspec, {"domain", "bounds", "nullable"})
+                if "domain" in cspec:
+                    domains[cname] = list(cspec["domain"]) + ([None] if cspec.get("nullable") else [])
+                if "bounds" in cspec:
+                    lo, hi = cspec["bounds"]
+                    bounds[cname] = (lo, hi)
+            self.protect(
+                tname,
+                unit=spec["unit"],
+                max_rows=spec.get("max_rows", 1),
+                max_groups=spec.get("max_groups", 1),
+                epsilon=budget.get("default"),
+                budget_column=budget.get("column"),
+                budget_table=budget.get("table"),
+                budget_table_unit=budget.get("unit"),
+                budget_table_column=budget.get("epsilon_column", "epsilon"),
+                subject_delta=spec.get("subject_delta", DEFAULT_SUBJECT_DELTA),
+                domains=domains,
+                bounds=bounds,
+                options=spec.get("options"),
+                subjects=spec.get("subjects"),
+            )
+            done.append(f"protected {tname} (unit {spec['unit']})")
+        for gname, spec in policy.get("graphs", {}).items():
+            _check_keys(f"[graphs.{gname}]", spec, {"src", "dst", "nodes", "node_column", "epsilon", "allow_kclique"})
+            for key in ("src", "dst", "nodes"):
+                if key not in spec:
+                    raise errors.PolicyError(f"[graphs.{gname}] needs {key} = ...", code="DP330")
+            self.protect_graph(
+                gname,
+                src=spec["src"],
+                dst=spec["dst"],
+                nodes=spec["nodes"],
+                node_column=spec.get("node_column"),
+                epsilon=spec.get("epsilon"),
+                allow_kclique=bool(spec.get("allow_kclique", False)),
+            )
+            done.append(f"protected graph {gname} ({spec['src']} - {spec['dst']})")
+        for aname, spec in policy.get("analysts", {}).items():
+            _check_keys(
+                f"[analysts.{aname}]", spec,
+                {"epsilon", "delta", "epsilon_per_query", "delta_per_query", "allow_test_seed"},
+            )  # fmt: skip
+            if "epsilon" not in spec:
+                raise errors.PolicyError(f"[analysts.{aname}] needs epsilon = <quota>", code="DP330")
+            self.add_analyst(
+                aname,
+                epsilon=spec["epsilon"],
+                delta=spec.get("delta", 1e-5),
+                epsilon_per_query=spec.get("epsilon_per_query"),
+                delta_per_query=spec.get("delta_per_query"),
+            )
+            if "allow_test_seed" in spec:
+                self.allow_test_seed(aname, bool(spec["allow_test_seed"]))
+            done.append(f"analyst {aname} (epsilon quota {spec['epsilon']})")
+        return done
+
+
+def _check_positive_int(label: str, value: Any) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise errors.PolicyError(f"{label} must be a positive integer, got {value!r}", code="DP312")
+
+
+def _check_keys(where: str, mapping: Any, allowed: Iterable[str]) -> None:
+    allowed = set(allowed)
+    if not isinstance(mapping, Mapping):
+        raise errors.PolicyError(f"{where} must be a table", code="DP330")
+    unknown = sorted(set(mapping) - allowed)
+    if unknown:
+        raise errors.PolicyError(
+            f"Unknown key(s) {', '.join(unknown)} in {where}",
+            code="DP330",
+            hint=f"accepted keys: {', '.join(sorted(allowed))}",
+        )

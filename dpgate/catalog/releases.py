@@ -1,0 +1,128 @@
+"""The release registry: the lineage of every table dpgate publishes from protected data.
+
+One row per release (``sql/schema.sql``): its name, kind, source tables, mechanism and
+parameters, what it cost, who made it, when. Later release kinds (histograms, synopses,
+anonymised tables) record themselves the same way. A release's table is ordinary and public;
+dropping it keeps the registry row, so the lineage of everything ever published stays.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import duckdb
+
+from dpgate import errors, resources
+from dpgate.catalog.tables import SCHEMA
+
+TABLE = f"{SCHEMA}.release_registry"
+
+
+@dataclass(frozen=True)
+class ReleaseRecord:
+    entry_id: int
+    name: str
+    kind: str
+    sources: list[str]
+    mechanism: str
+    parameters: dict[str, Any]
+    epsilon: float
+    delta: float
+    analyst: str
+    row_count: int
+    created_at: datetime
+    dropped_at: datetime | None = None
+    dropped_by: str | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.dropped_at is None
+
+
+def exists(con: duckdb.DuckDBPyConnection) -> bool:
+    row = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE schema_name = ? AND table_name = 'release_registry' "
+        "AND database_name = current_database()",
+        [SCHEMA],
+    ).fetchone()
+    return bool(row[0])
+
+
+def ensure(con: duckdb.DuckDBPyConnection) -> None:
+    """Create the registry in a database made by an older dpgate (the schema DDL is idempotent)."""
+    if not exists(con):
+        con.execute(resources.read_sql("schema.sql"))
+
+
+_COLUMNS = (
+    "entry_id, name, kind, sources, mechanism, parameters, epsilon, delta, analyst, row_count, "
+    "created_at, dropped_at, dropped_by"
+)
+
+
+def _record(row: tuple) -> ReleaseRecord:
+    (entry_id, name, kind, sources, mechanism, parameters, eps, delta, analyst, rows, created, dropped, by) = row
+    return ReleaseRecord(
+        int(entry_id), name, kind, json.loads(sources), mechanism, json.loads(parameters), float(eps), float(delta),
+        analyst, int(rows), created, dropped, by,
+    )  # fmt: skip
+
+
+def records(con: duckdb.DuckDBPyConnection, *, include_dropped: bool = True) -> list[ReleaseRecord]:
+    if not exists(con):
+        return []
+    where = "" if include_dropped else " WHERE dropped_at IS NULL"
+    rows = con.execute(f"SELECT {_COLUMNS} FROM {TABLE}{where} ORDER BY entry_id").fetchall()
+    return [_record(r) for r in rows]
+
+
+def active(con: duckdb.DuckDBPyConnection, name: str) -> ReleaseRecord | None:
+    if not exists(con):
+        return None
+    row = con.execute(
+        f"SELECT {_COLUMNS} FROM {TABLE} WHERE name = ? AND dropped_at IS NULL", [name.lower()]
+    ).fetchone()
+    return _record(row) if row else None
+
+
+def record(
+    con: duckdb.DuckDBPyConnection, *, entry_id: int, name: str, kind: str, sources: list[str], mechanism: str,
+    parameters: dict[str, Any], epsilon: float, delta: float, analyst: str, row_count: int,
+) -> None:  # fmt: skip
+    """Register a release (in the caller's transaction, with the table it describes)."""
+    con.execute(
+        f"INSERT INTO {TABLE} (entry_id, name, kind, sources, mechanism, parameters, epsilon, delta, analyst, "
+        "row_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [entry_id, name.lower(), kind, json.dumps(sources), mechanism, json.dumps(parameters, default=str),
+         repr(float(epsilon)), repr(float(delta)), analyst, int(row_count)],
+    )  # fmt: skip
+
+
+def drop(con: duckdb.DuckDBPyConnection, name: str, *, by: str, owner: bool = False) -> ReleaseRecord:
+    """Drop a release's table and mark it dropped; only its creator or the owner may."""
+    rec = active(con, name)
+    if rec is None:
+        raise errors.ProgrammingError(
+            f"No release named {name!r}", code="DP225", hint="SHOW RELEASES lists the releases"
+        )
+    if not owner and rec.analyst != by:
+        raise errors.PolicyError(
+            f"Release {rec.name} was made by {rec.analyst}; only its creator or the data owner may drop it",
+            code="DP320",
+            hint="ask its creator or the owner",
+        )
+    table = '"' + rec.name.replace('"', '""') + '"'
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute(f"DROP TABLE IF EXISTS main.{table}")
+        con.execute(
+            f"UPDATE {TABLE} SET dropped_at = current_timestamp, dropped_by = ? WHERE entry_id = ?", [by, rec.entry_id]
+        )
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+    return rec

@@ -1,0 +1,214 @@
+"""dpgate's SQL dialect: DuckDB plus the differential-privacy clauses, parsed strictly.
+
+Adds to DuckDB's grammar:
+
+- ``SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5, delta = 1e-6, ...) ...``
+  (the BigQuery / ZetaSQL clause), kept in the SELECT's ``hint`` slot as ``DPOptions``;
+- ``SHOW BUDGET``;
+- ``EXPLAIN PRIVACY <statement>``.
+
+``SET dp_epsilon = 0.5`` needs nothing new: it is DuckDB's ``SET`` and the gateway decides
+which names are dpgate settings. Parsing always uses ``ErrorLevel.IMMEDIATE``: sqlglot's
+IGNORE level silently drops arguments, and sqlglot's fallback to an opaque ``Command``
+node is treated as "not understood" by the classifier, never passed through.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from sqlglot import ErrorLevel, exp
+from sqlglot.dialects.duckdb import DuckDB
+from sqlglot.errors import ParseError as SqlglotParseError
+from sqlglot.errors import TokenError
+from sqlglot.generators.duckdb import DuckDBGenerator
+from sqlglot.parsers.duckdb import DuckDBParser
+from sqlglot.tokens import TokenType
+from sqlglot.trie import new_trie
+
+from dpgate import errors
+from dpgate.frontend.nodes import (
+    CreateSynthetic,
+    DPOption,
+    DPOptions,
+    DropSynthetic,
+    ExplainPrivacy,
+    ShowBudget,
+    ShowReleases,
+)
+
+
+class DPTokenizer(DuckDB.Tokenizer):
+    # EXPLAIN is a plain word here (DuckDB's tokenizer swallows the rest of the statement
+    # as an opaque command); the parser accepts only EXPLAIN PRIVACY.
+    KEYWORDS = {k: v for k, v in DuckDB.Tokenizer.KEYWORDS.items() if k != "EXPLAIN"}
+
+
+class DPParser(DuckDBParser):
+    SHOW_PARSERS = {
+        **DuckDBParser.SHOW_PARSERS,
+        "BUDGET": lambda self: self.expression(ShowBudget()),
+        "RELEASES": lambda self: self.expression(ShowReleases()),
+    }
+    SHOW_TRIE = new_trie(key.split(" ") for key in SHOW_PARSERS)
+
+    def _parse_statement(self) -> exp.Expr | None:
+        if self._curr and self._curr.token_type == TokenType.VAR and self._curr.text.upper() == "EXPLAIN":
+            nxt = self._next
+            if nxt is None or nxt.text.upper() != "PRIVACY":
+                self.raise_error("Only EXPLAIN PRIVACY <query> is supported")
+            self._advance(2)
+            inner = self._parse_statement()
+            if inner is None:
+                self.raise_error("EXPLAIN PRIVACY needs a query after it")
+            return self.expression(ExplainPrivacy(this=inner))
+        if (
+            self._curr
+            and self._curr.token_type in (TokenType.CREATE, TokenType.DROP)
+            and self._next is not None
+            and self._next.text.upper() == "SYNTHETIC"
+        ):
+            return self._parse_synthetic()
+        return super()._parse_statement()
+
+    def _parse_synthetic(self) -> exp.Expr:
+        create = self._curr.token_type == TokenType.CREATE
+        self._advance(2)
+        if not self._match(TokenType.TABLE):
+            self.raise_error("Expected TABLE after SYNTHETIC")
+        if not create:
+            exists = self._match_text_seq("IF", "EXISTS")
+            name = self._parse_table_parts()
+            return self.expression(DropSynthetic(this=name, exists=bool(exists)))
+        name = self._parse_table_parts()
+        if not self._match(TokenType.FROM):
+            self.raise_error("Expected FROM <protected table> after CREATE SYNTHETIC TABLE <name>")
+        source = self._parse_table_parts()
+        if not self._match(TokenType.USING):
+            self.raise_error("Expected USING <mechanism>, e.g. USING privbayes")
+        mechanism = self._parse_id_var(any_token=True)
+        if mechanism is None:
+            self.raise_error("Expected a mechanism name after USING")
+        options = self._parse_dp_option_list("WITH") if self._match(TokenType.WITH) else []
+        return self.expression(
+            CreateSynthetic(this=name, source=source, mechanism=exp.to_identifier(mechanism.name), expressions=options)
+        )
+
+    def _parse_hint(self) -> exp.Hint | None:
+        if self._curr and self._curr.token_type == TokenType.WITH:
+            if self._next is not None and self._next.text.upper() == "DIFFERENTIAL_PRIVACY":
+                self._advance(2)
+                return self._parse_dp_options()  # type: ignore[return-value]
+            self.raise_error("Expected DIFFERENTIAL_PRIVACY after SELECT WITH")
+        return super()._parse_hint()
+
+    def _parse_dp_options(self) -> DPOptions:
+        if not self._match_text_seq("OPTIONS"):
+            self.raise_error("Expected OPTIONS (...) after WITH DIFFERENTIAL_PRIVACY")
+        return self.expression(DPOptions(expressions=self._parse_dp_option_list("OPTIONS")))
+
+    def _parse_dp_option_list(self, keyword: str) -> list[exp.Expr]:
+        """``(name = value, ...)`` after OPTIONS or WITH, parsed strictly."""
+        if not self._match(TokenType.L_PAREN):
+            self.raise_error(f"Expected ( after {keyword}")
+        options: list[exp.Expr] = []
+        if not self._match(TokenType.R_PAREN):
+            while True:
+                options.append(self._parse_dp_option())
+                if self._match(TokenType.COMMA):
+                    continue
+                if not self._match(TokenType.R_PAREN):
+                    self.raise_error(f"Expected , or ) in {keyword} (...)")
+                break
+        return options
+
+    def _parse_dp_option(self) -> DPOption:
+        name = self._parse_id_var(any_token=True)
+        if name is None:
+            self.raise_error("Expected an option name in OPTIONS (...)")
+        if not self._match(TokenType.EQ) and not self._match(TokenType.FARROW):
+            self.raise_error(f"Expected = after option {name.name!r}")
+        value = self._parse_bitwise()
+        if value is None:
+            self.raise_error(f"Expected a value for option {name.name!r}")
+        return self.expression(DPOption(this=exp.to_identifier(name.name), expression=value))
+
+
+class DPGenerator(DuckDBGenerator):
+    TRANSFORMS = {
+        **DuckDBGenerator.TRANSFORMS,
+        DPOptions: lambda self, e: (
+            " WITH DIFFERENTIAL_PRIVACY OPTIONS ("
+            + ", ".join(self.sql(o) for o in e.expressions)
+            + ")"
+        ),
+        DPOption: lambda self, e: f"{self.sql(e, 'this')} = {self.sql(e, 'expression')}",
+        ShowBudget: lambda self, e: "SHOW BUDGET",
+        ShowReleases: lambda self, e: "SHOW RELEASES",
+        CreateSynthetic: lambda self, e: (
+            f"CREATE SYNTHETIC TABLE {self.sql(e, 'this')} FROM {self.sql(e, 'source')} USING {self.sql(e, 'mechanism')}"
+            + (" WITH (" + ", ".join(self.sql(o) for o in e.expressions) + ")" if e.expressions else "")
+        ),
+        DropSynthetic: lambda self, e: f"DROP SYNTHETIC TABLE {'IF EXISTS ' if e.args.get('exists') else ''}{self.sql(e, 'this')}",
+        ExplainPrivacy: lambda self, e: f"EXPLAIN PRIVACY {self.sql(e, 'this')}",
+    }
+
+
+class DPDuckDB(DuckDB):
+    """DuckDB's dialect with dpgate's DP clauses."""
+
+    Tokenizer = DPTokenizer
+    Parser = DPParser
+    Generator = DPGenerator
+
+
+DIALECT = DPDuckDB()
+
+
+def parse(sql: str) -> list[exp.Expr]:
+    """Parse one or more statements strictly; raise ``dpgate.errors.ParseError`` with line and column."""
+    sqlglot_logger = logging.getLogger("sqlglot")
+    level = sqlglot_logger.level
+    sqlglot_logger.setLevel(logging.ERROR)
+    try:
+        statements = DIALECT.parse(sql, error_level=ErrorLevel.IMMEDIATE)
+    except SqlglotParseError as e:
+        first = e.errors[0] if e.errors else {}
+        raise errors.ParseError(
+            f"Syntax error: {first.get('description') or e}",
+            code="DP201",
+            hint="check the SQL near the position shown; dpgate speaks DuckDB SQL plus "
+            "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (...), SHOW BUDGET, EXPLAIN PRIVACY",
+            line=first.get("line"),
+            col=first.get("col"),
+            highlight=first.get("highlight"),
+        ) from e
+    except TokenError as e:
+        raise errors.ParseError(f"Syntax error: {e}", code="DP201") from e
+    finally:
+        sqlglot_logger.setLevel(level)
+    return [s for s in statements if s is not None and not isinstance(s, exp.Semicolon)]
+
+
+def parse_one(sql: str) -> exp.Expr:
+    """Exactly one statement: several statements in one string are refused (DP203)."""
+    statements = parse(sql)
+    if not statements:
+        raise errors.ParseError("Empty statement", code="DP202", hint="type a SQL statement")
+    if len(statements) > 1:
+        raise errors.ParseError(
+            f"Found {len(statements)} statements in one string; dpgate runs one at a time",
+            code="DP203",
+            hint="send each statement in its own execute() call",
+        )
+    return statements[0]
+
+
+def to_sql(node: exp.Expr) -> str:
+    """dpgate-dialect SQL for a node (round-trips the DP clauses)."""
+    return DIALECT.generate(node)
+
+
+def to_duckdb(node: exp.Expr) -> str:
+    """Plain DuckDB SQL for a node without DP clauses (what DuckDB executes)."""
+    return node.sql(dialect="duckdb")

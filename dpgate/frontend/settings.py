@@ -1,0 +1,240 @@
+"""Per-query DP options and per-session defaults, validated strictly.
+
+``OPTIONS (name = value, ...)`` on a query overrides the session's defaults, which
+``SET dp_<name> = value`` changes. Unknown names and wrong types are refused with the
+list of what is accepted; nothing is ever silently ignored.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlglot import exp
+
+from dpgate import errors
+from dpgate.frontend.nodes import DPOptions
+
+#: Smallest ε a query may ask for (the noise sampler keeps a 1e-10 safety margin below it).
+MIN_EPSILON = 1e-6
+
+#: Top-k mechanisms (``mechanisms/topk.py``); the default measured best on the shipped baskets.
+TOPK_METHODS = ("oneshot", "tps_pfm", "tps_em", "em", "laplace")
+
+#: Rules dpgate knows for using subjects with personalized budgets (seed 002, ``mechanisms/pdp.py``).
+PERSONALIZATION_RULES = ("minimum", "threshold", "sample", "partition", "t_round")
+
+
+@dataclass(frozen=True)
+class Spec:
+    kind: str  # 'float' | 'int' | 'bool' | 'str' | 'ident'
+    help: str
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    choices: tuple[str, ...] | None = None
+    session: bool = True
+
+
+SPECS: dict[str, Spec] = {
+    "epsilon": Spec("float", "ε spent by the query", MIN_EPSILON, None),
+    "delta": Spec("float", "δ the query may spend (DP key selection)", 0.0, 1.0),
+    "alpha": Spec("float", "error bars are (1 - alpha) intervals", 0.0, 1.0, low_open=True),
+    "intervals": Spec("bool", "add <col>_ci_low / <col>_ci_high columns"),
+    "clamp_counts": Spec("bool", "clamp noisy counts at zero (post-processing)"),
+    "consistent": Spec("bool", "make a GROUP BY table of counts non-negative with its noisy total (Norm-Sub)"),
+    "max_rows_contributed": Spec("int", "rows kept per subject (default: the table's max_rows)", 1, None, session=False),
+    "max_groups_contributed": Spec("int", "groups kept per subject (default: the table's max_groups)", 1, None, session=False),
+    "privacy_unit_column": Spec("ident", "must name the table's declared privacy unit", session=False),
+    "personalization": Spec("str", "rule for subjects' personalized budgets", choices=PERSONALIZATION_RULES),
+    "partitioning": Spec("str", "how partition / t_round split subjects", choices=("privacy", "utility")),
+    "partitions": Spec("int", "number of partitions (default: chosen by predicted error)", 1, 64, session=False),
+    "rounds": Spec("int", "rounds of t_round", 1, 16),
+    "min_partition_size": Spec("int", "smallest partition of subjects", 1, None),
+    "topk_method": Spec("str", "mechanism for ORDER BY COUNT(*) DESC LIMIT k queries", choices=TOPK_METHODS),
+    "interval_share": Spec("float", "share of a subgraph count's ε spent on a tighter error bar (0: public bound)", 0.0, 1.0),
+    "confirm_share": Spec("float", "share of remaining quota above which the shell asks first", 0.0, 1.0, session=True),
+}
+
+DEFAULTS: dict[str, Any] = {
+    "epsilon": 0.1,
+    "delta": 1e-6,
+    "alpha": 0.05,
+    "intervals": False,
+    "clamp_counts": True,
+    "consistent": False,
+    "personalization": "sample",
+    "partitioning": "utility",
+    "rounds": 2,
+    "min_partition_size": 100,
+    "topk_method": "oneshot",
+    "interval_share": 0.1,
+    "confirm_share": 0.25,
+}
+
+
+@dataclass(frozen=True)
+class QuerySettings:
+    """The effective settings of one query."""
+
+    epsilon: float
+    delta: float
+    alpha: float
+    intervals: bool
+    clamp_counts: bool
+    personalization: str
+    partitioning: str = "utility"
+    partitions: int | None = None
+    rounds: int = 2
+    min_partition_size: int = 100
+    max_rows: int | None = None
+    max_groups: int | None = None
+    privacy_unit: str | None = None
+    topk_method: str = "oneshot"
+    interval_share: float = 0.1
+    consistent: bool = False
+    explicit: frozenset[str] = field(default_factory=frozenset)
+
+
+def literal_value(node: exp.Expr, name: str) -> Any:
+    """The Python value of an option's literal (numbers, strings, booleans, identifiers)."""
+    if isinstance(node, exp.Paren):
+        return literal_value(node.this, name)
+    if isinstance(node, exp.Boolean):
+        return node.this
+    if isinstance(node, exp.Literal):
+        if node.is_string:
+            return node.this
+        return _number(node.this)
+    if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal) and not node.this.is_string:
+        return -_number(node.this.this)
+    if isinstance(node, (exp.Column, exp.Identifier, exp.Var)):
+        return _Ident(node.name)
+    if isinstance(node, exp.Null):
+        return None
+    raise errors.ProgrammingError(
+        f"Option {name} needs a literal value, got {node.sql(dialect='duckdb')}",
+        code="DP205",
+        hint="use a number, a quoted string, true/false, or a column name",
+    )
+
+
+class _Ident(str):
+    """A bare identifier used as an option value."""
+
+
+def _number(text: str) -> float | int:
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
+def coerce(name: str, value: Any, specs: dict[str, Spec] | None = None) -> Any:
+    """Validate one setting's value; raise DP204/DP205 with what is accepted."""
+    specs = SPECS if specs is None else specs
+    spec = specs.get(name)
+    if spec is None:
+        raise errors.ProgrammingError(
+            f"Unknown DP option {name!r}",
+            code="DP204",
+            hint="accepted options: " + ", ".join(sorted(specs)),
+        )
+    if spec.kind == "bool":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "on", "off"):
+            return value.lower() in ("true", "on")
+        if isinstance(value, int) and value in (0, 1):
+            return bool(value)
+        raise _bad(name, value, "true or false")
+    if spec.kind == "ident":
+        if isinstance(value, str):
+            return value.lower()
+        raise _bad(name, value, "a column name")
+    if spec.kind == "str":
+        if not isinstance(value, str):
+            raise _bad(name, value, "a quoted string")
+        value = value.lower()
+        if spec.choices and value not in spec.choices:
+            raise _bad(name, value, "one of " + ", ".join(repr(c) for c in spec.choices))
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _bad(name, value, "a number")
+    if spec.kind == "int":
+        if not float(value).is_integer():
+            raise _bad(name, value, "an integer")
+        value = int(value)
+    else:
+        value = float(value)
+        if not math.isfinite(value):
+            raise _bad(name, value, "a finite number")
+    if spec.low is not None and (value <= spec.low if spec.low_open else value < spec.low):
+        raise _bad(name, value, f"a number {'>' if spec.low_open else '>='} {spec.low:g}")
+    if spec.high is not None and value >= spec.high:
+        raise _bad(name, value, f"a number < {spec.high:g}")
+    return value
+
+
+def _bad(name: str, value: Any, wanted: str) -> errors.ProgrammingError:
+    return errors.ProgrammingError(
+        f"Invalid value {value!r} for {name}", code="DP205", hint=f"{name} takes {wanted}"
+    )
+
+
+@dataclass
+class Session:
+    """Session defaults, changed by ``SET dp_<name> = value``."""
+
+    values: dict[str, Any] = field(default_factory=lambda: dict(DEFAULTS))
+
+    def set(self, name: str, value: Any) -> None:
+        key = name.lower()
+        if not key.startswith("dp_"):
+            raise errors.NotSupportedError(
+                f"SET {name} changes a DuckDB engine setting, which analysts may not do",
+                code="DP221",
+                hint="dpgate's own settings start with dp_: " + ", ".join(sorted("dp_" + k for k, s in SPECS.items() if s.session)),
+            )
+        key = key[3:]
+        spec = SPECS.get(key)
+        if spec is None or not spec.session:
+            raise errors.ProgrammingError(
+                f"Unknown dpgate setting {name!r}",
+                code="DP204",
+                hint="settings: " + ", ".join(sorted("dp_" + k for k, s in SPECS.items() if s.session)),
+            )
+        self.values[key] = coerce(key, value)
+
+    def query_settings(self, options: DPOptions | None, params: Any = None) -> QuerySettings:
+        values = dict(self.values)
+        explicit = set()
+        if options is not None:
+            for opt in options.expressions:
+                name = opt.option_name
+                if name in explicit:
+                    raise errors.ProgrammingError(
+                        f"Option {name} is given twice", code="DP205", hint="give each option once"
+                    )
+                explicit.add(name)
+                values[name] = coerce(name, literal_value(opt.expression, name))
+        return QuerySettings(
+            epsilon=values["epsilon"],
+            delta=values["delta"],
+            alpha=values["alpha"],
+            intervals=values["intervals"],
+            clamp_counts=values["clamp_counts"],
+            personalization=values["personalization"],
+            partitioning=values["partitioning"],
+            partitions=values.get("partitions"),
+            rounds=values["rounds"],
+            min_partition_size=values["min_partition_size"],
+            max_rows=values.get("max_rows_contributed"),
+            max_groups=values.get("max_groups_contributed"),
+            privacy_unit=values.get("privacy_unit_column"),
+            topk_method=values["topk_method"],
+            interval_share=values["interval_share"],
+            consistent=values["consistent"],
+            explicit=frozenset(explicit),
+        )

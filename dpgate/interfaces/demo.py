@@ -1,0 +1,142 @@
+"""The embedded demo database and a short tour of dpgate on it.
+
+``dpgate demo`` builds (or reuses) a DuckDB file from the example data shipped with
+dpgate — UCI Adult as the protected table ``adult``, supermarket baskets as ``baskets`` (one
+row per item) and ``basket_flags`` (one BOOLEAN column per item), and the graphs ``karate`` and
+``wormnet`` — applies ``sql/demo/policy.toml``,
+and runs a few queries as the analyst ``demo``, showing answers, error bars and the
+budget going down.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+
+import duckdb
+
+from dpgate import errors, resources
+from dpgate.catalog.owner import Owner
+
+DEMO_ANALYST = "demo"
+
+
+#: The protected tables of the current demo; an older demo database without them is rebuilt.
+DEMO_TABLES = {"adult", "baskets", "basket_flags", "karate", "wormnet"}
+DATA_FILES = {"adult": "adult.parquet", "baskets": "supermarket_baskets.parquet", "wormnet": "wormnet_edges.parquet"}
+
+
+def flag_column(item: str) -> str:
+    """The wide table's column for an item: lower case, runs of other characters as ``_``."""
+    name = re.sub(r"[^a-z0-9]+", "_", item.lower()).strip("_")
+    return "item_" + name if name[:1].isdigit() else name
+
+
+def basket_flags_sql(items: list[str]) -> str:
+    """``basket_flags``: one row per basket, one BOOLEAN column per catalogue item."""
+    cols = ", ".join(
+        f"bool_or(item = '{item.replace(chr(39), chr(39) * 2)}') AS \"{flag_column(item)}\"" for item in items
+    )
+    return f"CREATE TABLE basket_flags AS SELECT basket_id, {cols} FROM baskets GROUP BY basket_id ORDER BY basket_id"
+
+
+def karate_edges() -> list[tuple[int, int]]:
+    """Zachary's karate club (78 edges on 34 members), as networkx ships it."""
+    import networkx as nx
+
+    return sorted((min(u, v), max(u, v)) for u, v in nx.karate_club_graph().edges())
+
+
+def default_path() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "dpgate" / "demo.duckdb"
+
+
+def build(path: str | os.PathLike | None = None, *, force: bool = False) -> Path:
+    """Create the demo database at ``path`` (default: the user's data directory); reuse it if present."""
+    path = Path(path) if path is not None else default_path()
+    if path.exists() and not force:
+        with Owner(path, create=False) as owner:
+            tables = set(owner.catalog().tables)
+        if DEMO_TABLES <= tables:
+            return path
+        if "adult" not in tables:
+            raise errors.InterfaceError(
+                f"{path} exists but is not a dpgate demo database", code="DP101",
+                hint="pass another --db path, or remove the file",
+            )  # fmt: skip
+        # A demo database from an older dpgate: rebuilt with the current tables (fresh budgets).
+    for stale in (path, Path(str(path) + ".wal")):
+        if stale.exists():
+            stale.unlink()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ddl = resources.read_sql("demo/demo.sql")
+    for name in DATA_FILES:
+        file = resources.data_dir() / DATA_FILES[name]
+        ddl = ddl.replace("{" + name + "}", "'" + str(file).replace("'", "''") + "'")
+    with open(resources.sql_dir() / "demo" / "policy.toml", "rb") as f:
+        items = tomllib.load(f)["tables"]["baskets"]["columns"]["item"]["domain"]
+    # Loading reads files, so it uses a plain DuckDB connection, closed before dpgate opens the file.
+    con = duckdb.connect(str(path))
+    try:
+        con.execute(ddl)
+        con.execute(basket_flags_sql(items))
+        con.execute("CREATE TABLE karate (src INTEGER NOT NULL, dst INTEGER NOT NULL)")
+        con.executemany("INSERT INTO karate VALUES (?, ?)", karate_edges())
+    finally:
+        con.close()
+    with Owner(path) as owner:
+        owner.apply_policy(resources.sql_dir() / "demo" / "policy.toml")
+    return path
+
+
+TOUR = [
+    ("How many people are in the data? (ε = 0.1)",
+     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.1) COUNT(*) AS people FROM adult"),
+    ("Counts and mean age per education level: every declared level appears (ε = 0.5, split 0.25 / 0.25)",
+     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5) education, COUNT(*) AS n, "
+     "ROUND(AVG(age), 1) AS mean_age FROM adult GROUP BY education ORDER BY n DESC LIMIT 6"),
+    ("A join with a public lookup table, and a WHERE clause",
+     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.3) r.region, COUNT(*) AS high_earners "
+     "FROM adult a JOIN country_regions r ON a.native_country = r.native_country "
+     "WHERE a.income = '>50K' GROUP BY r.region"),
+    ("Top-k: the 5 most common items in 4,627 supermarket baskets, with noisy counts (ε = 1: 0.5 each)",
+     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) item, COUNT(*) AS baskets FROM baskets "
+     "GROUP BY item ORDER BY baskets DESC LIMIT 5"),
+    ("Subgraph counts: triangles in the WormNet gene network (2,445 genes), edge-level DP with ladder functions",
+     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5) TRIANGLE_COUNT(src, dst) AS triangles FROM wormnet"),
+    ("A synthetic release: PrivBayes on Adult (ε = 1), written as an ordinary table, public from then on",
+     "CREATE SYNTHETIC TABLE adult_syn FROM adult USING privbayes WITH (epsilon = 1)"),
+    ("Queries over a release are free, SELECT * included",
+     "SELECT age, education, occupation, sex, hours_per_week, income FROM adult_syn LIMIT 3"),
+    ("What would a query cost? EXPLAIN PRIVACY spends nothing",
+     "EXPLAIN PRIVACY SELECT sex, SUM(hours_per_week) FROM adult GROUP BY sex"),
+    ("Raw rows never leave: this is refused, and charges nothing",
+     "SELECT * FROM adult LIMIT 5"),
+    ("The budget after the tour", "SHOW BUDGET"),
+]  # fmt: skip
+
+
+def tour(path: str | os.PathLike, out: Callable[[str], None] = print) -> None:
+    """Run the tour queries against the demo database as the analyst ``demo``."""
+    from dpgate import connect
+    from dpgate.interfaces.render import format_result
+
+    with connect(str(path), analyst=DEMO_ANALYST) as con:
+        eps, delta = con.budget()
+        out(f"Connected to {path} as analyst '{DEMO_ANALYST}': ε quota left {eps:g}, δ left {delta:g}\n")
+        for title, sql in TOUR:
+            if sql.startswith("CREATE SYNTHETIC TABLE adult_syn") and "adult_syn" in con.gateway.catalog().releases:
+                out(f"-- {title}\n(adult_syn exists from an earlier tour: SHOW RELEASES lists it)\n")
+                continue
+            out(f"-- {title}\n{sql};")
+            cur = con.cursor()
+            try:
+                cur.execute(sql)
+            except errors.Error as e:
+                out(f"refused: [{e.code}] {e.message}\n  hint: {e.hint}\n")
+                continue
+            out(format_result(cur.result, intervals=True) + "\n")

@@ -1,0 +1,127 @@
+"""Dot-commands, registered by decorator (litecli's special commands)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from dpgate import errors
+
+if TYPE_CHECKING:  # pragma: no cover
+    from dpgate.interfaces.shell.app import Shell
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    args: str
+    help: str
+    run: Callable[["Shell", str], None]
+
+
+COMMANDS: dict[str, Command] = {}
+
+
+def command(name: str, args: str, help: str):
+    def register(fn: Callable[["Shell", str], None]):
+        COMMANDS[name] = Command(name, args, help, fn)
+        return fn
+
+    return register
+
+
+def dispatch(shell: Shell, line: str) -> None:
+    name, _, arg = line.strip().partition(" ")
+    cmd = COMMANDS.get(name.lower())
+    if cmd is None:
+        raise errors.ProgrammingError(
+            f"Unknown command {name}", code="DP240", hint="type .help for the list of commands"
+        )
+    cmd.run(shell, arg.strip())
+
+
+def _on_off(name: str, arg: str) -> bool:
+    value = arg.lower()
+    if value not in ("on", "off"):
+        raise errors.ProgrammingError(f"{name} takes on or off", code="DP241", hint=f"e.g. {name} on")
+    return value == "on"
+
+
+@command(".help", "", "Show this list")
+def _help(shell: Shell, arg: str) -> None:
+    width = max(len(f"{c.name} {c.args}") for c in COMMANDS.values())
+    lines = [f"{(c.name + ' ' + c.args).strip():<{width}}  {c.help}" for c in COMMANDS.values()]
+    lines.append("")
+    lines.append("SQL: end statements with ;  —  SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5) ...")
+    lines.append("     SHOW BUDGET;  EXPLAIN PRIVACY <query>;  SET dp_epsilon = 0.5;  SHOW TABLES;  DESCRIBE <table>;")
+    lines.append("     ... GROUP BY item ORDER BY COUNT(*) DESC LIMIT 10 (top-k);  TRIANGLE_COUNT(src, dst) (graphs);")
+    lines.append("     CREATE SYNTHETIC TABLE t FROM <table> USING privbayes WITH (epsilon = 1);  SHOW RELEASES;")
+    shell.emit("\n".join(lines))
+
+
+@command(".tables", "", "List the tables you can query (protected, graphs, releases, public, views)")
+def _tables(shell: Shell, arg: str) -> None:
+    shell.run_sql("SHOW TABLES")
+
+
+@command(".schema", "[table]", "Columns, declared domains and bounds, privacy unit")
+def _schema(shell: Shell, arg: str) -> None:
+    tables = shell.gateway.tables()
+    names = [arg.lower()] if arg else list(tables)
+    for name in names:
+        if name not in tables:
+            raise errors.ProgrammingError(f"No table {name!r}", code="DP225", hint="see .tables")
+        kind = tables[name][0]
+        shell.emit(f"{name} ({kind})")
+        shell.run_sql(f'DESCRIBE "{name}"', status=False)
+
+
+@command(".budget", "", "Your remaining quota and how subjects' budgets are spread (SHOW BUDGET)")
+def _budget(shell: Shell, arg: str) -> None:
+    shell.run_sql("SHOW BUDGET")
+
+
+@command(".explain", "on|off", "Show EXPLAIN PRIVACY before each DP query")
+def _explain(shell: Shell, arg: str) -> None:
+    shell.explain = _on_off(".explain", arg)
+    shell.emit(f"explain {'on' if shell.explain else 'off'}")
+
+
+@command(".intervals", "on|off", "Show each noisy value's interval")
+def _intervals(shell: Shell, arg: str) -> None:
+    shell.intervals = _on_off(".intervals", arg)
+    shell.emit(f"intervals {'on' if shell.intervals else 'off'}")
+
+
+@command(".mode", "table|csv|json", "Output format")
+def _mode(shell: Shell, arg: str) -> None:
+    if arg not in ("table", "csv", "json"):
+        raise errors.ProgrammingError(".mode takes table, csv or json", code="DP241", hint="e.g. .mode csv")
+    shell.mode = arg
+    shell.emit(f"mode {arg}")
+
+
+@command(".output", "[file]", "Send results to a file (no argument: back to the screen)")
+def _output(shell: Shell, arg: str) -> None:
+    shell.set_output(Path(arg) if arg else None)
+
+
+@command(".read", "file", "Run the statements in a file")
+def _read(shell: Shell, arg: str) -> None:
+    if not arg:
+        raise errors.ProgrammingError(".read needs a file name", code="DP241", hint="e.g. .read queries.sql")
+    try:
+        text = Path(arg).expanduser().read_text()
+    except OSError as e:
+        raise errors.ProgrammingError(f"Cannot read {arg}: {e.strerror}", code="DP242") from e
+    shell.run_text(text)
+
+
+@command(".quit", "", "Leave the shell (also .exit, Ctrl-D)")
+def _quit(shell: Shell, arg: str) -> None:
+    shell.done = True
+
+
+COMMANDS[".exit"] = Command(".exit", "", "Leave the shell", _quit)

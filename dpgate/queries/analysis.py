@@ -1,0 +1,1100 @@
+"""Plan a counting-class query: COUNT / SUM / AVG with WHERE, GROUP BY and post-processing.
+
+Input: a SELECT that ``classify`` found to read exactly one protected table. Output: a
+``CountPlan`` fixing, from the statement and public facts only,
+
+- the rows: the protected table, its joins with public lookup tables, the WHERE clause;
+- the GROUP BY keys and their public domains (declared values, integer bounds, a public
+  lookup column, or the image of an expression over those), or DP key selection when a
+  key has no public domain (costs δ);
+- each aggregate's bounded input, sensitivity and share of ε (equal shares);
+- the post-processing (the analyst's projections, HAVING, ORDER BY, LIMIT) to run on the
+  noisy values;
+- what the personalization rule charges each subject.
+
+Everything refused here is refused before any row is read, with errors that depend only
+on the statement and the catalog.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from sqlglot import exp
+
+from dpgate import errors, noise
+from dpgate.queries import bounds
+from dpgate.catalog.tables import INTEGER_TYPES, Catalog, ProtectedTable, is_numeric_type, join_safe
+from dpgate.frontend.classify import GRAPH_FUNCTIONS, TOPK_COLUMNS_FUNCTION, Classified, function_name
+from dpgate.frontend.dialect import to_duckdb
+from dpgate.frontend.nodes import dp_options
+from dpgate.queries.plans import (
+    AVG,
+    COUNT_DISTINCT,
+    COUNT_ROWS,
+    COUNT_SUBJECTS,
+    COUNT_VALUES,
+    SUM,
+    AggSpec,
+    Component,
+    CountPlan,
+    KeySelection,
+    KeySpec,
+    OutputColumn,
+    SubgraphPlan,
+    SubjectCharge,
+    TopKPlan,
+)
+from dpgate.mechanisms import topk as topk_mech
+from dpgate.frontend.settings import QuerySettings, Session
+
+#: Largest number of cells (product of key domains) a query may release.
+MAX_CELLS = 1_000_000
+#: Largest cross product of input domains evaluated to find an expression's image.
+MAX_IMAGE_INPUTS = 200_000
+#: Bits of resolution below the bound range for real-valued sums (grid = range / 2^32).
+GRID_BITS = 32
+
+SUPPORTED_AGGREGATES = "COUNT(*), COUNT(expr), COUNT(DISTINCT expr), SUM(expr), AVG(expr)"
+_MONOTONE_WRAPPERS = (exp.Round, exp.Floor, exp.Ceil, exp.Cast, exp.Paren)
+
+
+class PublicFacts(Protocol):
+    """What the planner may ask DuckDB: only public facts and query binding, never rows."""
+
+    def describe(self, sql: str) -> list[tuple[str, str]]: ...
+
+    def columns(self, table: str) -> list[tuple[str, str]]: ...
+
+    def distinct_values(self, table: str, column: str) -> list[Any]: ...
+
+    def image(self, sql: str, domains: list[tuple[list[Any], str]]) -> list[Any]: ...
+
+    def aggregate_functions(self) -> frozenset[str]: ...
+
+
+@dataclass
+class _Item:
+    alias: str
+    table: str
+    columns: dict[str, str]  # name -> type
+    protected: bool
+    nullable: bool = False  # its columns can be NULL because of an outer join
+
+
+@dataclass
+class _Scope:
+    items: list[_Item]
+    using: set[str] = field(default_factory=set)
+
+    def find(self, column: exp.Column) -> _Item | None:
+        name = column.name.lower()
+        if column.table:
+            alias = column.table.lower()
+            for item in self.items:
+                if item.alias == alias:
+                    if name not in item.columns:
+                        raise errors.ProgrammingError(
+                            f"Column {column.sql(dialect='duckdb')} does not exist", code="DP218",
+                            hint=_suggest(name, item.columns),
+                        )  # fmt: skip
+                    return item
+            raise errors.ProgrammingError(
+                f"Unknown table alias {column.table!r} in {column.sql(dialect='duckdb')}", code="DP218",
+                hint="aliases in this query: " + ", ".join(i.alias for i in self.items),
+            )  # fmt: skip
+        owners = [i for i in self.items if name in i.columns]
+        if len(owners) > 1:
+            protected = [i for i in owners if i.protected]
+            if name in self.using and protected:
+                return protected[0]
+            raise errors.ProgrammingError(
+                f"Column {name} is ambiguous: it is in {', '.join(i.alias for i in owners)}", code="DP218",
+                hint=f"qualify it, e.g. {owners[0].alias}.{name}",
+            )  # fmt: skip
+        return owners[0] if owners else None
+
+    def all_columns(self) -> list[str]:
+        return [c for i in self.items for c in i.columns]
+
+
+def _suggest(name: str, candidates) -> str:
+    close = difflib.get_close_matches(name, list(candidates), n=1)
+    return f"did you mean {close[0]}?" if close else "check the column name"
+
+
+def plan_query(
+    classified: Classified, catalog: Catalog, session: Session, facts: PublicFacts
+) -> CountPlan | TopKPlan | SubgraphPlan:
+    """Build the plan of a query over one protected table: counting class, top-k, or subgraph counts."""
+    if classified.protected.kind == "graph":
+        from dpgate.queries import subgraph as subgraph_query
+
+        return subgraph_query.plan(classified, catalog, session, facts)
+    used = sorted({function_name(f) for f in classified.statement.find_all(exp.Func)} & set(GRAPH_FUNCTIONS))
+    if used:
+        raise errors.UnsupportedQueryError(
+            f"{used[0].upper()}() counts subgraphs of a protected graph; {classified.protected.name} is not one",
+            code="DP219",
+            hint="SHOW TABLES lists the graphs (kind graph)",
+        )
+    return _Planner(classified, catalog, session, facts).plan()
+
+
+class _Planner:
+    def __init__(self, classified: Classified, catalog: Catalog, session: Session, facts: PublicFacts):
+        self.statement = classified.statement
+        self.table: ProtectedTable = classified.protected  # type: ignore[assignment]
+        self.catalog = catalog
+        self.facts = facts
+        self.settings: QuerySettings = session.query_settings(dp_options(self.statement))
+        self.agg_names = facts.aggregate_functions()
+
+    # -- entry ---------------------------------------------------------------------------
+    def plan(self) -> CountPlan:
+        s = self.settings
+        table = self.table
+        if s.privacy_unit is not None and s.privacy_unit != table.unit:
+            raise errors.PolicyError(
+                f"privacy_unit_column = {s.privacy_unit} does not match {table.name}'s declared unit {table.unit}",
+                code="DP301",
+                hint=f"drop the option or write privacy_unit_column = {table.unit}",
+            )
+        q = self.statement.copy()
+        q.set("hint", None)
+        original_sql = to_duckdb(q)
+        if topk_columns_call(q) is not None:
+            return self._columns_topk_plan(q, original_sql)
+        self._check_shape(q)
+        scope = self._scope(q)
+        self._qualify(q, scope)
+        self.scope = scope
+        protected = next(i for i in scope.items if i.protected)
+        unit = exp.column(table.unit, table=protected.alias, quoted=True)
+
+        where = q.args.get("where")
+        if where is not None:
+            self._check_row_expr(where.this, "WHERE")
+
+        projections = list(q.expressions)
+        keys_exprs, key_names = self._group_keys(q, projections)
+        aggs_nodes = self._collect_aggregates(q, projections)
+        if not aggs_nodes:
+            raise errors.UnsupportedQueryError(
+                f"This query reads rows of protected table {table.name} without aggregating them",
+                code="DP211",
+                hint=f"aggregate with {SUPPORTED_AGGREGATES}, e.g. SELECT COUNT(*) FROM {table.name}",
+            )
+
+        max_rows = s.max_rows or table.max_rows
+        max_groups = s.max_groups or table.max_groups
+
+        # Row-level base: the unit, the keys and the aggregate inputs (types from DuckDB).
+        agg_inputs = [self._agg_input(node) for node in aggs_nodes]
+        base = self._base(q, unit, keys_exprs, [inp for _, inp in agg_inputs])
+        types = dict(self.facts.describe(to_duckdb(base)))
+        key_specs = self._key_specs(keys_exprs, key_names, types)
+
+        needs_selection = any(k.domain is None for k in key_specs)
+        if needs_selection and s.delta <= 0:
+            missing = [k.name for k in key_specs if k.domain is None]
+            raise errors.PolicyError(
+                f"GROUP BY {', '.join(missing)} has no declared domain, and delta = 0 forbids DP key selection",
+                code="DP214",
+                hint="ask the owner to declare the domain, or allow delta > 0 (e.g. OPTIONS (delta = 1e-6))",
+            )
+        if needs_selection and s.consistent:
+            raise errors.UnsupportedQueryError(
+                "consistent = true needs the whole table of cells, and these keys have no public domain",
+                code="DP219",
+                hint="declare the keys' domains, or drop consistent",
+            )
+        cells = None if needs_selection else math.prod(len(k.domain) for k in key_specs)
+        if cells is not None and cells > MAX_CELLS:
+            raise errors.UnsupportedQueryError(
+                f"GROUP BY over {cells:,} cells is more than dpgate releases in one query ({MAX_CELLS:,})",
+                code="DP219",
+                hint="group by fewer or coarser keys",
+            )
+
+        shape = self._topk_shape(q, projections, aggs_nodes, agg_inputs, key_specs)
+        if shape is not None:
+            return self._topk_plan(q, base, key_specs, shape, projections, keys_exprs, aggs_nodes, original_sql)
+        if "topk_method" in s.explicit:
+            raise errors.UnsupportedQueryError(
+                "topk_method applies to top-k queries, and this query is not one",
+                code="DP219",
+                hint="a top-k query is SELECT key, COUNT(*) AS n FROM t GROUP BY key ORDER BY n DESC LIMIT k "
+                "(no HAVING, no other aggregate); drop the option otherwise",
+            )
+
+        has_subject_count = any(kind == COUNT_SUBJECTS for kind, _ in agg_inputs)
+        group_limit = cells if cells is not None else math.inf
+        bound_groups = (has_subject_count or needs_selection) and max_groups < min(max_rows, group_limit)
+        groups_per_subject = min(max_rows, max_groups if bound_groups else max_rows, group_limit)
+
+        releases = len(aggs_nodes) + (1 if needs_selection else 0)
+        share = s.epsilon / releases
+        if needs_selection:
+            # The last share absorbs rounding so the shares sum to ε exactly.
+            sel_eps = s.epsilon - share * len(aggs_nodes)
+            key_selection = key_selection_threshold(sel_eps, s.delta, int(groups_per_subject))
+        else:
+            key_selection = None
+
+        aggs = []
+        for i, (node, (kind, inp)) in enumerate(zip(aggs_nodes, agg_inputs)):
+            eps_i = share
+            aggs.append(
+                self._agg_spec(i, node, kind, inp, eps_i, max_rows, groups_per_subject, types.get(f"__v{i}"))
+            )
+        if key_selection is None and len(aggs) > 0:
+            # Make the shares add up to ε exactly despite floating point.
+            spent = sum(a.epsilon for a in aggs[:-1])
+            aggs[-1] = _with_epsilon(aggs[-1], s.epsilon - spent)
+
+        post, outputs = self._post(q, projections, keys_exprs, aggs_nodes, key_specs, original_sql)
+        if key_selection is not None and s.personalization in ("partition", "t_round"):
+            raise errors.UnsupportedQueryError(
+                f"DP key selection cannot be combined with personalization = '{s.personalization}'",
+                code="DP219",
+                hint="use a declared domain, or personalization 'threshold', 'sample' or 'minimum'",
+            )
+        options = {}
+        if s.personalization in ("partition", "t_round"):
+            options = {"partitioning": s.partitioning, "partitions": s.partitions, "min_size": s.min_partition_size}
+            if s.personalization == "t_round":
+                options["rounds"] = s.rounds
+        charge = SubjectCharge(
+            rule=s.personalization,
+            epsilon=s.epsilon,
+            delta=key_selection.delta if key_selection else 0.0,
+            options=options,
+        )
+        return CountPlan(
+            table=table,
+            settings=s,
+            statement_sql=original_sql,
+            source=base,
+            unit=unit,
+            keys=tuple(key_specs),
+            aggs=tuple(aggs),
+            key_selection=key_selection,
+            max_rows=max_rows,
+            max_groups=max_groups,
+            bound_groups=bound_groups,
+            post=post,
+            outputs=tuple(outputs),
+            charge=charge,
+        )
+
+    # -- top-k ------------------------------------------------------------------------------
+    def _topk_shape(
+        self, q: exp.Select, projections: list[exp.Expr], aggs: list[exp.Expr],
+        agg_inputs: list[tuple[str, exp.Expr | None]], key_specs: list[KeySpec],
+    ) -> _TopKShape | None:  # fmt: skip
+        """``GROUP BY keys ORDER BY <count> DESC LIMIT k [OFFSET o]`` with one unfiltered count.
+
+        Near misses (another ORDER BY, no LIMIT, HAVING, several aggregates) are counting-class
+        queries: every cell gets a noisy count and the ORDER BY / LIMIT is post-processing.
+        """
+        if not key_specs or len(aggs) != 1 or q.args.get("having") is not None:
+            return None
+        kind, inp = agg_inputs[0]
+        if kind not in (COUNT_ROWS, COUNT_SUBJECTS) or inp is not None:
+            return None
+        order, limit = q.args.get("order"), q.args.get("limit")
+        if order is None or limit is None or not order.expressions or not order.expressions[0].args.get("desc"):
+            return None
+        text = aggs[0].sql(dialect="duckdb")
+        target = order.expressions[0].this
+        if isinstance(target, exp.Column) and not target.table:
+            named = [p.this for p in projections if isinstance(p, exp.Alias) and p.alias.lower() == target.name.lower()]
+            target = named[0] if named else target
+        elif isinstance(target, exp.Literal) and not target.is_string and 1 <= int(target.this) <= len(projections):
+            target = projections[int(target.this) - 1].unalias()
+        if target.sql(dialect="duckdb") != text:
+            return None
+        shown = any(n.sql(dialect="duckdb") == text for p in projections for n in p.walk())
+        offset = q.args.get("offset")
+        k = _int_literal(limit.expression, "LIMIT")
+        o = _int_literal(offset.expression, "OFFSET") if offset is not None else 0
+        return _TopKShape(k, o, shown, kind)
+
+    def _topk_common(self, k: int, n_items: int | None, what: str) -> None:
+        s = self.settings
+        if s.consistent and "consistent" in s.explicit:
+            raise errors.UnsupportedQueryError(
+                "consistent = true applies to tables of counts, not to a top-k selection", code="DP219",
+                hint="drop consistent, or drop ORDER BY ... LIMIT to get the whole table",
+            )  # fmt: skip
+        if k < 1:
+            raise errors.UnsupportedQueryError(
+                "LIMIT 0 asks for no items", code="DP219", hint="ask for the top k with LIMIT k, k >= 1"
+            )
+        if n_items is not None and k > n_items:
+            raise errors.UnsupportedQueryError(
+                f"The query asks for the top {k} of {what}, which has only {n_items} item(s)",
+                code="DP219",
+                hint=f"ask for at most {n_items} (LIMIT + OFFSET), or drop ORDER BY ... LIMIT "
+                "to get a noisy count for every item",
+            )
+        if s.personalization in ("partition", "t_round"):
+            raise errors.UnsupportedQueryError(
+                f"Top-k selection cannot be combined with personalization = '{s.personalization}'",
+                code="DP219",
+                hint="use personalization 'sample' (the default), 'threshold' or 'minimum'",
+            )
+
+    def _topk_shares(
+        self, k: int, n_items: int | None, counts: bool, selection: bool
+    ) -> tuple[float, float | None, float | None]:
+        """Equal shares of ε for the selection, the counts (if shown) and key selection (if needed)."""
+        s = self.settings
+        releases = 1 + int(counts) + int(selection)
+        share = s.epsilon / releases
+        sel = s.epsilon - share * (releases - 1)  # absorbs rounding: the shares sum to ε exactly
+        try:
+            topk_mech.check_public_inputs(n_items or k, k, sel, s.topk_method)
+        except ValueError as e:
+            raise errors.UnsupportedQueryError(
+                f"Top-k: {e}", code="DP219", hint="raise epsilon, ask for fewer items, or choose another topk_method"
+            ) from e
+        return sel, (share if counts else None), (share if selection else None)
+
+    def _topk_plan(
+        self, q: exp.Select, base: exp.Select, key_specs: list[KeySpec], shape: _TopKShape,
+        projections: list[exp.Expr], keys_exprs: list[exp.Expr], aggs: list[exp.Expr], original_sql: str,
+    ) -> TopKPlan:  # fmt: skip
+        s, table = self.settings, self.table
+        k = shape.limit + shape.offset
+        universe = None if any(ks.domain is None for ks in key_specs) else math.prod(len(ks.domain) for ks in key_specs)
+        names = ", ".join(ks.name for ks in key_specs)
+        self._topk_common(k, universe, f"the cells of {names}")
+        max_groups = s.max_groups or table.max_groups
+        sel_eps, count_eps, ks_eps = self._topk_shares(k, universe, shape.counts_shown, universe is None)
+        counts = Component("subjects", min(k, max_groups), count_eps) if count_eps is not None else None
+        key_selection = key_selection_threshold(ks_eps, s.delta, max_groups) if ks_eps is not None else None
+        post, outputs = self._post(q, projections, keys_exprs, aggs, key_specs, original_sql)
+        order = post.args["order"].copy()
+        order.append("expressions", exp.Ordered(this=exp.column("__a1")))  # the selection's rank breaks ties
+        post.set("order", order)
+        notes = []
+        if counts is None:
+            notes.append("only which items win is released, in noisy order; show the count column for noisy counts")
+        if universe is None:
+            notes.append("the items are discovered by DP key selection first: fewer than LIMIT may come back")
+        plan = TopKPlan(
+            table=table,
+            settings=s,
+            statement_sql=original_sql,
+            source=base,
+            keys=tuple(key_specs),
+            columns=(),
+            k=k,
+            method=s.topk_method,
+            selection_epsilon=sel_eps,
+            counts=counts,
+            key_selection=key_selection,
+            max_groups=max_groups,
+            post=post,
+            outputs=tuple(outputs),
+            charge=SubjectCharge(s.personalization, s.epsilon, key_selection.delta if key_selection else 0.0),
+            notes=tuple(notes),
+        )
+        if shape.kind == COUNT_ROWS and not plan.distinct_by_schema:
+            note = "COUNT(*) ranks items by the number of subjects holding them (a subject counts once per item)"
+            plan = replace(plan, notes=(note, *plan.notes))
+        return plan
+
+    def _columns_topk_plan(self, q: exp.Select, original_sql: str) -> TopKPlan:
+        """``dp_top_k_columns('table', k => n [, counts => true])``: the k most frequent 0/1 columns."""
+        s, table = self.settings, self.table
+        call = topk_columns_call(q)
+        k, counts_shown = topk_columns_arguments(call)
+        items = tuple(
+            c.name for c in table.columns.values()
+            if c.name != table.unit and (c.type.upper() == "BOOLEAN" or is_numeric_type(c.type))
+        )  # fmt: skip
+        if not items:
+            raise errors.UnsupportedQueryError(
+                f"{table.name} has no BOOLEAN or numeric columns to rank", code="DP219",
+                hint="dp_top_k_columns ranks 0/1 (or BOOLEAN) columns by how many subjects have them set",
+            )  # fmt: skip
+        self._topk_common(k, len(items), f"the {len(items)} 0/1 columns of {table.name}")
+        max_groups = s.max_groups or table.max_groups
+        sel_eps, count_eps, _ = self._topk_shares(k, len(items), counts_shown, False)
+        counts = Component("subjects", min(k, max_groups), count_eps) if count_eps is not None else None
+        unit = exp.column(table.unit, quoted=True)
+        source = exp.select(exp.alias_(unit.copy(), "__unit")).from_(exp.table_(table.name, db="main", quoted=True))
+        source = source.where(exp.Not(this=exp.Is(this=unit, expression=exp.Null())))
+        post = q.copy()
+        node = next(t for t in post.find_all(exp.Table) if t.this is not None and topk_columns_call_node(t))
+        node.replace(exp.Table(this=exp.to_identifier("__noisy"), alias=node.args.get("alias")))
+        if post.args.get("order") is None:
+            post = post.order_by("rank")
+        notes = ["a column counts for a subject when any of its rows has it non-zero / true"]
+        if counts is None:
+            notes.append("only which columns win is released, in noisy order; add counts => true for noisy counts")
+        return TopKPlan(
+            table=table,
+            settings=s,
+            statement_sql=original_sql,
+            source=source,
+            keys=(),
+            columns=items,
+            k=k,
+            method=s.topk_method,
+            selection_epsilon=sel_eps,
+            counts=counts,
+            key_selection=None,
+            max_groups=max_groups,
+            post=post,
+            outputs=(),
+            charge=SubjectCharge(s.personalization, s.epsilon, 0.0),
+            notes=tuple(notes),
+        )
+
+    # -- shape -----------------------------------------------------------------------------
+    def _check_shape(self, q: exp.Select) -> None:
+        name = self.table.name
+        if q.args.get("distinct"):
+            raise errors.UnsupportedQueryError(
+                "SELECT DISTINCT over a protected table would list raw values", code="DP211",
+                hint=f"use GROUP BY with an aggregate, e.g. SELECT col, COUNT(*) FROM {name} GROUP BY col",
+            )  # fmt: skip
+        if q.args.get("with_"):
+            raise errors.UnsupportedQueryError(
+                "CTEs (WITH ...) are not supported in queries over protected tables yet", code="DP216",
+                hint=f"write the query directly over {name}",
+            )  # fmt: skip
+        for arg in ("qualify", "windows", "into", "laterals", "pivots", "connect", "match", "prewhere", "sample"):
+            if q.args.get(arg):
+                raise errors.UnsupportedQueryError(
+                    f"{arg.upper()} is not supported in queries over protected tables", code="DP217",
+                    hint="use WHERE, GROUP BY, HAVING, ORDER BY and LIMIT",
+                )  # fmt: skip
+        if q.find(exp.Window):
+            raise errors.UnsupportedQueryError(
+                "Window functions are not supported over protected tables", code="DP217",
+                hint="aggregate with GROUP BY instead; ORDER BY / LIMIT on the result are free",
+            )  # fmt: skip
+        for node in q.find_all(exp.Subquery, exp.Select, exp.Lateral):
+            if node is not q:
+                raise errors.UnsupportedQueryError(
+                    "Subqueries are not supported in queries over protected tables yet", code="DP216",
+                    hint="join public lookup tables directly in FROM; filter with WHERE",
+                )  # fmt: skip
+        for node in q.find_all(exp.Star):
+            if not isinstance(node.parent, exp.Count):
+                raise errors.UnsupportedQueryError(
+                    f"SELECT * would return rows of protected table {name}", code="DP211",
+                    hint=f"aggregate instead, e.g. SELECT COUNT(*) FROM {name}",
+                )  # fmt: skip
+        for node in q.find_all(exp.Columns, exp.PositionalColumn):
+            raise errors.UnsupportedQueryError(
+                f"{node.sql(dialect='duckdb')} is not supported over protected tables", code="DP218",
+                hint="name the columns",
+            )  # fmt: skip
+        if q.find(exp.Placeholder):
+            raise errors.ProgrammingError(
+                "The query has a parameter placeholder with no value", code="DP603",
+                hint="pass the parameters to execute(sql, params)",
+            )  # fmt: skip
+
+    def _scope(self, q: exp.Select) -> _Scope:
+        items: list[_Item] = []
+        from_ = q.args.get("from_")
+        sources = [(from_.this if from_ else None, None)]
+        for join in q.args.get("joins") or []:
+            sources.append((join.this, join))
+        using: set[str] = set()
+        conditions: list[exp.Expr] = []
+        for node, join in sources:
+            if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
+                raise errors.UnsupportedQueryError(
+                    "Only tables may appear in FROM and JOIN of a query over a protected table",
+                    code="DP216",
+                    hint="join public lookup tables by name",
+                )
+            name = node.name.lower()
+            alias = node.alias_or_name.lower()
+            if any(i.alias == alias for i in items):
+                raise errors.ProgrammingError(
+                    f"Table alias {alias!r} is used twice", code="DP218", hint="give each table its own alias"
+                )
+            prot = self.catalog.protected(name)
+            if prot is not None:
+                cols = {c.name: c.type for c in prot.columns.values()}
+            else:
+                cols = dict(self.facts.columns(name))
+            item = _Item(alias, name, cols, prot is not None)
+            if join is not None:
+                method = (join.args.get("method") or "").upper()
+                if join.args.get("kind", "").upper() == "NATURAL" or method == "NATURAL":
+                    raise errors.UnsupportedQueryError(
+                        "NATURAL joins are not supported over protected tables", code="DP218",
+                        hint="name the join columns: JOIN lookup USING (col)",
+                    )  # fmt: skip
+                if method in ("POSITIONAL",):
+                    raise errors.UnsupportedQueryError(
+                        "POSITIONAL JOIN pairs rows by storage order, which would let one subject's rows "
+                        "change what others contribute",
+                        code="DP218",
+                        hint="join on key columns",
+                    )
+                side = (join.args.get("side") or "").upper()
+                if side in ("LEFT", "FULL") and prot is None:
+                    item.nullable = True
+                for ident in join.args.get("using") or []:
+                    col = ident.name.lower()
+                    earlier = [i for i in items if col in i.columns]
+                    if col not in item.columns or not earlier:
+                        raise errors.ProgrammingError(
+                            f"USING ({col}): both sides of the join need a column {col}", code="DP218",
+                            hint="check the column names",
+                        )  # fmt: skip
+                    _check_comparable(col, earlier[0].columns[col], col, item.columns[col])
+                    using.add(col)
+                on = join.args.get("on")
+                if on is not None:
+                    conditions.append(on)
+            items.append(item)
+        scope = _Scope(items, using)
+        for on in conditions:
+            _check_join_condition(on, scope)
+        return scope
+
+    def _qualify(self, q: exp.Select, scope: _Scope) -> None:
+        """Qualify every source column with its table alias, so that equal expressions compare equal."""
+        aliases = {p.alias.lower() for p in q.expressions if isinstance(p, exp.Alias)}
+        for col in list(q.find_all(exp.Column)):
+            if isinstance(col.this, exp.Star):
+                continue
+            item = scope.find(col)
+            if item is None:
+                if col.table or col.name.lower() not in aliases:
+                    raise errors.ProgrammingError(
+                        f"Column {col.sql(dialect='duckdb')} does not exist", code="DP218",
+                        hint=_suggest(col.name.lower(), scope.all_columns()),
+                    )  # fmt: skip
+                continue  # a reference to a SELECT alias (GROUP BY / HAVING / ORDER BY)
+            col.set("table", exp.to_identifier(item.alias, quoted=True))
+            col.set("this", exp.to_identifier(col.name.lower(), quoted=True))
+
+    def _is_aggregate(self, node: exp.Expr) -> bool:
+        if isinstance(node, exp.AggFunc):
+            return True
+        if isinstance(node, exp.Filter) and isinstance(node.this, exp.AggFunc):
+            return True
+        return isinstance(node, exp.Anonymous) and function_name(node) in self.agg_names
+
+    def _check_row_expr(self, node: exp.Expr, where: str) -> None:
+        for sub in node.walk():
+            if self._is_aggregate(sub):
+                raise errors.UnsupportedQueryError(
+                    f"Aggregate {sub.sql(dialect='duckdb')} is not allowed in {where}", code="DP219",
+                    hint="aggregates go in SELECT, HAVING or ORDER BY",
+                )  # fmt: skip
+            if isinstance(sub, exp.Column) and not sub.table:
+                raise errors.ProgrammingError(
+                    f"{sub.name} in {where} is a SELECT alias, not a column of the tables", code="DP218",
+                    hint="repeat the expression instead of its alias",
+                )  # fmt: skip
+
+    # -- keys ------------------------------------------------------------------------------
+    def _group_keys(self, q: exp.Select, projections: list[exp.Expr]) -> tuple[list[exp.Expr], list[str]]:
+        group = q.args.get("group")
+        if group is None:
+            return [], []
+        for arg in ("rollup", "cube", "grouping_sets", "totals"):
+            if group.args.get(arg):
+                raise errors.UnsupportedQueryError(
+                    f"GROUP BY {arg.upper().replace('_', ' ')} is not supported", code="DP219",
+                    hint="run one GROUP BY per grouping",
+                )  # fmt: skip
+        for node in group.expressions:
+            if isinstance(node, (exp.Rollup, exp.Cube, exp.GroupingSets)):
+                raise errors.UnsupportedQueryError(
+                    f"GROUP BY {node.key.upper()} is not supported", code="DP219",
+                    hint="run one GROUP BY per grouping",
+                )  # fmt: skip
+        exprs: list[exp.Expr] = []
+        if group.args.get("all"):
+            exprs = [p.unalias() for p in projections if not any(self._is_aggregate(n) for n in p.walk())]
+        for node in group.expressions:
+            if isinstance(node, exp.Literal) and not node.is_string:
+                idx = int(node.this)
+                if not 1 <= idx <= len(projections):
+                    raise errors.ProgrammingError(
+                        f"GROUP BY {idx} is out of range: the SELECT list has {len(projections)} items",
+                        code="DP218",
+                    )
+                exprs.append(projections[idx - 1].unalias().copy())
+            elif isinstance(node, exp.Column) and not node.table:
+                match = [p for p in projections if isinstance(p, exp.Alias) and p.alias.lower() == node.name.lower()]
+                exprs.append(match[0].this.copy())
+            else:
+                exprs.append(node)
+        names = []
+        seen = set()
+        keys = []
+        for e in exprs:
+            self._check_row_expr(e, "GROUP BY")
+            text = e.sql(dialect="duckdb")
+            if text in seen:
+                continue
+            seen.add(text)
+            keys.append(e)
+            name = None
+            for p in projections:
+                if isinstance(p, exp.Alias) and p.this.sql(dialect="duckdb") == text:
+                    name = p.alias
+                    break
+            names.append(name or (e.name if isinstance(e, exp.Column) else text))
+        return keys, names
+
+    def _key_specs(self, keys: list[exp.Expr], names: list[str], types: dict[str, str]) -> list[KeySpec]:
+        specs = []
+        for j, (e, name) in enumerate(zip(keys, names)):
+            sql_type = types[f"__k{j}"]
+            domain, source = self._domain(e)
+            specs.append(KeySpec(name=name, expr=e, sql_type=sql_type, domain=domain, source=source))
+        return specs
+
+    def _column_domain(self, col: exp.Column) -> tuple[tuple[Any, ...] | None, str, str]:
+        item = self.scope.find(col)
+        name = col.name.lower()
+        if item is None:
+            return None, "", ""
+        if item.protected:
+            c = self.table.column(name)
+            dom = c.key_domain() if c else None
+            if dom is None:
+                return None, "", c.type if c else ""
+            return dom, ("declared" if c.domain is not None else "integer bounds"), c.type
+        values = list(self.facts.distinct_values(item.table, name))
+        if item.nullable and None not in values:
+            values.append(None)
+        return tuple(values), f"public table {item.table}", item.columns[name]
+
+    def _domain(self, e: exp.Expr) -> tuple[tuple[Any, ...] | None, str]:
+        if isinstance(e, exp.Column):
+            dom, source, _ = self._column_domain(e)
+            return dom, source or "DP key selection"
+        cols = {}
+        for col in e.find_all(exp.Column):
+            cols[col.sql(dialect="duckdb")] = col
+        if not cols:
+            return None, "DP key selection"
+        inputs = []
+        total = 1
+        for text, col in cols.items():
+            dom, _, typ = self._column_domain(col)
+            if dom is None:
+                return None, "DP key selection"
+            total *= len(dom)
+            inputs.append((text, list(dom), typ))
+        if total > MAX_IMAGE_INPUTS:
+            return None, "DP key selection"
+        renamed = e.copy()
+        names = {text: f"__c{i}" for i, (text, _, _) in enumerate(inputs)}
+
+        def rename(node: exp.Expr) -> exp.Expr:
+            if isinstance(node, exp.Column):
+                return exp.column(names[node.sql(dialect="duckdb")])
+            return node
+
+        renamed = renamed.transform(rename)
+        image = self.facts.image(to_duckdb(_try(renamed)), [(vals, typ) for _, vals, typ in inputs])
+        return tuple(image), "image of " + ", ".join(sorted({c.name for c in cols.values()}))
+
+    # -- aggregates ------------------------------------------------------------------------
+    def _collect_aggregates(self, q: exp.Select, projections: list[exp.Expr]) -> list[exp.Expr]:
+        places = list(projections)
+        if q.args.get("having") is not None:
+            places.append(q.args["having"].this)
+        if q.args.get("order") is not None:
+            places.append(q.args["order"])
+        found: dict[str, exp.Expr] = {}
+        for place in places:
+            for node in place.walk():
+                if self._is_aggregate(node) and not any(self._is_aggregate(a) for a in _ancestors(node, place)):
+                    found.setdefault(node.sql(dialect="duckdb"), node)
+        return list(found.values())
+
+    def _agg_input(self, node: exp.Expr) -> tuple[str, exp.Expr | None]:
+        cond = None
+        if isinstance(node, exp.Filter):
+            cond = node.expression.this
+            self._check_row_expr(cond, "FILTER")
+            node = node.this
+        text = node.sql(dialect="duckdb")
+        if isinstance(node, exp.Count):
+            arg = node.this
+            if arg is None:
+                raise errors.UnsupportedQueryError(
+                    f"{text} needs an argument", code="DP212", hint="write COUNT(*) or COUNT(expr)"
+                )
+            if isinstance(arg, exp.Star):
+                if cond is None:
+                    return COUNT_ROWS, None
+                return COUNT_VALUES, exp.Case(ifs=[exp.If(this=cond, true=exp.Literal.number(1))])
+            if isinstance(arg, exp.Distinct):
+                if len(arg.expressions) != 1:
+                    raise errors.UnsupportedQueryError(
+                        f"{text}: COUNT(DISTINCT ...) takes one expression here", code="DP212",
+                        hint="count distinct values of one expression",
+                    )  # fmt: skip
+                inner = arg.expressions[0]
+                self._check_row_expr(inner, text)
+                if isinstance(inner, exp.Column) and self._is_unit(inner):
+                    if cond is None:
+                        return COUNT_SUBJECTS, None
+                    return COUNT_SUBJECTS, exp.Case(ifs=[exp.If(this=cond, true=inner.copy())])
+                return COUNT_DISTINCT, _filtered(inner, cond)
+            self._check_row_expr(arg, text)
+            return COUNT_VALUES, _filtered(arg, cond)
+        if isinstance(node, (exp.Sum, exp.Avg)):
+            arg = node.this
+            if arg is None:
+                raise errors.UnsupportedQueryError(f"{text} needs an argument", code="DP212")
+            if isinstance(arg, exp.Distinct):
+                raise errors.UnsupportedQueryError(
+                    f"{text}: DISTINCT inside SUM/AVG is not supported", code="DP212",
+                    hint="drop DISTINCT",
+                )  # fmt: skip
+            if node.args.get("expressions"):
+                raise errors.UnsupportedQueryError(f"{text}: too many arguments", code="DP212")
+            self._check_row_expr(arg, text)
+            return (SUM if isinstance(node, exp.Sum) else AVG), _filtered(arg, cond)
+        raise errors.UnsupportedQueryError(
+            f"Aggregate {text} is not supported over protected tables", code="DP212",
+            hint=f"supported: {SUPPORTED_AGGREGATES}",
+        )  # fmt: skip
+
+    def _is_unit(self, col: exp.Column) -> bool:
+        item = self.scope.find(col)
+        return bool(item and item.protected and col.name.lower() == self.table.unit)
+
+    def _column_bounds(self, col: exp.Column) -> bounds.Interval | None:
+        item = self.scope.find(col)
+        if item is None or not item.protected:
+            return None  # public columns have no declared bounds
+        c = self.table.column(col.name)
+        if c is None:
+            return None
+        if c.bounded:
+            return (c.lower, c.upper)
+        if c.type.upper() == "BOOLEAN":
+            return (0.0, 1.0)
+        values = [v for v in (c.domain or ()) if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if values and len(values) == len([v for v in c.domain if v is not None]):
+            return (float(min(values)), float(max(values)))  # a numeric declared domain bounds the column
+        return None
+
+    def _agg_spec(
+        self, i: int, node: exp.Expr, kind: str, inp: exp.Expr | None, epsilon: float,
+        max_rows: int, groups_per_subject: float, vtype: str | None,
+    ) -> AggSpec:  # fmt: skip
+        label = display_sql(node)
+        if kind in (COUNT_ROWS, COUNT_VALUES, COUNT_DISTINCT):
+            return AggSpec(i, kind, label, inp, (Component("count", max_rows, epsilon),))
+        if kind == COUNT_SUBJECTS:
+            return AggSpec(i, kind, label, inp, (Component("subjects", int(groups_per_subject), epsilon),))
+        lo, hi = bounds.derive(inp, self._column_bounds)
+        if not bounds.is_bounded((lo, hi)):
+            cols = sorted({c.name for c in inp.find_all(exp.Column)})
+            raise errors.PolicyError(
+                f"{label} needs bounds on its input, and {', '.join(cols) or 'its input'} has none declared",
+                code="DP213",
+                hint="ask the owner to declare bounds, or clamp it yourself: "
+                f"{'SUM' if kind == SUM else 'AVG'}(LEAST(GREATEST(expr, lo), hi))",
+            )
+        if lo == hi:
+            hi = lo + 1.0
+        integer = (vtype or "").upper() in INTEGER_TYPES and float(lo).is_integer() and float(hi).is_integer()
+        grid = 1.0 if integer else 2.0 ** (math.floor(math.log2(hi - lo)) - GRID_BITS)
+        lo_i, hi_i = math.floor(lo / grid), math.ceil(hi / grid)
+        if max(abs(lo_i), abs(hi_i)) >= 2**53:
+            raise errors.PolicyError(
+                f"{label}: the bounds [{lo:.15g}, {hi:.15g}] are too far from 0 for an exact sum", code="DP213",
+                hint="subtract an offset inside the aggregate, e.g. SUM(x - 1e12), and add it back afterwards",
+            )  # fmt: skip
+        if kind == SUM:
+            sens = max_rows * max(abs(lo_i), abs(hi_i))
+            comps = (Component("sum", max(1, sens), epsilon),)
+            return AggSpec(i, kind, label, inp, comps, lo_i * grid, hi_i * grid, grid, integer)
+        mid = (lo_i + hi_i) // 2
+        half = max(hi_i - mid, mid - lo_i)
+        comps = (
+            Component("centered sum", max(1, max_rows * half), epsilon / 2),
+            Component("count", max_rows, epsilon - epsilon / 2),
+        )
+        return AggSpec(i, kind, label, inp, comps, lo_i * grid, hi_i * grid, grid, False)
+
+    # -- base and post-processing ----------------------------------------------------------
+    def _base(self, q: exp.Select, unit: exp.Column, keys: list[exp.Expr], inputs: list[exp.Expr | None]) -> exp.Select:
+        base = q.copy()
+        for arg in ("group", "having", "order", "limit", "offset"):
+            base.set(arg, None)
+        cols: list[exp.Expr] = [exp.alias_(unit.copy(), "__unit")]
+        for j, k in enumerate(keys):
+            cols.append(exp.alias_(_try(k.copy()), f"__k{j}"))
+        for i, v in enumerate(inputs):
+            if v is not None:
+                cols.append(exp.alias_(_try(v.copy()), f"__v{i}"))
+        base.set("expressions", cols)
+        conds: list[exp.Expr] = [exp.Not(this=exp.Is(this=unit.copy(), expression=exp.Null()))]
+        where = q.args.get("where")
+        if where is not None:
+            conds.append(_try(where.this.copy()))
+        base.set("where", exp.Where(this=exp.and_(*conds)))
+        return base
+
+    def _post(
+        self, q: exp.Select, projections: list[exp.Expr], keys: list[exp.Expr], aggs: list[exp.Expr],
+        key_specs: list[KeySpec], original_sql: str,
+    ) -> tuple[exp.Select, list[OutputColumn]]:  # fmt: skip
+        agg_index = {a.sql(dialect="duckdb"): i for i, a in enumerate(aggs)}
+        key_index = {k.sql(dialect="duckdb"): j for j, k in enumerate(keys)}
+
+        def rewrite(node: exp.Expr) -> exp.Expr:
+            text = node.sql(dialect="duckdb")
+            if text in agg_index and self._is_aggregate(node):
+                return exp.column(f"__a{agg_index[text]}")
+            if text in key_index:
+                return exp.column(f"__k{key_index[text]}")
+            return node
+
+        rewritten = []
+        for p in projections:
+            inner = p.unalias() if isinstance(p, exp.Alias) else p
+            new = inner.copy().transform(rewrite)
+            self._check_post(new, "SELECT")
+            rewritten.append(new)
+        names = [n for n, _ in self.facts.describe(original_sql)]
+        post_exprs = []
+        outputs = []
+        for new, name in zip(rewritten, names):
+            post_exprs.append(exp.alias_(new, name, quoted=True))
+            outputs.append(_output_column(name, new))
+        post = exp.select(*post_exprs).from_("__noisy")
+        having = q.args.get("having")
+        if having is not None:
+            cond = having.this.copy().transform(rewrite)
+            self._check_post(cond, "HAVING")
+            post = post.where(cond)
+        order = q.args.get("order")
+        if order is not None:
+            new_order = order.copy().transform(rewrite)
+            self._check_post(new_order, "ORDER BY")
+            post.set("order", new_order)
+        elif key_specs:
+            post = post.order_by(*[exp.Ordered(this=exp.column(f"__k{j}"), nulls_first=False) for j in range(len(key_specs))])
+        for arg in ("limit", "offset"):
+            if q.args.get(arg) is not None:
+                post.set(arg, q.args[arg].copy())
+        return post, outputs
+
+    def _check_post(self, node: exp.Expr, where: str) -> None:
+        for col in node.find_all(exp.Column):
+            if col.name.startswith("__"):
+                continue
+            if col.table:
+                raise errors.UnsupportedQueryError(
+                    f"{col.sql(dialect='duckdb')} in {where} is neither aggregated nor in GROUP BY; "
+                    "it would return row-level values",
+                    code="DP211",
+                    hint="add it to GROUP BY (over a declared domain) or aggregate it",
+                )
+
+
+@dataclass(frozen=True)
+class _TopKShape:
+    limit: int
+    offset: int
+    counts_shown: bool
+    kind: str
+
+
+def topk_columns_call_node(table: exp.Table) -> exp.Anonymous | None:
+    func = table.this
+    if isinstance(func, exp.Anonymous) and function_name(func) == TOPK_COLUMNS_FUNCTION:
+        return func
+    return None
+
+
+def topk_columns_call(q: exp.Expr) -> exp.Anonymous | None:
+    """The ``dp_top_k_columns(...)`` call in a statement, if any."""
+    for t in q.find_all(exp.Table):
+        call = topk_columns_call_node(t)
+        if call is not None:
+            return call
+    return None
+
+
+def topk_columns_arguments(call: exp.Anonymous) -> tuple[int, bool]:
+    """(k, counts) of ``dp_top_k_columns('table', k => n [, counts => true])``; the table is checked in classify."""
+    usage = "dp_top_k_columns('table', k => 10) or dp_top_k_columns('table', k => 10, counts => true)"
+    k: int | None = None
+    counts = False
+    for i, arg in enumerate(call.expressions[1:], start=1):
+        if isinstance(arg, (exp.Kwarg, exp.PropertyEQ, exp.EQ)):
+            name, value = arg.this.name.lower(), arg.expression
+        elif i == 1:
+            name, value = "k", arg
+        else:
+            raise errors.ProgrammingError(f"Unexpected argument {arg.sql(dialect='duckdb')}", code="DP205", hint=usage)
+        if name == "k":
+            k = _int_literal(value, "k")
+        elif name == "counts":
+            if not isinstance(value, exp.Boolean):
+                raise errors.ProgrammingError("counts takes true or false", code="DP205", hint=usage)
+            counts = bool(value.this)
+        else:
+            raise errors.ProgrammingError(f"Unknown argument {name} of dp_top_k_columns", code="DP205", hint=usage)
+    if k is None:
+        raise errors.ProgrammingError("dp_top_k_columns needs k", code="DP205", hint=usage)
+    return k, counts
+
+
+def _int_literal(node: exp.Expr, what: str) -> int:
+    if isinstance(node, exp.Literal) and not node.is_string:
+        try:
+            return int(node.this)
+        except ValueError:
+            pass
+    raise errors.UnsupportedQueryError(
+        f"{what} {node.sql(dialect='duckdb')} must be a whole number for a top-k query",
+        code="DP219",
+        hint=f"write {what} 10 (parameters are fine: they are bound before planning)",
+    )
+
+
+def _output_column(name: str, expr: exp.Expr) -> OutputColumn:
+    """Which aggregate's error bar an output column carries (bare or monotone-wrapped)."""
+    node = expr
+    wrapper = None
+    while isinstance(node, _MONOTONE_WRAPPERS):
+        if wrapper is None:
+            wrapper = expr
+        node = node.this
+    if isinstance(node, exp.Column) and node.name.startswith("__a"):
+        if isinstance(expr, exp.Cast) and not expr.to.is_type(*exp.DataType.NUMERIC_TYPES):
+            return OutputColumn(name, None)
+        return OutputColumn(name, int(node.name[3:]), wrapper)
+    return OutputColumn(name, None)
+
+
+def _ancestors(node: exp.Expr, stop: exp.Expr):
+    """Parents of ``node`` up to and including ``stop``."""
+    parent = node.parent
+    while parent is not None and node is not stop:
+        yield parent
+        if parent is stop:
+            return
+        parent = parent.parent
+
+
+def _filtered(arg: exp.Expr, cond: exp.Expr | None) -> exp.Expr:
+    if cond is None:
+        return arg
+    return exp.Case(ifs=[exp.If(this=cond.copy(), true=arg.copy())])
+
+
+def _try(node: exp.Expr) -> exp.Expr:
+    """Wrap a row-level expression in TRY(), so a bad value becomes NULL instead of an error.
+
+    A runtime error whose occurrence depends on a row would reveal one bit about it.
+    """
+    if isinstance(node, (exp.Column, exp.Literal, exp.Boolean, exp.Null)):
+        return node
+    return exp.Anonymous(this="TRY", expressions=[node])
+
+
+def _check_join_condition(on: exp.Expr, scope: _Scope) -> None:
+    """Joins compare columns of the same kind of type only.
+
+    Join conditions are not wrapped in TRY (that would defeat hash joins), so they must be
+    unable to fail at run time: a VARCHAR compared with a number is cast row by row, and a
+    row that does not convert would raise an error that depends on the data.
+    """
+    parts = list(on.flatten()) if isinstance(on, exp.And) else [on]
+    for part in parts:
+        if isinstance(part, exp.Paren):
+            part = part.this
+        ok = isinstance(part, (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ)) and all(
+            isinstance(side, exp.Column) for side in (part.this, part.expression)
+        )
+        if not ok:
+            raise errors.UnsupportedQueryError(
+                f"Join condition {part.sql(dialect='duckdb')} is not a comparison of two columns", code="DP218",
+                hint="join public lookup tables on key columns, e.g. ON t.code = lookup.code; "
+                "put conditions on constants in WHERE",
+            )  # fmt: skip
+        types = []
+        for side in (part.this, part.expression):
+            item = scope.find(side)
+            if item is None:
+                raise errors.ProgrammingError(
+                    f"Column {side.sql(dialect='duckdb')} does not exist", code="DP218",
+                    hint=_suggest(side.name.lower(), scope.all_columns()),
+                )  # fmt: skip
+            types.append(item.columns[side.name.lower()])
+        _check_comparable(part.this.sql(dialect="duckdb"), types[0], part.expression.sql(dialect="duckdb"), types[1])
+
+
+def _check_comparable(left: str, left_type: str, right: str, right_type: str) -> None:
+    if not join_safe(left_type, right_type):
+        raise errors.UnsupportedQueryError(
+            f"Join compares {left} ({left_type}) with {right} ({right_type}): values would be converted "
+            "row by row, and a failing conversion would depend on the data",
+            code="DP218",
+            hint="join columns of the same type (cast the public side in a view if needed)",
+        )
+
+
+def _with_epsilon(agg: AggSpec, epsilon: float) -> AggSpec:
+    total = agg.epsilon
+    comps = []
+    acc = 0.0
+    for k, c in enumerate(agg.components):
+        e = epsilon - acc if k == len(agg.components) - 1 else c.epsilon * epsilon / total
+        acc += e
+        comps.append(replace(c, epsilon=e))
+    return replace(agg, components=tuple(comps))
+
+
+def key_selection_threshold(epsilon: float, delta: float, groups: int) -> KeySelection:
+    """Smallest threshold τ >= 2 with ``groups * P(Z >= τ - 1) <= delta`` (Z discrete Laplace).
+
+    A key only one subject has reaches τ with probability ``P(1 + Z >= τ)``; a subject
+    touches at most ``groups`` keys, so the chance that any of them appears is at most δ.
+    """
+    a = noise.discrete_laplace_alpha(epsilon, groups)
+    tau = max(2, math.ceil(math.log(delta * (1 + a) / groups) / math.log(a)) + 1)
+    while tau > 2 and groups * noise.discrete_laplace_tail(epsilon, groups, tau - 2) <= delta:
+        tau -= 1
+    while groups * noise.discrete_laplace_tail(epsilon, groups, tau - 1) > delta:
+        tau += 1
+    return KeySelection(epsilon=epsilon, delta=delta, sensitivity=groups, threshold=tau)
+
+
+def display_sql(node: exp.Expr) -> str:
+    """SQL for messages and EXPLAIN: without the table qualifiers dpgate added."""
+
+    def strip(n: exp.Expr) -> exp.Expr:
+        if isinstance(n, exp.Column) and n.table:
+            return exp.column(n.name)
+        return n
+
+    return node.copy().transform(strip).sql(dialect="duckdb")
+
+
+def query_hash(sql: str) -> str:
+    return hashlib.sha256(sql.encode()).hexdigest()[:16]

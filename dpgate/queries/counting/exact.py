@@ -1,0 +1,320 @@
+"""Exact, bounded aggregates in DuckDB for a counting-class plan.
+
+The SQL is generated from the plan with sqlglot (never by pasting the analyst's text):
+
+the source (``plan.source``)
+    The analyst's FROM / JOIN / WHERE with the privacy unit, the GROUP BY keys and the
+    aggregate inputs as columns; rows without a unit are dropped, and keys outside their
+    public domain never use up a subject's contribution. Every row-level expression is
+    wrapped in ``TRY()``: no runtime error can depend on a row.
+
+contribution bounding (DESIGN.md 1.7)
+    Only subjects the ledger charged are used. A subject keeps at most ``max_rows`` rows
+    and, when the plan needs it, at most ``max_groups`` groups: a uniformly random choice,
+    ranked by a keyed hash whose 62-bit key comes from the OS for each query (a data order
+    never decides). The ranking of one subject's rows depends only on that subject's rows,
+    so the bound holds whatever other subjects hold.
+
+The bounded relation is computed in two passes for speed: a first pass finds the subjects
+that exceed a bound or were not charged (usually none); only their rows go through the
+window functions, everyone else's rows are aggregated directly. The result is the same
+as bounding every subject. (Timing therefore depends on how many subjects need sampling;
+like every peer system, dpgate does not defend against timing side channels.)
+
+``ExactAnswer`` never leaves this module and ``gateway``: the mechanism turns it into
+noisy values.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+import numpy as np
+from dpgate import errors
+from dpgate.frontend.dialect import to_duckdb
+from dpgate.queries.plans import AVG, COUNT_DISTINCT, COUNT_ROWS, COUNT_SUBJECTS, COUNT_VALUES, SUM, AggSpec, CountPlan
+
+_ids = itertools.count(1)
+
+
+@dataclass
+class ExactAnswer:
+    """Exact bounded statistics, one array per noise component, aligned with ``keys``."""
+
+    keys: list[tuple[Any, ...]]
+    components: dict[tuple[int, str], np.ndarray]
+    subjects: np.ndarray | None  # per key, for DP key selection
+    heavy_subjects: int  # subjects whose rows were sampled down
+    unused_units: int | None  # units with rows that were not charged (None: not counted)
+
+
+def _agg_sql(agg: AggSpec) -> list[tuple[str, str]]:
+    """(component label, SQL) for each integer statistic of one aggregate."""
+    v = f"__v{agg.index}"
+    if agg.kind == COUNT_ROWS:
+        return [("count", "count(*)")]
+    if agg.kind == COUNT_VALUES:
+        return [("count", f"count({v})")]
+    if agg.kind == COUNT_DISTINCT:
+        return [("count", f"count(DISTINCT {v})")]
+    if agg.kind == COUNT_SUBJECTS:
+        return [("subjects", f"count(DISTINCT {v if agg.expr is not None else '__unit'})")]
+    # Clamp, then put on the grid. CAST(DOUBLE AS BIGINT) rounds to the nearest integer, and
+    # the planner checked that |bound / grid| < 2^53, so no value can overflow [grid-cast].
+    if agg.grid == 1.0 and agg.integer:
+        scaled = f"CAST(least(greatest({v}, {int(agg.lower)}), {int(agg.upper)}) AS BIGINT)"
+    else:
+        clamped = f"least(greatest(CAST({v} AS DOUBLE), {agg.lower!r}), {agg.upper!r})"
+        if agg.grid <= 1.0:
+            scaled = f"CAST({clamped} * {int(round(1 / agg.grid))} AS BIGINT)"
+        else:
+            scaled = f"CAST({clamped} / {int(agg.grid)} AS BIGINT)"
+    if agg.kind == SUM:
+        return [("sum", f"coalesce(sum({scaled}), 0)")]
+    if agg.kind == AVG:
+        return [("centered sum", f"coalesce(sum({scaled}), 0)"), ("count", f"count({v})")]
+    raise errors.InternalError(f"unknown aggregate kind {agg.kind}")
+
+
+def _positions(plan: CountPlan, params: dict[str, Any]) -> list[str | None]:
+    """For each key: SQL for its 1-based position in its public domain (NULL when outside it).
+
+    Cells are identified by position in SQL, never by comparing values in Python (NaN keys,
+    huge integers and differently typed equal values all stay exact).
+    """
+    out: list[str | None] = []
+    for j, key in enumerate(plan.keys):
+        if key.domain is None:
+            out.append(None)
+            continue
+        params[f"dom{j}"] = list(key.domain)  # NULL entries never match a value in list_position
+        null_pos = key.domain.index(None) + 1 if None in key.domain else "NULL"
+        out.append(
+            f"CASE WHEN __k{j} IS NULL THEN {null_pos} "
+            f"ELSE list_position(CAST($dom{j} AS {key.sql_type}[]), __k{j}) END"
+        )
+    return out
+
+
+@dataclass
+class _SQL:
+    """The statements of one execution, built once and used for binding and for running."""
+
+    per_unit: str  # one row per unit: its row count (and group count), joined with the charged units
+    over: str  # condition on per_unit: the subject exceeds a bound
+    cols: str
+    src: str
+    in_domain: str | None
+    keys: list[str]
+    positions: list[str | None]
+    labels: list[tuple[int, str]]
+    selects: list[str]
+    group: str
+    params: dict[str, Any]
+    charged: str
+    n_parts: int
+
+    def sampled(self, plan: CountPlan, rows: str) -> str:
+        """The rows of ``rows`` (a SELECT of the source columns) bounded by sampling."""
+        keys = self.keys
+        inner = rows
+        if self.in_domain:
+            inner = f"SELECT * FROM ({inner}) WHERE {self.in_domain}"
+        if plan.bound_groups:
+            group_hash = f"hash(xor(hash(__unit, {', '.join(keys)}), $salt))"
+            inner = (
+                f"SELECT {self.cols} FROM (SELECT *, dense_rank() OVER (PARTITION BY __unit ORDER BY {group_hash}, "
+                f"{', '.join(keys)}) AS __gr FROM ({inner})) WHERE __gr <= {plan.max_groups}"
+            )
+        # Rows equal in every column used get distinct duplicate numbers, so that each row,
+        # not each distinct value, has its own pseudo-random rank [dup].
+        inner = f"SELECT *, row_number() OVER (PARTITION BY {self.cols}) AS __dup FROM ({inner})"
+        # Re-hash after mixing in the salt: DuckDB's multi-argument hash combines a constant
+        # salt's hash almost linearly, which would rank rows nearly the same way for every salt.
+        row_hash = f"hash(xor(hash({self.cols}, __dup), $salt))"
+        return (
+            f"SELECT {self.cols} FROM ({inner}) "
+            f"QUALIFY row_number() OVER (PARTITION BY __unit ORDER BY {row_hash}, __dup) <= {plan.max_rows}"
+        )
+
+    def aggregate(self, bounded: str) -> str:
+        """Group by (partition and) keys, then turn keys with domains into positions (few groups).
+
+        With several partitions of subjects (personalization), every bounded row gets its
+        subject's partition; a subject in several rounds contributes to one partition per round.
+        """
+        if self.n_parts > 1:
+            bounded = f"SELECT b.*, c.part AS __part FROM ({bounded}) b JOIN {self.charged} c ON b.__unit = c.unit"
+            keys = ["__part", *self.keys]
+        else:
+            keys = list(self.keys)
+        group = f" GROUP BY {', '.join(keys)}" if keys else ""
+        inner = f"SELECT {', '.join([*keys, *self.selects[len(self.keys):]])} FROM ({bounded}){group}"
+        if not any(p is not None for p in self.positions):
+            return inner
+        outer = (["__part"] if self.n_parts > 1 else []) + [
+            p if p is not None else f"__k{j}" for j, p in enumerate(self.positions)
+        ]
+        outer += [f"__a{i}" for i in range(len(self.selects) - len(self.keys))]
+        return f"SELECT {', '.join(outer)} FROM ({inner}) WHERE {self.in_domain}"
+
+
+def _build(plan: CountPlan, charged: str, n_parts: int = 1) -> _SQL:
+    params: dict[str, Any] = {}
+    src = to_duckdb(plan.source)
+    positions = _positions(plan, params)
+    in_domain = " AND ".join(f"({p}) IS NOT NULL" for p in positions if p is not None) or None
+    keys = [f"__k{j}" for j in range(len(plan.keys))]
+    values = sorted({f"__v{a.index}" for a in plan.aggs if a.expr is not None})
+    cols = ", ".join(["__unit", *keys, *values])
+    # NULL is a group too: count groups as structs, which are never NULL themselves.
+    key_struct = f"struct_pack({', '.join(f'k{j} := {k}' for j, k in enumerate(keys))})" if keys else "NULL"
+    group_check = f" OR __p.__g > {plan.max_groups}" if plan.bound_groups else ""
+    group_count = f", count(DISTINCT {key_struct}) AS __g" if plan.bound_groups else ""
+    per_unit = (
+        f"(SELECT __unit, count(*) AS __n{group_count} FROM ({src}) GROUP BY __unit) __p "
+        f"LEFT JOIN (SELECT DISTINCT unit FROM {charged}) __c ON __p.__unit = __c.unit"
+    )
+    over = f"__p.__n > {plan.max_rows}{group_check}"
+    selects, labels = list(keys), []
+    for agg in plan.aggs:
+        for label, sql in _agg_sql(agg):
+            selects.append(f"{sql} AS __a{len(labels)}")
+            labels.append((agg.index, label))
+    if plan.key_selection is not None:
+        selects.append(f"count(DISTINCT __unit) AS __a{len(labels)}")
+    group = f" GROUP BY {', '.join(keys)}" if keys else ""
+    return _SQL(per_unit, over, cols, src, in_domain, keys, positions, labels, selects, group, params, charged, n_parts)
+
+
+def bind_check(
+    con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, unit_type: str, n_parts: int = 1
+) -> None:
+    """Bind (DESCRIBE, no execution) every statement ``run`` may send, before anything is charged.
+
+    A statement DuckDB cannot bind fails the same way whatever the data, so it must fail
+    here, where a refusal costs nothing.
+    """
+    q = _build(plan, charged, n_parts)
+    special = f"(SELECT CAST(NULL AS {unit_type}) AS __unit, true AS __eligible WHERE false)"
+    parts = [
+        f"SELECT {q.cols} FROM ({q.src}) WHERE __unit NOT IN (SELECT __unit FROM {special})",
+        q.sampled(plan, f"SELECT {q.cols} FROM ({q.src}) WHERE __unit IN (SELECT __unit FROM {special} WHERE __eligible)"),
+    ]
+    params = dict(q.params, salt=0)  # $salt is a UBIGINT below 2^62
+    bind(con, f"SELECT count(*) FILTER (WHERE {q.over}) FROM {q.per_unit}")
+    bind(con, q.aggregate(" UNION ALL ".join(f"({p})" for p in parts)), params)
+
+
+def bind(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None, *, public: bool = False) -> None:
+    """DESCRIBE one statement a run will send (no execution), before anything is charged.
+
+    Every query class binds its statements this way: a statement DuckDB cannot bind fails the
+    same way whatever the data, so it must fail here, where a refusal costs nothing. A
+    ``public`` statement (one that reads no protected row, e.g. casting a declared domain)
+    is run instead, so that its runtime errors are caught here too.
+    """
+    try:
+        con.execute(sql if public else f"DESCRIBE {sql}", params)
+    except duckdb.Error as e:
+        raise errors.ProgrammingError(
+            f"DuckDB cannot bind this query: {str(e).strip().splitlines()[0]}",
+            code="DP230",
+            hint="fix the SQL; nothing was charged",
+        ) from e
+
+
+def run(con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, salt: int, n_parts: int = 1) -> ExactAnswer:
+    """Compute the exact bounded statistics of ``plan`` over the subjects in ``charged``.
+
+    ``charged`` is a relation with columns ``unit`` and ``part``; statistics are computed per
+    part (``n_parts`` of them), as arrays of shape (parts, cells).
+
+    Rows outside the keys' public domains never count towards a subject's bounds: the
+    subjects that need sampling see the domain filter before their rows are ranked; for
+    everyone else (all of whose rows are kept anyway) the filter is applied to the groups
+    after aggregation, which is the same and cheaper.
+    """
+    q = _build(plan, charged, n_parts)
+    params = dict(q.params)
+    special = f"__dp_special_{next(_ids)}"
+    special_sql = f"SELECT __p.__unit, (__c.unit IS NOT NULL) AS __eligible FROM {q.per_unit} WHERE __c.unit IS NULL OR {q.over}"
+    # A unique constraint on the unit (a schema fact) means one row per subject: nothing to bound.
+    one_row_each = plan.table.unique_unit and not plan.source.args.get("joins")
+    heavy: int = 0
+    unused: int | None = None
+    made_special = False
+    try:
+        parts = []
+        to_sample = None
+        if one_row_each:
+            parts.append(f"SELECT {q.cols} FROM ({q.src}) WHERE __unit IN (SELECT unit FROM {charged})")
+        else:
+            # Subjects that need work: not charged (their rows are dropped) or over a bound
+            # (sampled). Counting all their rows, in or out of the domains, only flags more.
+            heavy, unused, units = con.execute(
+                f"SELECT count(*) FILTER (WHERE __c.unit IS NOT NULL AND ({q.over})), "
+                f"count(*) FILTER (WHERE __c.unit IS NULL), count(*) FROM {q.per_unit}"
+            ).fetchone()
+            if heavy + unused == 0:
+                parts.append(f"SELECT {q.cols} FROM ({q.src})")
+            elif unused == 0 and 2 * heavy >= units:
+                # Most subjects need sampling: rank everyone's rows (a subject within its bounds
+                # keeps them all), and skip splitting the rows in two.
+                to_sample = f"SELECT {q.cols} FROM ({q.src})"
+            else:
+                con.execute(f"CREATE TEMP TABLE {special} AS {special_sql}")
+                made_special = True
+                parts.append(f"SELECT {q.cols} FROM ({q.src}) WHERE __unit NOT IN (SELECT __unit FROM {special})")
+                if heavy:
+                    to_sample = (
+                        f"SELECT {q.cols} FROM ({q.src}) WHERE __unit IN (SELECT __unit FROM {special} WHERE __eligible)"
+                    )
+        if to_sample is not None:
+            params["salt"] = salt
+            parts.append(q.sampled(plan, to_sample))
+        bounded = " UNION ALL ".join(f"({p})" for p in parts) if len(parts) > 1 else parts[0]
+        rows = con.execute(q.aggregate(bounded), params).fetchall()
+    finally:
+        if made_special:
+            con.execute(f"DROP TABLE IF EXISTS {special}")
+
+    nk = len(q.keys)
+    if plan.key_selection is None:
+        return _align_to_domains(plan, rows, nk, q.labels, int(heavy), unused, n_parts)
+    if n_parts != 1:
+        raise errors.InternalError("DP key selection runs on one partition of subjects")
+    key_rows = [tuple(r[:nk]) for r in rows]
+    comps = {lab: np.array([[_int(r[nk + i]) for r in rows]], dtype=object) for i, lab in enumerate(q.labels)}
+    subjects = np.array([int(r[-1]) for r in rows], dtype=np.int64)
+    return ExactAnswer(key_rows, comps, subjects, int(heavy), unused)
+
+
+def _int(v: Any) -> int:
+    return 0 if v is None else int(v)
+
+
+def _align_to_domains(
+    plan: CountPlan, rows: list[tuple], nk: int, labels, heavy: int, unused: int | None, n_parts: int = 1
+) -> ExactAnswer:
+    """Every cell of the public domain gets a value; cells with no rows are exact zeros.
+
+    With public domains, the aggregate returns each key's 1-based position in its domain
+    (after the partition, when there are several).
+    """
+    domains = [k.domain for k in plan.keys]
+    n_cells = math.prod(len(d) for d in domains) if domains else 1
+    comps = {lab: np.zeros((n_parts, n_cells), dtype=object) for lab in labels}
+    strides = [math.prod(len(d) for d in domains[j + 1 :]) for j in range(nk)]
+    lead = 1 if n_parts > 1 else 0
+    for r in rows:
+        part = int(r[0]) if lead else 0
+        flat = sum((int(r[lead + j]) - 1) * strides[j] for j in range(nk))
+        for i, lab in enumerate(labels):
+            comps[lab][part, flat] = _int(r[lead + nk + i])
+    keys = list(itertools.product(*domains)) if nk else [()]
+    return ExactAnswer(keys, comps, None, heavy, unused)

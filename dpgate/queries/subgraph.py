@@ -1,0 +1,555 @@
+"""Subgraph-count queries on protected graphs: plan (from SQL) and answer (ladder functions).
+
+What an analyst may write over a protected graph ``g(src, dst)`` (``Owner.protect_graph``):
+
+- the function forms ``TRIANGLE_COUNT(src, dst)``, ``KSTAR_COUNT(src, dst, k)``,
+  ``KTRIANGLE_COUNT(src, dst, k)``, ``KCLIQUE_COUNT(src, dst, k)`` in the SELECT list, with an
+  optional WHERE over the edge table's columns (it selects the edges) and arithmetic on the
+  counts (post-processing); several counts split ε equally;
+- the triangle self-join ``SELECT COUNT(*) FROM g a JOIN g b ON a.dst = b.src JOIN g c ON
+  c.src = a.src AND c.dst = b.dst`` (any equalities that close a triangle), answered as
+  ``TRIANGLE_COUNT``;
+- the k-star degree sum ``WITH d AS (SELECT x, COUNT(*) AS deg FROM (SELECT src AS x FROM g
+  UNION ALL SELECT dst FROM g) GROUP BY x) SELECT SUM(deg * (deg - 1) / 2) FROM d``, where the
+  summand must equal C(deg, k) (checked on public values), answered as ``KSTAR_COUNT``
+  (seed-001 digest, section 9.1).
+
+Semantics (stated in EXPLAIN and the README): counts are of the simple undirected graph on
+the public node universe — duplicates and reversed edges merged, self-loops and edges with an
+endpoint outside the universe dropped — which is what makes one row of the edge table at most
+one edge of the neighbouring relation. The literal SQL result on a raw table can differ.
+
+Every potential edge shares one budget (the graph's one-row roster), so the ledger charges
+the analyst and that budget; personalization rules do not apply.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import duckdb
+import numpy as np
+from sqlglot import exp
+
+from dpgate import errors
+from dpgate.mechanisms import graphs
+from dpgate.catalog.tables import Catalog, ProtectedTable, join_safe
+from dpgate.frontend.classify import GRAPH_FUNCTIONS, Classified, function_name
+from dpgate.frontend.dialect import to_duckdb
+from dpgate.queries.counting.exact import bind
+from dpgate.mechanisms import ladder
+from dpgate.mechanisms.base import NoisyColumn
+from dpgate.frontend.nodes import dp_options
+from dpgate.queries.plans import OutputColumn, SubgraphCount, SubgraphPlan, SubjectCharge
+from dpgate.release import Answer, ColumnNoise, noisy_rows
+from dpgate.frontend.settings import Session
+
+#: k-cliques (k >= 4) are served without the owner's ``allow_kclique`` when C(N, k), the most
+#: k-cliques a graph on N nodes can have (their count bounds the work), is at most this. The
+#: cost grows with the graph's cliques, so the rule must be a public one on (N, k).
+KCLIQUE_FREE_WORK = 10**6
+#: Degrees at which a degree-sum summand is compared with C(deg, k).
+_DEGREE_PROBES = 41
+
+ACCEPTED = (
+    "TRIANGLE_COUNT(src, dst), KSTAR_COUNT(src, dst, k), KTRIANGLE_COUNT(src, dst, k), KCLIQUE_COUNT(src, dst, k); "
+    "the triangle self-join; or the k-star sum over degrees"
+)
+
+
+def _refuse(message: str, code: str = "DP219", hint: str | None = None) -> errors.Error:
+    return errors.UnsupportedQueryError(message, code=code, hint=hint or f"a graph answers {ACCEPTED}")
+
+
+# -- planning ------------------------------------------------------------------------------------
+def plan(classified: Classified, catalog: Catalog, session: Session, facts) -> SubgraphPlan:
+    table = classified.protected
+    graph = table.graph
+    statement = classified.statement
+    if not isinstance(statement, exp.Select):
+        raise _refuse(f"Set operations over the graph {table.name} are not supported", code="DP216")
+    settings = session.query_settings(dp_options(statement))
+    if settings.privacy_unit is not None:
+        raise errors.PolicyError(
+            f"{table.name} is a graph with edge-level DP: it has no privacy unit column", code="DP301",
+            hint="drop privacy_unit_column",
+        )  # fmt: skip
+    if "consistent" in settings.explicit:
+        raise _refuse("consistent = true applies to tables of counts, not to subgraph counts", code="DP219")
+    q = statement.copy()
+    q.set("hint", None)
+    original_sql = to_duckdb(q)
+    n_nodes, node_source = _universe(table, catalog, facts)
+    if q.args.get("with_") is not None:
+        shape, calls, where = "degree sum", [_degree_sum(q, table)], None
+    elif q.args.get("joins"):
+        shape, calls, where = "triangle self-join", [_triangle_join(q, table)], None
+    else:
+        shape = "functions"
+        calls, where = _function_form(q, table)
+    counts = []
+    share = settings.epsilon / len(calls)
+    for i, (label, query, k) in enumerate(calls):
+        try:
+            k = graphs.check_query(query, k)
+        except ValueError as e:
+            raise _refuse(f"{label}: {e}") from e
+        if query == "kclique" and k >= 4 and math.comb(n_nodes, k) > KCLIQUE_FREE_WORK and not graph.get("allow_kclique"):
+            raise errors.PolicyError(
+                f"{label} on {n_nodes:,} nodes: a graph this size may hold C({n_nodes}, {k}) = "
+                f"{math.comb(n_nodes, k):.3g} {k}-cliques, and the count's cost grows with them; k-cliques with "
+                f"k >= 4 are served up to {KCLIQUE_FREE_WORK:,} possible cliques unless the owner allows more",
+                code="DP319",
+                hint="ask for triangles, k-stars, k-triangles or a smaller k, or ask the owner for allow_kclique",
+            )
+        eps = settings.epsilon - share * (len(calls) - 1) if i == len(calls) - 1 else share
+        gs = graphs.global_sensitivity(query, k, n_nodes)
+        counts.append(SubgraphCount(i, label, query, k, eps, settings.interval_share, gs))
+    post, outputs = _post(q, shape, calls)
+    notes = [
+        f"edge-level DP on the simple undirected graph of {table.name} over {n_nodes:,} nodes ({node_source}): "
+        "duplicates and reversed edges merged, self-loops and edges outside the universe dropped"
+    ]
+    if shape != "functions":
+        notes.append(f"the {shape} is answered as {calls[0][0]} over the simple graph, not the literal SQL on the raw rows")
+    return SubgraphPlan(
+        table=table,
+        settings=settings,
+        statement_sql=original_sql,
+        n_nodes=n_nodes,
+        node_source=node_source,
+        edges_where=where,
+        counts=tuple(counts),
+        shape=shape,
+        post=post,
+        outputs=tuple(outputs),
+        charge=SubjectCharge("threshold", settings.epsilon, 0.0),
+        notes=tuple(notes),
+    )
+
+
+def _universe(table: ProtectedTable, catalog: Catalog, facts) -> tuple[int, str]:
+    graph = table.graph
+    if graph.get("nodes") is not None:
+        return int(graph["nodes"]), f"declared N = {graph['nodes']}"
+    node_table, col = graph["node_table"], graph["node_column"]
+    if node_table not in catalog.public_tables:
+        raise errors.PolicyError(
+            f"The node table {node_table} of graph {table.name} is not a public table", code="DP318",
+            hint="the owner declares the node universe with protect_graph(nodes=...)",
+        )  # fmt: skip
+    node_type = dict(facts.columns(node_table)).get(col)
+    for end in ("src", "dst"):
+        edge_type = table.columns[graph[end]].type
+        if node_type is None or not join_safe(edge_type, node_type):
+            # Joining differently typed ids would cast row by row, and a failing cast would
+            # depend on the data: refuse before anything is read.
+            raise errors.PolicyError(
+                f"{table.name}.{graph[end]} ({edge_type}) and {node_table}.{col} ({node_type}) are not comparable",
+                code="DP318",
+                hint="the owner re-declares the graph with a node table of the endpoints' type",
+            )
+    n = len([v for v in facts.distinct_values(node_table, col) if v is not None])
+    if n < 2:
+        raise errors.PolicyError(f"The node table {node_table} lists fewer than 2 nodes", code="DP318")
+    return n, f"public table {node_table}.{col}"
+
+
+def _endpoint(node: exp.Expr, table: ProtectedTable, aliases: set[str]) -> str | None:
+    """'src' or 'dst' when ``node`` names one of the graph's endpoint columns."""
+    if not isinstance(node, exp.Column) or (node.table and node.table.lower() not in aliases):
+        return None
+    name = node.name.lower()
+    graph = table.graph
+    return "src" if name == graph["src"] else "dst" if name == graph["dst"] else None
+
+
+def _function_form(q: exp.Select, table: ProtectedTable) -> tuple[list[tuple[str, str, int | None]], exp.Expr | None]:
+    """``SELECT <expressions over subgraph counts> FROM g [WHERE <edge filter>]``, nothing else.
+
+    The SELECT list becomes the post-processing query: besides the counts it may hold only
+    literals and arithmetic, so that no expression can read a table or a column there.
+    """
+    from_ = q.args.get("from_")
+    if from_ is None or not isinstance(from_.this, exp.Table) or from_.this.name.lower() != table.name:
+        raise _refuse("A graph query reads the graph table in FROM")
+    alias = from_.this.alias_or_name.lower()
+    aliases = {alias, table.name}
+    for arg in ("group", "having", "distinct", "qualify", "windows", "order", "limit", "offset", "with_"):
+        if q.args.get(arg):
+            raise _refuse(
+                f"{arg.upper().rstrip('_')} is not supported in subgraph-count queries (they return one row)",
+                hint=f"write SELECT TRIANGLE_COUNT(src, dst) FROM {table.name} [WHERE <edge filter>]",
+            )
+    # Exactly one read of the graph, in FROM: no subquery, EXISTS, ARRAY(SELECT ...) or lateral
+    # table anywhere (classify let several reads of a graph through for the recognised shapes).
+    for node in q.walk():
+        if node is not q and isinstance(node, (exp.Query, exp.Subquery, exp.Lateral, exp.Window)):
+            raise _refuse(
+                "Subqueries and windows are not supported in subgraph-count queries", code="DP216",
+                hint=f"write SELECT TRIANGLE_COUNT(src, dst) FROM {table.name} [WHERE <edge filter>]",
+            )  # fmt: skip
+        if isinstance(node, exp.Table) and node is not from_.this:
+            raise _refuse("A graph query reads the graph table once, in FROM", code="DP215")
+    calls: dict[str, tuple[str, str, int | None]] = {}
+    for place in q.expressions:
+        for node in place.find_all(exp.Func):
+            name = function_name(node)
+            if name in GRAPH_FUNCTIONS:
+                calls.setdefault(node.sql(dialect="duckdb"), _call(node, name, table, aliases))
+            elif isinstance(node, exp.AggFunc):
+                raise _refuse(f"{node.sql(dialect='duckdb')}: a protected graph answers subgraph counts only", code="DP212")
+    if not calls:
+        raise _refuse(f"{table.name} is a protected graph: it answers subgraph counts only", code="DP211")
+    for place in q.expressions:
+        for node in place.find_all(exp.Column, exp.Star):
+            if not any(isinstance(a, exp.Anonymous) and function_name(a) in GRAPH_FUNCTIONS for a in _ancestors(node)):
+                raise _refuse(
+                    f"{node.sql(dialect='duckdb')} outside a subgraph count would return edge-level values",
+                    code="DP211",
+                )
+    where = q.args.get("where")
+    cond = None
+    if where is not None:
+        for node in where.this.walk():
+            if isinstance(node, (exp.AggFunc, exp.Subquery, exp.Query)) or (
+                isinstance(node, exp.Func) and function_name(node) in GRAPH_FUNCTIONS
+            ):
+                raise _refuse(f"WHERE may only filter edges by their own columns, not {node.sql(dialect='duckdb')}")
+            if isinstance(node, exp.Column):
+                if node.table and node.table.lower() not in aliases or node.name.lower() not in table.columns:
+                    raise errors.ProgrammingError(
+                        f"Column {node.sql(dialect='duckdb')} does not exist in {table.name}", code="DP218",
+                        hint=f"columns are: {', '.join(table.columns)}",
+                    )  # fmt: skip
+        cond = where.this.copy().transform(
+            lambda n: exp.column(n.name.lower(), quoted=True) if isinstance(n, exp.Column) else n
+        )
+        cond = exp.Anonymous(this="TRY", expressions=[cond])  # no runtime error may depend on a row
+    return list(calls.values()), cond
+
+
+def _ancestors(node: exp.Expr):
+    parent = node.parent
+    while parent is not None:
+        yield parent
+        parent = parent.parent
+
+
+def _call(node: exp.Expr, name: str, table: ProtectedTable, aliases: set[str]) -> tuple[str, str, int | None]:
+    label = node.sql(dialect="duckdb")
+    args = list(node.expressions)
+    query = GRAPH_FUNCTIONS[name]
+    want = 2 if query == "triangle" else 3
+    usage = f"{name.upper()}({table.graph['src']}, {table.graph['dst']}{'' if want == 2 else ', k'})"
+    if len(args) != want:
+        raise errors.ProgrammingError(f"{label} takes {want} arguments", code="DP212", hint=f"write {usage}")
+    ends = {_endpoint(a, table, aliases) for a in args[:2]}
+    if ends != {"src", "dst"}:
+        raise errors.ProgrammingError(
+            f"{label}: the first two arguments must be the graph's endpoint columns", code="DP212",
+            hint=f"write {usage}",
+        )  # fmt: skip
+    k = None
+    if want == 3:
+        lit = args[2]
+        if not (isinstance(lit, exp.Literal) and not lit.is_string and lit.this.isdigit()):
+            raise errors.ProgrammingError(f"{label}: k must be a whole number", code="DP212", hint=f"write {usage}")
+        k = int(lit.this)
+    return label, query, k
+
+
+def _triangle_join(q: exp.Select, table: ProtectedTable) -> tuple[str, str, None]:
+    """The 3-way self-join whose equalities close a triangle, with COUNT(*) as its only output."""
+    sources = [q.args["from_"].this] + [j.this for j in q.args.get("joins") or []]
+    joins = q.args.get("joins") or []
+    if len(sources) != 3 or any(not isinstance(s, exp.Table) or s.name.lower() != table.name for s in sources):
+        raise _refuse("Joins over a protected graph are supported only as the 3-way triangle self-join", code="DP215")
+    for j in joins:
+        if (j.args.get("side") or "") or (j.args.get("kind") or "").upper() not in ("", "INNER", "CROSS"):
+            raise _refuse("The triangle self-join uses inner joins only", code="DP215")
+        if j.args.get("using") or j.args.get("method"):
+            raise _refuse("The triangle self-join compares endpoints with ON or WHERE equalities", code="DP215")
+    _only(q, {id(s) for s in sources}, {id(q)})
+    aliases = [s.alias_or_name.lower() for s in sources]
+    if len(set(aliases)) != 3:
+        raise errors.ProgrammingError("Give each copy of the graph its own alias", code="DP218")
+    if len(q.expressions) != 1 or not isinstance(q.expressions[0].unalias(), exp.Count) or not isinstance(
+        q.expressions[0].unalias().this, exp.Star
+    ):
+        raise _refuse("The triangle self-join must select COUNT(*) only")
+    for arg in ("group", "having", "distinct", "order", "limit", "offset", "qualify", "windows", "with_"):
+        if q.args.get(arg):
+            raise _refuse(f"{arg.upper().rstrip('_')} is not supported in the triangle self-join")
+    conds = [j.args["on"] for j in joins if j.args.get("on") is not None]
+    if q.args.get("where") is not None:
+        conds.append(q.args["where"].this)
+    parent: dict[tuple[str, str], tuple[str, str]] = {(a, e): (a, e) for a in aliases for e in ("src", "dst")}
+
+    def find(x):
+        while parent[x] != x:
+            x = parent[x]
+        return x
+
+    for cond in conds:
+        for eq in _conjuncts(cond):
+            if not isinstance(eq, exp.EQ):
+                raise _refuse(f"The triangle self-join may only equate endpoints, not {eq.sql(dialect='duckdb')}")
+            sides = []
+            for side in (eq.this, eq.expression):
+                if not isinstance(side, exp.Column) or side.table.lower() not in aliases:
+                    raise _refuse("The triangle self-join compares alias-qualified endpoint columns (a.src = b.dst)")
+                end = _endpoint(side, table, {side.table.lower()})
+                if end is None:
+                    raise _refuse(f"{side.sql(dialect='duckdb')} is not an endpoint column of {table.name}")
+                sides.append((side.table.lower(), end))
+            parent[find(sides[0])] = find(sides[1])
+    classes: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for slot in parent:
+        classes.setdefault(find(slot), []).append(slot)
+    nodes = list(classes.values())
+    triangle = (
+        len(nodes) == 3
+        and all(len(c) == 2 and c[0][0] != c[1][0] for c in nodes)
+        and all(find((a, "src")) != find((a, "dst")) for a in aliases)
+    )
+    if not triangle:
+        raise _refuse("These join conditions do not close a triangle (three edges, each node shared by two of them)")
+    return f"TRIANGLE_COUNT({table.graph['src']}, {table.graph['dst']})", "triangle", None
+
+
+def _extra(select: exp.Expr, *allowed: str) -> bool:
+    """Whether a SELECT (or UNION) has any clause beyond SELECT list and FROM (and ``allowed``)."""
+    clauses = ("where", "group", "having", "order", "limit", "offset", "qualify", "windows", "distinct", "joins",
+               "laterals", "with_", "sample", "pivots")  # fmt: skip
+    return any(select.args.get(c) for c in clauses if c not in allowed)
+
+
+def _only(q: exp.Expr, tables: set[int], queries: set[int]) -> None:
+    """Every table read and every (sub)query of ``q`` is one the recognised shape expects."""
+    for node in q.walk():
+        if isinstance(node, exp.Table) and id(node) not in tables:
+            raise _refuse(f"{node.sql(dialect='duckdb')} is not part of a recognised graph query", code="DP215")
+        if isinstance(node, exp.Subquery):  # a parenthesised query: judged by what it wraps
+            if id(node.this) not in queries:
+                raise _refuse("Subqueries are not part of a recognised graph query", code="DP216")
+        elif isinstance(node, (exp.Query, exp.Lateral, exp.Window)) and id(node) not in queries:
+            raise _refuse("Subqueries and windows are not part of a recognised graph query", code="DP216")
+
+
+def _conjuncts(cond: exp.Expr):
+    if isinstance(cond, exp.And):
+        yield from _conjuncts(cond.this)
+        yield from _conjuncts(cond.expression)
+    elif isinstance(cond, exp.Paren):
+        yield from _conjuncts(cond.this)
+    else:
+        yield cond
+
+
+def _degree_sum(q: exp.Select, table: ProtectedTable) -> tuple[str, str, int]:
+    """``WITH d AS (degrees) SELECT SUM(f(deg)) FROM d`` with f(deg) = C(deg, k)."""
+    ctes = q.args["with_"].expressions
+    bad = _refuse(
+        "The only CTE accepted over a graph is the degree table of the k-star sum",
+        code="DP216",
+        hint="WITH d AS (SELECT x, COUNT(*) AS deg FROM (SELECT src AS x FROM g UNION ALL SELECT dst FROM g) "
+        "GROUP BY x) SELECT SUM(deg * (deg - 1) / 2) FROM d",
+    )
+    if len(ctes) != 1 or q.args["with_"].args.get("recursive"):
+        raise bad
+    cte = ctes[0]
+    body = cte.this
+    if not isinstance(body, exp.Select) or len(body.expressions) != 2 or _extra(body, "group"):
+        raise bad
+    key, deg = body.expressions
+    count = deg.unalias()
+    if not (isinstance(count, exp.Count) and isinstance(count.this, exp.Star)) or not isinstance(deg, exp.Alias):
+        raise bad
+    group = body.args.get("group")
+    inner_from = body.args.get("from_")
+    if group is None or len(group.expressions) != 1 or inner_from is None or body.args.get("joins"):
+        raise bad
+    sub = inner_from.this
+    union = sub.this if isinstance(sub, exp.Subquery) else None
+    if not isinstance(union, exp.Union) or union.args.get("distinct"):
+        raise bad
+    if _extra(union):
+        raise bad
+    ends = set()
+    graph_reads = set()
+    for part in (union.this, union.expression):
+        if not isinstance(part, exp.Select) or len(part.expressions) != 1 or _extra(part):
+            raise bad
+        src = part.args.get("from_")
+        if src is None or not isinstance(src.this, exp.Table) or src.this.name.lower() != table.name:
+            raise bad
+        ends.add(_endpoint(part.expressions[0].unalias(), table, {src.this.alias_or_name.lower(), table.name}))
+        graph_reads.add(id(src.this))
+    if ends != {"src", "dst"}:
+        raise bad
+    key_name = key.alias_or_name.lower()
+    group_key = group.expressions[0]
+    if not (isinstance(group_key, exp.Column) and group_key.name.lower() == key_name):
+        raise bad
+    outer_from = q.args.get("from_")
+    if (
+        outer_from is None
+        or not isinstance(outer_from.this, exp.Table)
+        or outer_from.this.name.lower() != cte.alias_or_name.lower()
+        or _extra(q, "with_")
+        or len(q.expressions) != 1
+    ):
+        raise bad
+    _only(q, graph_reads | {id(outer_from.this)}, {id(q), id(body), id(union), id(union.this), id(union.expression)})
+    total = q.expressions[0].unalias()
+    if not isinstance(total, exp.Sum):
+        raise bad
+    k = _binomial_order(total.this, deg.alias.lower())
+    if k is None:
+        raise _refuse(
+            f"SUM({total.this.sql(dialect='duckdb')}) over degrees is not a k-star count",
+            hint="the summand must equal C(deg, k), e.g. deg * (deg - 1) * (deg - 2) / 6 for 3-stars",
+        )
+    return f"KSTAR_COUNT({table.graph['src']}, {table.graph['dst']}, {k})", "kstar", k
+
+
+def _binomial_order(expr: exp.Expr, deg: str) -> int | None:
+    """The k with expr(deg) = C(deg, k) for deg = 0 .. 40 (arithmetic on deg and numbers only)."""
+    for node in expr.walk():
+        ok = isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.IntDiv, exp.Paren, exp.Neg, exp.Literal))
+        if isinstance(node, exp.Column):
+            ok = node.name.lower() == deg and not node.table
+        elif isinstance(node, exp.Identifier):
+            ok = isinstance(node.parent, exp.Column)
+        if not ok or (isinstance(node, exp.Literal) and node.is_string):
+            return None
+    probe = expr.copy().transform(lambda n: exp.column("v") if isinstance(n, exp.Column) else n)
+    con = duckdb.connect()
+    try:
+        values = [r[0] for r in con.execute(
+            f"SELECT TRY(CAST({probe.sql(dialect='duckdb')} AS DOUBLE)) FROM range({_DEGREE_PROBES}) t(v) ORDER BY v"
+        ).fetchall()]  # fmt: skip
+    finally:
+        con.close()
+    for k in range(2, _DEGREE_PROBES - 1):
+        if all(v is not None and abs(v - math.comb(d, k)) <= 1e-9 * max(1, math.comb(d, k)) for d, v in enumerate(values)):
+            return k
+    return None
+
+
+def _post(q: exp.Select, shape: str, calls) -> tuple[exp.Select, list[OutputColumn]]:
+    """The analyst's SELECT list over ``__noisy`` (counts as __a<i>)."""
+    from dpgate.queries.analysis import _output_column
+
+    if shape != "functions":
+        p = q.expressions[0]
+        name = p.alias if isinstance(p, exp.Alias) else p.sql(dialect="duckdb").lower()
+        return exp.select(exp.alias_(exp.column("__a0"), name, quoted=True)).from_("__noisy"), [OutputColumn(name, 0)]
+    index = {label: i for i, (label, _, _) in enumerate(calls)}
+
+    def rewrite(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Func) and node.sql(dialect="duckdb") in index:
+            return exp.column(f"__a{index[node.sql(dialect='duckdb')]}")
+        return node
+
+    exprs, outputs = [], []
+    for p in q.expressions:
+        name = p.alias if isinstance(p, exp.Alias) else p.sql(dialect="duckdb").lower()
+        new = (p.unalias() if isinstance(p, exp.Alias) else p).copy().transform(rewrite)
+        exprs.append(exp.alias_(new, name, quoted=True))
+        outputs.append(_output_column(name, new))
+    post = exp.select(*exprs).from_("__noisy")
+    for arg in ("order", "limit", "offset"):
+        if q.args.get(arg) is not None:
+            post.set(arg, q.args[arg].copy().transform(rewrite))
+    return post, outputs
+
+
+# -- running ------------------------------------------------------------------------------------
+def edges_sql(plan: SubgraphPlan) -> tuple[str, dict[str, Any]]:
+    """(src index, dst index) of every edge row whose endpoints are in the public universe."""
+    graph = plan.table.graph
+    t = exp.to_table(plan.table.name, quoted=True).sql(dialect="duckdb")
+    s, d = (exp.to_identifier(graph[c], quoted=True).sql(dialect="duckdb") for c in ("src", "dst"))
+    where = f" WHERE {to_duckdb(plan.edges_where)}" if plan.edges_where is not None else ""
+    if graph.get("nodes") is not None:
+        n = int(graph["nodes"])
+        inner = f"SELECT TRY_CAST({s} AS BIGINT) AS __s, TRY_CAST({d} AS BIGINT) AS __d FROM main.{t}{where}"
+        return f"SELECT __s, __d FROM ({inner}) WHERE __s BETWEEN 0 AND {n - 1} AND __d BETWEEN 0 AND {n - 1}", {}
+    nt = exp.to_table(graph["node_table"], quoted=True).sql(dialect="duckdb")
+    nc = exp.to_identifier(graph["node_column"], quoted=True).sql(dialect="duckdb")
+    nodes = (
+        f"(SELECT __id, CAST(row_number() OVER (ORDER BY __id) - 1 AS BIGINT) AS __i "
+        f"FROM (SELECT DISTINCT {nc} AS __id FROM main.{nt} WHERE {nc} IS NOT NULL))"
+    )
+    return (
+        f"SELECT ns.__i AS __s, nd.__i AS __d FROM (SELECT {s} AS __a, {d} AS __b FROM main.{t}{where}) e "
+        f"JOIN {nodes} ns ON e.__a = ns.__id JOIN {nodes} nd ON e.__b = nd.__id"
+    ), {}
+
+
+def bind_check(con: duckdb.DuckDBPyConnection, plan: SubgraphPlan) -> None:
+    """Bind the edge query and the post-processing (over placeholder counts) before the debit."""
+    sql, params = edges_sql(plan)
+    noisy = ", ".join(
+        f"CAST(0 AS BIGINT) AS __a{c.index}, CAST(0 AS BIGINT) AS __a{c.index}_lo, CAST(0 AS BIGINT) AS __a{c.index}_hi"
+        for c in plan.counts
+    )
+    bind(con, sql, params)
+    bind(con, f"WITH __noisy AS (SELECT {noisy}) {to_duckdb(plan.post)}")
+
+
+def answer(con: duckdb.DuckDBPyConnection, plan: SubgraphPlan, *, rng: np.random.Generator) -> Answer:
+    """Read the edges once, then one ladder release (count and error bar) per count."""
+    sql, params = edges_sql(plan)
+    res = con.execute(sql, params).fetchnumpy()
+    edges = graphs.simple_edges(np.asarray(res["__s"], dtype=np.int64), np.asarray(res["__d"], dtype=np.int64))
+    alpha = plan.settings.alpha
+    noisy, columns = [], {}
+    for c in plan.counts:
+        lf = ladder.ladder_function(edges, plan.n_nodes, c.query, c.k)
+        rel = ladder.release_with_interval(lf, c.epsilon, width_share=c.interval_share, alpha=alpha, rng=rng)
+        value, low, high = rel.value, rel.interval.low, rel.interval.high
+        if plan.settings.clamp_counts:
+            value, low, high = max(0, value), max(0, low), max(0, high)
+        iv = rel.interval
+        desc = (
+            f"ladder ({c.query}{'' if c.k is None else f', k={c.k}'}), GS {c.global_sensitivity}, "
+            f"ε={c.epsilon - iv.epsilon_width:.4g} on the count"
+            + (f" + {iv.epsilon_width:.4g} on the error bar ({iv.statistic} in [{iv.statistic_low}, {iv.statistic_high}])"
+               if iv.epsilon_width else "; public error bar")
+        )  # fmt: skip
+        noisy.append(NoisyColumn(np.array([value], dtype=object), np.array([low], dtype=object),
+                                 np.array([high], dtype=object), True, "ladder", c.epsilon, desc))  # fmt: skip
+    names, types, rows, intervals = noisy_rows(con, plan, [()], noisy, plan.settings.intervals)
+    for out in plan.outputs:
+        if out.agg is not None:
+            col = noisy[out.agg]
+            columns[out.name] = ColumnNoise(col.mechanism, col.epsilon, col.scale)
+    return Answer(names, types, rows, intervals, columns, [])
+
+
+def explain_rows(plan: SubgraphPlan) -> list[tuple]:
+    rows = [
+        ("graph", None, None, None, None, None, plan.notes[0]),
+        ("edge budget", "edge-level DP", plan.epsilon, 0.0, None, None,
+         "every potential edge pays ε (one shared budget; personalization rules do not apply)"),
+    ]  # fmt: skip
+    alpha = plan.settings.alpha
+    for c in plan.counts:
+        eps_width = c.epsilon * c.interval_share
+        eps_count = c.epsilon - eps_width
+        lo, hi = graphs.statistic_range(c.query, plan.n_nodes)
+        bound = ladder.interval_half_width(c.query, c.k, plan.n_nodes, eps_count, lo, hi, alpha)
+        detail = (
+            f"{c.query}{'' if c.k is None else f' k={c.k}'}: exponential mechanism over the ladder of local "
+            f"sensitivities; error bar from a DP width statistic at ε={eps_width:.4g}"
+            if eps_width
+            else f"{c.query}: exponential mechanism over the ladder; error bar from public quantities"
+        )
+        rows.append((c.label, "ladder", c.epsilon, 0.0, f"GS {c.global_sensitivity}", f"≤ ±{bound}", detail))
+    for note in plan.notes[1:]:
+        rows.append(("note", None, None, None, None, None, note))
+    return rows

@@ -1,0 +1,326 @@
+"""Synthetic releases: ``CREATE SYNTHETIC TABLE name FROM t USING privbayes WITH (...)``.
+
+Plan (public facts only): the columns and their code spaces (``synthesis.coding_for``: declared
+domains, integer and real bounds cut into ``bins`` equi-width bins; a column with neither is
+refused), the mechanism's parameters, the charge. Run, after the debit:
+
+1. the rows of the charged subjects, at most ``max_rows`` per subject (a keyed random choice, as
+   in the counting class), encoded in one DuckDB pass;
+2. the model (``mechanisms.privbayes``) at ``ε / max_rows``: one subject's rows are at most
+   ``max_rows`` added or removed tuples, and the model is ε-DP per tuple (group privacy);
+3. sampling and decoding (post-processing), written as an ordinary table in schema ``main``
+   together with its row in the release registry, in one transaction.
+
+From then on the table is public: every query over it is free. Under the ``sample``
+(default), ``threshold`` and ``minimum`` personalization rules the model is fit to the
+charged subjects at the rule's ε; the number of rows written is the model's DP row estimate
+scaled to everyone with budget, unless ``rows`` is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import duckdb
+import numpy as np
+from sqlglot import exp
+
+from dpgate import errors
+from dpgate.catalog import releases as registry
+from dpgate.queries.synthetic import coding as synthesis
+from dpgate.catalog.tables import MAIN, Catalog
+from dpgate.frontend.classify import Classified
+from dpgate.frontend.dialect import to_sql
+from dpgate.queries.counting.exact import bind
+from dpgate.mechanisms import pdp, privbayes
+from dpgate.frontend.nodes import DPOptions
+from dpgate.queries.plans import SubjectCharge, SynthesisPlan
+from dpgate.release import Answer
+from dpgate.frontend.settings import Session, Spec, coerce, literal_value
+
+MECHANISMS = ("privbayes",)
+DEFAULT_BINS = 16
+#: Options of the mechanism (the rest are the usual DP options listed in GENERAL).
+SYNTHESIS_OPTIONS: dict[str, Spec] = {
+    "degree": Spec("int", "PrivBayes degree k (default: chosen by θ-usefulness)", 0, None),
+    "theta": Spec("float", "θ of θ-usefulness", 0.0, None, low_open=True),
+    "score": Spec("str", "network score", choices=("r", "f", "mi")),
+    "beta": Spec("float", "share of ε spent on the network", 0.0, 1.0, low_open=True),
+    "encoding": Spec("str", "encoding of non-binary attributes", choices=("vanilla", "binary", "gray")),
+    "rows": Spec("int", "rows to write (default: the model's DP row estimate)", 0, None),
+    "bins": Spec("int", "equi-width bins per numeric column", 2, 1025),
+    "columns": Spec("str", "comma-separated columns to synthesize (default: all but the privacy unit)"),
+}
+GENERAL = ("epsilon", "personalization", "max_rows_contributed", "privacy_unit_column")
+
+
+def _bad_option(name: str) -> errors.Error:
+    return errors.ProgrammingError(
+        f"{name} is not an option of CREATE SYNTHETIC TABLE",
+        code="DP204",
+        hint="options: " + ", ".join(sorted([*GENERAL, *SYNTHESIS_OPTIONS])),
+    )
+
+
+# -- planning ------------------------------------------------------------------------------------
+def plan(classified: Classified, catalog: Catalog, session: Session) -> SynthesisPlan:
+    stmt = classified.statement
+    table = classified.protected
+    if table.kind == "graph":
+        raise errors.UnsupportedQueryError(
+            f"{table.name} is a graph: it answers subgraph counts, not synthetic tables", code="DP219",
+            hint="synthesize an ordinary protected table",
+        )  # fmt: skip
+    mechanism = stmt.args["mechanism"].name.lower()
+    if mechanism not in MECHANISMS:
+        raise errors.NotSupportedError(
+            f"Unknown synthesizer {mechanism!r}", code="DP221", hint="USING " + " | ".join(MECHANISMS)
+        )
+    general, own = [], {}
+    for opt in stmt.expressions or []:
+        name = opt.option_name
+        if name in own or any(o.option_name == name for o in general):
+            raise errors.ProgrammingError(f"Option {name} is given twice", code="DP205", hint="give each option once")
+        if name in SYNTHESIS_OPTIONS:
+            own[name] = coerce(name, literal_value(opt.expression, name), SYNTHESIS_OPTIONS)
+        elif name in GENERAL:
+            general.append(opt)
+        else:
+            raise _bad_option(name)
+    settings = session.query_settings(DPOptions(expressions=general))
+    if settings.privacy_unit is not None and settings.privacy_unit != table.unit:
+        raise errors.PolicyError(
+            f"privacy_unit_column = {settings.privacy_unit} does not match {table.name}'s unit {table.unit}",
+            code="DP301", hint=f"drop the option or write privacy_unit_column = {table.unit}",
+        )  # fmt: skip
+    if settings.personalization in ("partition", "t_round"):
+        raise errors.UnsupportedQueryError(
+            f"A synthetic release is fit once, to one set of subjects; personalization = "
+            f"'{settings.personalization}' would need several",
+            code="DP219",
+            hint="use personalization 'sample' (the default), 'threshold' or 'minimum'",
+        )
+    name = _release_name(stmt.this, catalog)
+    bins = own.get("bins", DEFAULT_BINS)
+    columns = _columns(own.get("columns"), table)
+    codings = tuple(synthesis.coding_for(table.columns[c], bins=bins) for c in columns)
+    options = {
+        "degree": own.get("degree"),
+        "theta": own.get("theta", 4.0),
+        "score": own.get("score", "r").upper(),
+        "beta": own.get("beta", 0.3),
+        "encoding": own.get("encoding", "vanilla"),
+    }
+    max_rows = settings.max_rows or table.max_rows
+    synth_plan = SynthesisPlan(
+        table=table,
+        settings=settings,
+        statement_sql=to_sql(stmt),
+        name=name,
+        mechanism=mechanism,
+        codings=codings,
+        options=options,
+        rows=own.get("rows"),
+        bins=bins,
+        max_rows=max_rows,
+        charge=SubjectCharge(settings.personalization, settings.epsilon, 0.0),
+        notes=tuple(
+            [f"{max_rows} row(s) per subject: the model runs at ε/{max_rows} (group privacy)"] if max_rows > 1 else []
+        ),
+    )
+    _dry_run(synth_plan)
+    return synth_plan
+
+
+def _release_name(node: exp.Table, catalog: Catalog) -> str:
+    if node.args.get("catalog") or (node.db and node.db.lower() != MAIN):
+        raise errors.ProgrammingError(
+            f"A release is written to schema main, not {node.sql(dialect='duckdb')}", code="DP226",
+            hint="name the table without a schema",
+        )  # fmt: skip
+    name = node.name.lower()
+    if not name or name.startswith("__"):
+        raise errors.ProgrammingError(f"{node.name!r} is not a valid release name", code="DP226", hint="use a plain name")
+    taken = name in catalog.relation_names or name in catalog.views or catalog.protected(name) is not None
+    if taken:
+        raise errors.ProgrammingError(
+            f"A table or view named {name} already exists", code="DP226",
+            hint="choose another name (SHOW RELEASES lists the releases; DROP SYNTHETIC TABLE drops one you made)",
+        )  # fmt: skip
+    return name
+
+
+def _columns(option: str | None, table) -> list[str]:
+    if option is None:
+        return [c for c in table.columns if c != table.unit]
+    names = [c.strip().lower() for c in option.split(",") if c.strip()]
+    if not names:
+        raise errors.ProgrammingError("columns lists no column", code="DP205", hint="columns = 'age, sex, income'")
+    for c in names:
+        if c not in table.columns:
+            raise errors.ProgrammingError(
+                f"{table.name} has no column {c!r}", code="DP218", hint=f"columns are: {', '.join(table.columns)}"
+            )
+        if c == table.unit:
+            raise errors.PolicyError(
+                f"{c} is the privacy unit: it identifies subjects and is never synthesized", code="DP211",
+                hint="leave it out of columns",
+            )  # fmt: skip
+    if len(set(names)) != len(names):
+        raise errors.ProgrammingError("columns repeats a column", code="DP205", hint="name each column once")
+    return names
+
+
+def _fit_kwargs(plan: SynthesisPlan, population: int) -> dict[str, Any]:
+    o = plan.options
+    return {
+        "degree": o["degree"],
+        "theta": o["theta"],
+        "score": o["score"],
+        "beta": o["beta"],
+        "encoding": o["encoding"],
+        "max_rows": max(1, population * plan.max_rows) if o["score"] == "MI" else None,
+    }
+
+
+def _dry_run(plan: SynthesisPlan) -> None:
+    """Fit to an empty table: every refusal of the mechanism's parameters happens here, free."""
+    sizes = [c.size for c in plan.codings]
+    try:
+        privbayes.fit(
+            np.zeros((0, len(sizes)), dtype=np.int64), sizes, plan.fit_epsilon, noisy_rows=1.0,
+            rng=np.random.default_rng(0), **_fit_kwargs(plan, 1),
+        )  # fmt: skip
+    except (errors.DataError, errors.NotSupportedError) as e:
+        raise errors.ProgrammingError(
+            f"PrivBayes cannot run with these parameters: {e.message}", code="DP205",
+            hint=e.hint or "change the WITH (...) options",
+        ) from e  # fmt: skip
+
+
+# -- running -------------------------------------------------------------------------------------
+def source_sql(plan: SynthesisPlan, charged: str, salt: int) -> str:
+    """The charged subjects' rows, at most ``max_rows`` each (keyed random choice) [bound]."""
+    t = plan.table
+    q = lambda n: exp.to_identifier(n, quoted=True).sql(dialect="duckdb")  # noqa: E731
+    cols = ", ".join(f"__s.{q(c.name)}" for c in plan.codings)
+    names = ", ".join(q(c.name) for c in plan.codings)
+    rows = (
+        f"SELECT __s.{q(t.unit)} AS __unit, {cols} FROM main.{q(t.name)} __s "
+        f"JOIN (SELECT DISTINCT unit FROM {charged}) __c ON __s.{q(t.unit)} = __c.unit"
+    )
+    if t.unique_unit and plan.max_rows >= 1:
+        return f"SELECT {names} FROM ({rows})"
+    # Rows equal in every column get distinct duplicate numbers, and the salt is re-hashed
+    # (as in execute.py) so that the choice is uniform and independent across queries.
+    dup = f"SELECT *, row_number() OVER (PARTITION BY __unit, {names}) AS __dup FROM ({rows})"
+    rank = f"hash(xor(hash(__unit, {names}, __dup), {int(salt)}::UBIGINT))"
+    return (
+        f"SELECT {names} FROM ({dup}) "
+        f"QUALIFY row_number() OVER (PARTITION BY __unit ORDER BY {rank}, __dup) <= {plan.max_rows}"
+    )
+
+
+def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str) -> None:
+    bind(con, synthesis.encode_query(source_sql(plan, charged, 0), list(plan.codings)))
+
+
+def answer(
+    con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, debit, analyst: str, *, rng: np.random.Generator,
+    progress: Callable[[float, str], None] | None = None,
+) -> Answer:  # fmt: skip
+    """Fit, sample and publish; the debit has been made."""
+
+    def report(fraction: float, message: str) -> None:
+        if progress is not None:
+            progress(min(1.0, max(0.0, fraction)), message)
+
+    subjects = debit.subjects
+    if subjects is None:  # every protected table has a roster; the row count must never stand in for it
+        raise errors.InternalError("a synthetic release needs the personalization plan of its subjects")
+    run_eps = float(subjects.parts[0].epsilon)
+    fit_eps = run_eps / plan.max_rows
+    report(0.0, f"reading {plan.table.name}")
+    salt = int(rng.integers(0, 2**62))
+    codes = synthesis.fetch_codes(con, synthesis.encode_query(source_sql(plan, debit.charged, salt), list(plan.codings)))
+    sizes = [c.size for c in plan.codings]
+    population = subjects.population  # public: the roster, never the rows
+    model = privbayes.fit(
+        codes, sizes, fit_eps, rng=rng, progress=lambda f, m: report(0.05 + 0.8 * f, m), **_fit_kwargs(plan, population)
+    )  # fmt: skip
+    del codes
+    scale = pdp.population_scale(subjects, 1.0, 0.25)
+    n_rows = plan.rows if plan.rows is not None else max(0, int(round(model.noisy_rows * scale)))
+    report(0.88, f"sampling {n_rows:,} rows")
+    synth = privbayes.sample(model, n_rows, rng=rng)
+    report(0.95, f"writing {plan.name}")
+    names = [c.name for c in plan.codings]
+    parameters = {
+        "options": plan.options,
+        "bins": plan.bins,
+        "rows_option": plan.rows,
+        "max_rows": plan.max_rows,
+        "personalization": plan.charge.rule,
+        "epsilon_model": fit_eps,
+        "codings": [synthesis_coding_dict(c) for c in plan.codings],
+        "charges": [list(c) for c in model.charges],
+        "network": model.describe(names),
+    }
+    con.execute("BEGIN TRANSACTION")
+    try:
+        written = synthesis.write_table(con, plan.name, list(plan.codings), synth, rng=rng)
+        registry.record(
+            con, entry_id=debit.entry_id, name=plan.name, kind="synthetic table", sources=[plan.table.name],
+            mechanism=plan.mechanism, parameters=parameters, epsilon=debit.epsilon, delta=0.0, analyst=analyst,
+            row_count=written,
+        )  # fmt: skip
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+    report(1.0, "done")
+    notes = [
+        f"network: {len(model.network)} attribute(s), degree {model.degree}, score {model.score}, "
+        f"encoding {model.encoding}; ε {fit_eps:.4g} for the model",
+        f"{plan.name} is public from now on: queries over it are free (SHOW RELEASES lists its lineage)",
+    ]
+    if scale != 1.0 and plan.rows is None:
+        notes.append("the row count is scaled from the sampled subjects to everyone with budget")
+    message = f"CREATE SYNTHETIC TABLE {plan.name}: {written:,} rows, {len(names)} columns (PrivBayes)"
+    return Answer([], [], [], [], {}, notes, message=message, released_rows=written)
+
+
+def synthesis_coding_dict(c: synthesis.ColumnCoding) -> dict[str, Any]:
+    return {
+        "name": c.name, "sql_type": c.sql_type, "kind": c.kind, "values": list(c.values) if c.values else None,
+        "lower": c.lower, "upper": c.upper, "bins": c.bins, "null_code": c.null_code,
+    }  # fmt: skip
+
+
+def coding_from_dict(d: dict[str, Any]) -> synthesis.ColumnCoding:
+    return synthesis.ColumnCoding(
+        name=d["name"], sql_type=d["sql_type"], kind=d["kind"], values=tuple(d["values"]) if d["values"] else None,
+        lower=d["lower"], upper=d["upper"], bins=d["bins"], null_code=d["null_code"],
+    )  # fmt: skip
+
+
+def explain_rows(plan: SynthesisPlan) -> list[tuple]:
+    o = plan.options
+    degree = f"degree {o['degree']}" if o["degree"] is not None else f"degree by θ-usefulness (θ={o['theta']:g})"
+    eps = plan.fit_epsilon
+    rows = [
+        ("model", "privbayes", eps, 0.0, None, None,
+         f"{len(plan.codings)} column(s), {degree}, score {o['score']}, encoding {o['encoding']}, β={o['beta']:g}: "
+         f"ε×{privbayes.ROWS_SHARE:g} noisy row count, then ε×{o['beta']:g} for the network "
+         f"(exponential mechanism per attribute) and the rest for noisy marginals (discrete Laplace)"),
+        ("release", None, None, None, None, None,
+         f"{plan.rows:,} rows" if plan.rows is not None else "as many rows as the model's DP row estimate"),
+    ]  # fmt: skip
+    for c in plan.codings:
+        rows.append((f"column {c.name}", None, None, None, None, None, f"{c.sql_type}: {c.describe()}"))
+    rows.append(("bounding", None, None, None, None, None,
+                 f"at most {plan.max_rows} row(s) per subject, sampled at random; numeric values clamped to their bounds"))  # fmt: skip
+    for note in plan.notes:
+        rows.append(("note", None, None, None, None, None, note))
+    return rows

@@ -1,0 +1,171 @@
+"""The owner's declarations: Python API, policy files, rosters, and how analysts see changes."""
+
+from __future__ import annotations
+
+import tomllib
+from decimal import Decimal
+from pathlib import Path
+
+import duckdb
+import pytest
+
+import dpgate
+from dpgate import errors
+from dpgate.catalog.owner import Owner
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.fixture
+def raw_db(tmp_path):
+    path = tmp_path / "o.duckdb"
+    c = duckdb.connect(str(path))
+    c.execute("CREATE TABLE t (uid INTEGER, city VARCHAR, x DOUBLE, eps DOUBLE); "
+              "INSERT INTO t VALUES (1, 'a', 1.0, 0.5), (1, 'b', 2.0, 0.7), (2, 'a', 3.0, 2.0), (3, NULL, 4.0, NULL);"
+              "CREATE TABLE b (person INTEGER, epsilon DOUBLE); INSERT INTO b VALUES (1, 3.0), (2, 4.0)")  # fmt: skip
+    c.close()
+    return path
+
+
+def roster(owner):
+    return dict(owner.con.execute("SELECT unit, epsilon_budget FROM dpgate.subjects_t ORDER BY unit").fetchall())
+
+
+@pytest.mark.parametrize(
+    "kwargs, code",
+    [
+        (dict(unit="nope"), "DP311"),
+        (dict(unit="uid", max_rows=0), "DP312"),
+        (dict(unit="uid", budget_column="eps", budget_table="b"), "DP313"),
+        (dict(unit="uid", budget_column="nope"), "DP313"),
+        (dict(unit="uid", budget_table="b"), "DP313"),  # b has no uid column
+        (dict(unit="uid", bounds={"city": (0, 1)}), "DP315"),
+        (dict(unit="uid", bounds={"x": (5, 1)}), "DP315"),
+        (dict(unit="uid", domains={"x": ["high"]}), "DP316"),
+        (dict(unit="uid", domains={"city": ["a", "a"]}), "DP316"),
+        (dict(unit="uid", domains={"city": []}), "DP316"),
+    ],
+)
+def test_bad_declarations(raw_db, kwargs, code):
+    with Owner(raw_db) as o:
+        with pytest.raises(errors.PolicyError) as info:
+            o.protect("t", **kwargs)
+        assert info.value.code == code
+        assert "t" not in o.catalog().tables
+
+
+def test_unknown_table(raw_db):
+    with Owner(raw_db) as o, pytest.raises(errors.PolicyError) as info:
+        o.protect("missing", unit="uid")
+    assert info.value.code == "DP310"
+
+
+def test_budget_sources(raw_db):
+    with Owner(raw_db) as o:
+        o.protect("t", unit="uid", epsilon=1.5)
+        assert roster(o) == {1: Decimal("1.5"), 2: Decimal("1.5"), 3: Decimal("1.5")}
+        o.unprotect("t")
+        o.protect("t", unit="uid", budget_column="eps")
+        assert roster(o) == {1: Decimal("0.5"), 2: Decimal(2), 3: Decimal(0)}  # smallest per subject; NULL -> 0
+        o.unprotect("t")
+        o.protect("t", unit="uid", budget_table="b", budget_table_unit="person")
+        assert roster(o) == {1: Decimal(3), 2: Decimal(4)}  # subject 3 has no budget: never used
+        o.unprotect("t")
+        o.protect("t", unit="uid", budget_table="b", budget_table_unit="person", epsilon=0.25)
+        assert roster(o) == {1: Decimal(3), 2: Decimal(4), 3: Decimal("0.25")}
+
+
+def test_refresh_keeps_what_was_spent(raw_db):
+    with Owner(raw_db) as o:
+        o.protect("t", unit="uid", epsilon=2.0)
+        o.add_analyst("al", epsilon=10)
+    with dpgate.connect(str(raw_db), analyst="al") as con:
+        con.cursor().execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5) COUNT(*) FROM t")
+    with Owner(raw_db) as o:
+        o.con.execute("INSERT INTO t VALUES (4, 'c', 1.0, 1.0)")
+        assert o.refresh_roster("t") == 4
+        spent = dict(o.con.execute("SELECT unit, epsilon_spent FROM dpgate.subjects_t").fetchall())
+    assert spent == {1: Decimal("0.5"), 2: Decimal("0.5"), 3: Decimal("0.5"), 4: Decimal(0)}
+
+
+def test_changing_the_unit_is_refused(raw_db):
+    with Owner(raw_db) as o:
+        o.protect("t", unit="uid")
+        with pytest.raises(errors.PolicyError) as info:
+            o.protect("t", unit="city")
+        assert info.value.code == "DP314"
+
+
+def test_redeclaring_updates_declarations(raw_db):
+    with Owner(raw_db) as o:
+        o.protect("t", unit="uid", bounds={"x": (0, 10)})
+        o.declare("t", "city", domain=["a", "b", None])
+        o.protect("t", unit="uid", max_rows=3)
+        col = o.catalog().tables["t"].column("x")
+        assert (col.lower, col.upper) == (0, 10)
+        assert o.catalog().tables["t"].column("city").domain == ("a", "b", None)
+        assert o.catalog().tables["t"].max_rows == 3
+
+
+def test_analysts_see_owner_changes_without_reconnecting(raw_db):
+    with Owner(raw_db) as o:
+        o.protect("t", unit="uid")
+        o.add_analyst("al", epsilon=10)
+    with dpgate.connect(str(raw_db), analyst="al") as con:
+        with pytest.raises(errors.PolicyError):
+            con.cursor().execute("SELECT SUM(x) FROM t")
+        with Owner(raw_db) as o:
+            o.declare("t", "x", bounds=(0, 5))
+        con.cursor().execute("SELECT SUM(x) FROM t")
+        with Owner(raw_db) as o:
+            o.add_analyst("al", epsilon=20)
+        assert con.budget()[0] == pytest.approx(20 - 0.1)
+
+
+def test_policy_file_errors(raw_db, tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[tables.t]\nunit = "uid"\nmax_rowz = 3\n')
+    with Owner(raw_db) as o, pytest.raises(errors.PolicyError) as info:
+        o.apply_policy(bad)
+    assert info.value.code == "DP330" and "max_rowz" in info.value.message and "max_rows" in info.value.hint
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[tables.t\n")
+    with Owner(raw_db) as o, pytest.raises(errors.PolicyError):
+        o.apply_policy(broken)
+
+
+def test_example_policy_file_applies(tmp_path):
+    """examples/policy.toml is the annotated policy of the README; it must work as written."""
+    path = tmp_path / "ex.duckdb"
+    c = duckdb.connect(str(path))
+    c.execute((EXAMPLES / "company.sql").read_text())
+    c.close()
+    with Owner(path) as o:
+        done = o.apply_policy(EXAMPLES / "policy.toml")
+        cat = o.catalog()
+    policy = tomllib.loads((EXAMPLES / "policy.toml").read_text())
+    assert set(cat.tables) == set(policy["tables"])
+    assert any(line.startswith("analyst alice") for line in done)
+
+
+def test_tables_sharing_subjects_share_one_budget(tmp_path):
+    path = tmp_path / "c.duckdb"
+    c = duckdb.connect(str(path))
+    c.execute((EXAMPLES / "company.sql").read_text())
+    c.close()
+    with Owner(path) as o:
+        o.apply_policy(EXAMPLES / "policy.toml")
+        cat = o.catalog()
+        assert cat.tables["customers"].roster == cat.tables["purchases"].roster == "roster_customer"
+    with dpgate.connect(str(path), analyst="alice") as con:
+        con.cursor().execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) COUNT(*) FROM customers")
+        con.cursor().execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) COUNT(*) FROM purchases")
+        # every customer has now spent 2.0 = their whole budget: nothing is left for either table
+        with pytest.raises(dpgate.BudgetExceededError):
+            con.cursor().execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5) COUNT(*) FROM customers")
+    with Owner(path) as o:
+        spent = o.con.execute("SELECT min(epsilon_spent), max(epsilon_spent) FROM dpgate.subjects_customer").fetchone()
+        assert spent == (Decimal(2), Decimal(2))
+        with pytest.raises(errors.PolicyError) as info:
+            o.protect("purchases", unit="customer_id", subjects="customer", epsilon=3.0)
+        assert info.value.code == "DP317"

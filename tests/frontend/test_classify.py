@@ -1,0 +1,124 @@
+"""Classification: what a statement is, and the refusals that keep raw data in (DESIGN.md 1.8)."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+import dpgate
+from dpgate import errors
+from dpgate.frontend.classify import classify, is_forbidden_function
+from dpgate.frontend.dialect import parse_one
+
+
+@pytest.fixture
+def views_db(make_db, tmp_path):
+    db = make_db(
+        "CREATE TABLE t (uid INT, x INT); INSERT INTO t VALUES (1, 2), (2, 3);"
+        "CREATE TABLE pub (k INT, name VARCHAR); INSERT INTO pub VALUES (1, 'one'), (2, 'two');"
+        "CREATE VIEW pub_view AS SELECT k, upper(name) AS name FROM pub;"
+        "CREATE VIEW leak AS SELECT * FROM t;"
+        "CREATE VIEW leak2 AS SELECT * FROM pub_view JOIN leak ON pub_view.k = leak.uid;"
+        "CREATE VIEW hidden AS SELECT * FROM (SELECT x FROM t) s;"
+        "CREATE MACRO peek() AS (SELECT max(x) FROM t);"
+        "CREATE MACRO rows_of_t() AS TABLE SELECT * FROM t;",
+        {"t": dict(unit="uid")},
+    )
+    return db
+
+
+def kind(con, sql):
+    g = con.gateway
+    return classify(parse_one(sql), g.catalog()).kind
+
+
+def test_statement_kinds(con):
+    assert kind(con, "SELECT COUNT(*) FROM adult") == "dp"
+    assert kind(con, "SELECT * FROM country_regions") == "public"
+    assert kind(con, "SELECT 1") == "public"
+    assert kind(con, "SHOW BUDGET") == "show_budget"
+    assert kind(con, "SHOW TABLES") == "show_tables"
+    assert kind(con, "DESCRIBE adult") == "describe"
+    assert kind(con, "SET dp_epsilon = 1") == "set"
+    assert kind(con, "EXPLAIN PRIVACY SELECT COUNT(*) FROM adult") == "explain"
+
+
+@pytest.mark.parametrize("view", ["leak", "leak2", "hidden"])
+def test_views_over_protected_tables_are_refused(views_db, view):
+    with dpgate.connect(str(views_db), analyst="alice") as con:
+        with pytest.raises(errors.NotSupportedError) as info:
+            con.cursor().execute(f"SELECT * FROM {view}")
+        assert info.value.code == "DP224"
+
+
+def test_views_over_public_tables_pass(views_db):
+    with dpgate.connect(str(views_db), analyst="alice") as con:
+        assert con.cursor().execute("SELECT name FROM pub_view ORDER BY k").fetchall() == [("ONE",), ("TWO",)]
+
+
+@pytest.mark.parametrize("sql", ["SELECT peek()", "SELECT * FROM rows_of_t()"])
+def test_owner_macros_are_refused(views_db, sql):
+    with dpgate.connect(str(views_db), analyst="alice") as con:
+        with pytest.raises(errors.NotSupportedError) as info:
+            con.cursor().execute(sql)
+        assert info.value.code == "DP220"
+
+
+def test_a_view_redefined_behind_our_back_is_seen(views_db):
+    """The catalog is re-read when any view changes, so a public view turned into a leak is caught."""
+    with dpgate.connect(str(views_db), analyst="alice") as con:
+        assert con.cursor().execute("SELECT count(*) FROM pub_view").fetchone() == (2,)
+        raw = con.gateway._instance.root.cursor()
+        raw.execute("CREATE OR REPLACE VIEW pub_view AS SELECT uid AS k, CAST(x AS VARCHAR) AS name FROM t")
+        with pytest.raises(errors.NotSupportedError):
+            con.cursor().execute("SELECT * FROM pub_view")
+
+
+def test_cte_named_like_a_table_is_refused(con):
+    with pytest.raises(errors.UnsupportedQueryError) as info:
+        con.cursor().execute("WITH adult AS (SELECT 1 AS x) SELECT * FROM adult")
+    assert info.value.code == "DP216"
+
+
+def test_public_ctes_and_subqueries_pass(con):
+    rows = con.cursor().execute(
+        "WITH r AS (SELECT region FROM country_regions) SELECT count(*) FROM (SELECT DISTINCT region FROM r)"
+    ).fetchall()
+    assert rows == [(5,)]
+
+
+def test_dp_clause_on_public_query_is_refused(con):
+    with pytest.raises(errors.UnsupportedQueryError) as info:
+        con.cursor().execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) COUNT(*) FROM country_regions")
+    assert info.value.code == "DP207"
+
+
+@pytest.mark.parametrize(
+    "name, forbidden",
+    [("read_csv_auto", True), ("parquet_metadata", True), ("sqlite_scan", True), ("duckdb_settings", True),
+     ("glob", True), ("upper", False), ("date_trunc", False), ("regexp_matches", False)],  # fmt: skip
+)
+def test_forbidden_function_names(name, forbidden):
+    assert is_forbidden_function(name) is forbidden
+
+
+def test_external_access_is_disabled_underneath(demo_db):
+    """Defence in depth: even if a check were missed, DuckDB itself refuses file access."""
+    with dpgate.connect(str(demo_db), analyst="demo") as con:
+        raw = con.gateway._con
+        with pytest.raises(duckdb.PermissionException):
+            raw.execute("SELECT * FROM read_csv('/etc/hostname')")
+        with pytest.raises(duckdb.Error):
+            raw.execute("SET enable_external_access = true")
+
+
+def test_a_view_that_shadows_a_table_with_a_cte_is_refused(make_db):
+    db = make_db(
+        "CREATE TABLE t (uid INT, x INT); INSERT INTO t VALUES (1, 2);"
+        "CREATE VIEW shadow AS WITH t AS (SELECT * FROM t WHERE x > 0) SELECT * FROM t;",
+        {"t": dict(unit="uid")},
+    )
+    with dpgate.connect(str(db), analyst="alice") as con:
+        with pytest.raises(errors.NotSupportedError) as info:
+            con.cursor().execute("SELECT * FROM shadow")
+        assert info.value.code == "DP224"

@@ -1,0 +1,86 @@
+"""The dpgate command line, in-process and as a real process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from dpgate.interfaces import cli
+from dpgate.catalog.owner import Owner
+
+
+def run(capsys, *args):
+    code = cli.main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_query_prints_intervals_and_status(capsys, demo_db):
+    code, out, _ = run(capsys, "query", str(demo_db), "--analyst", "demo",
+                       "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5) sex, COUNT(*) AS n FROM adult GROUP BY sex")  # fmt: skip
+    assert code == 0
+    assert "| sex " in out and "Female" in out and "[" in out
+    assert "2 rows · ε charged 0.5 · remaining ε 9.5 · 95% intervals" in out
+
+
+def test_query_modes(capsys, demo_db):
+    code, out, _ = run(capsys, "query", str(demo_db), "--analyst", "demo", "--mode", "csv",
+                       "SELECT region, count(*) AS n FROM country_regions GROUP BY 1 ORDER BY 1")  # fmt: skip
+    assert code == 0 and out.splitlines()[0] == "region,n" and "Asia,12" in out
+    code, out, _ = run(capsys, "query", str(demo_db), "--analyst", "demo", "--mode", "json",
+                       "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.1) COUNT(*) AS n FROM adult")  # fmt: skip
+    assert '"n_ci_low"' in out
+
+
+def test_refusal_exit_code_and_hint(capsys, demo_db):
+    code, out, err = run(capsys, "query", str(demo_db), "--analyst", "demo", "SELECT * FROM adult")
+    assert code == 1 and out == ""
+    assert err.startswith("error DP211: SELECT * would return rows of protected table adult")
+    assert "hint:" in err
+
+
+def test_explain_spends_nothing(capsys, demo_db):
+    code, out, _ = run(capsys, "explain", str(demo_db), "--analyst", "demo", "SELECT AVG(age) FROM adult")
+    assert code == 0 and "discrete Laplace" in out and "centered sum" in out
+    with Owner(demo_db, create=False) as o:
+        assert o.con.execute("SELECT count(*) FROM dpgate.ledger").fetchone() == (0,)
+
+
+def test_policy_apply_and_ledger(capsys, tmp_path, demo_db):
+    code, out, _ = run(capsys, "query", str(demo_db), "--analyst", "demo", "SELECT COUNT(*) FROM adult")
+    code, out, _ = run(capsys, "ledger", str(demo_db))
+    assert code == 0 and "demo" in out and "count" in out
+    pol = tmp_path / "p.toml"
+    pol.write_text('[analysts.carol]\nepsilon = 2.5\n')
+    code, out, _ = run(capsys, "policy", "apply", str(demo_db), str(pol))
+    assert code == 0 and "analyst carol" in out
+
+
+def test_init_creates_the_schema(capsys, tmp_path):
+    path = tmp_path / "fresh.duckdb"
+    code, out, _ = run(capsys, "init", str(path))
+    assert code == 0 and path.exists()
+
+
+def test_demo_command_as_a_real_process(tmp_path):
+    """`dpgate demo --db PATH` builds the database and runs the tour; other commands use PATH."""
+    db = tmp_path / "demo.duckdb"
+    env = dict(os.environ, XDG_DATA_HOME=str(tmp_path / "xdg"))
+    proc = subprocess.run([sys.executable, "-m", "dpgate", "demo", "--db", str(db)], capture_output=True, text=True,
+                          env=env, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "ε charged 0.1" in proc.stdout and "refused: [DP211]" in proc.stdout and "SHOW BUDGET" in proc.stdout
+    again = subprocess.run([sys.executable, "-m", "dpgate", "query", str(db), "--analyst", "demo", "SHOW BUDGET"],
+                           capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    assert again.returncode == 0 and "analyst demo" in again.stdout
+
+
+def test_help_lists_commands(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    for command in ("query", "explain", "demo", "init", "policy", "ledger"):
+        assert command in out

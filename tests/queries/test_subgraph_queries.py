@@ -1,0 +1,308 @@
+"""Subgraph counts through SQL: protected graphs, function forms, recognised shapes, errors.
+
+The ladder's exact privacy and utility tests are in ``tests/mechanisms/test_ladder.py`` and
+``tests/test_graphs.py``; here the gateway's part: which rows become which edges, what is
+charged, which SQL is accepted.
+"""
+
+from __future__ import annotations
+
+import math
+
+import networkx as nx
+import pytest
+
+import dpgate
+from dpgate import errors
+from dpgate.catalog.owner import Owner
+
+from conftest import TEST_SEED, fetch
+
+KARATE = sorted((min(u, v), max(u, v)) for u, v in nx.karate_club_graph().edges())
+TRUE = {"triangles": 45, "2-stars": 528, "3-stars": 1764, "4-cliques": 11, "2-triangles": 151}
+ANALYST = {"alice": {"epsilon": 1e6, "delta": 1e-3, "epsilon_per_query": 1e5}}
+BIG = "epsilon = 400"  # large enough that the ladder returns the exact count
+
+
+def _values(edges) -> str:
+    return ", ".join(f"({u}, {v})" for u, v in edges)
+
+
+@pytest.fixture
+def db(make_db):
+    # The raw table adds a reversed duplicate, a repeated edge, a self-loop and an edge to a
+    # node outside the universe: none of them changes the simple graph on 0..33.
+    raw = KARATE + [(1, 0), (0, 1), (5, 5), (3, 99)]
+    setup = (
+        f"CREATE TABLE karate (src INTEGER, dst INTEGER, w DOUBLE); "
+        f"INSERT INTO karate SELECT col0, col1, (col0 + col1) % 3 FROM (VALUES {_values(raw)});"
+        "CREATE TABLE adult_like (pid INTEGER, x INTEGER); INSERT INTO adult_like VALUES (1, 2);"
+        "CREATE TABLE names (name VARCHAR); INSERT INTO names SELECT 'n' || i FROM range(34) t(i);"
+        "CREATE TABLE named AS SELECT 'n' || src AS a, 'n' || dst AS b FROM karate;"
+    )
+    path = make_db(setup, protect={"adult_like": {"unit": "pid"}}, analysts=ANALYST)
+    with Owner(path) as owner:
+        owner.protect_graph("karate", src="src", dst="dst", nodes=34, epsilon=1e6)
+        owner.protect_graph("named", src="a", dst="b", nodes="names", epsilon=1e6)
+    return path
+
+
+@pytest.fixture
+def alice(db):
+    c = dpgate.connect(str(db), analyst="alice", test_seed=TEST_SEED)
+    yield c
+    c.close()
+
+
+def q(opts: str, body: str) -> str:
+    return f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS ({opts}) {body}"
+
+
+# -- answers -------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "call, truth",
+    [
+        ("TRIANGLE_COUNT(src, dst)", TRUE["triangles"]),
+        ("TRIANGLE_COUNT(dst, src)", TRUE["triangles"]),
+        ("KSTAR_COUNT(src, dst, 2)", TRUE["2-stars"]),
+        ("KSTAR_COUNT(src, dst, 3)", TRUE["3-stars"]),
+        ("KCLIQUE_COUNT(src, dst, 4)", TRUE["4-cliques"]),
+        ("KCLIQUE_COUNT(src, dst, 3)", TRUE["triangles"]),
+        ("KTRIANGLE_COUNT(src, dst, 2)", TRUE["2-triangles"]),
+    ],
+)
+def test_function_forms_count_the_simple_graph_on_the_universe(alice, call, truth):
+    rows, cur = fetch(alice, q(BIG, f"{call} AS n FROM karate"))
+    assert cur.release.query_class == "subgraph" and cur.release.mechanism == "ladder"
+    assert rows == [(truth,)]
+    lo, hi = cur.release.intervals[0]["n"]
+    assert lo <= truth <= hi
+
+
+def test_a_node_table_gives_the_universe(alice):
+    rows, cur = fetch(alice, q(BIG, "TRIANGLE_COUNT(a, b) AS t, KSTAR_COUNT(a, b, 2) AS s FROM named"))
+    assert rows == [(TRUE["triangles"], TRUE["2-stars"])]
+    assert "34 nodes (public table names.name)" in cur.release.notes[0]
+
+
+def test_where_selects_edges_and_arithmetic_is_post_processing(alice):
+    g = nx.Graph([e for e in KARATE if (e[0] + e[1]) % 3 != 0])
+    truth = sum(nx.triangles(g).values()) // 3
+    rows, _ = fetch(alice, q(BIG, "TRIANGLE_COUNT(src, dst) * 2 + 1 AS t FROM karate WHERE w <> 0"))
+    assert rows == [(2 * truth + 1,)]
+
+
+def test_several_counts_split_epsilon(alice):
+    rows, cur = fetch(alice, "EXPLAIN PRIVACY " + q("epsilon = 1", "TRIANGLE_COUNT(src, dst), KSTAR_COUNT(src, dst, 2) FROM karate"))
+    by = {r[0]: r for r in rows}
+    assert by["TRIANGLE_COUNT(src, dst)"][2] == 0.5 and by["KSTAR_COUNT(src, dst, 2)"][2] == 0.5
+    assert by["TRIANGLE_COUNT(src, dst)"][4] == "GS 32" and by["KSTAR_COUNT(src, dst, 2)"][4] == "GS 64"
+    assert by["edge budget"][2] == 1.0
+    assert "simple undirected graph" in by["graph"][6]
+    assert alice.budget()[0] == 1e6, "EXPLAIN is free"
+
+
+def test_interval_coverage_at_epsilon_one(alice):
+    """95% error bars (a DP width statistic at 10% of ε): misses are rare."""
+    misses = 0
+    for _ in range(60):
+        _, cur = fetch(alice, q("epsilon = 1", "TRIANGLE_COUNT(src, dst) AS t FROM karate"))
+        lo, hi = cur.release.intervals[0]["t"]
+        misses += not lo <= TRUE["triangles"] <= hi
+    # P(more than 9 misses in 60 at a 5% rate) < 0.01; the interval is conservative anyway.
+    assert misses <= 9
+
+
+def test_public_error_bar_spends_everything_on_the_count(alice):
+    rows, _ = fetch(alice, "EXPLAIN PRIVACY " + q("epsilon = 1, interval_share = 0", "TRIANGLE_COUNT(src, dst) FROM karate"))
+    assert "public quantities" in {r[0]: r for r in rows}["TRIANGLE_COUNT(src, dst)"][6]
+    _, cur = fetch(alice, q("epsilon = 1, interval_share = 0", "TRIANGLE_COUNT(src, dst) AS t FROM karate"))
+    assert "public error bar" in cur.release.columns["t"].description
+
+
+# -- recognised shapes ---------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "body",
+    [
+        "COUNT(*) AS n FROM karate a JOIN karate b ON a.dst = b.src JOIN karate c ON c.src = a.src AND c.dst = b.dst",
+        "COUNT(*) AS n FROM karate a, karate b, karate c WHERE a.dst = b.src AND b.dst = c.dst AND c.src = a.src",
+        "COUNT(*) AS n FROM karate x JOIN karate y ON x.src = y.src JOIN karate z ON z.src = x.dst AND z.dst = y.dst",
+    ],
+)
+def test_the_triangle_self_join_is_answered_by_the_ladder(alice, body):
+    rows, cur = fetch(alice, q(BIG, body))
+    assert cur.release.query_class == "subgraph"
+    assert rows == [(TRUE["triangles"],)], "the simple graph's count, not the literal join on the raw rows"
+    assert any("triangle self-join" in n for n in cur.release.notes)
+
+
+@pytest.mark.parametrize("k, summand", [(2, "deg * (deg - 1) / 2"), (3, "deg*(deg-1)*(deg-2)/6"), (3, "(deg - 2) * deg * (deg - 1) // 6")])
+def test_the_degree_sum_is_answered_as_a_k_star_count(alice, k, summand):
+    sql = (
+        "WITH d AS (SELECT x, COUNT(*) AS deg FROM (SELECT src AS x FROM karate UNION ALL SELECT dst FROM karate) "
+        f"GROUP BY x) {q(BIG, f'SUM({summand}) AS s FROM d')}"
+    )
+    rows, cur = fetch(alice, sql)
+    assert rows == [(TRUE[f"{k}-stars"],)]
+    assert cur.release.mechanism == "ladder"
+
+
+# -- refusals ------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "sql, code",
+    [
+        (q("epsilon = 1", "COUNT(*) FROM karate"), "DP212"),
+        (q("epsilon = 1", "src FROM karate"), "DP211"),
+        (q("epsilon = 1", "src, TRIANGLE_COUNT(src, dst) FROM karate GROUP BY src"), "DP219"),
+        (q("epsilon = 1", "TRIANGLE_COUNT(src, w) FROM karate"), "DP212"),
+        (q("epsilon = 1", "KSTAR_COUNT(src, dst) FROM karate"), "DP212"),
+        (q("epsilon = 1", "KSTAR_COUNT(src, dst, 1) FROM karate"), "DP219"),
+        (q("epsilon = 1", "TRIANGLE_COUNT(x, pid) FROM adult_like"), "DP219"),
+        ("SELECT TRIANGLE_COUNT(a, b) FROM names", "DP219"),
+        (q("epsilon = 1", "COUNT(*) FROM karate a JOIN karate b ON a.dst = b.src JOIN karate c ON c.src = b.dst"), "DP219"),
+        (q("epsilon = 1", "COUNT(*) FROM karate a JOIN karate b ON a.dst = b.src"), "DP215"),
+        (q("epsilon = 1", "TRIANGLE_COUNT(src, dst) FROM karate k JOIN names n ON k.src = 1"), "DP215"),
+        (q("epsilon = 1", "TRIANGLE_COUNT(src, dst) FROM karate WHERE src IN (SELECT 1)"), "DP216"),
+        ("WITH d AS (SELECT x, COUNT(*) AS deg FROM (SELECT src AS x FROM karate UNION ALL SELECT dst FROM karate) "
+         "GROUP BY x) SELECT SUM(deg * deg) FROM d", "DP219"),
+        ("WITH e AS (SELECT * FROM karate) SELECT TRIANGLE_COUNT(src, dst) FROM e", "DP216"),
+    ],
+)
+def test_refusals_are_specific_and_free(alice, sql, code):
+    before = alice.budget()
+    with pytest.raises(errors.Error) as e:
+        fetch(alice, sql)
+    assert e.value.code == code, e.value
+    assert e.value.hint
+    assert alice.budget() == before
+
+
+def test_large_k_cliques_need_the_owners_permission(make_db):
+    edges = [(i, (i * 7 + 3) % 300) for i in range(300)] + [(i, i + 1) for i in range(299)]
+    setup = f"CREATE TABLE g (s INTEGER, d INTEGER); INSERT INTO g VALUES {_values(edges)};"
+    path = make_db(setup, analysts=ANALYST)
+    with Owner(path) as owner:
+        owner.protect_graph("g", src="s", dst="d", nodes=300, epsilon=1e6)
+    with dpgate.connect(str(path), analyst="alice", test_seed=TEST_SEED) as c:
+        with pytest.raises(errors.PolicyError) as e:
+            fetch(c, q("epsilon = 1", "KCLIQUE_COUNT(s, d, 4) FROM g"))
+        assert e.value.code == "DP319" and c.budget()[0] == 1e6
+        fetch(c, q("epsilon = 1", "KCLIQUE_COUNT(s, d, 3) FROM g"))  # triangles: always served
+    with Owner(path) as owner:
+        owner.protect_graph("g", src="s", dst="d", nodes=300, epsilon=1e6, allow_kclique=True)
+    with dpgate.connect(str(path), analyst="alice", test_seed=TEST_SEED) as c:
+        rows, _ = fetch(c, q(BIG, "KCLIQUE_COUNT(s, d, 4) FROM g"))
+    assert rows == [(sum(1 for cl in nx.enumerate_all_cliques(nx.Graph([e for e in edges if e[0] != e[1]])) if len(cl) == 4),)]
+
+
+# -- budget --------------------------------------------------------------------------------------
+def test_every_query_charges_the_shared_edge_budget(make_db):
+    path = make_db(f"CREATE TABLE g (s INTEGER, d INTEGER); INSERT INTO g VALUES {_values(KARATE)};", analysts=ANALYST)
+    with Owner(path) as owner:
+        owner.protect_graph("g", src="s", dst="d", nodes=34, epsilon=1.0)
+    with dpgate.connect(str(path), analyst="alice", test_seed=TEST_SEED) as c:
+        _, cur = fetch(c, q("epsilon = 0.6", "TRIANGLE_COUNT(s, d) FROM g"))
+        assert cur.release.epsilon == 0.6
+        rows, _ = fetch(c, "SHOW BUDGET")
+        assert {r[0]: r for r in rows}["g: edge budget"][1] == pytest.approx(0.4)
+        before = c.budget()
+        with pytest.raises(errors.BudgetExceededError) as e:
+            fetch(c, q("epsilon = 0.6", "TRIANGLE_COUNT(s, d) FROM g"))
+        assert e.value.code == "DP403" and "edge budget" in e.value.message and "0.4" in e.value.hint
+        assert c.budget() == before, "refused: nothing charged"
+        fetch(c, q("epsilon = 0.4", "TRIANGLE_COUNT(s, d) FROM g"))
+
+
+def test_show_tables_and_describe_mark_graphs(alice):
+    rows, _ = fetch(alice, "SHOW TABLES")
+    assert ("karate", "graph", None, None, None) in rows
+    rows, _ = fetch(alice, "DESCRIBE karate")
+    assert [(r[0], r[2]) for r in rows] == [("src", "edge source"), ("dst", "edge target"), ("w", "")]
+
+
+# -- the owner's declaration ---------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "kwargs, code",
+    [
+        ({"src": "src", "dst": "nope", "nodes": 34}, "DP311"),
+        ({"src": "src", "dst": "src", "nodes": 34}, "DP311"),
+        ({"src": "src", "dst": "dst", "nodes": 1}, "DP318"),
+        ({"src": "src", "dst": "dst", "nodes": "missing"}, "DP318"),
+        ({"src": "src", "dst": "dst", "nodes": "adult_like"}, "DP318"),  # protected: not a public universe
+        ({"src": "src", "dst": "dst", "nodes": "names"}, "DP318"),  # VARCHAR ids vs INTEGER endpoints
+        ({"src": "src", "dst": "dst", "nodes": 34, "epsilon": -1.0}, "DP313"),
+    ],
+)
+def test_protect_graph_refuses_bad_declarations(db, kwargs, code):
+    with Owner(db) as owner, pytest.raises(errors.PolicyError) as e:
+        owner.protect_graph("karate", **kwargs)
+    assert e.value.code == code
+
+
+def test_a_graph_is_not_silently_turned_into_a_table(db):
+    with Owner(db) as owner:
+        with pytest.raises(errors.PolicyError) as e:
+            owner.protect("karate", unit="src")
+        assert e.value.code == "DP314"
+        with pytest.raises(errors.PolicyError) as e:
+            owner.protect_graph("adult_like", src="pid", dst="x", nodes=10)
+        assert e.value.code == "DP314"
+
+
+def test_the_policy_file_declares_graphs(make_db, tmp_path):
+    path = make_db(f"CREATE TABLE g (s INTEGER, d INTEGER); INSERT INTO g VALUES {_values(KARATE)};", analysts=ANALYST)
+    policy = tmp_path / "p.toml"
+    policy.write_text('[graphs.g]\nsrc = "s"\ndst = "d"\nnodes = 34\nepsilon = 3.0\n')
+    with Owner(path) as owner:
+        done = owner.apply_policy(policy)
+        assert done == ["protected graph g (s - d)"]
+        assert owner.catalog().tables["g"].graph == {"src": "s", "dst": "d", "allow_kclique": False, "nodes": 34}
+    with dpgate.connect(str(path), analyst="alice") as c:
+        rows, _ = fetch(c, "SHOW BUDGET")
+    assert {r[0]: r for r in rows}["g: edge budget"][1] == 3.0
+    assert math.isfinite(rows[0][1])
+
+
+# -- audit regressions ---------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "body",
+    [
+        # a subquery reading the graph row by row, hidden in the SELECT list under output aliases
+        "TRIANGLE_COUNT(src, dst) AS src, 0 AS dst, EXISTS(SELECT 1 FROM karate WHERE src = 5 AND dst = 7) AS e FROM karate",
+        "TRIANGLE_COUNT(src, dst) AS t, ARRAY(SELECT src FROM karate) AS rows FROM karate",
+        "TRIANGLE_COUNT(src, dst) AS t FROM karate ORDER BY (SELECT max(src) FROM karate)",
+        "TRIANGLE_COUNT(src, dst) AS src, src + 0 AS x FROM karate",
+        "TRIANGLE_COUNT(src, dst) AS t, (SELECT count(*) FROM names) AS n FROM karate",
+        "COUNT(*) FROM karate a JOIN karate b ON a.dst = b.src JOIN karate c ON c.src = a.src AND c.dst = b.dst "
+        "WHERE EXISTS (SELECT 1 FROM karate WHERE src = 5)",
+    ],
+)
+def test_no_row_of_a_graph_leaves_through_the_select_list(alice, body):
+    """The SELECT list of a graph query becomes post-processing: it may hold only the counts."""
+    before = alice.budget()
+    with pytest.raises(errors.UnsupportedQueryError):
+        fetch(alice, q("epsilon = 1", body))
+    assert alice.budget() == before
+
+
+def test_the_degree_sum_must_be_exactly_the_recognised_shape(alice):
+    base = "WITH d AS (SELECT x, COUNT(*) AS deg FROM (SELECT src AS x FROM karate UNION ALL SELECT dst FROM karate{}) GROUP BY x{}) "
+    tail = q("epsilon = 1", "SUM(deg * (deg - 1) / 2) FROM d")
+    fetch(alice, base.format("", "") + tail)  # accepted
+    for inner, group in ((" WHERE src < 3", ""), ("", " HAVING COUNT(*) > 2"), (" LIMIT 5", "")):
+        with pytest.raises(errors.UnsupportedQueryError):
+            fetch(alice, base.format(inner, group) + tail)
+
+
+def test_large_cliques_are_refused_by_a_public_bound_on_n_and_k(alice):
+    fetch(alice, q("epsilon = 1", "KCLIQUE_COUNT(src, dst, 5) FROM karate"))  # C(34, 5) = 278,256
+    with pytest.raises(errors.PolicyError) as e:
+        fetch(alice, q("epsilon = 1", "KCLIQUE_COUNT(src, dst, 6) FROM karate"))  # C(34, 6) = 1,344,904
+    assert e.value.code == "DP319"
+
+
+def test_a_node_table_of_another_numeric_type_is_refused(make_db):
+    path = make_db("CREATE TABLE g (s HUGEINT, d HUGEINT); CREATE TABLE nodes (id DECIMAL(18, 3));", analysts=ANALYST)
+    with Owner(path) as owner, pytest.raises(errors.PolicyError) as e:
+        owner.protect_graph("g", src="s", dst="d", nodes="nodes")
+    assert e.value.code == "DP318"
