@@ -17,25 +17,19 @@ from collections.abc import Callable
 from typing import Any
 
 import duckdb
-import numpy as np
 from sqlglot import exp
 
-from dpgate.catalog import tables as catalog_mod
-from dpgate import database, errors, noise, release
-from dpgate.queries.counting import exact as execute
-from dpgate.queries import analysis as planner
+from dpgate import database, errors, noise, queries
 from dpgate.catalog import releases as registry
-from dpgate.queries import subgraph as subgraph_query
-from dpgate.queries import synthetic as synthetic_query
-from dpgate.queries import topk as topk_query
+from dpgate.catalog import tables as catalog_mod
+from dpgate.catalog.facts import DuckDBFacts
 from dpgate.frontend.classify import Classified, classify
 from dpgate.frontend.dialect import parse_one, to_duckdb, to_sql
-from dpgate.catalog.facts import DuckDBFacts
-from dpgate.ledger import Cost, Ledger
-from dpgate.mechanisms import KeySelector, LaplaceCounting
-from dpgate.queries.plans import CountPlan, SubgraphPlan, SynthesisPlan, TopKPlan
-from dpgate.release import Answer, ColumnNoise, ReleaseInfo, Result
 from dpgate.frontend.settings import Session, literal_value
+from dpgate.ledger import Cost, Ledger
+from dpgate.queries.analysis import query_hash
+from dpgate.queries.base import Context, Run, explain_head
+from dpgate.release import ReleaseInfo, Result
 
 
 class Gateway:
@@ -165,14 +159,15 @@ class Gateway:
             out.setdefault(name, ("view", self.facts.columns(name)))
         return out
 
-    def plan(
-        self, classified: Classified, cat: catalog_mod.Catalog
-    ) -> CountPlan | TopKPlan | SubgraphPlan | SynthesisPlan:
-        if classified.kind == "synthetic":
-            return synthetic_query.plan(classified, cat, self.session)
-        return planner.plan_query(classified, cat, self.session, self.facts)
+    def _context(self, cat: catalog_mod.Catalog) -> Context:
+        return Context(cat, self.session, self.facts)
 
-    def _cost(self, plan: CountPlan, sql: str, private: bool) -> Cost:
+    def plan(self, classified: Classified, cat: catalog_mod.Catalog):
+        """The plan of a DP statement, by the query class that recognises it (reads no row)."""
+        ctx = self._context(cat)
+        return queries.for_statement(classified, ctx).plan(classified, ctx)
+
+    def _cost(self, plan, sql: str, private: bool) -> Cost:
         return Cost(
             analyst=self.analyst,
             epsilon=plan.epsilon,
@@ -180,7 +175,7 @@ class Gateway:
             query_class=plan.query_class,
             mechanism=plan.mechanism,
             statement=sql,
-            query_hash=planner.query_hash(plan.statement_sql),
+            query_hash=query_hash(plan.statement_sql),
             table=plan.table,
             rule=plan.charge.rule,
             private=private,
@@ -188,34 +183,18 @@ class Gateway:
         )
 
     def _dp(self, classified: Classified, cat: catalog_mod.Catalog, sql: str) -> Result:
-        plan = self.plan(classified, cat)
+        ctx = self._context(cat)
+        qc = queries.for_statement(classified, ctx)
+        plan = qc.plan(classified, ctx)
         randomness = self._randomness()
         cost = self._cost(plan, sql, randomness.private)
-        rule = plan.charge.rule
-        probe = f"(SELECT unit, 0 AS part FROM {plan.table.roster_table_sql})"
-        if isinstance(plan, TopKPlan):
-            topk_query.bind_check(self._con, plan, probe)
-        elif isinstance(plan, SubgraphPlan):
-            subgraph_query.bind_check(self._con, plan)
-        elif isinstance(plan, SynthesisPlan):
-            synthetic_query.bind_check(self._con, plan, probe)
-        else:
-            unit_type = plan.table.columns[plan.table.unit].type
-            execute.bind_check(self._con, plan, probe, unit_type, 2 if rule in ("partition", "t_round") else 1)
+        qc.bind_check(self._con, plan, f"(SELECT unit, 0 AS part FROM {plan.table.roster_table_sql})")
         debit = self.ledger.reserve(cost)  # --- debit before release: from here on, charged
-        rng = randomness.rng
-        subjects = debit.subjects
         try:
-            if rule == "sample" and debit.temp:
-                thin_sample(self._con, debit.temp, subjects, rng=rng)
-            if isinstance(plan, TopKPlan):
-                answer = topk_query.answer(self._con, plan, debit.charged, subjects, rng=rng)
-            elif isinstance(plan, SubgraphPlan):
-                answer = subgraph_query.answer(self._con, plan, rng=rng)
-            elif isinstance(plan, SynthesisPlan):
-                answer = synthetic_query.answer(self._con, plan, debit, self.analyst, rng=rng, progress=self.progress)
-            else:
-                answer = self._count_answer(plan, debit, rng)
+            if plan.charge.rule == "sample" and debit.temp:
+                self.ledger.thin_sample(debit, rng=randomness.rng)
+            run = Run(self._con, plan, debit, self.analyst, randomness.rng, getattr(randomness, "sampling", randomness.rng), self.progress)
+            answer = qc.answer(run)
         except errors.Error:
             raise
         except duckdb.Error:
@@ -231,8 +210,6 @@ class Gateway:
             self.ledger.discard(debit)
         self.ledger.released(debit, answer.released_rows if answer.released_rows is not None else len(answer.rows))
         notes = list(plan.notes) + answer.notes
-        if not isinstance(plan, SubgraphPlan):
-            notes += personalization_notes(plan, subjects, scaled_note=not isinstance(plan, SynthesisPlan))
         if not randomness.private:
             notes.append("NOT PRIVATE: a fixed test seed was used")
         info = ReleaseInfo(
@@ -252,42 +229,6 @@ class Gateway:
             notes=notes,
         )
         return Result(answer.names, answer.types, answer.rows, info, message=answer.message)
-
-    def _count_answer(self, plan: CountPlan, debit, rng: np.random.Generator) -> Answer:
-        """The counting class: exact bounded statistics, (key selection,) noise, post-processing."""
-        subjects = debit.subjects
-        n_parts = len(subjects.parts) if subjects is not None else 1
-        salt = int(rng.integers(0, 2**62))
-        exact = execute.run(self._con, plan, debit.charged, salt, n_parts)
-        if plan.key_selection is not None:
-            ks = plan.key_selection
-            run_eps = float(subjects.parts[0].epsilon) * ks.epsilon / plan.epsilon if subjects else ks.epsilon
-            selection = planner.key_selection_threshold(run_eps, ks.delta, ks.sensitivity)
-            idx = KeySelector().select(exact.subjects, selection, rng=rng)
-        else:
-            idx = np.arange(len(exact.keys))
-        keys = [exact.keys[i] for i in idx]
-        if plan.settings.consistent:  # Norm-Sub needs the unclamped noisy counts
-            unclamped = dataclasses.replace(plan, settings=dataclasses.replace(plan.settings, clamp_counts=False))
-            noisy = release.consistent_counts(plan, LaplaceCounting().release(unclamped, exact, idx, rng=rng, subjects=subjects))
-        else:
-            noisy = LaplaceCounting().release(plan, exact, idx, rng=rng, subjects=subjects)
-        names, types, rows, intervals = release.noisy_rows(self._con, plan, keys, noisy, plan.settings.intervals)
-        columns = {}
-        for out in plan.outputs:
-            if out.agg is not None:
-                col = noisy[out.agg]
-                columns[out.name] = ColumnNoise(col.mechanism, col.epsilon, col.scale)
-        notes = []
-        if plan.settings.consistent:
-            notes.append("consistent = true: each table of counts is non-negative and keeps its noisy total "
-                         "(Norm-Sub, post-processing); its cells carry no intervals")  # fmt: skip
-        if plan.key_selection is not None:
-            notes.append(
-                f"keys chosen by DP key selection (threshold {plan.key_selection.threshold} subjects, "
-                f"δ={plan.key_selection.delta:g}); {len(keys)} key(s) released"
-            )
-        return Answer(names, types, rows, intervals, columns, notes)
 
     # -- statements that are not DP queries -------------------------------------------------
     def _public(self, statement: exp.Expr, params: Any) -> Result:
@@ -438,222 +379,18 @@ class Gateway:
         types = ["VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "VARCHAR", "VARCHAR", "VARCHAR"]
         if inner.kind == "public":
             return Result(cols, types, [("query", "none", 0.0, 0.0, None, None, "reads no protected table: free")])
-        plan = self.plan(inner, cat)
+        ctx = self._context(cat)
+        qc = queries.for_statement(inner, ctx)
+        plan = qc.plan(inner, ctx)
         try:
             subjects = self.ledger.subject_plan(self._cost(plan, "", True))
         except errors.BudgetExceededError as e:
             subjects = e  # shown in the plan: the query would be refused
-        return Result(cols, types, explain_rows(plan, subjects))
-
-
-def thin_sample(con, charged: str, subjects, *, rng) -> None:
-    """Sample rule: keep each subject below the threshold with its probability (coins from the OS).
-
-    Every subject in ``charged`` has already paid its allowance, sampled or not.
-    """
-    from dpgate.mechanisms import pdp
-
-    rows = con.execute(f"SELECT unit, charge FROM {charged} WHERE charge < ?", [subjects.requested]).fetchall()
-    if not rows:
-        return
-    probs = np.array([subjects.sample_probability[c] for _, c in rows])
-    keep = pdp.draw_sample(probs, rng=rng)
-    dropped = [u for (u, _), k in zip(rows, keep) if not k]
-    if dropped:
-        con.execute(f"DELETE FROM {charged} WHERE unit IN (SELECT unnest(?))", [dropped])
-
-
-def personalization_notes(plan, subjects, *, scaled_note: bool = True) -> list[str]:
-    """What the personalization rule did, for the answer's metadata (counts only, no identities)."""
-    if subjects is None:
-        return []
-    notes = []
-    if subjects.excluded:
-        notes.append(
-            f"{subjects.excluded} subject(s) had no budget left"
-            + (f" (or less than δ={plan.delta:g})" if plan.delta else "") + " and were excluded (charged nothing)"
-        )
-    if subjects.left_out:
-        notes.append(
-            f"{subjects.left_out} subject(s) had less than ε={plan.epsilon:g} left: left out by the threshold rule "
-            "(charged nothing)"
-        )
-    reduced = any(p.epsilon < subjects.requested for p in subjects.parts)
-    combined = subjects.combined
-    if combined or reduced or subjects.rule in ("minimum", "partition", "t_round"):
-        notes.append(f"personalization {subjects.rule}: " + "; ".join(subjects.describe()))
-    if combined and scaled_note:
-        notes.append(
-            "the answer is scaled to all subjects with budget left; unbiased if budgets are independent of "
-            "the data; intervals cover the noise only"
-        )
-    return notes
-
-
-def _predicted_count_error(plan: CountPlan, subjects) -> str | None:
-    """Predicted standard error of the first count-like aggregate under the personalization plan."""
-    from dpgate.mechanisms import pdp
-
-    agg = next((a for a in plan.aggs if a.kind in ("count_rows", "count_values", "count_subjects", "count_distinct")), None)
-    if agg is None:
-        return None
-    comp = agg.components[0]
-    frac = comp.epsilon / plan.epsilon
-    variances = [noise.discrete_laplace_std(float(p.epsilon) * frac, comp.sensitivity) ** 2 for p in subjects.parts]
-    combined = len(subjects.parts) > 1 or subjects.left_out or subjects.rule == "sample"
-    if not combined:
-        return f"{agg.label}: noise std ≈ {variances[0] ** 0.5:.3g} per cell"
-    rmse = pdp.predicted_mse(subjects, variances, (plan.max_rows / 2) ** 2) ** 0.5
-    return (
-        f"{agg.label}: predicted root-mean-square error ≈ {rmse:.3g} per cell "
-        "(noise, plus selection error if budgets are independent of the data)"
-    )
+        return Result(cols, types, [explain_head(plan), *qc.explain_rows(plan, subjects)])
 
 
 def _number(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else repr(x)
-
-
-def _subject_rows(plan, subjects) -> list[tuple]:
-    """EXPLAIN rows of the personalization rule: who is used, who pays what."""
-    rule = plan.charge.rule
-    if isinstance(subjects, errors.Error):
-        return [("subjects", f"personalization: {rule}", None, None, None, None,
-                 f"the query would be refused: {subjects.message}")]  # fmt: skip
-    rows = [
-        (
-            "subjects",
-            f"personalization: {rule}",
-            float(subjects.max_charge),
-            plan.charge.delta,
-            None,
-            None,
-            f"{subjects.population} subject(s) with budget left, {subjects.excluded} with none (excluded)"
-            + (f", {subjects.left_out} left out by the threshold" if subjects.left_out else ""),
-        )
-    ]
-    for line in subjects.describe():
-        rows.append(("partition", None, None, None, None, None, line))
-    for charge, count in subjects.charge_distribution():
-        rows.append(("charge", None, float(charge), plan.charge.delta if charge > 0 else 0.0, None, None,
-                     f"{count} subject(s) pay ε={float(charge):g}"))  # fmt: skip
-    return rows
-
-
-def explain_rows(plan: CountPlan | TopKPlan | SubgraphPlan | SynthesisPlan, subjects) -> list[tuple]:
-    """EXPLAIN PRIVACY: mechanism, ε/δ per release, sensitivities, error bars, who pays what."""
-    s = plan.settings
-    rows = [
-        (
-            "query",
-            plan.mechanism,
-            plan.epsilon,
-            plan.delta,
-            None,
-            None,
-            f"class {plan.query_class} over {plan.table.name}; error bars at {100 * (1 - s.alpha):g}%",
-        ),
-    ]
-    if isinstance(plan, SynthesisPlan):
-        return rows + _subject_rows(plan, subjects) + synthetic_query.explain_rows(plan)
-    if isinstance(plan, SubgraphPlan):
-        if isinstance(subjects, errors.Error):
-            rows.append(("edge budget", None, None, None, None, None, f"the query would be refused: {subjects.message}"))
-        return rows + subgraph_query.explain_rows(plan)
-    rows += _subject_rows(plan, subjects)
-    if isinstance(plan, TopKPlan):
-        return rows + _topk_explain_rows(plan)
-    if not isinstance(subjects, errors.Error):
-        error = _predicted_count_error(plan, subjects)
-        if error is not None:
-            rows.append(("expected error", None, None, None, None, None, error))
-    rows.append(
-        (
-            "bounding",
-            None,
-            None,
-            None,
-            None,
-            None,
-            f"at most {plan.max_rows} row(s) per subject"
-            + (f", at most {plan.max_groups} group(s)" if plan.bound_groups else "")
-            + ", sampled at random; inputs clamped to their bounds",
-        )
-    )
-    for k in plan.keys:
-        size = f"{len(k.domain)} values" if k.domain is not None else "unknown"
-        rows.append((f"key {k.name}", None, None, None, None, None, f"domain: {k.source} ({size})"))
-    if plan.key_selection is not None:
-        ks = plan.key_selection
-        rows.append(
-            (
-                "key selection",
-                "key_selection",
-                ks.epsilon,
-                ks.delta,
-                str(ks.sensitivity),
-                None,
-                f"release a key when its noisy subject count reaches {ks.threshold}",
-            )
-        )
-    for agg in plan.aggs:
-        for comp in agg.components:
-            w = noise.discrete_laplace_half_width(comp.epsilon, comp.sensitivity, s.alpha)
-            grid = agg.grid if agg.kind in ("sum", "avg") else 1.0
-            half = f"±{w * grid:.6g}" if grid != 1.0 else f"±{w}"
-            bounds = f"; input clamped to [{agg.lower:g}, {agg.upper:g}]" if agg.lower is not None else ""
-            rows.append(
-                (
-                    f"{agg.label} ({comp.label})",
-                    "discrete Laplace",
-                    comp.epsilon,
-                    0.0,
-                    str(comp.sensitivity) + (f" × 2^{int(np.log2(grid))}" if grid != 1.0 else ""),
-                    half,
-                    f"{agg.kind}{bounds}",
-                )
-            )
-    if plan.cells is not None:
-        rows.append(("cells", None, None, None, None, None, f"{plan.cells} cell(s), every one released with noise"))
-    for note in plan.notes:
-        rows.append(("note", None, None, None, None, None, note))
-    return rows
-
-
-def _topk_explain_rows(plan: TopKPlan) -> list[tuple]:
-    from dpgate.mechanisms import topk as topk_mech
-
-    s = plan.settings
-    rows = []
-    if plan.columns:
-        rows.append(("universe", None, None, None, None, None,
-                     f"{len(plan.columns)} 0/1 column(s) of {plan.table.name} (public schema)"))  # fmt: skip
-    else:
-        for k in plan.keys:
-            size = f"{len(k.domain)} values" if k.domain is not None else "unknown"
-            rows.append((f"key {k.name}", None, None, None, None, None, f"domain: {k.source} ({size})"))
-        if plan.n_items is not None:
-            rows.append(("universe", None, None, None, None, None, f"{plan.n_items} item(s): the cells of the keys"))
-    if plan.key_selection is not None:
-        ks = plan.key_selection
-        rows.append(("key selection", "key_selection", ks.epsilon, ks.delta, str(ks.sensitivity), None,
-                     f"an item enters the universe when its noisy subject count reaches {ks.threshold}; "
-                     f"at most {plan.max_groups} item(s) per subject"))  # fmt: skip
-    shares = topk_mech.planned_shares(plan.method, plan.selection_epsilon)
-    detail = ", ".join(f"{name} ε={eps:.4g}" for name, eps in shares.items())
-    rows.append((f"top {plan.k}", plan.method, plan.selection_epsilon, 0.0, "1 per item (monotone)", None,
-                 f"releases {plan.k} item(s) in noisy order, no counts; {detail}"))  # fmt: skip
-    if plan.counts is not None:
-        c = plan.counts
-        w = noise.discrete_laplace_half_width(c.epsilon, c.sensitivity, s.alpha)
-        rows.append(("counts", "discrete Laplace", c.epsilon, 0.0, str(c.sensitivity), f"±{w}",
-                     f"fresh subject counts of the {plan.k} selected item(s); "
-                     f"at most {plan.max_groups} item(s) per subject"))  # fmt: skip
-    rows.append(("semantics", None, None, None, None, None,
-                 "an item's frequency is the number of subjects holding it; one subject changes each by at most 1"))  # fmt: skip
-    for note in plan.notes:
-        rows.append(("note", None, None, None, None, None, note))
-    return rows
 
 
 def bind_parameters(statement: exp.Expr, params: Any) -> exp.Expr:

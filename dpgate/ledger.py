@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 import duckdb
+import numpy as np
 
 from dpgate import database, errors
 from dpgate.catalog.tables import SCHEMA, ProtectedTable
@@ -283,6 +284,23 @@ class Ledger:
             float(charge_eps), splan,
         )  # fmt: skip
 
+    def thin_sample(self, debit: Debit, *, rng) -> None:
+        """Sample rule: keep each subject below the threshold with its probability.
+
+        Every subject in the charged set has already paid its allowance, sampled or not.
+        """
+        subjects = debit.subjects
+        rows = self._con.execute(
+            f"SELECT unit, charge FROM {debit.temp} WHERE charge < ?", [subjects.requested]
+        ).fetchall()
+        if not rows:
+            return
+        probs = np.array([subjects.sample_probability[c] for _, c in rows])
+        keep = pdp.draw_sample(probs, rng=rng)
+        dropped = [u for (u, _), k in zip(rows, keep) if not k]
+        if dropped:
+            self._con.execute(f"DELETE FROM {debit.temp} WHERE unit IN (SELECT unnest(?))", [dropped])
+
     def released(self, debit: Debit, row_count: int) -> None:
         """Record in the release log that the answer paid for by ``debit`` left the gateway."""
         self._con.execute(
@@ -303,10 +321,13 @@ def _allowance_sql() -> str:
     """A subject's allowance for this query, exactly as ``pdp.allowance`` computes it [allowance].
 
     Parameters: subject δ budget, query δ, ε, ε. No δ left for the query means no allowance.
+    All in DECIMAL: a DOUBLE budget column is cast first, and the grid is applied by
+    multiplying (DuckDB divides DECIMALs in DOUBLE, which would floor 0.95 to 0.949).
     """
     return (
         "CASE WHEN ? - delta_spent < ? THEN CAST(0 AS DECIMAL(38, 18)) "
-        "WHEN epsilon_budget - epsilon_spent >= ? THEN CAST(? AS DECIMAL(38, 18)) "
-        "WHEN epsilon_budget - epsilon_spent <= 0 THEN CAST(0 AS DECIMAL(38, 18)) "
-        f"ELSE CAST(floor((epsilon_budget - epsilon_spent) / {pdp.GRID}) * {pdp.GRID} AS DECIMAL(38, 18)) END"
+        "WHEN CAST(epsilon_budget AS DECIMAL(38, 18)) - epsilon_spent >= ? THEN CAST(? AS DECIMAL(38, 18)) "
+        "WHEN CAST(epsilon_budget AS DECIMAL(38, 18)) - epsilon_spent <= 0 THEN CAST(0 AS DECIMAL(38, 18)) "
+        f"ELSE CAST(floor((CAST(epsilon_budget AS DECIMAL(38, 18)) - epsilon_spent) * {int(1 / pdp.GRID)}) "
+        f"* CAST({pdp.GRID} AS DECIMAL(4, 3)) AS DECIMAL(38, 18)) END"
     )

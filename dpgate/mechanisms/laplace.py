@@ -48,7 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpgate import noise
-from dpgate.queries.counting.exact import ExactAnswer
+from dpgate.queries.plans import ExactAnswer
 from dpgate.mechanisms import pdp
 from dpgate.mechanisms.base import Mechanism, NoisyColumn
 from dpgate.queries.plans import AVG, COUNT_SUBJECTS, SUM, AggSpec, Component, CountPlan
@@ -138,7 +138,8 @@ def _component(plan, agg, comp, exact, rows, parts: _Parts, alpha: float, rng) -
 def _single(plan, agg: AggSpec, exact, rows, parts: _Parts, alpha, rng, clamp_counts: bool) -> NoisyColumn:
     comp = agg.components[0]
     c = _component(plan, agg, comp, exact, rows, parts, alpha, rng)
-    desc = f"discrete Laplace, sensitivity {comp.sensitivity}{_grid_note(agg)}, ε={comp.epsilon:.4g}" + _parts_note(parts)
+    eps = _run_epsilon(plan, comp.epsilon, parts)
+    desc = f"discrete Laplace, sensitivity {comp.sensitivity}{_grid_note(agg)}, ε={eps:.4g}" + _parts_note(parts)
     if agg.kind == SUM:
         if agg.integer and c.exact_ints:
             vals, half = c.values, c.half
@@ -148,7 +149,7 @@ def _single(plan, agg: AggSpec, exact, rows, parts: _Parts, alpha, rng, clamp_co
             if agg.integer:  # scaled partitions: round the estimate back to an integer
                 vals = np.array([int(round(v)) for v in vals], dtype=object)
                 half = np.array([int(math.ceil(h)) for h in half], dtype=object)
-        return NoisyColumn(vals, vals - half, vals + half, agg.integer, "laplace", comp.epsilon, desc)
+        return NoisyColumn(vals, vals - half, vals + half, agg.integer, "laplace", eps, desc)
     y, half = c.values, c.half
     if not c.exact_ints:
         y = np.array([int(round(v)) for v in y], dtype=object)
@@ -159,7 +160,7 @@ def _single(plan, agg: AggSpec, exact, rows, parts: _Parts, alpha, rng, clamp_co
         low = np.array([max(0, v) for v in low], dtype=object)
         high = np.array([max(0, v) for v in high], dtype=object)
     mech = "laplace" if agg.kind != COUNT_SUBJECTS else "laplace (subjects)"
-    return NoisyColumn(y, low, high, True, mech, comp.epsilon, desc)
+    return NoisyColumn(y, low, high, True, mech, eps, desc)
 
 
 def _avg(plan, agg: AggSpec, exact, rows, parts: _Parts, alpha, rng) -> NoisyColumn:
@@ -191,10 +192,17 @@ def _avg(plan, agg: AggSpec, exact, rows, parts: _Parts, alpha, rng) -> NoisyCol
         low.append(_clip((mid + min(ratios)) * g, agg.lower, agg.upper))
         high.append(_clip((mid + max(ratios)) * g, agg.lower, agg.upper))
     desc = (
-        f"discrete Laplace: sum of (x - mid) sensitivity {sc.sensitivity}{_grid_note(agg)} at ε={sc.epsilon:.4g}, "
-        f"count sensitivity {cc.sensitivity} at ε={cc.epsilon:.4g}" + _parts_note(parts)
+        f"discrete Laplace: sum of (x - mid) sensitivity {sc.sensitivity}{_grid_note(agg)} at "
+        f"ε={_run_epsilon(plan, sc.epsilon, parts):.4g}, count sensitivity {cc.sensitivity} at "
+        f"ε={_run_epsilon(plan, cc.epsilon, parts):.4g}" + _parts_note(parts)
     )
-    return NoisyColumn(np.array(vals, dtype=float), np.array(low), np.array(high), False, "laplace", agg.epsilon, desc)
+    eps = _run_epsilon(plan, agg.epsilon, parts)
+    return NoisyColumn(np.array(vals, dtype=float), np.array(low), np.array(high), False, "laplace", eps, desc)
+
+
+def _run_epsilon(plan: CountPlan, share: float, parts: _Parts) -> float:
+    """The ε a share actually runs at: the personalization rule's ε (the largest part's) × the share."""
+    return share * max(parts.epsilons) / plan.epsilon
 
 
 def _clip(v: float, lo: float, hi: float) -> float:

@@ -119,8 +119,9 @@ class SubjectPlan:
 
     @property
     def uniform(self) -> bool:
-        """Everyone with an allowance pays the same (so nobody is left out)."""
-        return len(set(self.charges.values())) <= 1 and not self.excluded and not self.left_out
+        """Everyone with an allowance pays the same, and nobody is left out or sampled."""
+        sampled = any(p < 1 for p in self.sample_probability.values())
+        return len(set(self.charges.values())) <= 1 and not self.excluded and not self.left_out and not sampled
 
     def rows(self) -> list[tuple[Decimal, int, int, Decimal]]:
         """(allowance, round, part, total charge) for every level the rule uses: the SQL mapping."""
@@ -214,10 +215,14 @@ def plan(
         assignment = {(requested, 0): 0}
         return SubjectPlan(rule, requested, tuple(levels), (part,), charges, {}, excluded, left_out, assignment)
     if rule == "sample":
-        charges = {lv.allowance: lv.allowance for lv in levels}  # allowance ≤ requested = ε_T
-        probs = {lv.allowance: sample_probability(lv.allowance, requested) for lv in levels}
-        plan_ = _single(rule, levels, requested, requested, charges, excluded, probs)
-        return plan_
+        # The threshold ε_T is the requested ε, or the largest allowance when nobody has ε left:
+        # the mechanism runs at ε_T, and a subject with allowance a < ε_T is kept with
+        # probability (e^a - 1)/(e^ε_T - 1), so its data is used at exactly a [sample]. With
+        # every allowance equal to a < ε this runs at a on everyone, nobody sampled.
+        threshold = min(requested, levels[-1].allowance)
+        charges = {lv.allowance: lv.allowance for lv in levels}  # allowance ≤ ε_T
+        probs = {lv.allowance: sample_probability(lv.allowance, threshold) for lv in levels}
+        return _single(rule, levels, requested, threshold, charges, excluded, probs)
     if rule in ("partition", "t_round"):
         n_rounds = rounds if rule == "t_round" else 1
         parts: list[Part] = []
@@ -259,6 +264,25 @@ def _single(rule, levels, requested, e, charges, excluded, probs=None) -> Subjec
     part = Part(0, 0, levels[0].allowance, levels[-1].allowance, sum(lv.count for lv in levels), e)
     assignment = {(lv.allowance, 0): 0 for lv in levels}
     return SubjectPlan(rule, requested, tuple(levels), (part,), charges, probs or {}, excluded, 0, assignment)
+
+
+def used_epsilon(plan: SubjectPlan) -> dict[Decimal, float]:
+    """The ε at which each allowance level's data is used by the mechanisms the plan runs.
+
+    Read from the same fields the mechanisms read (the parts' ε, the assignment to parts, the
+    sample probabilities): a subject in part P of every round it is assigned to is used at
+    the sum of those parts' ε; under the sample rule a subject kept with probability p by a
+    mechanism at ε_T is used at ln(1 + p (e^ε_T - 1)) [sample]; one that is left out, at 0.
+    The contract is ``used_epsilon(plan)[a] <= plan.charges[a] <= a`` for every level.
+    """
+    used: dict[Decimal, float] = {lv.allowance: 0.0 for lv in plan.levels}
+    for (allowance, _round), index in plan.assignment.items():
+        if allowance not in used:
+            continue
+        eps = float(plan.parts[index].epsilon)
+        p = plan.sample_probability.get(allowance, 1.0) if plan.rule == "sample" else 1.0
+        used[allowance] += math.log1p(p * math.expm1(eps)) if p < 1 else eps
+    return used
 
 
 def sample_probability(a: Decimal, threshold: Decimal) -> float:

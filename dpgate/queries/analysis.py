@@ -1,4 +1,7 @@
-"""Plan a counting-class query: COUNT / SUM / AVG with WHERE, GROUP BY and post-processing.
+"""The SQL analysis shared by the classes that aggregate rows of one protected table.
+
+Used by the counting class (COUNT / SUM / AVG with WHERE, GROUP BY and post-processing)
+and the top-k class; it imports no query class.
 
 Input: a SELECT that ``classify`` found to read exactly one protected table. Output: a
 ``CountPlan`` fixing, from the statement and public facts only,
@@ -28,8 +31,8 @@ from sqlglot import exp
 
 from dpgate import errors, noise
 from dpgate.queries import bounds
-from dpgate.catalog.tables import INTEGER_TYPES, Catalog, ProtectedTable, is_numeric_type, join_safe
-from dpgate.frontend.classify import GRAPH_FUNCTIONS, TOPK_COLUMNS_FUNCTION, Classified, function_name
+from dpgate.catalog.tables import INTEGER_TYPES, Catalog, ProtectedTable, join_safe
+from dpgate.frontend.classify import GRAPH_FUNCTIONS, Classified, function_name
 from dpgate.frontend.dialect import to_duckdb
 from dpgate.frontend.nodes import dp_options
 from dpgate.queries.plans import (
@@ -41,15 +44,10 @@ from dpgate.queries.plans import (
     SUM,
     AggSpec,
     Component,
-    CountPlan,
     KeySelection,
     KeySpec,
     OutputColumn,
-    SubgraphPlan,
-    SubjectCharge,
-    TopKPlan,
 )
-from dpgate.mechanisms import topk as topk_mech
 from dpgate.frontend.settings import QuerySettings, Session
 
 #: Largest number of cells (product of key domains) a query may release.
@@ -127,25 +125,41 @@ def _suggest(name: str, candidates) -> str:
     return f"did you mean {close[0]}?" if close else "check the column name"
 
 
-def plan_query(
-    classified: Classified, catalog: Catalog, session: Session, facts: PublicFacts
-) -> CountPlan | TopKPlan | SubgraphPlan:
-    """Build the plan of a query over one protected table: counting class, top-k, or subgraph counts."""
-    if classified.protected.kind == "graph":
-        from dpgate.queries import subgraph as subgraph_query
+@dataclass
+class Syntax:
+    """What the statement says, checked against the catalog."""
 
-        return subgraph_query.plan(classified, catalog, session, facts)
-    used = sorted({function_name(f) for f in classified.statement.find_all(exp.Func)} & set(GRAPH_FUNCTIONS))
-    if used:
-        raise errors.UnsupportedQueryError(
-            f"{used[0].upper()}() counts subgraphs of a protected graph; {classified.protected.name} is not one",
-            code="DP219",
-            hint="SHOW TABLES lists the graphs (kind graph)",
-        )
-    return _Planner(classified, catalog, session, facts).plan()
+    q: exp.Select  # qualified copy of the statement
+    original_sql: str
+    unit: exp.Column
+    projections: list[exp.Expr]
+    keys_exprs: list[exp.Expr]
+    key_names: list[str]
+    aggs_nodes: list[exp.Expr]
+    agg_inputs: list[tuple[str, exp.Expr | None]]
 
 
-class _Planner:
+@dataclass
+class Prepared:
+    """``Syntax`` plus the public facts DuckDB gives about it."""
+
+    syntax: Syntax
+    base: exp.Select
+    types: dict[str, str]
+    key_specs: list[KeySpec]
+    needs_selection: bool
+    cells: int | None
+    max_rows: int
+    max_groups: int
+
+
+class Analysis:
+    """Scope, keys, aggregates and post-processing of a SELECT over one protected table.
+
+    Shared by the counting and top-k classes; reads the catalog and asks DuckDB only to
+    describe (bind) queries, never for rows.
+    """
+
     def __init__(self, classified: Classified, catalog: Catalog, session: Session, facts: PublicFacts):
         self.statement = classified.statement
         self.table: ProtectedTable = classified.protected  # type: ignore[assignment]
@@ -153,33 +167,39 @@ class _Planner:
         self.facts = facts
         self.settings: QuerySettings = session.query_settings(dp_options(self.statement))
         self.agg_names = facts.aggregate_functions()
+        s = self.settings
+        if s.privacy_unit is not None and s.privacy_unit != self.table.unit:
+            raise errors.PolicyError(
+                f"privacy_unit_column = {s.privacy_unit} does not match {self.table.name}'s declared unit "
+                f"{self.table.unit}",
+                code="DP301",
+                hint=f"drop the option or write privacy_unit_column = {self.table.unit}",
+            )
 
     # -- entry ---------------------------------------------------------------------------
-    def plan(self) -> CountPlan:
-        s = self.settings
+    # -- the analysis every class over one protected table shares -------------------------
+    def syntax(self) -> Syntax:
+        """The statement's shape from its text and the catalog alone (no DuckDB call)."""
         table = self.table
-        if s.privacy_unit is not None and s.privacy_unit != table.unit:
-            raise errors.PolicyError(
-                f"privacy_unit_column = {s.privacy_unit} does not match {table.name}'s declared unit {table.unit}",
-                code="DP301",
-                hint=f"drop the option or write privacy_unit_column = {table.unit}",
+        used = sorted({function_name(f) for f in self.statement.find_all(exp.Func)} & set(GRAPH_FUNCTIONS))
+        if used:
+            raise errors.UnsupportedQueryError(
+                f"{used[0].upper()}() counts subgraphs of a protected graph; {table.name} is not one",
+                code="DP219",
+                hint="SHOW TABLES lists the graphs (kind graph)",
             )
         q = self.statement.copy()
         q.set("hint", None)
         original_sql = to_duckdb(q)
-        if topk_columns_call(q) is not None:
-            return self._columns_topk_plan(q, original_sql)
         self._check_shape(q)
         scope = self._scope(q)
         self._qualify(q, scope)
         self.scope = scope
         protected = next(i for i in scope.items if i.protected)
         unit = exp.column(table.unit, table=protected.alias, quoted=True)
-
         where = q.args.get("where")
         if where is not None:
             self._check_row_expr(where.this, "WHERE")
-
         projections = list(q.expressions)
         keys_exprs, key_names = self._group_keys(q, projections)
         aggs_nodes = self._collect_aggregates(q, projections)
@@ -189,16 +209,19 @@ class _Planner:
                 code="DP211",
                 hint=f"aggregate with {SUPPORTED_AGGREGATES}, e.g. SELECT COUNT(*) FROM {table.name}",
             )
+        agg_inputs = [self._agg_input(node) for node in aggs_nodes]
+        return Syntax(q, original_sql, unit, projections, keys_exprs, key_names, aggs_nodes, agg_inputs)
 
+    def prepare(self, syntax: Syntax | None = None) -> Prepared:
+        """The shape plus what DuckDB says of it: input types, key domains, the cells."""
+        s, table = self.settings, self.table
+        x = syntax or self.syntax()
         max_rows = s.max_rows or table.max_rows
         max_groups = s.max_groups or table.max_groups
-
         # Row-level base: the unit, the keys and the aggregate inputs (types from DuckDB).
-        agg_inputs = [self._agg_input(node) for node in aggs_nodes]
-        base = self._base(q, unit, keys_exprs, [inp for _, inp in agg_inputs])
+        base = self._base(x.q, x.unit, x.keys_exprs, [inp for _, inp in x.agg_inputs])
         types = dict(self.facts.describe(to_duckdb(base)))
-        key_specs = self._key_specs(keys_exprs, key_names, types)
-
+        key_specs = self._key_specs(x.keys_exprs, x.key_names, types)
         needs_selection = any(k.domain is None for k in key_specs)
         if needs_selection and s.delta <= 0:
             missing = [k.name for k in key_specs if k.domain is None]
@@ -220,244 +243,7 @@ class _Planner:
                 code="DP219",
                 hint="group by fewer or coarser keys",
             )
-
-        shape = self._topk_shape(q, projections, aggs_nodes, agg_inputs, key_specs)
-        if shape is not None:
-            return self._topk_plan(q, base, key_specs, shape, projections, keys_exprs, aggs_nodes, original_sql)
-        if "topk_method" in s.explicit:
-            raise errors.UnsupportedQueryError(
-                "topk_method applies to top-k queries, and this query is not one",
-                code="DP219",
-                hint="a top-k query is SELECT key, COUNT(*) AS n FROM t GROUP BY key ORDER BY n DESC LIMIT k "
-                "(no HAVING, no other aggregate); drop the option otherwise",
-            )
-
-        has_subject_count = any(kind == COUNT_SUBJECTS for kind, _ in agg_inputs)
-        group_limit = cells if cells is not None else math.inf
-        bound_groups = (has_subject_count or needs_selection) and max_groups < min(max_rows, group_limit)
-        groups_per_subject = min(max_rows, max_groups if bound_groups else max_rows, group_limit)
-
-        releases = len(aggs_nodes) + (1 if needs_selection else 0)
-        share = s.epsilon / releases
-        if needs_selection:
-            # The last share absorbs rounding so the shares sum to ε exactly.
-            sel_eps = s.epsilon - share * len(aggs_nodes)
-            key_selection = key_selection_threshold(sel_eps, s.delta, int(groups_per_subject))
-        else:
-            key_selection = None
-
-        aggs = []
-        for i, (node, (kind, inp)) in enumerate(zip(aggs_nodes, agg_inputs)):
-            eps_i = share
-            aggs.append(
-                self._agg_spec(i, node, kind, inp, eps_i, max_rows, groups_per_subject, types.get(f"__v{i}"))
-            )
-        if key_selection is None and len(aggs) > 0:
-            # Make the shares add up to ε exactly despite floating point.
-            spent = sum(a.epsilon for a in aggs[:-1])
-            aggs[-1] = _with_epsilon(aggs[-1], s.epsilon - spent)
-
-        post, outputs = self._post(q, projections, keys_exprs, aggs_nodes, key_specs, original_sql)
-        if key_selection is not None and s.personalization in ("partition", "t_round"):
-            raise errors.UnsupportedQueryError(
-                f"DP key selection cannot be combined with personalization = '{s.personalization}'",
-                code="DP219",
-                hint="use a declared domain, or personalization 'threshold', 'sample' or 'minimum'",
-            )
-        options = {}
-        if s.personalization in ("partition", "t_round"):
-            options = {"partitioning": s.partitioning, "partitions": s.partitions, "min_size": s.min_partition_size}
-            if s.personalization == "t_round":
-                options["rounds"] = s.rounds
-        charge = SubjectCharge(
-            rule=s.personalization,
-            epsilon=s.epsilon,
-            delta=key_selection.delta if key_selection else 0.0,
-            options=options,
-        )
-        return CountPlan(
-            table=table,
-            settings=s,
-            statement_sql=original_sql,
-            source=base,
-            unit=unit,
-            keys=tuple(key_specs),
-            aggs=tuple(aggs),
-            key_selection=key_selection,
-            max_rows=max_rows,
-            max_groups=max_groups,
-            bound_groups=bound_groups,
-            post=post,
-            outputs=tuple(outputs),
-            charge=charge,
-        )
-
-    # -- top-k ------------------------------------------------------------------------------
-    def _topk_shape(
-        self, q: exp.Select, projections: list[exp.Expr], aggs: list[exp.Expr],
-        agg_inputs: list[tuple[str, exp.Expr | None]], key_specs: list[KeySpec],
-    ) -> _TopKShape | None:  # fmt: skip
-        """``GROUP BY keys ORDER BY <count> DESC LIMIT k [OFFSET o]`` with one unfiltered count.
-
-        Near misses (another ORDER BY, no LIMIT, HAVING, several aggregates) are counting-class
-        queries: every cell gets a noisy count and the ORDER BY / LIMIT is post-processing.
-        """
-        if not key_specs or len(aggs) != 1 or q.args.get("having") is not None:
-            return None
-        kind, inp = agg_inputs[0]
-        if kind not in (COUNT_ROWS, COUNT_SUBJECTS) or inp is not None:
-            return None
-        order, limit = q.args.get("order"), q.args.get("limit")
-        if order is None or limit is None or not order.expressions or not order.expressions[0].args.get("desc"):
-            return None
-        text = aggs[0].sql(dialect="duckdb")
-        target = order.expressions[0].this
-        if isinstance(target, exp.Column) and not target.table:
-            named = [p.this for p in projections if isinstance(p, exp.Alias) and p.alias.lower() == target.name.lower()]
-            target = named[0] if named else target
-        elif isinstance(target, exp.Literal) and not target.is_string and 1 <= int(target.this) <= len(projections):
-            target = projections[int(target.this) - 1].unalias()
-        if target.sql(dialect="duckdb") != text:
-            return None
-        shown = any(n.sql(dialect="duckdb") == text for p in projections for n in p.walk())
-        offset = q.args.get("offset")
-        k = _int_literal(limit.expression, "LIMIT")
-        o = _int_literal(offset.expression, "OFFSET") if offset is not None else 0
-        return _TopKShape(k, o, shown, kind)
-
-    def _topk_common(self, k: int, n_items: int | None, what: str) -> None:
-        s = self.settings
-        if s.consistent and "consistent" in s.explicit:
-            raise errors.UnsupportedQueryError(
-                "consistent = true applies to tables of counts, not to a top-k selection", code="DP219",
-                hint="drop consistent, or drop ORDER BY ... LIMIT to get the whole table",
-            )  # fmt: skip
-        if k < 1:
-            raise errors.UnsupportedQueryError(
-                "LIMIT 0 asks for no items", code="DP219", hint="ask for the top k with LIMIT k, k >= 1"
-            )
-        if n_items is not None and k > n_items:
-            raise errors.UnsupportedQueryError(
-                f"The query asks for the top {k} of {what}, which has only {n_items} item(s)",
-                code="DP219",
-                hint=f"ask for at most {n_items} (LIMIT + OFFSET), or drop ORDER BY ... LIMIT "
-                "to get a noisy count for every item",
-            )
-        if s.personalization in ("partition", "t_round"):
-            raise errors.UnsupportedQueryError(
-                f"Top-k selection cannot be combined with personalization = '{s.personalization}'",
-                code="DP219",
-                hint="use personalization 'sample' (the default), 'threshold' or 'minimum'",
-            )
-
-    def _topk_shares(
-        self, k: int, n_items: int | None, counts: bool, selection: bool
-    ) -> tuple[float, float | None, float | None]:
-        """Equal shares of ε for the selection, the counts (if shown) and key selection (if needed)."""
-        s = self.settings
-        releases = 1 + int(counts) + int(selection)
-        share = s.epsilon / releases
-        sel = s.epsilon - share * (releases - 1)  # absorbs rounding: the shares sum to ε exactly
-        try:
-            topk_mech.check_public_inputs(n_items or k, k, sel, s.topk_method)
-        except ValueError as e:
-            raise errors.UnsupportedQueryError(
-                f"Top-k: {e}", code="DP219", hint="raise epsilon, ask for fewer items, or choose another topk_method"
-            ) from e
-        return sel, (share if counts else None), (share if selection else None)
-
-    def _topk_plan(
-        self, q: exp.Select, base: exp.Select, key_specs: list[KeySpec], shape: _TopKShape,
-        projections: list[exp.Expr], keys_exprs: list[exp.Expr], aggs: list[exp.Expr], original_sql: str,
-    ) -> TopKPlan:  # fmt: skip
-        s, table = self.settings, self.table
-        k = shape.limit + shape.offset
-        universe = None if any(ks.domain is None for ks in key_specs) else math.prod(len(ks.domain) for ks in key_specs)
-        names = ", ".join(ks.name for ks in key_specs)
-        self._topk_common(k, universe, f"the cells of {names}")
-        max_groups = s.max_groups or table.max_groups
-        sel_eps, count_eps, ks_eps = self._topk_shares(k, universe, shape.counts_shown, universe is None)
-        counts = Component("subjects", min(k, max_groups), count_eps) if count_eps is not None else None
-        key_selection = key_selection_threshold(ks_eps, s.delta, max_groups) if ks_eps is not None else None
-        post, outputs = self._post(q, projections, keys_exprs, aggs, key_specs, original_sql)
-        order = post.args["order"].copy()
-        order.append("expressions", exp.Ordered(this=exp.column("__a1")))  # the selection's rank breaks ties
-        post.set("order", order)
-        notes = []
-        if counts is None:
-            notes.append("only which items win is released, in noisy order; show the count column for noisy counts")
-        if universe is None:
-            notes.append("the items are discovered by DP key selection first: fewer than LIMIT may come back")
-        plan = TopKPlan(
-            table=table,
-            settings=s,
-            statement_sql=original_sql,
-            source=base,
-            keys=tuple(key_specs),
-            columns=(),
-            k=k,
-            method=s.topk_method,
-            selection_epsilon=sel_eps,
-            counts=counts,
-            key_selection=key_selection,
-            max_groups=max_groups,
-            post=post,
-            outputs=tuple(outputs),
-            charge=SubjectCharge(s.personalization, s.epsilon, key_selection.delta if key_selection else 0.0),
-            notes=tuple(notes),
-        )
-        if shape.kind == COUNT_ROWS and not plan.distinct_by_schema:
-            note = "COUNT(*) ranks items by the number of subjects holding them (a subject counts once per item)"
-            plan = replace(plan, notes=(note, *plan.notes))
-        return plan
-
-    def _columns_topk_plan(self, q: exp.Select, original_sql: str) -> TopKPlan:
-        """``dp_top_k_columns('table', k => n [, counts => true])``: the k most frequent 0/1 columns."""
-        s, table = self.settings, self.table
-        call = topk_columns_call(q)
-        k, counts_shown = topk_columns_arguments(call)
-        items = tuple(
-            c.name for c in table.columns.values()
-            if c.name != table.unit and (c.type.upper() == "BOOLEAN" or is_numeric_type(c.type))
-        )  # fmt: skip
-        if not items:
-            raise errors.UnsupportedQueryError(
-                f"{table.name} has no BOOLEAN or numeric columns to rank", code="DP219",
-                hint="dp_top_k_columns ranks 0/1 (or BOOLEAN) columns by how many subjects have them set",
-            )  # fmt: skip
-        self._topk_common(k, len(items), f"the {len(items)} 0/1 columns of {table.name}")
-        max_groups = s.max_groups or table.max_groups
-        sel_eps, count_eps, _ = self._topk_shares(k, len(items), counts_shown, False)
-        counts = Component("subjects", min(k, max_groups), count_eps) if count_eps is not None else None
-        unit = exp.column(table.unit, quoted=True)
-        source = exp.select(exp.alias_(unit.copy(), "__unit")).from_(exp.table_(table.name, db="main", quoted=True))
-        source = source.where(exp.Not(this=exp.Is(this=unit, expression=exp.Null())))
-        post = q.copy()
-        node = next(t for t in post.find_all(exp.Table) if t.this is not None and topk_columns_call_node(t))
-        node.replace(exp.Table(this=exp.to_identifier("__noisy"), alias=node.args.get("alias")))
-        if post.args.get("order") is None:
-            post = post.order_by("rank")
-        notes = ["a column counts for a subject when any of its rows has it non-zero / true"]
-        if counts is None:
-            notes.append("only which columns win is released, in noisy order; add counts => true for noisy counts")
-        return TopKPlan(
-            table=table,
-            settings=s,
-            statement_sql=original_sql,
-            source=source,
-            keys=(),
-            columns=items,
-            k=k,
-            method=s.topk_method,
-            selection_epsilon=sel_eps,
-            counts=counts,
-            key_selection=None,
-            max_groups=max_groups,
-            post=post,
-            outputs=(),
-            charge=SubjectCharge(s.personalization, s.epsilon, 0.0),
-            notes=tuple(notes),
-        )
+        return Prepared(x, base, types, key_specs, needs_selection, cells, max_rows, max_groups)
 
     # -- shape -----------------------------------------------------------------------------
     def _check_shape(self, q: exp.Select) -> None:
@@ -882,7 +668,7 @@ class _Planner:
         outputs = []
         for new, name in zip(rewritten, names):
             post_exprs.append(exp.alias_(new, name, quoted=True))
-            outputs.append(_output_column(name, new))
+            outputs.append(output_column(name, new))
         post = exp.select(*post_exprs).from_("__noisy")
         having = q.args.get("having")
         if having is not None:
@@ -914,69 +700,7 @@ class _Planner:
                 )
 
 
-@dataclass(frozen=True)
-class _TopKShape:
-    limit: int
-    offset: int
-    counts_shown: bool
-    kind: str
-
-
-def topk_columns_call_node(table: exp.Table) -> exp.Anonymous | None:
-    func = table.this
-    if isinstance(func, exp.Anonymous) and function_name(func) == TOPK_COLUMNS_FUNCTION:
-        return func
-    return None
-
-
-def topk_columns_call(q: exp.Expr) -> exp.Anonymous | None:
-    """The ``dp_top_k_columns(...)`` call in a statement, if any."""
-    for t in q.find_all(exp.Table):
-        call = topk_columns_call_node(t)
-        if call is not None:
-            return call
-    return None
-
-
-def topk_columns_arguments(call: exp.Anonymous) -> tuple[int, bool]:
-    """(k, counts) of ``dp_top_k_columns('table', k => n [, counts => true])``; the table is checked in classify."""
-    usage = "dp_top_k_columns('table', k => 10) or dp_top_k_columns('table', k => 10, counts => true)"
-    k: int | None = None
-    counts = False
-    for i, arg in enumerate(call.expressions[1:], start=1):
-        if isinstance(arg, (exp.Kwarg, exp.PropertyEQ, exp.EQ)):
-            name, value = arg.this.name.lower(), arg.expression
-        elif i == 1:
-            name, value = "k", arg
-        else:
-            raise errors.ProgrammingError(f"Unexpected argument {arg.sql(dialect='duckdb')}", code="DP205", hint=usage)
-        if name == "k":
-            k = _int_literal(value, "k")
-        elif name == "counts":
-            if not isinstance(value, exp.Boolean):
-                raise errors.ProgrammingError("counts takes true or false", code="DP205", hint=usage)
-            counts = bool(value.this)
-        else:
-            raise errors.ProgrammingError(f"Unknown argument {name} of dp_top_k_columns", code="DP205", hint=usage)
-    if k is None:
-        raise errors.ProgrammingError("dp_top_k_columns needs k", code="DP205", hint=usage)
-    return k, counts
-
-
-def _int_literal(node: exp.Expr, what: str) -> int:
-    if isinstance(node, exp.Literal) and not node.is_string:
-        try:
-            return int(node.this)
-        except ValueError:
-            pass
-    raise errors.UnsupportedQueryError(
-        f"{what} {node.sql(dialect='duckdb')} must be a whole number for a top-k query",
-        code="DP219",
-        hint=f"write {what} 10 (parameters are fine: they are bound before planning)",
-    )
-
-
-def _output_column(name: str, expr: exp.Expr) -> OutputColumn:
+def output_column(name: str, expr: exp.Expr) -> OutputColumn:
     """Which aggregate's error bar an output column carries (bare or monotone-wrapped)."""
     node = expr
     wrapper = None

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from sqlglot import exp
 
 from dpgate import errors
@@ -330,3 +331,14 @@ class SynthesisPlan:
     @property
     def fit_epsilon(self) -> float:
         return self.settings.epsilon / self.max_rows
+
+
+@dataclass
+class ExactAnswer:
+    """Exact bounded statistics, one array per noise component, aligned with ``keys``."""
+
+    keys: list[tuple[Any, ...]]
+    components: dict[tuple[int, str], np.ndarray]
+    subjects: np.ndarray | None  # per key, for DP key selection
+    heavy_subjects: int  # subjects whose rows were sampled down
+    unused_units: int | None  # units with rows that were not charged (None: not counted)

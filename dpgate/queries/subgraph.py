@@ -37,7 +37,7 @@ from dpgate.mechanisms import graphs
 from dpgate.catalog.tables import Catalog, ProtectedTable, join_safe
 from dpgate.frontend.classify import GRAPH_FUNCTIONS, Classified, function_name
 from dpgate.frontend.dialect import to_duckdb
-from dpgate.queries.counting.exact import bind
+from dpgate.queries.base import bind
 from dpgate.mechanisms import ladder
 from dpgate.mechanisms.base import NoisyColumn
 from dpgate.frontend.nodes import dp_options
@@ -441,7 +441,7 @@ def _binomial_order(expr: exp.Expr, deg: str) -> int | None:
 
 def _post(q: exp.Select, shape: str, calls) -> tuple[exp.Select, list[OutputColumn]]:
     """The analyst's SELECT list over ``__noisy`` (counts as __a<i>)."""
-    from dpgate.queries.analysis import _output_column
+    from dpgate.queries.analysis import output_column
 
     if shape != "functions":
         p = q.expressions[0]
@@ -459,7 +459,7 @@ def _post(q: exp.Select, shape: str, calls) -> tuple[exp.Select, list[OutputColu
         name = p.alias if isinstance(p, exp.Alias) else p.sql(dialect="duckdb").lower()
         new = (p.unalias() if isinstance(p, exp.Alias) else p).copy().transform(rewrite)
         exprs.append(exp.alias_(new, name, quoted=True))
-        outputs.append(_output_column(name, new))
+        outputs.append(output_column(name, new))
     post = exp.select(*exprs).from_("__noisy")
     for arg in ("order", "limit", "offset"):
         if q.args.get(arg) is not None:
@@ -553,3 +553,31 @@ def explain_rows(plan: SubgraphPlan) -> list[tuple]:
     for note in plan.notes[1:]:
         rows.append(("note", None, None, None, None, None, note))
     return rows
+
+
+# -- the class -----------------------------------------------------------------------------------
+class SubgraphQuery:
+    """Subgraph counts (triangles, k-stars, k-triangles, k-cliques) on a protected graph."""
+
+    name = "subgraph"
+
+    def recognises(self, classified: Classified, ctx) -> bool:
+        return classified.kind == "dp" and classified.protected.kind == "graph"
+
+    def plan(self, classified: Classified, ctx) -> SubgraphPlan:
+        return plan(classified, ctx.catalog, ctx.session, ctx.facts)
+
+    def bind_check(self, con: duckdb.DuckDBPyConnection, plan: SubgraphPlan, probe: str) -> None:
+        bind_check(con, plan)
+
+    def answer(self, run) -> Answer:
+        return answer(run.con, run.plan, rng=run.rng)
+
+    def explain_rows(self, plan: SubgraphPlan, subjects) -> list[tuple]:
+        rows = []
+        if isinstance(subjects, errors.Error):
+            rows.append(("edge budget", None, None, None, None, None, f"the query would be refused: {subjects.message}"))
+        return rows + explain_rows(plan)
+
+
+QUERY_CLASS = SubgraphQuery()

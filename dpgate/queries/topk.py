@@ -26,19 +26,24 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass, replace
 from typing import Any
 
 import duckdb
 import numpy as np
+from sqlglot import exp
 
 from dpgate import errors, noise
 from dpgate.frontend.dialect import to_duckdb
-from dpgate.queries.counting.exact import bind
 from dpgate.mechanisms import pdp
 from dpgate.mechanisms import topk as topk_mech
 from dpgate.mechanisms.base import NoisyColumn
 from dpgate.mechanisms.keyselection import KeySelector
-from dpgate.queries.plans import TopKPlan
+from dpgate.catalog.tables import is_numeric_type
+from dpgate.frontend.classify import TOPK_COLUMNS_FUNCTION, Classified, function_name
+from dpgate.queries.analysis import Analysis, Syntax, key_selection_threshold
+from dpgate.queries.base import Context, Run, _subject_rows, bind, personalization_notes
+from dpgate.queries.plans import COUNT_ROWS, COUNT_SUBJECTS, Component, KeySpec, SubjectCharge, TopKPlan
 from dpgate.release import Answer, ColumnNoise, noisy_rows
 
 _ids = itertools.count(1)
@@ -221,8 +226,7 @@ def answer(
 
 def _select_keys(con, plan: TopKPlan, charged: str, factor: float, rng) -> list[tuple]:
     """DP key selection over per-key subject counts; the released keys, in a data-independent order."""
-    from dpgate.queries.analysis import key_selection_threshold
-
+    
     salt = int(rng.integers(0, 2**62))
     rows = con.execute(_key_subjects_sql(plan, charged, salt)).fetchall()
     nk = len(plan.keys)
@@ -303,3 +307,306 @@ def _empty(con, plan: TopKPlan, notes: list[str]) -> Answer:
     empty = NoisyColumn(np.array([], dtype=object), np.array([], dtype=object), np.array([], dtype=object), True, "", 0.0, "")
     names, types, rows, intervals = noisy_rows(con, plan, [], [empty, empty], plan.settings.intervals)
     return Answer(names, types, rows, intervals, {}, notes)
+
+
+# -- the class -----------------------------------------------------------------------------------
+class TopKQuery:
+    """``GROUP BY keys ORDER BY COUNT(*) DESC LIMIT k`` and ``dp_top_k_columns(...)``."""
+
+    name = "top-k"
+
+    def recognises(self, classified: Classified, ctx: Context) -> bool:
+        if classified.kind != "dp" or classified.protected.kind == "graph":
+            return False
+        if topk_columns_call(classified.statement) is not None:
+            return True
+        a = Analysis(classified, ctx.catalog, ctx.session, ctx.facts)
+        return _topk_shape(a, a.syntax()) is not None
+
+    def plan(self, classified: Classified, ctx: Context) -> TopKPlan:
+        a = Analysis(classified, ctx.catalog, ctx.session, ctx.facts)
+        q = classified.statement.copy()
+        q.set("hint", None)
+        if topk_columns_call(q) is not None:
+            return _columns_topk_plan(a, q, to_duckdb(q))
+        p = a.prepare()
+        x = p.syntax
+        shape = _topk_shape(a, x)
+        return _topk_plan(a, x.q, p.base, p.key_specs, shape, x.projections, x.keys_exprs, x.aggs_nodes, x.original_sql)
+
+    def bind_check(self, con: duckdb.DuckDBPyConnection, plan: TopKPlan, probe: str) -> None:
+        bind_check(con, plan, probe)
+
+    def answer(self, run: Run) -> Answer:
+        out = answer(run.con, run.plan, run.charged, run.subjects, rng=run.rng)
+        out.notes += personalization_notes(run.plan, run.subjects)
+        return out
+
+    def explain_rows(self, plan: TopKPlan, subjects) -> list[tuple]:
+        return _subject_rows(plan, subjects) + _topk_explain_rows(plan)
+
+
+# -- planning ------------------------------------------------------------------------------------
+def _topk_shape(a: Analysis, x: Syntax) -> _TopKShape | None:
+    """``GROUP BY keys ORDER BY <count> DESC LIMIT k [OFFSET o]`` with one unfiltered count.
+
+    Near misses (another ORDER BY, no LIMIT, HAVING, several aggregates) are counting-class
+    queries: every cell gets a noisy count and the ORDER BY / LIMIT is post-processing.
+    """
+    q, projections, aggs, agg_inputs = x.q, x.projections, x.aggs_nodes, x.agg_inputs
+    if not x.keys_exprs or len(aggs) != 1 or q.args.get("having") is not None:
+        return None
+    kind, inp = agg_inputs[0]
+    if kind not in (COUNT_ROWS, COUNT_SUBJECTS) or inp is not None:
+        return None
+    order, limit = q.args.get("order"), q.args.get("limit")
+    if order is None or limit is None or not order.expressions or not order.expressions[0].args.get("desc"):
+        return None
+    text = aggs[0].sql(dialect="duckdb")
+    target = order.expressions[0].this
+    if isinstance(target, exp.Column) and not target.table:
+        named = [p.this for p in projections if isinstance(p, exp.Alias) and p.alias.lower() == target.name.lower()]
+        target = named[0] if named else target
+    elif isinstance(target, exp.Literal) and not target.is_string and 1 <= int(target.this) <= len(projections):
+        target = projections[int(target.this) - 1].unalias()
+    if target.sql(dialect="duckdb") != text:
+        return None
+    shown = any(n.sql(dialect="duckdb") == text for p in projections for n in p.walk())
+    offset = q.args.get("offset")
+    k = _int_literal(limit.expression, "LIMIT")
+    o = _int_literal(offset.expression, "OFFSET") if offset is not None else 0
+    return _TopKShape(k, o, shown, kind)
+
+def _topk_common(a: Analysis, k: int, n_items: int | None, what: str) -> None:
+    s = a.settings
+    if s.consistent and "consistent" in s.explicit:
+        raise errors.UnsupportedQueryError(
+            "consistent = true applies to tables of counts, not to a top-k selection", code="DP219",
+            hint="drop consistent, or drop ORDER BY ... LIMIT to get the whole table",
+        )  # fmt: skip
+    if k < 1:
+        raise errors.UnsupportedQueryError(
+            "LIMIT 0 asks for no items", code="DP219", hint="ask for the top k with LIMIT k, k >= 1"
+        )
+    if n_items is not None and k > n_items:
+        raise errors.UnsupportedQueryError(
+            f"The query asks for the top {k} of {what}, which has only {n_items} item(s)",
+            code="DP219",
+            hint=f"ask for at most {n_items} (LIMIT + OFFSET), or drop ORDER BY ... LIMIT "
+            "to get a noisy count for every item",
+        )
+    if s.personalization in ("partition", "t_round"):
+        raise errors.UnsupportedQueryError(
+            f"Top-k selection cannot be combined with personalization = '{s.personalization}'",
+            code="DP219",
+            hint="use personalization 'sample' (the default), 'threshold' or 'minimum'",
+        )
+
+def _topk_shares(a: Analysis, k: int, n_items: int | None, counts: bool, selection: bool
+) -> tuple[float, float | None, float | None]:
+    """Equal shares of ε for the selection, the counts (if shown) and key selection (if needed)."""
+    s = a.settings
+    releases = 1 + int(counts) + int(selection)
+    share = s.epsilon / releases
+    sel = s.epsilon - share * (releases - 1)  # absorbs rounding: the shares sum to ε exactly
+    try:
+        topk_mech.check_public_inputs(n_items or k, k, sel, s.topk_method)
+    except ValueError as e:
+        raise errors.UnsupportedQueryError(
+            f"Top-k: {e}", code="DP219", hint="raise epsilon, ask for fewer items, or choose another topk_method"
+        ) from e
+    return sel, (share if counts else None), (share if selection else None)
+
+def _topk_plan(a: Analysis, q: exp.Select, base: exp.Select, key_specs: list[KeySpec], shape: _TopKShape,
+    projections: list[exp.Expr], keys_exprs: list[exp.Expr], aggs: list[exp.Expr], original_sql: str,
+) -> TopKPlan:  # fmt: skip
+    s, table = a.settings, a.table
+    k = shape.limit + shape.offset
+    universe = None if any(ks.domain is None for ks in key_specs) else math.prod(len(ks.domain) for ks in key_specs)
+    names = ", ".join(ks.name for ks in key_specs)
+    _topk_common(a, k, universe, f"the cells of {names}")
+    max_groups = s.max_groups or table.max_groups
+    sel_eps, count_eps, ks_eps = _topk_shares(a, k, universe, shape.counts_shown, universe is None)
+    counts = Component("subjects", min(k, max_groups), count_eps) if count_eps is not None else None
+    key_selection = key_selection_threshold(ks_eps, s.delta, max_groups) if ks_eps is not None else None
+    post, outputs = a._post(q, projections, keys_exprs, aggs, key_specs, original_sql)
+    order = post.args["order"].copy()
+    order.append("expressions", exp.Ordered(this=exp.column("__a1")))  # the selection's rank breaks ties
+    post.set("order", order)
+    notes = []
+    if counts is None:
+        notes.append("only which items win is released, in noisy order; show the count column for noisy counts")
+    if universe is None:
+        notes.append("the items are discovered by DP key selection first: fewer than LIMIT may come back")
+    plan = TopKPlan(
+        table=table,
+        settings=s,
+        statement_sql=original_sql,
+        source=base,
+        keys=tuple(key_specs),
+        columns=(),
+        k=k,
+        method=s.topk_method,
+        selection_epsilon=sel_eps,
+        counts=counts,
+        key_selection=key_selection,
+        max_groups=max_groups,
+        post=post,
+        outputs=tuple(outputs),
+        charge=SubjectCharge(s.personalization, s.epsilon, key_selection.delta if key_selection else 0.0),
+        notes=tuple(notes),
+    )
+    if shape.kind == COUNT_ROWS and not plan.distinct_by_schema:
+        note = "COUNT(*) ranks items by the number of subjects holding them (a subject counts once per item)"
+        plan = replace(plan, notes=(note, *plan.notes))
+    return plan
+
+def _columns_topk_plan(a: Analysis, q: exp.Select, original_sql: str) -> TopKPlan:
+    """``dp_top_k_columns('table', k => n [, counts => true])``: the k most frequent 0/1 columns."""
+    s, table = a.settings, a.table
+    call = topk_columns_call(q)
+    k, counts_shown = topk_columns_arguments(call)
+    items = tuple(
+        c.name for c in table.columns.values()
+        if c.name != table.unit and (c.type.upper() == "BOOLEAN" or is_numeric_type(c.type))
+    )  # fmt: skip
+    if not items:
+        raise errors.UnsupportedQueryError(
+            f"{table.name} has no BOOLEAN or numeric columns to rank", code="DP219",
+            hint="dp_top_k_columns ranks 0/1 (or BOOLEAN) columns by how many subjects have them set",
+        )  # fmt: skip
+    _topk_common(a, k, len(items), f"the {len(items)} 0/1 columns of {table.name}")
+    max_groups = s.max_groups or table.max_groups
+    sel_eps, count_eps, _ = _topk_shares(a, k, len(items), counts_shown, False)
+    counts = Component("subjects", min(k, max_groups), count_eps) if count_eps is not None else None
+    unit = exp.column(table.unit, quoted=True)
+    source = exp.select(exp.alias_(unit.copy(), "__unit")).from_(exp.table_(table.name, db="main", quoted=True))
+    source = source.where(exp.Not(this=exp.Is(this=unit, expression=exp.Null())))
+    post = q.copy()
+    node = next(t for t in post.find_all(exp.Table) if t.this is not None and topk_columns_call_node(t))
+    node.replace(exp.Table(this=exp.to_identifier("__noisy"), alias=node.args.get("alias")))
+    if post.args.get("order") is None:
+        post = post.order_by("rank")
+    notes = ["a column counts for a subject when any of its rows has it non-zero / true"]
+    if counts is None:
+        notes.append("only which columns win is released, in noisy order; add counts => true for noisy counts")
+    return TopKPlan(
+        table=table,
+        settings=s,
+        statement_sql=original_sql,
+        source=source,
+        keys=(),
+        columns=items,
+        k=k,
+        method=s.topk_method,
+        selection_epsilon=sel_eps,
+        counts=counts,
+        key_selection=None,
+        max_groups=max_groups,
+        post=post,
+        outputs=(),
+        charge=SubjectCharge(s.personalization, s.epsilon, 0.0),
+        notes=tuple(notes),
+    )
+
+
+@dataclass(frozen=True)
+class _TopKShape:
+    limit: int
+    offset: int
+    counts_shown: bool
+    kind: str
+
+
+def topk_columns_call_node(table: exp.Table) -> exp.Anonymous | None:
+    func = table.this
+    if isinstance(func, exp.Anonymous) and function_name(func) == TOPK_COLUMNS_FUNCTION:
+        return func
+    return None
+
+
+def topk_columns_call(q: exp.Expr) -> exp.Anonymous | None:
+    """The ``dp_top_k_columns(...)`` call in a statement, if any."""
+    for t in q.find_all(exp.Table):
+        call = topk_columns_call_node(t)
+        if call is not None:
+            return call
+    return None
+
+
+def topk_columns_arguments(call: exp.Anonymous) -> tuple[int, bool]:
+    """(k, counts) of ``dp_top_k_columns('table', k => n [, counts => true])``; the table is checked in classify."""
+    usage = "dp_top_k_columns('table', k => 10) or dp_top_k_columns('table', k => 10, counts => true)"
+    k: int | None = None
+    counts = False
+    for i, arg in enumerate(call.expressions[1:], start=1):
+        if isinstance(arg, (exp.Kwarg, exp.PropertyEQ, exp.EQ)):
+            name, value = arg.this.name.lower(), arg.expression
+        elif i == 1:
+            name, value = "k", arg
+        else:
+            raise errors.ProgrammingError(f"Unexpected argument {arg.sql(dialect='duckdb')}", code="DP205", hint=usage)
+        if name == "k":
+            k = _int_literal(value, "k")
+        elif name == "counts":
+            if not isinstance(value, exp.Boolean):
+                raise errors.ProgrammingError("counts takes true or false", code="DP205", hint=usage)
+            counts = bool(value.this)
+        else:
+            raise errors.ProgrammingError(f"Unknown argument {name} of dp_top_k_columns", code="DP205", hint=usage)
+    if k is None:
+        raise errors.ProgrammingError("dp_top_k_columns needs k", code="DP205", hint=usage)
+    return k, counts
+
+
+def _int_literal(node: exp.Expr, what: str) -> int:
+    if isinstance(node, exp.Literal) and not node.is_string:
+        try:
+            return int(node.this)
+        except ValueError:
+            pass
+    raise errors.UnsupportedQueryError(
+        f"{what} {node.sql(dialect='duckdb')} must be a whole number for a top-k query",
+        code="DP219",
+        hint=f"write {what} 10 (parameters are fine: they are bound before planning)",
+    )
+
+
+
+def _topk_explain_rows(plan: TopKPlan) -> list[tuple]:
+    s = plan.settings
+    rows = []
+    if plan.columns:
+        rows.append(("universe", None, None, None, None, None,
+                     f"{len(plan.columns)} 0/1 column(s) of {plan.table.name} (public schema)"))  # fmt: skip
+    else:
+        for k in plan.keys:
+            size = f"{len(k.domain)} values" if k.domain is not None else "unknown"
+            rows.append((f"key {k.name}", None, None, None, None, None, f"domain: {k.source} ({size})"))
+        if plan.n_items is not None:
+            rows.append(("universe", None, None, None, None, None, f"{plan.n_items} item(s): the cells of the keys"))
+    if plan.key_selection is not None:
+        ks = plan.key_selection
+        rows.append(("key selection", "key_selection", ks.epsilon, ks.delta, str(ks.sensitivity), None,
+                     f"an item enters the universe when its noisy subject count reaches {ks.threshold}; "
+                     f"at most {plan.max_groups} item(s) per subject"))  # fmt: skip
+    shares = topk_mech.planned_shares(plan.method, plan.selection_epsilon)
+    detail = ", ".join(f"{name} ε={eps:.4g}" for name, eps in shares.items())
+    rows.append((f"top {plan.k}", plan.method, plan.selection_epsilon, 0.0, "1 per item (monotone)", None,
+                 f"releases {plan.k} item(s) in noisy order, no counts; {detail}"))  # fmt: skip
+    if plan.counts is not None:
+        c = plan.counts
+        w = noise.discrete_laplace_half_width(c.epsilon, c.sensitivity, s.alpha)
+        rows.append(("counts", "discrete Laplace", c.epsilon, 0.0, str(c.sensitivity), f"±{w}",
+                     f"fresh subject counts of the {plan.k} selected item(s); "
+                     f"at most {plan.max_groups} item(s) per subject"))  # fmt: skip
+    rows.append(("semantics", None, None, None, None, None,
+                 "an item's frequency is the number of subjects holding it; one subject changes each by at most 1"))  # fmt: skip
+    for note in plan.notes:
+        rows.append(("note", None, None, None, None, None, note))
+    return rows
+
+
+
+
+QUERY_CLASS = TopKQuery()

@@ -1,0 +1,239 @@
+"""The counting class: COUNT / SUM / AVG with WHERE and GROUP BY over one protected table.
+
+Plan: the shared SQL analysis (``dpgate.queries.analysis``) fixes the rows, keys, bounded
+aggregate inputs and post-processing; this module gives every aggregate an equal share of ε
+(one more share for DP key selection when a key has no public domain) and fixes the charge.
+Answer: one bounded exact pass (``exact``), discrete Laplace noise per cell
+(``dpgate.mechanisms.laplace``), optional Norm-Sub consistency, post-processing in DuckDB
+over the noisy relation only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import duckdb
+import numpy as np
+
+from dpgate import errors, noise, release
+from dpgate.frontend.classify import Classified
+from dpgate.mechanisms import KeySelector, LaplaceCounting
+from dpgate.queries.analysis import Analysis, _with_epsilon, key_selection_threshold
+from dpgate.queries.base import Context, Run, _subject_rows, personalization_notes
+from dpgate.queries.counting import exact as exact_mod
+from dpgate.queries.plans import COUNT_SUBJECTS, CountPlan, SubjectCharge
+from dpgate.release import Answer, ColumnNoise
+
+
+class CountingQuery:
+    """Every DP SELECT over a non-graph protected table that no other class recognised."""
+
+    name = "counting"
+
+    def recognises(self, classified: Classified, ctx: Context) -> bool:
+        return classified.kind == "dp" and classified.protected.kind != "graph"
+
+    def plan(self, classified: Classified, ctx: Context) -> CountPlan:
+        a = Analysis(classified, ctx.catalog, ctx.session, ctx.facts)
+        p = a.prepare()
+        x = p.syntax
+        s, table = a.settings, a.table
+        types, key_specs, needs_selection, cells = p.types, p.key_specs, p.needs_selection, p.cells
+        max_rows, max_groups = p.max_rows, p.max_groups
+        if "topk_method" in s.explicit:
+            raise errors.UnsupportedQueryError(
+                "topk_method applies to top-k queries, and this query is not one",
+                code="DP219",
+                hint="a top-k query is SELECT key, COUNT(*) AS n FROM t GROUP BY key ORDER BY n DESC LIMIT k "
+                "(no HAVING, no other aggregate); drop the option otherwise",
+            )
+
+        has_subject_count = any(kind == COUNT_SUBJECTS for kind, _ in x.agg_inputs)
+        group_limit = cells if cells is not None else math.inf
+        bound_groups = (has_subject_count or needs_selection) and max_groups < min(max_rows, group_limit)
+        groups_per_subject = min(max_rows, max_groups if bound_groups else max_rows, group_limit)
+
+        releases = len(x.aggs_nodes) + (1 if needs_selection else 0)
+        share = s.epsilon / releases
+        if needs_selection:
+            # The last share absorbs rounding so the shares sum to ε exactly.
+            sel_eps = s.epsilon - share * len(x.aggs_nodes)
+            key_selection = key_selection_threshold(sel_eps, s.delta, int(groups_per_subject))
+        else:
+            key_selection = None
+
+        aggs = []
+        for i, (node, (kind, inp)) in enumerate(zip(x.aggs_nodes, x.agg_inputs)):
+            eps_i = share
+            aggs.append(
+                a._agg_spec(i, node, kind, inp, eps_i, max_rows, groups_per_subject, types.get(f"__v{i}"))
+            )
+        if key_selection is None and len(aggs) > 0:
+            # Make the shares add up to ε exactly despite floating point.
+            spent = sum(a.epsilon for a in aggs[:-1])
+            aggs[-1] = _with_epsilon(aggs[-1], s.epsilon - spent)
+
+        post, outputs = a._post(x.q, x.projections, x.keys_exprs, x.aggs_nodes, key_specs, x.original_sql)
+        if key_selection is not None and s.personalization in ("partition", "t_round"):
+            raise errors.UnsupportedQueryError(
+                f"DP key selection cannot be combined with personalization = '{s.personalization}'",
+                code="DP219",
+                hint="use a declared domain, or personalization 'threshold', 'sample' or 'minimum'",
+            )
+        options = {}
+        if s.personalization in ("partition", "t_round"):
+            options = {"partitioning": s.partitioning, "partitions": s.partitions, "min_size": s.min_partition_size}
+            if s.personalization == "t_round":
+                options["rounds"] = s.rounds
+        charge = SubjectCharge(
+            rule=s.personalization,
+            epsilon=s.epsilon,
+            delta=key_selection.delta if key_selection else 0.0,
+            options=options,
+        )
+        return CountPlan(
+            table=table,
+            settings=s,
+            statement_sql=x.original_sql,
+            source=p.base,
+            unit=x.unit,
+            keys=tuple(key_specs),
+            aggs=tuple(aggs),
+            key_selection=key_selection,
+            max_rows=max_rows,
+            max_groups=max_groups,
+            bound_groups=bound_groups,
+            post=post,
+            outputs=tuple(outputs),
+            charge=charge,
+        )
+
+    def bind_check(self, con: duckdb.DuckDBPyConnection, plan: CountPlan, probe: str) -> None:
+        unit_type = plan.table.columns[plan.table.unit].type
+        parts = 2 if plan.charge.rule in ("partition", "t_round") else 1
+        exact_mod.bind_check(con, plan, probe, unit_type, parts)
+
+    def answer(self, run: Run) -> Answer:
+        """Exact bounded statistics, (key selection,) noise, post-processing."""
+        plan, debit, rng = run.plan, run.debit, run.rng
+        subjects = debit.subjects
+        n_parts = len(subjects.parts) if subjects is not None else 1
+        salt = int(rng.integers(0, 2**62))
+        exact = exact_mod.run(run.con, plan, debit.charged, salt, n_parts)
+        if plan.key_selection is not None:
+            ks = plan.key_selection
+            run_eps = float(subjects.parts[0].epsilon) * ks.epsilon / plan.epsilon if subjects else ks.epsilon
+            selection = key_selection_threshold(run_eps, ks.delta, ks.sensitivity)
+            idx = KeySelector().select(exact.subjects, selection, rng=rng)
+        else:
+            idx = np.arange(len(exact.keys))
+        keys = [exact.keys[i] for i in idx]
+        if plan.settings.consistent:  # Norm-Sub needs the unclamped noisy counts
+            unclamped = dataclasses.replace(plan, settings=dataclasses.replace(plan.settings, clamp_counts=False))
+            noisy = release.consistent_counts(plan, LaplaceCounting().release(unclamped, exact, idx, rng=rng, subjects=subjects))
+        else:
+            noisy = LaplaceCounting().release(plan, exact, idx, rng=rng, subjects=subjects)
+        names, types, rows, intervals = release.noisy_rows(run.con, plan, keys, noisy, plan.settings.intervals)
+        columns = {}
+        for out in plan.outputs:
+            if out.agg is not None:
+                col = noisy[out.agg]
+                columns[out.name] = ColumnNoise(col.mechanism, col.epsilon, col.scale)
+        notes = []
+        if plan.settings.consistent:
+            notes.append("consistent = true: each table of counts is non-negative and keeps its noisy total "
+                         "(Norm-Sub, post-processing); its cells carry no intervals")  # fmt: skip
+        if plan.key_selection is not None:
+            notes.append(
+                f"keys chosen by DP key selection (threshold {plan.key_selection.threshold} subjects, "
+                f"δ={plan.key_selection.delta:g}); {len(keys)} key(s) released"
+            )
+        notes += personalization_notes(plan, subjects)
+        return Answer(names, types, rows, intervals, columns, notes)
+
+
+    def explain_rows(self, plan: CountPlan, subjects) -> list[tuple]:
+        s = plan.settings
+        rows = _subject_rows(plan, subjects)
+        if not isinstance(subjects, errors.Error):
+            error = _predicted_count_error(plan, subjects)
+            if error is not None:
+                rows.append(("expected error", None, None, None, None, None, error))
+        rows.append(
+            (
+                "bounding",
+                None,
+                None,
+                None,
+                None,
+                None,
+                f"at most {plan.max_rows} row(s) per subject"
+                + (f", at most {plan.max_groups} group(s)" if plan.bound_groups else "")
+                + ", sampled at random; inputs clamped to their bounds",
+            )
+        )
+        for k in plan.keys:
+            size = f"{len(k.domain)} values" if k.domain is not None else "unknown"
+            rows.append((f"key {k.name}", None, None, None, None, None, f"domain: {k.source} ({size})"))
+        if plan.key_selection is not None:
+            ks = plan.key_selection
+            rows.append(
+                (
+                    "key selection",
+                    "key_selection",
+                    ks.epsilon,
+                    ks.delta,
+                    str(ks.sensitivity),
+                    None,
+                    f"release a key when its noisy subject count reaches {ks.threshold}",
+                )
+            )
+        for agg in plan.aggs:
+            for comp in agg.components:
+                w = noise.discrete_laplace_half_width(comp.epsilon, comp.sensitivity, s.alpha)
+                grid = agg.grid if agg.kind in ("sum", "avg") else 1.0
+                half = f"±{w * grid:.6g}" if grid != 1.0 else f"±{w}"
+                bounds = f"; input clamped to [{agg.lower:g}, {agg.upper:g}]" if agg.lower is not None else ""
+                rows.append(
+                    (
+                        f"{agg.label} ({comp.label})",
+                        "discrete Laplace",
+                        comp.epsilon,
+                        0.0,
+                        str(comp.sensitivity) + (f" × 2^{int(np.log2(grid))}" if grid != 1.0 else ""),
+                        half,
+                        f"{agg.kind}{bounds}",
+                    )
+                )
+        if plan.cells is not None:
+            rows.append(("cells", None, None, None, None, None, f"{plan.cells} cell(s), every one released with noise"))
+        for note in plan.notes:
+            rows.append(("note", None, None, None, None, None, note))
+        return rows
+
+
+
+
+def _predicted_count_error(plan: CountPlan, subjects) -> str | None:
+    """Predicted standard error of the first count-like aggregate under the personalization plan."""
+    from dpgate.mechanisms import pdp
+
+    agg = next((a for a in plan.aggs if a.kind in ("count_rows", "count_values", "count_subjects", "count_distinct")), None)
+    if agg is None:
+        return None
+    comp = agg.components[0]
+    frac = comp.epsilon / plan.epsilon
+    variances = [noise.discrete_laplace_std(float(p.epsilon) * frac, comp.sensitivity) ** 2 for p in subjects.parts]
+    combined = len(subjects.parts) > 1 or subjects.left_out or subjects.rule == "sample"
+    if not combined:
+        return f"{agg.label}: noise std ≈ {variances[0] ** 0.5:.3g} per cell"
+    rmse = pdp.predicted_mse(subjects, variances, (plan.max_rows / 2) ** 2) ** 0.5
+    return (
+        f"{agg.label}: predicted root-mean-square error ≈ {rmse:.3g} per cell "
+        "(noise, plus selection error if budgets are independent of the data)"
+    )
+
+
+
+QUERY_CLASS = CountingQuery()

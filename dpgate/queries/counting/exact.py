@@ -35,21 +35,11 @@ from typing import Any
 import duckdb
 import numpy as np
 from dpgate import errors
+from dpgate.queries.base import bind
 from dpgate.frontend.dialect import to_duckdb
-from dpgate.queries.plans import AVG, COUNT_DISTINCT, COUNT_ROWS, COUNT_SUBJECTS, COUNT_VALUES, SUM, AggSpec, CountPlan
+from dpgate.queries.plans import ExactAnswer, AVG, COUNT_DISTINCT, COUNT_ROWS, COUNT_SUBJECTS, COUNT_VALUES, SUM, AggSpec, CountPlan
 
 _ids = itertools.count(1)
-
-
-@dataclass
-class ExactAnswer:
-    """Exact bounded statistics, one array per noise component, aligned with ``keys``."""
-
-    keys: list[tuple[Any, ...]]
-    components: dict[tuple[int, str], np.ndarray]
-    subjects: np.ndarray | None  # per key, for DP key selection
-    heavy_subjects: int  # subjects whose rows were sampled down
-    unused_units: int | None  # units with rows that were not charged (None: not counted)
 
 
 def _agg_sql(agg: AggSpec) -> list[tuple[str, str]]:
@@ -208,24 +198,6 @@ def bind_check(
     params = dict(q.params, salt=0)  # $salt is a UBIGINT below 2^62
     bind(con, f"SELECT count(*) FILTER (WHERE {q.over}) FROM {q.per_unit}")
     bind(con, q.aggregate(" UNION ALL ".join(f"({p})" for p in parts)), params)
-
-
-def bind(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None, *, public: bool = False) -> None:
-    """DESCRIBE one statement a run will send (no execution), before anything is charged.
-
-    Every query class binds its statements this way: a statement DuckDB cannot bind fails the
-    same way whatever the data, so it must fail here, where a refusal costs nothing. A
-    ``public`` statement (one that reads no protected row, e.g. casting a declared domain)
-    is run instead, so that its runtime errors are caught here too.
-    """
-    try:
-        con.execute(sql if public else f"DESCRIBE {sql}", params)
-    except duckdb.Error as e:
-        raise errors.ProgrammingError(
-            f"DuckDB cannot bind this query: {str(e).strip().splitlines()[0]}",
-            code="DP230",
-            hint="fix the SQL; nothing was charged",
-        ) from e
 
 
 def run(con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, salt: int, n_parts: int = 1) -> ExactAnswer:

@@ -32,7 +32,7 @@ from dpgate.queries.synthetic import coding as synthesis
 from dpgate.catalog.tables import MAIN, Catalog
 from dpgate.frontend.classify import Classified
 from dpgate.frontend.dialect import to_sql
-from dpgate.queries.counting.exact import bind
+from dpgate.queries.base import _subject_rows, bind, personalization_notes
 from dpgate.mechanisms import pdp, privbayes
 from dpgate.frontend.nodes import DPOptions
 from dpgate.queries.plans import SubjectCharge, SynthesisPlan
@@ -324,3 +324,30 @@ def explain_rows(plan: SynthesisPlan) -> list[tuple]:
     for note in plan.notes:
         rows.append(("note", None, None, None, None, None, note))
     return rows
+
+
+# -- the class -----------------------------------------------------------------------------------
+class SyntheticQuery:
+    """``CREATE SYNTHETIC TABLE name FROM t USING mechanism WITH (...)``: a public release."""
+
+    name = "synthetic"
+
+    def recognises(self, classified: Classified, ctx) -> bool:
+        return classified.kind == "synthetic"
+
+    def plan(self, classified: Classified, ctx) -> SynthesisPlan:
+        return plan(classified, ctx.catalog, ctx.session)
+
+    def bind_check(self, con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, probe: str) -> None:
+        bind_check(con, plan, probe)
+
+    def answer(self, run) -> Answer:
+        out = answer(run.con, run.plan, run.debit, run.analyst, rng=run.rng, progress=run.progress)
+        out.notes += personalization_notes(run.plan, run.subjects, scaled_note=False)
+        return out
+
+    def explain_rows(self, plan: SynthesisPlan, subjects) -> list[tuple]:
+        return _subject_rows(plan, subjects) + explain_rows(plan)
+
+
+QUERY_CLASS = SyntheticQuery()

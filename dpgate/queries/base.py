@@ -1,0 +1,164 @@
+"""What every query class implements, and what the classes share.
+
+A query class (counting, top-k, subgraph counts, synthetic releases, …) is one module under
+``dpgate.queries`` with an object that satisfies ``QueryClass``: it recognises its statements,
+plans them without reading a protected row, lets DuckDB bind the plan's SQL before the debit,
+explains the plan, and answers after the debit. The gateway iterates the registry in
+``dpgate.queries`` and has no per-class code. This module imports no query class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import duckdb
+import numpy as np
+
+from dpgate import errors
+from dpgate.catalog.tables import Catalog
+from dpgate.frontend.classify import Classified
+from dpgate.frontend.settings import Session
+from dpgate.release import Answer
+
+
+@dataclass
+class Context:
+    """What planning may read: the catalog, the session settings and public facts (no rows)."""
+
+    catalog: Catalog
+    session: Session
+    facts: Any  # dpgate.queries.analysis.PublicFacts
+
+
+@dataclass
+class Run:
+    """One charged execution: the connection, the plan, the debit and the random streams."""
+
+    con: duckdb.DuckDBPyConnection
+    plan: Any
+    debit: Any  # dpgate.ledger.Debit
+    analyst: str
+    rng: np.random.Generator  # noise
+    sampling: np.random.Generator  # post-processing sampling (rows of public releases)
+    progress: Callable[[float, str], None] | None = None
+
+    @property
+    def subjects(self):
+        return self.debit.subjects
+
+    @property
+    def charged(self) -> str:
+        return self.debit.charged
+
+
+class QueryClass(Protocol):
+    """The protocol of a query class; ``name`` is what EXPLAIN and the ledger call it."""
+
+    name: str
+
+    def recognises(self, classified: Classified, ctx: Context) -> bool:
+        """Whether this class answers the statement (cheap; reads no rows; may refuse)."""
+        ...
+
+    def plan(self, classified: Classified, ctx: Context) -> Any:
+        """The plan: mechanism, ε/δ, sensitivities, charges. Pure: reads no protected row."""
+        ...
+
+    def bind_check(self, con: duckdb.DuckDBPyConnection, plan: Any, probe: str) -> None:
+        """Let DuckDB bind every statement the answer will run (over ``probe``, no rows)."""
+        ...
+
+    def explain_rows(self, plan: Any, subjects: Any) -> list[tuple]:
+        """EXPLAIN PRIVACY rows after the common ``query`` row."""
+        ...
+
+    def answer(self, run: Run) -> Answer:
+        """Exact bounded statistics, noise and post-processing, after the debit."""
+        ...
+
+
+def personalization_notes(plan, subjects, *, scaled_note: bool = True) -> list[str]:
+    """What the personalization rule did, for the answer's metadata (counts only, no identities)."""
+    if subjects is None:
+        return []
+    notes = []
+    if subjects.excluded:
+        notes.append(
+            f"{subjects.excluded} subject(s) had no budget left"
+            + (f" (or less than δ={plan.delta:g})" if plan.delta else "") + " and were excluded (charged nothing)"
+        )
+    if subjects.left_out:
+        notes.append(
+            f"{subjects.left_out} subject(s) had less than ε={plan.epsilon:g} left: left out by the threshold rule "
+            "(charged nothing)"
+        )
+    reduced = any(p.epsilon < subjects.requested for p in subjects.parts)
+    combined = subjects.combined
+    if combined or reduced or subjects.rule in ("minimum", "partition", "t_round"):
+        notes.append(f"personalization {subjects.rule}: " + "; ".join(subjects.describe()))
+    if combined and scaled_note:
+        notes.append(
+            "the answer is scaled to all subjects with budget left; unbiased if budgets are independent of "
+            "the data; intervals cover the noise only"
+        )
+    return notes
+
+
+def _subject_rows(plan, subjects) -> list[tuple]:
+    """EXPLAIN rows of the personalization rule: who is used, who pays what."""
+    rule = plan.charge.rule
+    if isinstance(subjects, errors.Error):
+        return [("subjects", f"personalization: {rule}", None, None, None, None,
+                 f"the query would be refused: {subjects.message}")]  # fmt: skip
+    rows = [
+        (
+            "subjects",
+            f"personalization: {rule}",
+            float(subjects.max_charge),
+            plan.charge.delta,
+            None,
+            None,
+            f"{subjects.population} subject(s) with budget left, {subjects.excluded} with none (excluded)"
+            + (f", {subjects.left_out} left out by the threshold" if subjects.left_out else ""),
+        )
+    ]
+    for line in subjects.describe():
+        rows.append(("partition", None, None, None, None, None, line))
+    for charge, count in subjects.charge_distribution():
+        rows.append(("charge", None, float(charge), plan.charge.delta if charge > 0 else 0.0, None, None,
+                     f"{count} subject(s) pay ε={float(charge):g}"))  # fmt: skip
+    return rows
+
+
+def explain_head(plan) -> tuple:
+    """The first EXPLAIN row, common to every class."""
+    s = plan.settings
+    return (
+        "query",
+        plan.mechanism,
+        plan.epsilon,
+        plan.delta,
+        None,
+        None,
+        f"class {plan.query_class} over {plan.table.name}; error bars at {100 * (1 - s.alpha):g}%",
+    )
+
+
+def bind(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None, *, public: bool = False) -> None:
+    """DESCRIBE one statement a run will send (no execution), before anything is charged.
+
+    Every query class binds its statements this way: a statement DuckDB cannot bind fails the
+    same way whatever the data, so it must fail here, where a refusal costs nothing. A
+    ``public`` statement (one that reads no protected row, e.g. casting a declared domain)
+    is run instead, so that its runtime errors are caught here too.
+    """
+    try:
+        con.execute(sql if public else f"DESCRIBE {sql}", params)
+    except duckdb.Error as e:
+        raise errors.ProgrammingError(
+            f"DuckDB cannot bind this query: {str(e).strip().splitlines()[0]}",
+            code="DP230",
+            hint="fix the SQL; nothing was charged",
+        ) from e
