@@ -15,10 +15,12 @@ from typing import Any, Protocol
 
 import duckdb
 import numpy as np
+from sqlglot import exp
 
 from dpgate import errors
-from dpgate.catalog.tables import Catalog
+from dpgate.catalog.tables import Catalog, ProtectedTable
 from dpgate.frontend.classify import Classified
+from dpgate.frontend.dialect import to_duckdb
 from dpgate.frontend.settings import Session
 from dpgate.release import Answer
 
@@ -162,3 +164,28 @@ def bind(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None, *, public
             code="DP230",
             hint="fix the SQL; nothing was charged",
         ) from e
+
+
+def restrict_to_charged(source: exp.Select, table: ProtectedTable, charged: str) -> str:
+    """``source`` with the protected table replaced by the rows of the charged subjects only.
+
+    The analyst's expressions (WHERE, keys, aggregate inputs, join conditions) then never meet
+    a row of a subject that was not charged for the query (exhausted, left out by the rule,
+    not on the roster). ``OFFSET 0`` is an optimisation fence: DuckDB pushes filters through
+    subqueries and materialised CTEs, but not through a LIMIT/OFFSET, so the analyst's WHERE
+    is evaluated above the restriction (``tests/queries/test_charged_rows.py`` checks this on
+    the installed engine).
+    """
+    q = source.copy()
+    unit = exp.to_identifier(table.unit, quoted=True).sql(dialect="duckdb")
+    name = exp.to_identifier(table.name, quoted=True).sql(dialect="duckdb")
+    inner = f"SELECT * FROM main.{name} WHERE {unit} IN (SELECT unit FROM {charged}) OFFSET 0"
+    for node in list(q.find_all(exp.Table)):
+        if node.name.lower() != table.name.lower() or node.args.get("db") not in (None, "") and node.db.lower() != "main":
+            continue
+        if not isinstance(node.this, exp.Identifier):
+            continue
+        alias = node.alias or table.name
+        sub = exp.Subquery(this=exp.maybe_parse(inner, dialect="duckdb"), alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
+        node.replace(sub)
+    return to_duckdb(q)

@@ -42,7 +42,7 @@ from dpgate.mechanisms.keyselection import KeySelector
 from dpgate.catalog.tables import is_numeric_type
 from dpgate.frontend.classify import TOPK_COLUMNS_FUNCTION, Classified, function_name
 from dpgate.queries.analysis import Analysis, Syntax, key_selection_threshold
-from dpgate.queries.base import Context, Run, _subject_rows, bind, personalization_notes
+from dpgate.queries.base import Context, Run, _subject_rows, bind, personalization_notes, restrict_to_charged
 from dpgate.queries.plans import COUNT_ROWS, COUNT_SUBJECTS, Component, KeySpec, SubjectCharge, TopKPlan
 from dpgate.release import Answer, ColumnNoise, noisy_rows
 
@@ -61,7 +61,7 @@ _BIGINT_SAFE = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLI
 
 def _pairs_from_domains(plan: TopKPlan, charged: str, params: dict[str, Any]) -> str:
     """Distinct (unit, cell position) over the product of the keys' public domains."""
-    src = to_duckdb(plan.source)
+    src = restrict_to_charged(plan.source, plan.table, charged)
     sizes = [len(k.domain) for k in plan.keys]
     joins, terms, conds = [], [], []
     for j, key in enumerate(plan.keys):
@@ -90,7 +90,7 @@ def _pairs_from_domains(plan: TopKPlan, charged: str, params: dict[str, Any]) ->
 
 def _pairs_from_keys(plan: TopKPlan, charged: str, params: dict[str, Any], selected: list[tuple]) -> str:
     """Distinct (unit, index) over an explicit list of key tuples (those key selection released)."""
-    src = to_duckdb(plan.source)
+    src = restrict_to_charged(plan.source, plan.table, charged)
     cols = []
     for j, key in enumerate(plan.keys):
         params[f"s{j}"] = [t[j] for t in selected]
@@ -123,7 +123,7 @@ def _pairs_from_columns(plan: TopKPlan, charged: str) -> str:
 
 def _key_subjects_sql(plan: TopKPlan, charged: str, salt: int) -> str:
     """Per key tuple: subjects holding it, each subject keeping at most ``max_groups`` keys [bound]."""
-    src = to_duckdb(plan.source)
+    src = restrict_to_charged(plan.source, plan.table, charged)
     keys = ", ".join(f"__k{j}" for j in range(len(plan.keys)))
     rank = f"hash(xor(hash(__unit, {keys}), {int(salt)}::UBIGINT))"
     distinct = (

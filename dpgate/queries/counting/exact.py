@@ -35,8 +35,7 @@ from typing import Any
 import duckdb
 import numpy as np
 from dpgate import errors
-from dpgate.queries.base import bind
-from dpgate.frontend.dialect import to_duckdb
+from dpgate.queries.base import bind, restrict_to_charged
 from dpgate.queries.plans import ExactAnswer, AVG, COUNT_DISTINCT, COUNT_ROWS, COUNT_SUBJECTS, COUNT_VALUES, SUM, AggSpec, CountPlan
 
 _ids = itertools.count(1)
@@ -155,7 +154,7 @@ class _SQL:
 
 def _build(plan: CountPlan, charged: str, n_parts: int = 1) -> _SQL:
     params: dict[str, Any] = {}
-    src = to_duckdb(plan.source)
+    src = restrict_to_charged(plan.source, plan.table, charged)
     positions = _positions(plan, params)
     in_domain = " AND ".join(f"({p}) IS NOT NULL" for p in positions if p is not None) or None
     keys = [f"__k{j}" for j in range(len(plan.keys))]

@@ -1,0 +1,72 @@
+"""Only charged subjects' rows meet the analyst's expressions (red-team class 1, second half).
+
+The exact pass restricts the protected table to the charged units *below* the analyst's
+WHERE, keys and aggregate inputs. The probe is an expression DuckDB cannot evaluate on the
+rows of uncharged subjects (odd ids) without raising, and that TRY() does not catch: with the
+restriction the exact pass succeeds; without it (0.6.0) it raised.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+import dpgate
+from dpgate.frontend.classify import classify
+from dpgate.frontend.dialect import parse_one
+from dpgate.queries import topk
+from dpgate.queries.counting import exact
+
+PROBE = "date_trunc(CASE WHEN uid % 2 = 1 THEN 'timezone' ELSE 'day' END, TIMESTAMP '2000-01-01') IS NOT NULL"
+EVEN = "(SELECT uid AS unit, 0 AS part FROM range(0, 400, 2) r(uid))"
+ALL = "(SELECT uid AS unit, 0 AS part FROM range(0, 400) r(uid))"
+
+
+@pytest.fixture
+def gw(make_db):
+    db = make_db(
+        "CREATE TABLE t AS SELECT i AS uid, i % 3 AS g FROM range(400) r(i)",
+        protect={"t": {"unit": "uid", "domains": {"g": [0, 1, 2]}}},
+    )
+    with dpgate.connect(str(db), analyst="alice") as con:
+        yield con.gateway
+
+
+def _plan(g, sql):
+    cat = g.catalog()
+    return g.plan(classify(parse_one(sql), cat), cat)
+
+
+def test_the_probe_raises_when_uncharged_rows_are_read(gw):
+    """The probe really is an error TRY() does not catch (else this file tests nothing)."""
+    with pytest.raises(duckdb.Error):
+        gw._con.execute(f"SELECT count(*) FROM t WHERE TRY({PROBE})").fetchall()
+
+
+def test_counting_reads_only_charged_rows(gw):
+    plan = _plan(gw, f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) g, COUNT(*) FROM t WHERE {PROBE} GROUP BY g")
+    got = exact.run(gw._con, plan, EVEN, salt=5)
+    assert int(sum(got.components[(0, "count")].sum(axis=0))) == 200
+    with pytest.raises(duckdb.Error):
+        exact.run(gw._con, plan, ALL, salt=5)
+
+
+def test_top_k_reads_only_charged_rows(gw):
+    plan = _plan(gw, f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) g, COUNT(*) AS n FROM t WHERE {PROBE} "
+                     "GROUP BY g ORDER BY n DESC LIMIT 1")  # fmt: skip
+    params: dict = {}
+    sql = topk._pairs_from_domains(plan, EVEN, params)
+    assert len(gw._con.execute(sql, params).fetchall()) == 200
+    with pytest.raises(duckdb.Error):
+        gw._con.execute(topk._pairs_from_domains(plan, ALL, {}), params).fetchall()
+
+
+def test_offset_zero_is_an_optimisation_fence_on_this_engine():
+    """DuckDB pushes filters into subqueries and materialised CTEs, but not through OFFSET."""
+    c = duckdb.connect()
+    c.execute("CREATE TABLE t AS SELECT i AS uid FROM range(1000) r(i); CREATE TABLE ch AS SELECT i AS unit FROM range(0, 1000, 2) r(i)")
+    cond = "CASE WHEN uid % 2 = 1 THEN CAST(CAST(uid AS VARCHAR) || 'a' AS INTEGER) > 0 ELSE true END"
+    fenced = f"SELECT count(*) FROM (SELECT * FROM t WHERE uid IN (SELECT unit FROM ch) OFFSET 0) s WHERE {cond}"
+    assert c.execute(fenced).fetchone()[0] == 500
+    with pytest.raises(duckdb.Error):  # without the fence the filter runs on every row
+        c.execute(f"SELECT count(*) FROM (SELECT * FROM t WHERE uid IN (SELECT unit FROM ch)) s WHERE {cond}").fetchall()
