@@ -230,3 +230,18 @@ def test_null_is_a_group_for_the_group_bound(make_db):
     for ans in answers:
         counts = list(first(ans, (0, "subjects")))
         assert counts[1] == 2 and counts[0] + counts[2] == 1
+
+
+def test_mixed_group_by_returns_the_public_keys_values(make_db):
+    """A public-domain key next to a key-selection key comes back as its value, not its position."""
+    db = make_db(
+        "CREATE TABLE t AS SELECT i AS uid, CASE WHEN i % 2 = 0 THEN 'even' ELSE 'odd' END AS g, i % 3 AS k "
+        "FROM range(3000) r(i)",
+        {"t": dict(unit="uid", domains={"g": ["even", "odd"]}, epsilon=100.0)},
+    )
+    with dpgate.connect(str(db), analyst="alice", test_seed=1) as con:
+        cur = con.cursor()
+        cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 5, delta = 1e-6) g, k, COUNT(*) FROM t "
+                    "GROUP BY g, k ORDER BY g, k")  # fmt: skip
+        rows = cur.fetchall()
+    assert [(g, k) for g, k, _ in rows] == [(g, k) for g in ("even", "odd") for k in range(3)]

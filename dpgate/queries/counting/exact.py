@@ -259,7 +259,11 @@ def run(con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, salt: int
         return _align_to_domains(plan, rows, nk, q.labels, int(heavy), unused, n_parts)
     if n_parts != 1:
         raise errors.InternalError("DP key selection runs on one partition of subjects")
-    key_rows = [tuple(r[:nk]) for r in rows]
+    # Keys with a public domain come back as their 1-based position: map them to their values.
+    key_rows = [
+        tuple(plan.keys[j].domain[int(r[j]) - 1] if q.positions[j] is not None else r[j] for j in range(nk))
+        for r in rows
+    ]
     comps = {lab: np.array([[_int(r[nk + i]) for r in rows]], dtype=object) for i, lab in enumerate(q.labels)}
     subjects = np.array([int(r[-1]) for r in rows], dtype=np.int64)
     return ExactAnswer(key_rows, comps, subjects, int(heavy), unused)
