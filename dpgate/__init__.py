@@ -22,6 +22,7 @@ from dpgate.errors import (
     PolicyError,
     ProgrammingError,
     UnsupportedQueryError,
+    RosterWarning,
     Warning,
 )
 from dpgate.catalog.owner import Owner
@@ -55,6 +56,7 @@ __all__ = [
     "ReleaseInfo",
     "Result",
     "UnsupportedQueryError",
+    "RosterWarning",
     "Warning",
     "apilevel",
     "connect",

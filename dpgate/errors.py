@@ -23,6 +23,10 @@ class Warning(Exception):  # noqa: A001 - PEP 249 name
     """PEP 249 ``Warning``."""
 
 
+class RosterWarning(UserWarning):
+    """A protected table's subject count becomes public because its roster comes from its rows."""
+
+
 class Error(Exception):
     """Root of dpgate's errors (PEP 249 ``Error``).
 

@@ -21,6 +21,7 @@ import json
 import math
 import os
 import tomllib
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -140,8 +141,14 @@ class Owner:
         bounds: Mapping[str, tuple[float, float]] | None = None,
         options: Mapping[str, Any] | None = None,
         subjects: str | None = None,
+        public_roster: bool = False,
     ) -> None:
         """Declare ``table`` protected, with ``unit`` as its privacy unit.
+
+        The roster (who the subjects are, and so how many) is derived from the table's rows:
+        its size becomes a public fact (``SHOW BUDGET`` and the answers' populations show
+        it). ``protect`` warns about that (``dpgate.RosterWarning``) unless the owner says the
+        subject count is public already (``public_roster=True``, e.g. a published census).
 
         ``subjects`` names the subject space (default: the table's own name). Tables whose
         privacy units identify the same people must share one (e.g. ``subjects="customers"``
@@ -279,7 +286,15 @@ class Owner:
                 self._declare(con, table, cols, col, domain=values)
             for col, (lo, hi) in (bounds or {}).items():
                 self._declare(con, table, cols, col, bounds=(lo, hi))
-            self._refresh_roster(con, table)
+            n = self._refresh_roster(con, table)
+        if not public_roster:
+            warnings.warn(
+                f"The roster of {table} is derived from its rows: its size ({n} subjects) becomes public "
+                "(SHOW BUDGET shows it). Pass public_roster=True (policy: public_roster = true) if that count "
+                "is public already.",
+                errors.RosterWarning,
+                stacklevel=2,
+            )
 
     def protect_graph(
         self,
@@ -660,7 +675,8 @@ class Owner:
             _check_keys(
                 f"[tables.{tname}]",
                 spec,
-                {"unit", "max_rows", "max_groups", "budget", "subject_delta", "columns", "options", "subjects"},
+                {"unit", "max_rows", "max_groups", "budget", "subject_delta", "columns", "options", "subjects",
+                 "public_roster"},
             )
             if "unit" not in spec:
                 raise errors.PolicyError(f"[tables.{tname}] needs unit = \"<column>\"", code="DP330")
@@ -691,6 +707,7 @@ class Owner:
                 bounds=bounds,
                 options=spec.get("options"),
                 subjects=spec.get("subjects"),
+                public_roster=bool(spec.get("public_roster", False)),
             )
             done.append(f"protected {tname} (unit {spec['unit']})")
         for gname, spec in policy.get("graphs", {}).items():

@@ -169,3 +169,20 @@ def test_tables_sharing_subjects_share_one_budget(tmp_path):
         with pytest.raises(errors.PolicyError) as info:
             o.protect("purchases", unit="customer_id", subjects="customer", epsilon=3.0)
         assert info.value.code == "DP317"
+
+
+def test_a_roster_from_the_rows_is_announced_public(tmp_path):
+    import warnings
+
+    import duckdb
+
+    path = tmp_path / "r.duckdb"
+    raw = duckdb.connect(str(path))
+    raw.execute("CREATE TABLE t AS SELECT i AS uid FROM range(7) r(i); CREATE TABLE u AS SELECT * FROM t")
+    raw.close()
+    with Owner(path) as owner:
+        with pytest.warns(dpgate.RosterWarning, match=r"its size \(7 subjects\) becomes public"):
+            owner.protect("t", unit="uid", epsilon=1.0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            owner.protect("u", unit="uid", epsilon=1.0, public_roster=True)
