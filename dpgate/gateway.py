@@ -23,6 +23,7 @@ from dpgate import database, errors, noise, queries
 from dpgate.catalog import releases as registry
 from dpgate.catalog import tables as catalog_mod
 from dpgate.catalog.facts import DuckDBFacts
+from dpgate.frontend import allowlist
 from dpgate.frontend.classify import Classified, classify
 from dpgate.frontend.dialect import parse_one, to_duckdb, to_sql
 from dpgate.frontend.settings import Session, literal_value
@@ -42,6 +43,8 @@ class Gateway:
         try:
             self._con = self._instance.root.cursor()
             self._con.execute("SET python_enable_replacements = false")
+            for name, value in allowlist.REQUIRED_SETTINGS.items():  # e.g. keep TRY() around shared subexpressions
+                self._con.execute(f"SET {name} = '{value}'")
             self.analyst = analyst
             self.session = Session()
             self.ledger = Ledger(self._instance, self._con)
@@ -164,8 +167,14 @@ class Gateway:
 
     def plan(self, classified: Classified, cat: catalog_mod.Catalog):
         """The plan of a DP statement, by the query class that recognises it (reads no row)."""
+        return self._plan(classified, cat)[1]
+
+    def _plan(self, classified: Classified, cat: catalog_mod.Catalog):
+        """(query class, plan); the statement must pass the allowlist first."""
+        allowlist.check(classified.statement)
         ctx = self._context(cat)
-        return queries.for_statement(classified, ctx).plan(classified, ctx)
+        qc = queries.for_statement(classified, ctx)
+        return qc, qc.plan(classified, ctx)
 
     def _cost(self, plan, sql: str, private: bool) -> Cost:
         return Cost(
@@ -183,9 +192,7 @@ class Gateway:
         )
 
     def _dp(self, classified: Classified, cat: catalog_mod.Catalog, sql: str) -> Result:
-        ctx = self._context(cat)
-        qc = queries.for_statement(classified, ctx)
-        plan = qc.plan(classified, ctx)
+        qc, plan = self._plan(classified, cat)
         randomness = self._randomness()
         cost = self._cost(plan, sql, randomness.private)
         qc.bind_check(self._con, plan, f"(SELECT unit, 0 AS part FROM {plan.table.roster_table_sql})")
@@ -193,7 +200,7 @@ class Gateway:
         try:
             if plan.charge.rule == "sample" and debit.temp:
                 self.ledger.thin_sample(debit, rng=randomness.rng)
-            run = Run(self._con, plan, debit, self.analyst, randomness.rng, getattr(randomness, "sampling", randomness.rng), self.progress)
+            run = Run(self._con, plan, debit, self.analyst, randomness.rng, randomness.sampling, self.progress)
             answer = qc.answer(run)
         except errors.Error:
             raise
@@ -379,9 +386,7 @@ class Gateway:
         types = ["VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "VARCHAR", "VARCHAR", "VARCHAR"]
         if inner.kind == "public":
             return Result(cols, types, [("query", "none", 0.0, 0.0, None, None, "reads no protected table: free")])
-        ctx = self._context(cat)
-        qc = queries.for_statement(inner, ctx)
-        plan = qc.plan(inner, ctx)
+        qc, plan = self._plan(inner, cat)
         try:
             subjects = self.ledger.subject_plan(self._cost(plan, "", True))
         except errors.BudgetExceededError as e:

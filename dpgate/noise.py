@@ -1,9 +1,20 @@
-"""All of dpgate's randomness: OS-seeded generators and exact discrete samplers.
+"""All of dpgate's randomness: OS-keyed ChaCha20 generators and exact discrete samplers.
 
-Noise is never drawn in SQL. Each query gets a fresh numpy ``Generator`` seeded with
-128 bits from ``secrets`` (the OS CSPRNG). A fixed seed exists only for tests, has to
-be enabled by the data owner and asked for at connect time, and marks every result as
-not private.
+Noise is never drawn in SQL. Each release gets a ``Randomness``: two independent numpy
+``Generator`` objects, each driven by ChaCha20 (``randomgen.ChaCha``, 20 rounds, a
+cryptographically secure stream cipher) under its own 256-bit key from ``secrets`` (the OS
+CSPRNG) [csprng]. ``rng`` draws everything privacy depends on (noise, exponential-mechanism
+choices, keyed-sampling salts); ``sampling`` is for post-processing only, such as drawing
+the rows of a synthetic table from an already noisy model, so the amount of post-processing
+never changes the noise stream. The keys are independent, so one stream's output says
+nothing about the other (ChaCha20 is a pseudorandom function of its key). A fixed seed
+exists only for tests, has to be enabled by the data owner and asked for at connect time:
+both keys are then SHA-256 hashes of the seed (one per stream, domain-separated), and every
+result is marked as not private.
+
+All samplers consume fair bits through the ``Generator`` API (``integers``), so their
+exactness arguments only assume uniform bits; the exponential mechanism is in
+``dpgate.mechanisms.exponential`` (exact, see there).
 
 Discrete Laplace (two-sided geometric) sampler
 ----------------------------------------------
@@ -27,30 +38,55 @@ floating-point attack does not apply.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import secrets
 from dataclasses import dataclass
 
 import numpy as np
+import randomgen
 
 #: Absolute ε margin subtracted before sampling, see [margin] in the module docstring.
 EPSILON_MARGIN = 1e-10
 _TWO53 = float(2**53)
+#: ChaCha rounds: 20 is the standard, cryptographically secure variant [csprng].
+CHACHA_ROUNDS = 20
 
 
 @dataclass(frozen=True)
 class Randomness:
-    """A generator for one release, and whether it came from the OS (private) or a test seed."""
+    """The generators of one release, and whether they came from the OS (private) or a test seed.
+
+    Attributes:
+        rng: the noise stream: every draw the privacy guarantee depends on.
+        sampling: an independent stream for post-processing of DP outputs (e.g. synthetic rows).
+        private: False when both streams come from a test seed.
+    """
 
     rng: np.random.Generator
+    sampling: np.random.Generator
     private: bool
 
 
+def chacha(key: int) -> np.random.Generator:
+    """A numpy ``Generator`` over ChaCha20 with a 256-bit ``key`` (counter starting at 0)."""
+    if not 0 <= key < 2**256:
+        raise ValueError("a ChaCha key has 256 bits")
+    return np.random.Generator(randomgen.ChaCha(key=key, rounds=CHACHA_ROUNDS))
+
+
+def _test_key(test_seed: int, stream: str) -> int:
+    """The 256-bit key of ``stream`` for a test seed: SHA-256, domain-separated per stream."""
+    data = f"dpgate test seed/{stream}/{int(test_seed)}".encode()
+    return int.from_bytes(hashlib.sha256(data).digest(), "big")
+
+
 def fresh(test_seed: int | None = None) -> Randomness:
-    """A new generator: 128 OS-random bits, or the test seed (results then marked not private)."""
+    """Two new ChaCha20 generators keyed with 256 OS-random bits each, or derived from the
+    test seed (results then marked not private) [csprng]."""
     if test_seed is None:
-        return Randomness(np.random.default_rng(secrets.randbits(128)), True)
-    return Randomness(np.random.default_rng(test_seed), False)
+        return Randomness(chacha(secrets.randbits(256)), chacha(secrets.randbits(256)), True)
+    return Randomness(chacha(_test_key(test_seed, "noise")), chacha(_test_key(test_seed, "sampling")), False)
 
 
 def os_salt() -> int:
@@ -200,41 +236,23 @@ def discrete_laplace_std(epsilon: float, sensitivity: int | float) -> float:
 
 
 # -- exponential mechanism ---------------------------------------------------------------------
-def uniform_open(size: int, rng: np.random.Generator) -> np.ndarray:
-    """Uniform doubles in (0, 1): multiples of 2^-53, never 0 or 1."""
-    return (rng.integers(1, 2**53, size=size, dtype=np.int64, endpoint=False)).astype(np.float64) / _TWO53
-
-
-def gumbel(size: int, rng: np.random.Generator) -> np.ndarray:
-    """Standard Gumbel noise, ``-log(-log U)``, for the Gumbel-max trick in log space."""
-    return -np.log(-np.log(uniform_open(size, rng)))
-
-
 def exponential_mechanism(
     utilities: np.ndarray, epsilon: float, sensitivity: float, *, rng: np.random.Generator, monotonic: bool = False
 ) -> int:
     """Index chosen with probability ∝ exp(ε u / (2Δ)) (or exp(ε u / Δ) for monotonic utilities).
 
-    Gumbel-max: argmax of ``log-weight + Gumbel``, computed in log space so large scores do
-    not overflow. The choice is a discrete output; the uniforms are 53-bit, so each
-    probability is exact up to the rounding of ``log`` on doubles.
+    Kept for callers of the old name: the exact sampler of ``dpgate.mechanisms.exponential``
+    (the former Gumbel-max on 53-bit uniforms gave far candidates probability 0).
     """
-    u = np.asarray(utilities, dtype=np.float64)
-    if u.size == 0:
-        raise ValueError("the exponential mechanism needs at least one candidate")
-    scale = (epsilon - EPSILON_MARGIN) / (sensitivity if monotonic else 2.0 * sensitivity)
-    if not scale > 0:
-        raise ValueError("epsilon must exceed the safety margin")
-    return int(np.argmax(scale * u + gumbel(u.size, rng)))
+    from dpgate.mechanisms import exponential  # the mechanisms package imports this module
+
+    return exponential.exponential_mechanism(utilities, epsilon, sensitivity, rng=rng, monotonic=monotonic)
 
 
 def exponential_mechanism_probabilities(
     utilities: np.ndarray, epsilon: float, sensitivity: float, *, monotonic: bool = False
 ) -> np.ndarray:
-    """The exact choice probabilities of ``exponential_mechanism`` (for tests and EXPLAIN)."""
-    u = np.asarray(utilities, dtype=np.float64)
-    scale = (epsilon - EPSILON_MARGIN) / (sensitivity if monotonic else 2.0 * sensitivity)
-    z = scale * u
-    z -= z.max()
-    w = np.exp(z)
-    return w / w.sum()
+    """The choice probabilities of ``exponential_mechanism`` (for tests and EXPLAIN)."""
+    from dpgate.mechanisms import exponential
+
+    return exponential.probabilities(utilities, epsilon, sensitivity, monotonic=monotonic)

@@ -66,7 +66,7 @@ def make_db(tmp_path) -> Callable[..., Path]:
         raw.close()
         with Owner(path) as owner:
             for table, spec in (protect or {}).items():
-                owner.protect(table, **spec)
+                owner.protect(table, **{"public_roster": True, **spec})
             for name, spec in (analysts or {"alice": {"epsilon": 100.0, "delta": 1e-3}}).items():
                 owner.add_analyst(name, **spec)
             if allow_seed:

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 import pytest
+import randomgen
 
 from conftest import TEST_SEED
 from dpgate import noise
@@ -137,10 +138,60 @@ def test_margin_is_applied():
         noise.discrete_laplace(1.0, 0, 1, np.random.default_rng(0))
 
 
-def test_fresh_randomness():
+# -- the generators ------------------------------------------------------------------------------
+def _key(generator: np.random.Generator) -> int:
+    """The 256-bit ChaCha key of a generator, from randomgen's state (8 little-endian words)."""
+    words = generator.bit_generator.state["state"]["keysetup"]
+    return sum(int(w) << (32 * i) for i, w in enumerate(words))
+
+
+def test_fresh_streams_are_chacha20_keyed_by_the_os(monkeypatch):
+    """Each stream is ChaCha with 20 rounds under its own 256-bit key from ``secrets``."""
+    keys = iter([(1 << 255) | 12345, (1 << 254) | 678])
+    requested = []
+
+    def randbits(k):
+        requested.append(k)
+        return next(keys)
+
+    monkeypatch.setattr(noise.secrets, "randbits", randbits)
+    r = noise.fresh()
+    assert requested == [256, 256]
+    for stream, key in ((r.rng, (1 << 255) | 12345), (r.sampling, (1 << 254) | 678)):
+        assert isinstance(stream, np.random.Generator)
+        assert isinstance(stream.bit_generator, randomgen.ChaCha)
+        assert stream.bit_generator.state["state"]["rounds"] == 20
+        assert _key(stream) == key
+    assert r.private
+
+
+def test_fresh_streams_differ_within_and_across_releases():
     a, b = noise.fresh(), noise.fresh()
     assert a.private and b.private
-    assert a.rng.integers(0, 2**62) != b.rng.integers(0, 2**62)
-    s1, s2 = noise.fresh(7), noise.fresh(7)
-    assert not s1.private
-    assert s1.rng.integers(0, 2**62) == s2.rng.integers(0, 2**62)
+    words = [tuple(g.integers(0, 2**63, size=4).tolist()) for g in (a.rng, a.sampling, b.rng, b.sampling)]
+    assert len(set(words)) == 4  # four independent keys: equal outputs would have probability 2^-250
+    assert len({_key(g) for g in (a.rng, a.sampling, b.rng, b.sampling)}) == 4
+
+
+def test_sampling_does_not_move_the_noise_stream():
+    """Post-processing draws come from their own stream: the noise is the same however much
+    is sampled."""
+    r1, r2 = noise.fresh(7), noise.fresh(7)
+    r2.sampling.random(10_000)
+    assert np.array_equal(noise.discrete_laplace(1.0, 1, 50, r1.rng), noise.discrete_laplace(1.0, 1, 50, r2.rng))
+
+
+def test_a_test_seed_is_deterministic_and_not_private():
+    s1, s2, other = noise.fresh(7), noise.fresh(7), noise.fresh(8)
+    assert not s1.private and not s2.private and not other.private
+    assert _key(s1.rng) == _key(s2.rng) and _key(s1.sampling) == _key(s2.sampling)
+    assert _key(s1.rng) != _key(s1.sampling)  # two streams, two keys
+    assert {_key(s1.rng), _key(s1.sampling)}.isdisjoint({_key(other.rng), _key(other.sampling)})
+    assert s1.rng.integers(0, 2**62, size=3).tolist() == s2.rng.integers(0, 2**62, size=3).tolist()
+    assert s1.sampling.integers(0, 2**62, size=3).tolist() == s2.sampling.integers(0, 2**62, size=3).tolist()
+    assert isinstance(s1.rng.bit_generator, randomgen.ChaCha)
+
+
+def test_os_salt_has_62_bits():
+    salts = {noise.os_salt() for _ in range(20)}
+    assert all(0 <= s < 2**62 for s in salts) and len(salts) == 20

@@ -72,7 +72,8 @@ columns).
 ``ε_rows``. Network learning runs ``d - 1`` exponential mechanisms [em], each on a candidate
 set fixed by public facts and earlier outputs [candidates] with a count-unit score of
 add/remove sensitivity ``Δ`` ([sens-R], [sens-F], [sens-MI]), at ``ε_network / (d - 1)``
-each; ``noise.exponential_mechanism`` samples ``exp(ε u / (2Δ))`` exactly by Gumbel-max. Each
+each; ``exponential.exponential_mechanism`` samples ``exp(ε u / (2Δ))`` exactly (every
+candidate with positive probability, rational arithmetic, see [float] for the scores). Each
 noisy marginal is a full-domain count vector [full-domain] (sensitivity 1 [sens-counts])
 plus exact discrete Laplace noise at ``ε_conditionals / m`` [noise]. By sequential
 composition the model is ``ε_rows + ε_network + ε_conditionals = ε``-DP [split]. Everything
@@ -84,7 +85,12 @@ estimate), conditioning, deriving the first k conditionals from the (k+1)-th noi
 Floating point [float]: scores enter the exponential mechanism as doubles. ``n·R`` is
 computed from integers and rounded once, so its computed change is at most
 ``2 - 2/(n+1) + 2^-52 n ≤ 2 + 2^-20`` for ``n ≤ 2^32``, the Δ used; ``n·F`` is exact;
-``n·I`` (logarithms) uses ``g(max_rows - 1)`` inflated by ``2^-10`` relative.
+``n·I`` (logarithms) uses ``g(max_rows - 1)`` inflated by ``2^-10`` relative. The exponential
+mechanism snaps the doubles down to a grid of ``2^(floor(log2 Δ) - 30)`` and runs on the
+integer grid scores with sensitivity ``ceil(Δ / grid)`` grid units, which bounds how far a
+snapped score can move when the double moves by ``Δ`` (for R: ``2^30 + 2^9`` units of
+``2^-29``); the choice is then exact at ``ε_network / (d - 1)`` minus ``noise.EPSILON_MARGIN``
+(``dpgate.mechanisms.exponential``).
 
 **Readings of the thesis** (where the digest flags a problem or the text is open):
 
@@ -117,6 +123,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dpgate import errors, noise
+from dpgate.mechanisms import exponential
 
 #: Score functions (Definition 3.1 / Equations 3.2, 3.4, 3.7).
 SCORES = ("R", "F", "MI")
@@ -654,7 +661,7 @@ def _learn_network(cols, plan: _Plan, rng, progress=None) -> list[tuple[int, tup
     for step in range(1, d):
         cands = _candidates(placed, rest, plan, rng)
         scores = _score_candidates(cols, plan, cands, cache)
-        pick = noise.exponential_mechanism(scores, plan.epsilon_step, plan.sensitivity, rng=rng)  # [em]
+        pick = exponential.exponential_mechanism(scores, plan.epsilon_step, plan.sensitivity, rng=rng)  # [em]
         x, parents = cands[pick]
         network.append((x, parents))
         placed.append(x)
@@ -795,11 +802,12 @@ def fit(
         encoding: ``"vanilla"`` (default), ``"binary"`` or ``"gray"``.
         noisy_rows: an already paid-for noisy row count; if None, ``ROWS_SHARE`` of ε buys one.
         max_rows: a public upper bound on the row count (score ``"MI"`` only).
-        rng: the release's generator (``noise.fresh``).
+        rng: the release's noise generator (``noise.fresh().rng``).
         progress: called with (fraction done, message).
 
     Returns:
-        The model; ``sample(model, model.noisy_rows, rng=rng)`` draws a synthetic table.
+        The model; ``sample(model, model.noisy_rows, rng=sampling)`` draws a synthetic table
+        (``sampling``: the release's post-processing stream, ``noise.fresh().sampling``).
 
     Raises:
         errors.DataError: a bad parameter (before any data is read).
@@ -999,6 +1007,9 @@ def sample(model: PrivBayesModel, n_rows: int, *, rng: np.random.Generator) -> n
     binary and gray encodings a decoded code can fall outside its domain (e.g. 5 bits for 42
     values); such rows are redrawn (up to 50 rounds, i.e. the model conditioned on valid
     codes), and any value still invalid is replaced by a uniform valid one.
+
+    ``rng`` only draws post-processing randomness: pass the release's ``sampling`` stream
+    (``noise.Randomness.sampling``), not its noise stream.
 
     Returns:
         ``(n_rows, d)`` int64 codes.

@@ -17,11 +17,13 @@ paid release, ``noisy_counts``). Methods (``METHODS``):
     freFirst: truncated frequencies with discrete Laplace noise, then the ``k`` largest
     (``ε/10`` for the truncation length, ``9ε/10`` for the frequencies).
 ``oneshot``
-    One-shot Gumbel top-k: Gumbel noise of scale ``k/ε`` added once, then the ``k`` largest.
-    Its output has exactly the distribution of ``em`` (Durfee & Rogers; checked in the tests),
-    in O(d) instead of O(k d). The default: on the shipped supermarket baskets it is the most
-    accurate method at every ε and k tried (``examples/topk_baskets.py``) and needs no record
-    lengths, so it costs one aggregation, like the non-private query.
+    One-shot Gumbel top-k (Durfee & Rogers): Gumbel noise of scale ``k/ε`` added once, then the
+    ``k`` largest. Its output law is exactly that of ``em`` (Durfee & Rogers; checked in the
+    tests), so it is sampled as ``em`` is: ``k`` exact exponential-mechanism draws without
+    replacement. (Gumbel noise from 53-bit uniforms, the former implementation, gives items far
+    below the best probability exactly 0.) The default: on the shipped supermarket baskets it is
+    the most accurate method at every ε and k tried (``examples/topk_baskets.py``) and needs no
+    record lengths, so it costs one aggregation, like the non-private query.
 
 When TPS wins: phase 1 pays for the truncation length ``l`` (noise ``l / ε_2`` on every item)
 where the EM baselines pay ``k / ε`` per draw. TPS and freFirst beat them when records are short
@@ -35,7 +37,8 @@ R. Day, N. Li, "Differentially private publishing of high-dimensional data using
 control" (DPSense), ASIACCS 2015. Baselines: R. Bhaskar et al., KDD 2010 (k-fold EM);
 D. Durfee, R. Rogers, "Practical differentially private top-k selection with
 pay-what-you-get composition", NeurIPS 2019 (one-shot Gumbel); M. Lyu, D. Su, N. Li,
-"Understanding the sparse vector technique", VLDB 2017 (monotone queries).
+"Understanding the sparse vector technique", VLDB 2017 (monotone queries). The exact
+exponential-mechanism sampler: ``dpgate.mechanisms.exponential``.
 
 **Guarantee:** ε-DP for neighbouring databases that add or remove one subject's record (all the
 rows of one subject), as in the paper. The item universe and ``n_items`` are public. The shares
@@ -75,16 +78,19 @@ phase 1 low for items that mostly occur in long records.
 **Proof sketch:**
 
 1. Truncation length: exponential mechanism with a quality of sensitivity 1 at share ``ε_1``
-   [trunc-em] (``noise.exponential_mechanism``, Gumbel-max in log space).
+   [trunc-em] (``exponential.exponential_mechanism``: the real-valued quality is snapped to a
+   grid of ``2^-30`` counts, which keeps its sensitivity at ``2^30`` grid units, and the choice is
+   sampled exactly, every length with positive probability).
 2. Phase 1 (TPS and ``laplace``): discrete Laplace with L1 sensitivity ``l * 2^GRID_BITS`` grid
    units at ``ε_2`` [phase1] releases the whole noisy vector. Sorting (ties broken by a random
    permutation), the zones (strict ``>`` for the frequent safe zone, ``>=`` for the unsafe
    zone) and ``k_Δ`` are post-processing [zones].
 3. Phase 2, EM: ``k_Δ`` draws without replacement at ``ε_3 / k_Δ`` each, with the monotone
-   exponent ``exp(ε f)`` (valid because frequencies move together) [peel]. ``k_Δ`` and the
-   candidates ``B`` are outputs of step 2, so composition gives ``ε_3``. The ``em`` baseline is
-   the same with ``B`` = universe and ``k_Δ = k``. ``oneshot`` adds Gumbel noise once at the same
-   scale and has the same output distribution [oneshot].
+   exponent ``exp(ε f)`` (valid because frequencies move together) [peel], each sampled
+   exactly on the integer frequencies (``exponential.peel``). ``k_Δ`` and the candidates ``B``
+   are outputs of step 2, so composition gives ``ε_3``. The ``em`` baseline is the same with
+   ``B`` = universe and ``k_Δ = k``. ``oneshot`` is one-shot Gumbel top-k at the same scale,
+   whose output law is that of the ``k`` draws [oneshot]; it is sampled by them.
 4. Phase 2, PFM: per block, AboveThreshold with a data-dependent threshold. Comparisons run in
    half-counts: ``2 f + ν >= ρ₂ + η``. Here ``ρ₂`` is the sum of the ``k_Δ``-th and ``(k_Δ+1)``-th
    largest frequencies in ``B`` [pfm-rho], and ``ν``, ``η`` are discrete Laplace of sensitivity 2.
@@ -104,8 +110,9 @@ phase 1 low for items that mostly occur in long records.
    - Short outputs are filled from ``B`` using only phase-1 order and the labels [fill].
 5. ``noisy_counts``: discrete Laplace with L1 sensitivity ``min(#items, m)`` [counts].
 
-Every noise draw runs at its ε minus ``noise.EPSILON_MARGIN``. That margin also absorbs the
-float rounding of the shares and of PFM's bookkeeping (a few ulps of ε).
+Every noise draw and every exponential-mechanism draw runs at its ε minus
+``noise.EPSILON_MARGIN`` (the exponential mechanism exactly, in rational arithmetic). That margin
+also absorbs the float rounding of the shares and of PFM's bookkeeping (a few ulps of ε).
 
 **Readings of the paper** (digest ``seed-003-topk.md`` section 6):
 
@@ -136,6 +143,7 @@ import duckdb
 import numpy as np
 
 from dpgate import errors, noise
+from dpgate.mechanisms import exponential
 
 METHODS = ("tps_pfm", "tps_em", "em", "laplace", "oneshot")
 #: Default method, chosen on the supermarket baskets (see examples/topk_baskets.py).
@@ -338,7 +346,7 @@ def truncation_quality(hist: np.ndarray, epsilon_counts: float) -> np.ndarray:
 
 def _choose_truncation(stats: _Stats, epsilon_theta: float, epsilon_counts: float, rng) -> int:
     q = truncation_quality(stats.length_histogram(), epsilon_counts)
-    return 1 + noise.exponential_mechanism(q, epsilon_theta, 1.0, rng=rng)  # [trunc-em]
+    return 1 + exponential.exponential_mechanism(q, epsilon_theta, 1.0, rng=rng)  # [trunc-em]
 
 
 def _noisy_order(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -371,22 +379,19 @@ def _zones(stats: _Stats, theta: int, epsilon: float, k: int, rng) -> tuple[np.n
 
 
 def _peel(scores: np.ndarray, m: int, epsilon: float, rng) -> list[int]:
-    """``m`` exponential-mechanism draws without replacement at ``epsilon / m`` each [peel]."""
-    remaining = np.arange(scores.size)
-    chosen = []
-    for _ in range(m):
-        j = noise.exponential_mechanism(scores[remaining], epsilon / m, 1.0, rng=rng, monotonic=True)  # [peel]
-        chosen.append(int(remaining[j]))
-        remaining = np.delete(remaining, j)
-    return chosen
+    """``m`` exponential-mechanism draws without replacement at ``epsilon / m`` each, with the
+    monotone exponent ``exp(ε f)``, sampled exactly [peel]."""
+    return exponential.peel(np.asarray(scores, dtype=np.int64), m, epsilon / m, 1.0, rng=rng, monotonic=True)
 
 
 def _oneshot(scores: np.ndarray, m: int, epsilon: float, rng) -> list[int]:
-    """Gumbel noise once at the per-draw scale of ``_peel``, then the ``m`` largest [oneshot]."""
-    scale = epsilon / m - noise.EPSILON_MARGIN  # exactly _peel's per-draw scale [oneshot]
-    noisy = scale * scores.astype(np.float64) + noise.gumbel(scores.size, rng)
-    top = np.argpartition(-noisy, m - 1)[:m] if m < scores.size else np.arange(scores.size)
-    return [int(j) for j in top[np.argsort(-noisy[top], kind="stable")]]
+    """One-shot Gumbel top-m at the per-draw scale of ``_peel``: its output law is that of
+    ``_peel`` (Durfee & Rogers), so it is sampled by ``_peel``'s exact draws [oneshot].
+
+    Adding double-precision Gumbel noise would give items more than about 40 / (ε/m) below the
+    best probability exactly 0.
+    """
+    return _peel(scores, m, epsilon, rng)
 
 
 @dataclass

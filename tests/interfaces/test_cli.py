@@ -38,7 +38,7 @@ def test_query_modes(capsys, demo_db):
 def test_refusal_exit_code_and_hint(capsys, demo_db):
     code, out, err = run(capsys, "query", str(demo_db), "--analyst", "demo", "SELECT * FROM adult")
     assert code == 1 and out == ""
-    assert err.startswith("error DP211: SELECT * would return rows of protected table adult")
+    assert err.startswith("error DP252: * would return rows of protected data")
     assert "hint:" in err
 
 
@@ -72,7 +72,7 @@ def test_demo_command_as_a_real_process(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "dpgate", "demo", "--db", str(db)], capture_output=True, text=True,
                           env=env, timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert "ε charged 0.1" in proc.stdout and "refused: [DP211]" in proc.stdout and "SHOW BUDGET" in proc.stdout
+    assert "ε charged 0.1" in proc.stdout and "refused: [DP252]" in proc.stdout and "SHOW BUDGET" in proc.stdout
     again = subprocess.run([sys.executable, "-m", "dpgate", "query", str(db), "--analyst", "demo", "SHOW BUDGET"],
                            capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
     assert again.returncode == 0 and "analyst demo" in again.stdout

@@ -14,7 +14,9 @@ import pytest
 import dpgate
 from dpgate.frontend.classify import classify
 from dpgate.frontend.dialect import parse_one
+from dpgate import queries
 from dpgate.queries import topk
+from dpgate.queries.base import Context
 from dpgate.queries.counting import exact
 
 PROBE = "date_trunc(CASE WHEN uid % 2 = 1 THEN 'timezone' ELSE 'day' END, TIMESTAMP '2000-01-01') IS NOT NULL"
@@ -33,8 +35,11 @@ def gw(make_db):
 
 
 def _plan(g, sql):
+    """Plan without the allowlist (which refuses the probe: it is not total)."""
     cat = g.catalog()
-    return g.plan(classify(parse_one(sql), cat), cat)
+    classified = classify(parse_one(sql), cat)
+    ctx = Context(cat, g.session, g.facts)
+    return queries.for_statement(classified, ctx).plan(classified, ctx)
 
 
 def test_the_probe_raises_when_uncharged_rows_are_read(gw):
@@ -70,3 +75,13 @@ def test_offset_zero_is_an_optimisation_fence_on_this_engine():
     assert c.execute(fenced).fetchone()[0] == 500
     with pytest.raises(duckdb.Error):  # without the fence the filter runs on every row
         c.execute(f"SELECT count(*) FROM (SELECT * FROM t WHERE uid IN (SELECT unit FROM ch)) s WHERE {cond}").fetchall()
+
+
+def test_the_gateway_refuses_the_probe_before_the_debit(gw):
+    """At the front door the probe is refused outright: date_trunc's part must be a constant."""
+    from dpgate import errors
+
+    with pytest.raises(errors.UnsupportedQueryError) as info:
+        gw.run(f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) COUNT(*) FROM t WHERE {PROBE}")
+    assert info.value.code.startswith("DP25")
+    assert gw.ledger.remaining("alice")[0] == 100.0

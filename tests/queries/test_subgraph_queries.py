@@ -161,11 +161,11 @@ def test_the_degree_sum_is_answered_as_a_k_star_count(alice, k, summand):
         ("SELECT TRIANGLE_COUNT(a, b) FROM names", "DP219"),
         (q("epsilon = 1", "COUNT(*) FROM karate a JOIN karate b ON a.dst = b.src JOIN karate c ON c.src = b.dst"), "DP219"),
         (q("epsilon = 1", "COUNT(*) FROM karate a JOIN karate b ON a.dst = b.src"), "DP215"),
-        (q("epsilon = 1", "TRIANGLE_COUNT(src, dst) FROM karate k JOIN names n ON k.src = 1"), "DP215"),
-        (q("epsilon = 1", "TRIANGLE_COUNT(src, dst) FROM karate WHERE src IN (SELECT 1)"), "DP216"),
+        (q("epsilon = 1", "TRIANGLE_COUNT(src, dst) FROM karate k JOIN names n ON k.src = 1"), "DP251"),
+        (q("epsilon = 1", "TRIANGLE_COUNT(src, dst) FROM karate WHERE src IN (SELECT 1)"), "DP252"),
         ("WITH d AS (SELECT x, COUNT(*) AS deg FROM (SELECT src AS x FROM karate UNION ALL SELECT dst FROM karate) "
          "GROUP BY x) SELECT SUM(deg * deg) FROM d", "DP219"),
-        ("WITH e AS (SELECT * FROM karate) SELECT TRIANGLE_COUNT(src, dst) FROM e", "DP216"),
+        ("WITH e AS (SELECT * FROM karate) SELECT TRIANGLE_COUNT(src, dst) FROM e", "DP257"),
     ],
 )
 def test_refusals_are_specific_and_free(alice, sql, code):

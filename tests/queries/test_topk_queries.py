@@ -159,7 +159,7 @@ def test_k_larger_than_the_universe_is_refused_and_charges_nothing(alice):
         ("epsilon = 1, topk_method = 'gumbel'", "item, COUNT(*) AS n FROM b GROUP BY item ORDER BY n DESC LIMIT 3", "DP205"),
         ("epsilon = 1, personalization = 'partition'", "item, COUNT(*) AS n FROM b GROUP BY item ORDER BY n DESC LIMIT 3", "DP219"),
         ("epsilon = 1", "item, COUNT(*) AS n FROM b GROUP BY item ORDER BY n DESC LIMIT 0", "DP219"),
-        ("epsilon = 1", "item, COUNT(*) AS n FROM b GROUP BY item ORDER BY n DESC LIMIT 1 + 2", "DP219"),
+        ("epsilon = 1", "item, COUNT(*) AS n FROM b GROUP BY item ORDER BY n DESC LIMIT 1 + 2", "DP252"),
         ("epsilon = 1", "* FROM dp_top_k_columns('w')", "DP205"),
         ("epsilon = 1", "* FROM dp_top_k_columns('w', k => 2, colour => true)", "DP205"),
         ("epsilon = 1", "* FROM dp_top_k_columns('nope', k => 2)", "DP225"),

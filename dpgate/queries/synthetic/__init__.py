@@ -228,6 +228,7 @@ def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str
 
 def answer(
     con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, debit, analyst: str, *, rng: np.random.Generator,
+    sampling: np.random.Generator | None = None,
     progress: Callable[[float, str], None] | None = None,
 ) -> Answer:  # fmt: skip
     """Fit, sample and publish; the debit has been made."""
@@ -253,7 +254,8 @@ def answer(
     scale = pdp.population_scale(subjects, 1.0, 0.25)
     n_rows = plan.rows if plan.rows is not None else max(0, int(round(model.noisy_rows * scale)))
     report(0.88, f"sampling {n_rows:,} rows")
-    synth = privbayes.sample(model, n_rows, rng=rng)
+    sampling = rng if sampling is None else sampling  # post-processing: its own stream
+    synth = privbayes.sample(model, n_rows, rng=sampling)
     report(0.95, f"writing {plan.name}")
     names = [c.name for c in plan.codings]
     parameters = {
@@ -269,7 +271,7 @@ def answer(
     }
     con.execute("BEGIN TRANSACTION")
     try:
-        written = synthesis.write_table(con, plan.name, list(plan.codings), synth, rng=rng)
+        written = synthesis.write_table(con, plan.name, list(plan.codings), synth, rng=sampling)
         registry.record(
             con, entry_id=debit.entry_id, name=plan.name, kind="synthetic table", sources=[plan.table.name],
             mechanism=plan.mechanism, parameters=parameters, epsilon=debit.epsilon, delta=0.0, analyst=analyst,
@@ -342,7 +344,8 @@ class SyntheticQuery:
         bind_check(con, plan, probe)
 
     def answer(self, run) -> Answer:
-        out = answer(run.con, run.plan, run.debit, run.analyst, rng=run.rng, progress=run.progress)
+        out = answer(run.con, run.plan, run.debit, run.analyst, rng=run.rng, sampling=run.sampling,
+                     progress=run.progress)
         out.notes += personalization_notes(run.plan, run.subjects, scaled_note=False)
         return out
 

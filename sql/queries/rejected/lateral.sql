@@ -1,3 +1,3 @@
--- expect-error: DP216 UnsupportedQueryError
+-- expect-error: DP250 UnsupportedQueryError
 -- why: a lateral subquery
 SELECT COUNT(*) FROM adult, LATERAL (SELECT 1);

@@ -1,3 +1,3 @@
--- expect-error: DP212 UnsupportedQueryError
+-- expect-error: DP253 UnsupportedQueryError
 -- why: list() collects raw values
 SELECT list(age) FROM adult;

@@ -1,3 +1,3 @@
--- expect-error: DP212 UnsupportedQueryError
+-- expect-error: DP253 UnsupportedQueryError
 -- why: MEDIAN is not supported yet
 SELECT MEDIAN(age) FROM adult;

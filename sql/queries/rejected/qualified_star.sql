@@ -1,3 +1,3 @@
--- expect-error: DP211 UnsupportedQueryError
+-- expect-error: DP252 UnsupportedQueryError
 -- why: a qualified star
 SELECT adult.* FROM adult;

@@ -1,3 +1,3 @@
--- expect-error: DP211 UnsupportedQueryError
+-- expect-error: DP252 UnsupportedQueryError
 -- why: identifiers are case-insensitive
 SELECT * FROM "ADULT";

@@ -1,3 +1,3 @@
--- expect-error: DP219 UnsupportedQueryError
+-- expect-error: DP252 UnsupportedQueryError
 -- why: GROUP BY ROLLUP
 SELECT education, COUNT(*) FROM adult GROUP BY ROLLUP (education);

@@ -1,3 +1,3 @@
--- expect-error: DP211 UnsupportedQueryError
+-- expect-error: DP252 UnsupportedQueryError
 -- why: main.adult is the protected table too
 SELECT * FROM main.adult;

@@ -1,3 +1,3 @@
--- expect-error: DP211 UnsupportedQueryError
+-- expect-error: DP252 UnsupportedQueryError
 -- why: DISTINCT lists raw values
 SELECT DISTINCT education FROM adult;

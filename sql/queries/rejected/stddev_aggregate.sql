@@ -1,3 +1,3 @@
--- expect-error: DP212 UnsupportedQueryError
+-- expect-error: DP253 UnsupportedQueryError
 -- why: STDDEV is not supported yet
 SELECT STDDEV(age) FROM adult;

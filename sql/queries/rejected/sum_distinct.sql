@@ -1,3 +1,3 @@
--- expect-error: DP212 UnsupportedQueryError
+-- expect-error: DP252 UnsupportedQueryError
 -- why: SUM(DISTINCT)
 SELECT SUM(DISTINCT age) FROM adult;

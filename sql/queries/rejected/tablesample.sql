@@ -1,3 +1,3 @@
--- expect-error: DP217 UnsupportedQueryError
+-- expect-error: DP250 UnsupportedQueryError
 -- why: USING SAMPLE
 SELECT COUNT(*) FROM adult USING SAMPLE 10%;

@@ -1,3 +1,3 @@
--- expect-error: DP217 UnsupportedQueryError
+-- expect-error: DP252 UnsupportedQueryError
 -- why: a window function
 SELECT COUNT(*) OVER () FROM adult;

@@ -39,7 +39,7 @@ def test_a_refused_query_leaves_the_budget_untouched(demo_db, tmp_path):
     with shell(demo_db, tmp_path) as (sh, inp, out):
         inp.send_text("SELECT * FROM adult;\r.quit\r")
         sh.run()
-        assert "error DP211" in out.getvalue() and "hint:" in out.getvalue()
+        assert "error DP252" in out.getvalue() and "hint:" in out.getvalue()
         assert "ε left 10 " in sh.toolbar()
         assert sh.connection.budget() == (10.0, 1e-5)
 
@@ -133,7 +133,7 @@ def test_script_mode(demo_db, tmp_path):
         code = sh.run_script("SELECT COUNT(*) AS n FROM adult;\n.mode csv\nSELECT 1 AS x;\nSELECT * FROM adult;\n")
     assert code == 1
     assert "| n " in out.getvalue() and "x\n1" in out.getvalue()
-    assert "error DP211" in err.getvalue() and "error" not in out.getvalue()
+    assert "error DP252" in err.getvalue() and "error" not in out.getvalue()
 
 
 def test_ctrl_r_searches_history(demo_db, tmp_path):
