@@ -130,7 +130,7 @@ class Owner:
         *,
         unit: str,
         max_rows: int = 1,
-        max_groups: int = 1,
+        max_groups: int | None = None,
         epsilon: float | None = None,
         budget_column: str | None = None,
         budget_table: str | None = None,
@@ -180,6 +180,12 @@ class Owner:
                 hint=f"columns are: {', '.join(cols)}",
             )
         _check_positive_int("max_rows", max_rows)
+        options = dict(options or {})
+        if max_groups is None:  # not declared: 1 for the counting class, unbiased top-k counts (see topk)
+            max_groups = 1
+            options["max_groups_default"] = True
+        else:
+            options.pop("max_groups_default", None)
         _check_positive_int("max_groups", max_groups)
         if not (0 <= subject_delta < 1):
             raise errors.PolicyError("subject_delta must be in [0, 1)", code="DP312")
@@ -696,7 +702,7 @@ class Owner:
                 tname,
                 unit=spec["unit"],
                 max_rows=spec.get("max_rows", 1),
-                max_groups=spec.get("max_groups", 1),
+                max_groups=spec.get("max_groups"),
                 epsilon=budget.get("default"),
                 budget_column=budget.get("column"),
                 budget_table=budget.get("table"),

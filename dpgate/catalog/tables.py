@@ -101,6 +101,11 @@ class ProtectedTable:
         return self.columns.get(name.lower())
 
     @property
+    def max_groups_declared(self) -> bool:
+        """Whether the owner set max_groups (else it is 1 by default)."""
+        return not self.options.get("max_groups_default", False)
+
+    @property
     def graph(self) -> dict[str, Any] | None:
         """For a protected graph: src, dst, and the node universe (``nodes`` or ``node_table``)."""
         return self.options.get("graph") if self.kind == "graph" else None

@@ -377,6 +377,25 @@ def _topk_shape(a: Analysis, x: Syntax) -> _TopKShape | None:
     o = _int_literal(offset.expression, "OFFSET") if offset is not None else 0
     return _TopKShape(k, o, shown, kind)
 
+def _topk_max_groups(s, table, k: int) -> int:
+    """Items a subject may count for: the query's option, the owner's declaration, or, when the
+    owner declared none, min(k, max_rows) — a cap that does not bias the k counts (a subject
+    holds at most max_rows items, and only k are counted). Public either way."""
+    if s.max_groups:
+        return s.max_groups
+    if table.max_groups_declared:
+        return table.max_groups
+    return max(table.max_groups, min(k, table.max_rows))
+
+
+def _bias_note(max_groups: int, k: int) -> str | None:
+    """Said with the counts when the cap can make them low (data-independent: k and the cap)."""
+    if max_groups >= k:
+        return None
+    return (f"each subject counts for at most {max_groups} of the {k} items, so the counts can be low "
+            f"(contribution bounding); OPTIONS (max_groups_contributed = {k}) counts every item a subject holds")
+
+
 def _topk_common(a: Analysis, k: int, n_items: int | None, what: str) -> None:
     s = a.settings
     if s.consistent and "consistent" in s.explicit:
@@ -425,7 +444,7 @@ def _topk_plan(a: Analysis, q: exp.Select, base: exp.Select, key_specs: list[Key
     universe = None if any(ks.domain is None for ks in key_specs) else math.prod(len(ks.domain) for ks in key_specs)
     names = ", ".join(ks.name for ks in key_specs)
     _topk_common(a, k, universe, f"the cells of {names}")
-    max_groups = s.max_groups or table.max_groups
+    max_groups = _topk_max_groups(s, table, k)
     sel_eps, count_eps, ks_eps = _topk_shares(a, k, universe, shape.counts_shown, universe is None)
     counts = Component("subjects", min(k, max_groups), count_eps) if count_eps is not None else None
     key_selection = key_selection_threshold(ks_eps, s.delta, max_groups) if ks_eps is not None else None
@@ -436,6 +455,8 @@ def _topk_plan(a: Analysis, q: exp.Select, base: exp.Select, key_specs: list[Key
     notes = []
     if counts is None:
         notes.append("only which items win is released, in noisy order; show the count column for noisy counts")
+    elif _bias_note(max_groups, k):
+        notes.append(_bias_note(max_groups, k))
     if universe is None:
         notes.append("the items are discovered by DP key selection first: fewer than LIMIT may come back")
     plan = TopKPlan(
@@ -476,7 +497,7 @@ def _columns_topk_plan(a: Analysis, q: exp.Select, original_sql: str) -> TopKPla
             hint="dp_top_k_columns ranks 0/1 (or BOOLEAN) columns by how many subjects have them set",
         )  # fmt: skip
     _topk_common(a, k, len(items), f"the {len(items)} 0/1 columns of {table.name}")
-    max_groups = s.max_groups or table.max_groups
+    max_groups = _topk_max_groups(s, table, k)
     sel_eps, count_eps, _ = _topk_shares(a, k, len(items), counts_shown, False)
     counts = Component("subjects", min(k, max_groups), count_eps) if count_eps is not None else None
     unit = exp.column(table.unit, quoted=True)
@@ -490,6 +511,8 @@ def _columns_topk_plan(a: Analysis, q: exp.Select, original_sql: str) -> TopKPla
     notes = ["a column counts for a subject when any of its rows has it non-zero / true"]
     if counts is None:
         notes.append("only which columns win is released, in noisy order; add counts => true for noisy counts")
+    elif _bias_note(max_groups, k):
+        notes.append(_bias_note(max_groups, k))
     return TopKPlan(
         table=table,
         settings=s,

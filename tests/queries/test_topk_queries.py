@@ -395,3 +395,20 @@ def test_joins_that_would_cast_row_by_row_are_refused(make_db):
     with dpgate.connect(str(db), analyst="alice") as c, pytest.raises(errors.UnsupportedQueryError) as e:
         fetch(c, q("epsilon = 1", "l.name, COUNT(*) FROM t JOIN l ON t.code = l.code GROUP BY l.name"))
     assert e.value.code == "DP218"
+
+
+def test_top_k_counts_are_not_capped_below_k_unless_the_owner_says_so(make_db):
+    """Undeclared max_groups: the counts' cap is min(k, max_rows), so they are unbiased; a
+    declared cap below k is kept and the answer says the counts can be low."""
+    setup = ("CREATE TABLE b AS SELECT i // 4 AS uid, 'item' || (i % 4) AS item FROM range(4000) r(i); "
+             "CREATE TABLE c AS SELECT * FROM b")  # fmt: skip
+    db = make_db(setup, protect={"b": {"unit": "uid", "max_rows": 4, "epsilon": 100.0},
+                                 "c": {"unit": "uid", "max_rows": 4, "max_groups": 1, "epsilon": 100.0}})  # fmt: skip
+    sql = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 4) item, COUNT(*) AS n FROM {t} GROUP BY item ORDER BY n DESC LIMIT 3"
+    with dpgate.connect(str(db), analyst="alice", test_seed=3) as con:
+        rows, cur = fetch(con, sql.format(t="b"))
+        assert all(abs(n - 1000) < 60 for _, n in rows), rows  # every subject holds every item: 1000 each
+        assert not any("can be low" in n for n in cur.release.notes)
+        rows, cur = fetch(con, sql.format(t="c"))
+        assert all(n < 600 for _, n in rows), rows  # one item per subject: the counts are low ...
+        assert any("can be low" in n for n in cur.release.notes)  # ... and the answer says so
