@@ -388,9 +388,9 @@ def _topk_max_groups(s, table, k: int) -> int:
     return max(table.max_groups, min(k, table.max_rows))
 
 
-def _bias_note(max_groups: int, k: int) -> str | None:
-    """Said with the counts when the cap can make them low (data-independent: k and the cap)."""
-    if max_groups >= k:
+def _bias_note(max_groups: int, k: int, table) -> str | None:
+    """Said with the counts when the cap can make them low (data-independent: k, the cap, the schema)."""
+    if max_groups >= k or table.unique_unit:  # one row per subject: nobody holds two items
         return None
     return (f"each subject counts for at most {max_groups} of the {k} items, so the counts can be low "
             f"(contribution bounding); OPTIONS (max_groups_contributed = {k}) counts every item a subject holds")
@@ -455,8 +455,8 @@ def _topk_plan(a: Analysis, q: exp.Select, base: exp.Select, key_specs: list[Key
     notes = []
     if counts is None:
         notes.append("only which items win is released, in noisy order; show the count column for noisy counts")
-    elif _bias_note(max_groups, k):
-        notes.append(_bias_note(max_groups, k))
+    elif _bias_note(max_groups, k, table):
+        notes.append(_bias_note(max_groups, k, table))
     if universe is None:
         notes.append("the items are discovered by DP key selection first: fewer than LIMIT may come back")
     plan = TopKPlan(
@@ -511,8 +511,8 @@ def _columns_topk_plan(a: Analysis, q: exp.Select, original_sql: str) -> TopKPla
     notes = ["a column counts for a subject when any of its rows has it non-zero / true"]
     if counts is None:
         notes.append("only which columns win is released, in noisy order; add counts => true for noisy counts")
-    elif _bias_note(max_groups, k):
-        notes.append(_bias_note(max_groups, k))
+    elif _bias_note(max_groups, k, table):
+        notes.append(_bias_note(max_groups, k, table))
     return TopKPlan(
         table=table,
         settings=s,
