@@ -204,9 +204,9 @@ class Gateway:
             answer = qc.answer(run)
         except errors.Error:
             raise
-        except duckdb.Error:
-            # DuckDB's message could quote a protected value (a failed conversion, an overflow),
-            # so neither it nor the chained exception leaves the gateway.
+        except Exception:  # noqa: BLE001 - after the debit, nothing of a failure may leave
+            # DuckDB's (or Python's) message could quote a protected value (a failed conversion,
+            # an overflow), so neither it nor the chained exception leaves the gateway.
             raise errors.OperationalError(
                 "The query failed after it was charged (a database error while computing the exact answer)",
                 code="DP404",

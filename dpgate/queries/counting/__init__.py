@@ -126,6 +126,9 @@ class CountingQuery:
             run_eps = float(subjects.parts[0].epsilon) * ks.epsilon / plan.epsilon if subjects else ks.epsilon
             selection = key_selection_threshold(run_eps, ks.delta, ks.sensitivity)
             idx = KeySelector().select(exact.subjects, selection, rng=rng)
+            # DuckDB returns groups in an order that follows the rows' storage order; the released
+            # keys are shuffled so that no output order (or tie in ORDER BY) depends on it.
+            idx = idx[rng.permutation(len(idx))]
         else:
             idx = np.arange(len(exact.keys))
         keys = [exact.keys[i] for i in idx]

@@ -21,6 +21,11 @@ window functions, everyone else's rows are aggregated directly. The result is th
 as bounding every subject. (Timing therefore depends on how many subjects need sampling;
 like every peer system, dpgate does not defend against timing side channels.)
 
+[transport] With DP key selection, the groups' keys come back to Python as text (and are cast
+back in SQL when released): the groups key selection drops — a single person's, say — never
+meet Python's value conversions, which fail for some values (an INTERVAL beyond 999,999,999
+days, a TIMESTAMPTZ without pytz) and would so turn one row into an error.
+
 ``ExactAnswer`` never leaves this module and ``gateway``: the mechanism turns it into
 noisy values.
 """
@@ -146,7 +151,7 @@ class _SQL:
         if not any(p is not None for p in self.positions):
             return inner
         outer = (["__part"] if self.n_parts > 1 else []) + [
-            p if p is not None else f"__k{j}" for j, p in enumerate(self.positions)
+            f"({p}) AS __k{j}" if p is not None else f"__k{j}" for j, p in enumerate(self.positions)
         ]
         outer += [f"__a{i}" for i in range(len(self.selects) - len(self.keys))]
         return f"SELECT {', '.join(outer)} FROM ({inner}) WHERE {self.in_domain}"
@@ -249,7 +254,15 @@ def run(con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, salt: int
             params["salt"] = salt
             parts.append(q.sampled(plan, to_sample))
         bounded = " UNION ALL ".join(f"({p})" for p in parts) if len(parts) > 1 else parts[0]
-        rows = con.execute(q.aggregate(bounded), params).fetchall()
+        aggregated = q.aggregate(bounded)
+        if plan.key_selection is not None:
+            # Keys without a public domain travel as text: the values of groups that key selection
+            # will drop (one person's group) must not pass through Python's conversions, which can
+            # fail for a value (huge intervals, time zones) and so leak it [transport].
+            cols = [f"CAST(__k{j} AS VARCHAR)" if p is None else f"__k{j}" for j, p in enumerate(q.positions)]
+            cols += [f"__a{i}" for i in range(len(q.selects) - len(q.keys))]
+            aggregated = f"SELECT {', '.join(cols)} FROM ({aggregated})"
+        rows = con.execute(aggregated, params).fetchall()
     finally:
         if made_special:
             con.execute(f"DROP TABLE IF EXISTS {special}")
