@@ -26,10 +26,15 @@ grid units is an exact integer.
 ``a = exp(-ε / Δ)``; the reported interval is ``value ± w`` for the smallest ``w`` with
 coverage ``>= 1 - alpha`` [ci]. For AVG, each of the two components gets ``alpha / 2`` and
 the interval is the range of ``mid + S / C`` over the two boxes (Bonferroni) [ci-avg].
-With several partitions, their scaled answers are combined with public weights (``pdp``);
-each partition's half-width is taken at ``alpha / parts`` and the weighted half-widths add
-up (a union bound) [ci-parts]. Intervals cover the noise of the bounded statistic (after
-clamping and row sampling), not bias from bounding or from scaling partitions up.
+With several partitions, their answers are combined with public weights (``pdp.coefficients``:
+plain sums of exact parts, or 1/p per sampling stratum); each partition's half-width is taken
+at ``alpha / parts`` and the weighted half-widths add up (a union bound) [ci-parts]. When
+the rule samples subjects (or a weighting extrapolates), the interval also covers the sampling
+error (Bernstein, with ``alpha / 2``; the noise then gets the other half [ci-sample]) and a
+deterministic bound on any extrapolation bias (``pdp.extrapolation``) [ci-extrapolation], both
+from public quantities only: the interval covers the *population's* total (everyone the rule
+uses or samples; ``pdp.answer_population``). It does not cover bias from contribution bounding
+(clamping, row sampling), which the answer's notes name.
 Clamping counts at 0 and averages to ``[L, U]`` is post-processing.
 
 **Proof sketch:** each component is an integer statistic with L1 sensitivity ``Δ``
@@ -120,18 +125,22 @@ def _component(plan, agg, comp, exact, rows, parts: _Parts, alpha: float, rng) -
     x = exact.components[(agg.index, comp.label)][:, rows]  # (parts, cells)
     frac = comp.epsilon / plan.epsilon
     n_parts = len(parts.epsilons)
+    sampled = parts.subjects is not None and parts.subjects.rule == "sample" and parts.combined
+    alpha_noise = alpha / 2 if sampled else alpha  # [ci-sample]: the other half for sampling
     ys, halves, variances = [], [], []
     for i, eps_i in enumerate(parts.epsilons):
         e = eps_i * frac
         z = noise.discrete_laplace(e, comp.sensitivity, x.shape[1], rng)  # [noise]
         ys.append(x[i] + z.astype(object))
-        halves.append(noise.discrete_laplace_half_width(e, comp.sensitivity, alpha / n_parts))  # [ci-parts]
+        halves.append(noise.discrete_laplace_half_width(e, comp.sensitivity, alpha_noise / n_parts))  # [ci-parts]
         variances.append(noise.discrete_laplace_std(e, comp.sensitivity) ** 2)
     if not parts.combined:
         return _Combined(ys[0], np.full(x.shape[1], halves[0], dtype=object), True)
     c = pdp.coefficients(parts.subjects, variances, _unit_variance(plan, agg, comp))  # [combine]
     est = sum(c[i] * np.asarray(ys[i], dtype=float) for i in range(n_parts))
-    half = sum(abs(c[i]) * halves[i] for i in range(n_parts))
+    # [ci-extrapolation]: sampling (Bernstein) and any bias of extrapolating, from public facts
+    sampling, bias = pdp.extrapolation(parts.subjects, c, float(comp.sensitivity), alpha / 2)
+    half = sum(abs(c[i]) * halves[i] for i in range(n_parts)) + sampling + bias
     return _Combined(np.asarray(est, dtype=float), np.full(x.shape[1], half, dtype=float), False)
 
 

@@ -186,12 +186,15 @@ def plan(
     min_size: int = MIN_PARTITION_SIZE,
     unit_variance: float = 0.25,
     noise_factor: float = 2.0,
+    strata: bool = False,
 ) -> SubjectPlan:
     """The subject plan of one query under ``rule`` (see the module docstring).
 
     ``unit_variance`` is the public prior on a subject's contribution variance (in units of the
     contribution range squared) and ``noise_factor`` the noise variance times ε² per unit of
-    sensitivity (2 for Laplace); both only shape partition choices and weights.
+    sensitivity (2 for Laplace); both only shape partition choices and weights. ``strata``
+    (sample rule) splits the subjects into one part per inclusion probability, for mechanisms
+    that aggregate per part (the counting class); others run on one part.
     """
     levels = [lv for lv in levels if lv.count > 0]
     if not levels:
@@ -222,7 +225,21 @@ def plan(
         threshold = min(requested, levels[-1].allowance)
         charges = {lv.allowance: lv.allowance for lv in levels}  # allowance ≤ ε_T
         probs = {lv.allowance: sample_probability(lv.allowance, threshold) for lv in levels}
-        return _single(rule, levels, requested, threshold, charges, excluded, probs)
+        if not strata:
+            return _single(rule, levels, requested, threshold, charges, excluded, probs)
+        # One part (stratum) per inclusion probability, all run at ε_T: each stratum's total is
+        # scaled by 1/p (Horvitz-Thompson), so the estimate is unbiased for everyone with an
+        # allowance whatever their values [ht]. Strata are disjoint: each subject is in one.
+        by_p: dict[float, list[Level]] = {}
+        for lv in levels:
+            by_p.setdefault(probs[lv.allowance], []).append(lv)
+        parts_s, assignment_s = [], {}
+        for i, prob in enumerate(sorted(by_p, reverse=True)):
+            lvs = by_p[prob]
+            parts_s.append(Part(i, 0, lvs[0].allowance, lvs[-1].allowance, sum(lv.count for lv in lvs), threshold))
+            for lv in lvs:
+                assignment_s[(lv.allowance, 0)] = i
+        return SubjectPlan(rule, requested, tuple(levels), tuple(parts_s), charges, probs, excluded, 0, assignment_s)
     if rule in ("partition", "t_round"):
         n_rounds = rounds if rule == "t_round" else 1
         parts: list[Part] = []
@@ -501,9 +518,17 @@ def coefficients(plan: SubjectPlan, noise_variances: Sequence[float], unit_varia
     over the atoms (``atoms``), the solution is ``c = N Q⁻¹ n / (nᵀ Q⁻¹ n)`` [combine]. For
     disjoint partitions it weighs partition i by n_i / (τ² n_i + v_i); with one part it is N / n.
     """
-    if plan.rule == "sample":  # one part; the expected sample speaks for everyone
+    if plan.rule == "sample":
+        if len(plan.parts) > 1 or _strata(plan):  # Horvitz-Thompson per stratum [ht]
+            return np.array([1.0 / _part_probability(plan, part.index) for part in plan.parts])
+        # one part: the expected sample speaks for everyone (ratio; its bias is bounded in the
+        # interval by ``extrapolation``)
         expected = sum(lv.count * plan.sample_probability[lv.allowance] for lv in plan.levels)
         return np.array([plan.population / expected])
+    if plan.rule in ("threshold", "minimum", "partition"):
+        # Every subject of the answer's population is in exactly one part, used exactly: the sum
+        # of the parts is the population's total, with no extrapolation.
+        return np.ones(len(plan.parts))
     D, m = atoms(plan)
     n = D @ m
     Q = unit_variance * (D * m) @ D.T + np.diag(np.asarray(noise_variances, dtype=float))
@@ -511,21 +536,83 @@ def coefficients(plan: SubjectPlan, noise_variances: Sequence[float], unit_varia
     return plan.population * q / (n @ q)
 
 
+def _part_probability(plan: SubjectPlan, index: int) -> float:
+    probs = {plan.sample_probability[a] for (a, _), j in plan.assignment.items() if j == index}
+    if len(probs) != 1:
+        raise errors.InternalError("a sampling stratum mixes inclusion probabilities")
+    return probs.pop()
+
+
+def _strata(plan: SubjectPlan) -> bool:
+    """One part whose subjects share one inclusion probability."""
+    return len({plan.sample_probability[lv.allowance] for lv in plan.levels}) <= 1
+
+
+def answer_population(plan: SubjectPlan) -> int:
+    """Subjects an answer is about: everyone the rule uses (or samples with a known probability).
+
+    Subjects with no budget left, and those the threshold rule leaves out, are not in it.
+    """
+    used = {a for (a, _r) in plan.assignment}
+    return sum(lv.count for lv in plan.levels if lv.allowance in used)
+
+
+def extrapolation(plan: SubjectPlan, c: Sequence[float], y_abs_max: float, alpha: float) -> tuple[float, float]:
+    """Error of ``Σ_j c_j (exact total of part j)`` as an estimate of the population's total.
+
+    The estimate is ``Σ_u w_u B_u y_u`` with w_u the sum of c over u's parts, B_u ~ Bernoulli(p_u)
+    (p_u < 1 only under the sample rule) and |y_u| ≤ ``y_abs_max`` one subject's contribution
+    (public: its sensitivity). Returns (a, b): with probability ≥ 1 - alpha the sampling error
+    Σ_u w_u (B_u - p_u) y_u is at most a (Bernstein: independent terms bounded by w_u y_max,
+    variance Σ_u w_u² p_u (1 - p_u) y_max²), and the bias Σ_u (w_u p_u - 1) y_u is at most b
+    in absolute value (deterministic). Both come from public quantities only; b is 0 for
+    Horvitz-Thompson strata and for rules that sum exact parts.
+    """
+    rounds = 1 + max((p.round for p in plan.parts), default=0)
+    variance = bias = 0.0
+    bound = 0.0
+    for lv in plan.levels:
+        parts = [plan.assignment[(lv.allowance, r)] for r in range(rounds) if (lv.allowance, r) in plan.assignment]
+        if not parts:
+            continue  # left out: not in the population
+        w = float(sum(c[j] for j in parts))
+        p = plan.sample_probability.get(lv.allowance, 1.0) if plan.rule == "sample" else 1.0
+        variance += lv.count * w * w * p * (1 - p)
+        if p < 1:
+            bound = max(bound, w)
+        gap = abs(w * p - 1.0)
+        bias += lv.count * (gap if gap > 1e-9 else 0.0)
+    variance *= y_abs_max**2
+    sampling = 0.0
+    if variance > 0:
+        big_l = math.log(2.0 / alpha)
+        m = bound * y_abs_max * big_l / 3.0
+        sampling = m + math.sqrt(m * m + 2.0 * variance * big_l)
+    return sampling, bias * y_abs_max
+
+
 def population_scale(plan: SubjectPlan | None, noise_variance: float, unit_variance: float) -> float:
     """The factor from one part's answer to everyone with budget (1 when nobody was left out or
     sampled); for mechanisms that run on a single part of subjects (top-k, synthetic releases)."""
     if plan is None or not plan.combined:
         return 1.0
-    return float(coefficients(plan, [noise_variance], unit_variance)[0])
+    if plan.rule == "sample":
+        expected = sum(lv.count * plan.sample_probability[lv.allowance] for lv in plan.levels)
+        return plan.population / expected
+    return 1.0  # threshold: the answer is about the subjects it uses
 
 
 def predicted_mse(plan: SubjectPlan, noise_variances: Sequence[float], unit_variance: float) -> float:
     """Mean squared error of ``coefficients``' estimate under its model."""
     c = coefficients(plan, noise_variances, unit_variance)
     if plan.rule == "sample":
-        # Poisson sampling: Var(Σ_u B_u x_u) ≤ Σ_u p_u (1 - p_u) x_max², with x_max = 2τ
-        sampling = sum(lv.count * p * (1 - p) for lv in plan.levels for p in [plan.sample_probability[lv.allowance]])
-        return float(c[0] ** 2 * (4 * unit_variance * sampling + noise_variances[0]))
+        # Poisson sampling: Var(Σ_u w_u B_u x_u) ≤ Σ_u w_u² p_u (1 - p_u) x_max², with x_max = 2τ
+        part_of = {a: j for (a, _), j in plan.assignment.items()}
+        sampling = sum(
+            lv.count * c[part_of[lv.allowance]] ** 2 * p * (1 - p)
+            for lv in plan.levels for p in [plan.sample_probability[lv.allowance]]
+        )  # fmt: skip
+        return float(4 * unit_variance * sampling + np.sum(c**2 * np.asarray(noise_variances)))
     D, m = atoms(plan)
     a = D.T @ c
     return float(unit_variance * np.sum(m * (a - 1) ** 2) + np.sum(c**2 * np.asarray(noise_variances)))

@@ -248,19 +248,24 @@ def _counts(plan: TopKPlan, values: list[int], n_items: int, subjects, factor: f
     comp = plan.counts
     eps = comp.epsilon * factor
     sens = min(n_items, plan.max_groups)
-    half = noise.discrete_laplace_half_width(eps, sens, plan.settings.alpha)
+    alpha = plan.settings.alpha
     scale = pdp.population_scale(subjects, noise.discrete_laplace_std(eps, sens) ** 2, 0.25)
-    desc = f"discrete Laplace, sensitivity {sens}, ε={comp.epsilon:.4g} (subjects per item)"
+    desc = f"discrete Laplace, sensitivity {sens}, ε={eps:.4g} (subjects per item)"
     if scale != 1.0:
+        # Scaled from a sample: the interval adds the sampling error and the bias bound of the
+        # ratio estimate (one subject adds at most 1 to an item's count) [ci-extrapolation].
+        half = noise.discrete_laplace_half_width(eps, sens, alpha / 2)
+        sampling, bias = pdp.extrapolation(subjects, [scale], 1.0, alpha / 2)
         y = np.array([int(round(v * scale)) for v in values], dtype=object)
-        half = int(math.ceil(half * scale))
-        desc += "; scaled to all subjects with budget"
+        half = int(math.ceil(half * scale + sampling + bias))
+        desc += "; scaled to everyone with budget (sample rule)"
     else:
+        half = noise.discrete_laplace_half_width(eps, sens, alpha)
         y = np.array(values, dtype=object)
     low, high = y - half, y + half
     if plan.settings.clamp_counts:
         y, low, high = (np.array([max(0, v) for v in a], dtype=object) for a in (y, low, high))
-    return NoisyColumn(y, low, high, True, "laplace (subjects)", comp.epsilon, desc)
+    return NoisyColumn(y, low, high, True, "laplace (subjects)", eps, desc)
 
 
 # -- the wide-table form -------------------------------------------------------------------------

@@ -150,18 +150,30 @@ def test_sample_inclusion_frequencies():
 
 
 def test_combination_of_disjoint_partitions():
-    """One round: weights n_i / (τ² n_i + v_i), normalised to Σ c_i n_i = N; one part: N / n."""
+    """Disjoint partitions are summed (each is the exact total of its subjects plus noise), so the
+    answer is about everyone it uses with no extrapolation; the threshold rule's answer is about
+    the subjects with the whole ε (no scaling to those it leaves out)."""
     levels = [pdp.Level(D("0.1"), 100), pdp.Level(D("1"), 300)]
     plan = pdp.plan("partition", levels, D("1"), partitions=2, min_size=1)
-    v = [200.0, 2.0]
-    c = pdp.coefficients(plan, v, 0.25)
-    n = np.array([100.0, 300.0])
-    expect = n / (0.25 * n + np.array(v))
-    expect = 400 * expect / (expect @ n)
-    assert c == pytest.approx(expect)
-    assert c @ n == pytest.approx(400)
+    assert list(pdp.coefficients(plan, [200.0, 2.0], 0.25)) == [1.0, 1.0]
+    assert pdp.extrapolation(plan, [1.0, 1.0], 1.0, 0.05) == (0.0, 0.0)
+    assert pdp.answer_population(plan) == 400
     thr = pdp.plan("threshold", levels, D("1"))
-    assert pdp.coefficients(thr, [2.0], 0.25) == pytest.approx([400 / 300])
+    assert list(pdp.coefficients(thr, [2.0], 0.25)) == [1.0]
+    assert pdp.answer_population(thr) == 300
+
+
+def test_sample_strata_are_horvitz_thompson():
+    levels = [pdp.Level(D("0.2"), 100), pdp.Level(D("0.5"), 50), pdp.Level(D("1"), 300)]
+    plan = pdp.plan("sample", levels, D("1"), strata=True)
+    assert len(plan.parts) == 3 and all(p.epsilon == D("1") for p in plan.parts)
+    c = pdp.coefficients(plan, [2.0] * 3, 0.25)
+    probs = sorted((pdp.sample_probability(lv.allowance, D("1")) for lv in levels), reverse=True)
+    assert c == pytest.approx([1 / q for q in probs])
+    sampling, bias = pdp.extrapolation(plan, c, 1.0, 0.05)
+    assert bias == 0.0 and sampling > 0
+    one = pdp.plan("sample", levels, D("1"))  # one part: a ratio estimate, whose bias is bounded
+    assert len(one.parts) == 1 and pdp.extrapolation(one, pdp.coefficients(one, [2.0], 0.25), 1.0, 0.05)[1] > 0
 
 
 @pytest.fixture

@@ -82,6 +82,8 @@ class CountingQuery:
                 hint="use a declared domain, or personalization 'threshold', 'sample' or 'minimum'",
             )
         options = {}
+        if s.personalization == "sample" and key_selection is None:
+            options = {"strata": True}  # one part per inclusion probability: unbiased totals [ht]
         if s.personalization in ("partition", "t_round"):
             options = {"partitioning": s.partitioning, "partitions": s.partitions, "min_size": s.min_partition_size}
             if s.personalization == "t_round":

@@ -67,6 +67,10 @@ def _agg_sql(agg: AggSpec) -> list[tuple[str, str]]:
             scaled = f"CAST({clamped} * {int(round(1 / agg.grid))} AS BIGINT)"
         else:
             scaled = f"CAST({clamped} / {int(agg.grid)} AS BIGINT)"
+    # GREATEST/LEAST skip NULLs: without this, a NULL input (or a row a FILTER excludes) would be
+    # summed as the lower bound while COUNT(v) skips it, and AVG's centred sum would move by
+    # |lower| per row instead of its declared (upper - lower) / 2 [null-input].
+    scaled = f"CASE WHEN {v} IS NULL THEN NULL ELSE {scaled} END"
     if agg.kind == SUM:
         return [("sum", f"coalesce(sum({scaled}), 0)")]
     if agg.kind == AVG:
