@@ -625,6 +625,7 @@ def check(statement: exp.Expr) -> None:
             "write one SELECT ... FROM <protected table> with aggregates; combine answers afterwards",
         )
     _Checker().select(statement)
+    _check_growth(statement)
 
 
 class _Checker:
@@ -1127,6 +1128,8 @@ def reference_markdown() -> str:
         "`CAST` / `TRY_CAST` / `::` to " + ", ".join(sorted(set(CAST_TYPES.values()))) + ".",
         "- **Not allowed**: window functions, subqueries (also in IN and EXISTS), lambdas, list / struct / map "
         "constructors and element access, `*` outside `COUNT(*)`, and every function not in the table below.",
+        f"- **Output size**: a whole row expression may make text of at most {GROWTH_FACTOR} times its longest "
+        f"input value plus {GROWTH_CONSTANT:,} characters (nested `replace`, `lpad`, `concat` multiply; DP255).",
         "",
         "Functions: each is total (under `TRY`, no input makes it fail) and its output is bounded by its inputs; "
         "the arguments named in the second column must be constants.",
@@ -1159,3 +1162,79 @@ def constant_samples(rule: Rule) -> list[dict[str, str]]:
     return combos
 
 
+# -- output size of a whole row expression --------------------------------------------------------
+#: A row expression's text may be at most GROWTH_FACTOR times its longest input column plus
+#: GROWTH_CONSTANT characters. Each listed function bounds its own output, but a chain of them
+#: multiplies (eight nested 8x replaces make 16 million characters of one row): a size that one
+#: row's values decide would turn memory exhaustion into a one-bit oracle, which TRY() cannot
+#: catch. So the bound is propagated through the whole expression and checked once [growth].
+GROWTH_FACTOR = 64
+GROWTH_CONSTANT = 1_000_000
+_FIXED = 64  # characters of any non-text value shown as text (a number, a date, a boolean)
+
+
+def _literal_length(node: exp.Expr | None) -> int:
+    text = _string(node)
+    return len(text) if text is not None else _FIXED
+
+
+def _growth(node: exp.Expr, memo: dict[int, tuple[float, float]]) -> tuple[float, float]:
+    """(a, b): the text of ``node`` is at most a * (longest input value) + b characters."""
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    sub = [_growth(child, memo) for child in node.iter_expressions()]
+
+    def widest(parts):
+        return (max((a for a, _ in parts), default=0.0), max((b for _, b in parts), default=0.0))
+
+    if isinstance(node, exp.Column):
+        out = (1.0, 0.0)
+    elif isinstance(node, exp.Literal):
+        out = (0.0, float(len(node.this)) if node.is_string else float(_FIXED))
+    elif isinstance(node, (exp.DPipe, exp.Concat)):
+        out = (sum(a for a, _ in sub), sum(b for _, b in sub))
+    elif isinstance(node, exp.Replace):
+        a, b = _growth(node.this, memo)
+        old, new = _string(node.expression), _string(node.args.get("replacement"))
+        ratio = 1.0 if not old else max(1.0, (len(new) if new is not None else GROWTH_CONSTANT) / len(old))
+        out = (a * ratio, b * ratio)
+    elif isinstance(node, exp.Pad):
+        width = _integer(node.expression)
+        out = (0.0, float(width)) if width is not None else (GROWTH_FACTOR + 1.0, 0.0)
+    elif isinstance(node, (exp.Left, exp.Right)):
+        n = _integer(node.expression)
+        out = (0.0, float(abs(n))) if n is not None else _growth(node.this, memo)
+    elif isinstance(node, exp.Substring):
+        n = _integer(node.args.get("length"))
+        out = (0.0, float(abs(n))) if n is not None else _growth(node.this, memo)
+    elif isinstance(node, exp.RegexpReplace):
+        a, b = _growth(node.this, memo)
+        out = (a, b + _literal_length(node.args.get("replacement")))
+    elif isinstance(node, (exp.Upper, exp.Lower)):
+        a, b = _growth(node.this, memo)
+        out = (3.0 * a, 3.0 * b)  # case mapping can lengthen a character (ß -> SS), at most 3x in bytes
+    elif isinstance(node, exp.TimeToStr):
+        out = (0.0, float(_FIXED) * max(1, _literal_length(node.args.get("format"))))
+    elif isinstance(node, (exp.Cast, exp.TryCast, exp.Trim, exp.RegexpExtract, exp.Paren, exp.Case, exp.If,
+                           exp.Coalesce, exp.Nullif, exp.Greatest, exp.Least, exp.Anonymous)):
+        out = widest(sub + [(0.0, float(_FIXED))])  # at most one of its inputs, or a short value
+    else:
+        out = (0.0, float(_FIXED))  # numbers, booleans, dates: fixed-size values
+    memo[key] = out
+    return out
+
+
+def _check_growth(statement: exp.Expr) -> None:
+    memo: dict[int, tuple[float, float]] = {}
+    for node in statement.walk():
+        if not isinstance(node, exp.Expr) or isinstance(node, (exp.Select, exp.Subquery, exp.Table, exp.From, exp.Join)):
+            continue
+        a, b = _growth(node, memo)
+        if a > GROWTH_FACTOR or b > GROWTH_CONSTANT:
+            raise _refuse(
+                SIZE,
+                f"{_sql(node)} can make a value of up to {a:g} x its input + {b:,.0f} characters",
+                f"keep a row expression within {GROWTH_FACTOR} x its longest input + {GROWTH_CONSTANT:,} "
+                "characters: nest fewer growing functions (replace, lpad, concat)",
+            )

@@ -623,3 +623,43 @@ def test_gateway_keeps_repeated_subexpressions_inside_try(make_db, query):
         cur = con.cursor()
         cur.execute(DP + query)
         assert len(cur.fetchall()) == 1
+
+
+# -- the output size of a whole row expression (second audit: nested growth) -----------------------
+AUDIT2 = (
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) COUNT(*) AS n FROM t WHERE length("
+    + "replace(" * 7
+    + "CASE WHEN pid = 11 AND age > 40 THEN lpad('', 10000, 'a') ELSE 'b' END"
+    + ", 'a', 'aaaaaaaa')" * 7
+    + ") > 5"
+)
+
+
+def test_nested_growth_is_refused_as_a_whole():
+    """Each replace grows 8x at most (allowed alone); seven nested grow 8^7x: refused (DP255)."""
+    with pytest.raises(errors.UnsupportedQueryError) as info:
+        allowlist.check(parse_one(AUDIT2))
+    assert info.value.code == "DP255"
+
+
+@pytest.mark.parametrize(
+    ("expr", "ok"),
+    [
+        ("replace(replace(s, 'a', 'aaaaaaaa'), 'a', 'aaaaaaaa')", True),  # 64x
+        ("replace(replace(replace(s, 'a', 'aaaaaaaa'), 'a', 'aaaaaaaa'), 'a', 'aaaaaaaa')", False),  # 512x
+        ("concat(lpad('', 10000, 'a'), lpad('', 10000, 'b'))", True),
+        ("replace(lpad('', 10000, 'a'), 'a', 'aaaaaaaa') || replace(lpad('', 10000, 'a'), 'a', 'aaaaaaaa')", True),
+        ("replace(replace(lpad('', 10000, 'a'), 'a', 'aaaaaaaa'), 'a', 'aaaaaaaa')", True),  # 640,000
+        ("replace(replace(replace(lpad('', 10000, 'a'), 'a', 'aaaaaaaa'), 'a', 'aaaaaaaa'), 'a', 'aa')", False),
+        ("s || s || s || s || s || s || s || s", True),
+        ("concat(" + ", ".join(["replace(s, 'a', 'aaaaaaaa')"] * 9) + ")", False),  # 72x
+    ],
+)
+def test_growth_bound(expr, ok):
+    sql = f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) COUNT(*) FROM t WHERE length({expr}) > 3"
+    if ok:
+        allowlist.check(parse_one(sql))
+    else:
+        with pytest.raises(errors.UnsupportedQueryError) as info:
+            allowlist.check(parse_one(sql))
+        assert info.value.code == "DP255"
