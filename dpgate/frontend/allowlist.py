@@ -116,7 +116,9 @@ GRAPH_AGGREGATES = ("triangle_count", "kstar_count", "ktriangle_count", "kclique
 #: DuckDB's common-subexpression elimination moves a sub-expression that occurs twice out of
 #: the TRY(...) around it (``TRY((x + 1) * (x + 1))``, but also the implicit cast DuckDB adds
 #: to each element of ``s IN (1, 2)`` or to both bounds of BETWEEN), so its errors escape TRY.
-REQUIRED_SETTINGS = {"disabled_optimizers": "common_subexpressions"}
+#: Statistics propagation folds conditions with every row's min/max (uncharged subjects' too),
+#: which decides whether other sub-expressions run at all: it is off as well.
+REQUIRED_SETTINGS = {"disabled_optimizers": "common_subexpressions,statistics_propagation"}
 
 #: Longest constant string (pattern, format, replacement) accepted.
 MAX_CONSTANT_TEXT = 1000
@@ -920,6 +922,14 @@ class _Checker:
         if isinstance(node, exp.Escape):
             if not isinstance(node.this, (exp.Like, exp.ILike)) or not Text(()).ok(node.expression):
                 raise _refuse(CONSTANT, f"{_sql(node)}: ESCAPE takes a constant", "write LIKE 'a!%' ESCAPE '!'")
+            # DuckDB raises per row (and TRY does not catch it) for an escape that is not one ASCII
+            # character, and for a pattern ending in an unescaped escape character [escape].
+            escape, pattern = _string(node.expression) or "", _string(node.this.expression)
+            if len(escape.encode()) > 1 or pattern is None or (escape and _dangling_escape(pattern, escape)):
+                raise _refuse(
+                    CONSTANT, f"{_sql(node)}: ESCAPE takes one ASCII character, and the pattern may not end in it",
+                    "write LIKE 'a!%' ESCAPE '!' (a constant pattern; the escape character before another character)",
+                )
             self.expr(node.this)
             return
         rule = self.rule(node)
@@ -1171,6 +1181,19 @@ def constant_samples(rule: Rule) -> list[dict[str, str]]:
 GROWTH_FACTOR = 64
 GROWTH_CONSTANT = 1_000_000
 _FIXED = 64  # characters of any non-text value shown as text (a number, a date, a boolean)
+
+
+def _dangling_escape(pattern: str, escape: str) -> bool:
+    """Whether ``pattern`` ends in an escape character that escapes nothing."""
+    i = 0
+    while i < len(pattern):
+        if pattern[i] == escape:
+            if i + 1 == len(pattern):
+                return True
+            i += 2
+        else:
+            i += 1
+    return False
 
 
 def _literal_length(node: exp.Expr | None) -> int:
