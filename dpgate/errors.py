@@ -27,6 +27,14 @@ class RosterWarning(UserWarning):
     """A protected table's subject count becomes public because its roster comes from its rows."""
 
 
+class PopulationWarning(UserWarning):
+    """An answer is about fewer subjects than the roster: some had no budget left or were left out.
+
+    Its counts and sums cover only the answer's population (``cursor.release.population``), so
+    they can be lower than over the whole table; ``cursor.messages`` says who is missing.
+    """
+
+
 class Error(Exception):
     """Root of dpgate's errors (PEP 249 ``Error``).
 
@@ -123,6 +131,7 @@ __all__ = [
     "OperationalError",
     "ParseError",
     "PolicyError",
+    "PopulationWarning",
     "ProgrammingError",
     "UnsupportedQueryError",
     "Warning",

@@ -231,6 +231,7 @@ class Gateway:
             private=randomness.private,
             subjects_charged=debit.subjects_charged,
             subjects_excluded=debit.subjects_excluded,
+            subjects_left_out=debit.subjects.left_out if debit.subjects is not None else 0,
             columns=answer.columns,
             intervals=answer.intervals,
             notes=notes,
@@ -264,16 +265,26 @@ class Gateway:
         return Result([], [], [], None, message="SET " + ", ".join(changed))
 
     def _show_budget(self, cat: catalog_mod.Catalog) -> Result:
+        """Every budget a query draws on: the analyst's ε and δ quota, and the subjects' ε and δ.
+
+        Subjects' budgets are shown as counts per range (never an individual's): ε in buckets,
+        δ as how many subjects can still take part in key selection at the session δ.
+        """
+        from decimal import Decimal
+
+        from dpgate.ledger import dec
+
         eq, dq, ecap, dcap, es, ds = self.ledger.quota(self.analyst)
         eps_left, delta_left = self.ledger.remaining(self.analyst)
+        session_eps, session_delta = self.session.values["epsilon"], self.session.values["delta"]
         rows: list[tuple] = [
             (
                 f"analyst {self.analyst}",
                 eps_left,
                 delta_left,
                 None,
-                f"quota ε={float(eq):g}, δ={float(dq):g}; per query ε≤{float(ecap):g}, δ≤{float(dcap):g}; "
-                f"session ε={self.session.values['epsilon']:g}",
+                f"your quota ε={float(eq):g}, δ={float(dq):g}; per query ε≤{float(ecap):g}, δ≤{float(dcap):g}; "
+                f"session ε={session_eps:g}, δ={session_delta:g}",
             )
         ]
         spaces: dict[str, list[str]] = {}
@@ -289,18 +300,42 @@ class Gateway:
                 continue
             if names != [label]:
                 label += f" ({', '.join(names)})"
-            usable, excluded = self.ledger.subject_counts(table, self.session.values["epsilon"], 0.0)
+            usable, excluded = self.ledger.subject_counts(table, session_eps, 0.0)
             rows.append(
                 (
                     f"{label}: subjects",
                     None,
                     None,
                     usable + excluded,
-                    f"{usable} with at least the session ε={self.session.values['epsilon']:g} left",
+                    f"{usable} with at least the session ε={session_eps:g} left"
+                    + (f"; {excluded} with less are left out of queries at that ε" if excluded else ""),
                 )
             )
             for bucket, count in self.ledger.subject_distribution(table):
-                rows.append((f"{label}: remaining ε {bucket}", None, None, count, ""))
+                if count or bucket.startswith("0 "):
+                    rows.append((f"{label}: remaining ε {bucket}", None, None, count, ""))
+            # δ: spent only by DP key selection (GROUP BY over an undeclared domain); a subject
+            # takes part only with at least the query's δ left of their lifetime δ.
+            lifetime = dec(table.subject_delta)
+            need = dec(session_delta) if session_delta > 0 else None
+            spread = self._con.execute(
+                f"SELECT ? - delta_spent AS delta_left, count(*) FROM {table.roster_sql} GROUP BY delta_left", [lifetime]
+            ).fetchall()
+            if need is None:
+                enough = [(Decimal(r), n) for r, n in spread if r > 0]
+            else:
+                enough = [(Decimal(r), n) for r, n in spread if r >= need]
+            short = sum(n for _, n in spread) - sum(n for _, n in enough)
+            what = f"the session δ={session_delta:g}" if need is not None else "some δ"
+            room = ""
+            if enough and need is not None:
+                ks = sorted({int(r // need) for r, _ in enough})
+                room = f": room for {ks[0]}" + (f" to {ks[-1]}" if ks[-1] != ks[0] else "") + " more key selection(s)"
+            rows.append((f"{label}: δ for key selection: left", None, None, sum(n for _, n in enough),
+                         f"at least {what} of their lifetime δ={float(lifetime):g} left{room}"))  # fmt: skip
+            rows.append((f"{label}: δ for key selection: spent", None, None, short,
+                         f"less than {what} left: left out of key selection (GROUP BY an undeclared "
+                         "domain); no other query spends δ"))  # fmt: skip
         return Result(
             ["scope", "epsilon_remaining", "delta_remaining", "subjects", "detail"],
             ["VARCHAR", "DOUBLE", "DOUBLE", "BIGINT", "VARCHAR"],

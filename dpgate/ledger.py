@@ -155,16 +155,18 @@ class Ledger:
             )  # fmt: skip
         if eps > eq - es:
             raise errors.BudgetExceededError(
-                "Answering would exceed your ε quota", code="DP401",
+                f"Answering would exceed your analyst ε quota: ε={cost.epsilon:g} asked, "
+                f"{float(max(eq - es, 0)):g} of your {float(eq):g} left", code="DP401",
                 hint=f"Requested: ε={cost.epsilon:g} / Remaining: ε={float(max(eq - es, 0)):g}; "
-                "ask for a smaller epsilon, or ask the owner for more quota",
+                "ask for a smaller epsilon, or ask the owner for more quota (SHOW BUDGET shows your quota)",
                 requested=cost.epsilon, remaining=float(max(eq - es, 0)),
             )  # fmt: skip
         if delta > dq - ds:
             raise errors.BudgetExceededError(
-                "Answering would exceed your δ quota", code="DP402",
+                f"Answering would exceed your analyst δ quota: δ={cost.delta:g} asked (for DP key selection), "
+                f"{float(max(dq - ds, 0)):g} of your {float(dq):g} left", code="DP402",
                 hint=f"Requested: δ={cost.delta:g} / Remaining: δ={float(max(dq - ds, 0)):g}; "
-                "use declared domains (no δ) or a smaller delta",
+                "use declared domains (no δ) or a smaller delta (SHOW BUDGET shows your quota)",
                 requested=cost.delta, remaining=float(max(dq - ds, 0)),
             )  # fmt: skip
         return eq - es, dq - ds
@@ -194,8 +196,44 @@ class Ledger:
                 hint=f"ask with epsilon <= {left:g}, or ask the owner for a larger edge budget",
                 requested=cost.epsilon, remaining=left,
             )  # fmt: skip
+        if not levels:
+            raise self._nobody_left(cost)
         return pdp.plan(cost.rule, sorted(levels, key=lambda lv: lv.allowance), dec(cost.epsilon),
                         excluded=excluded, **cost.options)  # fmt: skip
+
+    def _nobody_left(self, cost: Cost) -> errors.BudgetExceededError:
+        """The refusal when no subject can take part: it names the subjects' budget that ran out (ε or δ)."""
+        table = cost.table
+        no_delta, no_eps, total = self._con.execute(
+            f"SELECT count(*) FILTER (WHERE ? - delta_spent < ?), "
+            f"count(*) FILTER (WHERE CAST(epsilon_budget AS DECIMAL(38, 18)) - epsilon_spent < ?), count(*) "
+            f"FROM {table.roster_sql}",
+            [dec(table.subject_delta), dec(cost.delta), pdp.GRID],
+        ).fetchone()  # fmt: skip
+        lifetime = f"{float(table.subject_delta):g}"
+        if total and no_delta == total:
+            return errors.BudgetExceededError(
+                f"No subject of {table.name} has δ left for key selection: every subject's lifetime δ ({lifetime}) "
+                f"is spent (each has less than the δ={cost.delta:g} this query needs)",
+                code="DP403",
+                hint="SHOW BUDGET shows δ; GROUP BY a declared domain (no key selection) spends no δ; the data "
+                "owner sets subjects' lifetime δ (subject_delta)",
+                budget="subject delta", requested=cost.delta, lifetime=float(table.subject_delta),
+            )  # fmt: skip
+        if total and no_eps == total:
+            return errors.BudgetExceededError(
+                f"No subject of {table.name} has ε left: every subject's lifetime ε is spent",
+                code="DP403",
+                hint="SHOW BUDGET shows how much subjects have left; the data owner sets their lifetime ε",
+                budget="subject epsilon", requested=cost.epsilon,
+            )  # fmt: skip
+        return errors.BudgetExceededError(
+            f"No subject of {table.name} has budget left for this query: {no_eps:,} have spent their ε and "
+            f"{no_delta:,} have less than the δ={cost.delta:g} key selection needs of their lifetime δ ({lifetime})",
+            code="DP403",
+            hint="SHOW BUDGET shows subjects' ε and δ; GROUP BY a declared domain spends no δ",
+            budget="subject epsilon and delta", requested=cost.epsilon,
+        )  # fmt: skip
 
     def reserve(self, cost: Cost) -> Debit:
         """Debit the analyst and the subjects in one transaction (see module docstring).

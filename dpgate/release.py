@@ -44,10 +44,87 @@ class ReleaseInfo:
     alpha: float
     private: bool
     subjects_charged: int = 0
-    subjects_excluded: int = 0
+    subjects_excluded: int = 0  # not in the answer: no budget left, or left out by the rule
     columns: dict[str, ColumnNoise] = field(default_factory=dict)
     intervals: list[dict[str, tuple[Any, Any]]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: Of ``subjects_excluded``, those the threshold rule left out although they had some budget
+    #: (the rest had none left); None when the gateway did not say.
+    subjects_left_out: int | None = None
+
+    @property
+    def population(self) -> Population:
+        """Whose data this answer is about, out of the roster (public counts only)."""
+        return Population.of(self)
+
+
+@dataclass(frozen=True)
+class Population:
+    """The subjects an answer is about: everyone the personalization rule used.
+
+    Every subject on the roster with budget left is used (and charged), except those the
+    ``threshold`` rule leaves out; subjects with no budget left are not in the answer. A count
+    over a population that is not the whole roster counts only the population's rows.
+    ``no_budget`` and ``left_out`` are None when only their sum (``not_included``) is known.
+    Protected graphs (edge-level DP) have no subjects: ``edge_level`` is true and the answer
+    is about the whole graph.
+    """
+
+    size: int
+    roster: int
+    no_budget: int | None = None
+    left_out: int | None = None
+    edge_level: bool = False
+
+    @classmethod
+    def of(cls, info: ReleaseInfo) -> Population:
+        if info.query_class == "subgraph":
+            return cls(info.subjects_charged, info.subjects_charged, 0, 0, edge_level=True)
+        size = info.subjects_charged
+        roster = info.subjects_charged + info.subjects_excluded
+        if info.subjects_left_out is None:
+            if info.subjects_excluded == 0:
+                return cls(size, roster, 0, 0)
+            return cls(size, roster)
+        left_out = info.subjects_left_out
+        return cls(size, roster, info.subjects_excluded - left_out, left_out)
+
+    @property
+    def not_included(self) -> int:
+        return self.roster - self.size
+
+    @property
+    def whole(self) -> bool:
+        """Whether the answer is about everyone on the roster."""
+        return self.edge_level or self.size == self.roster
+
+    def describe(self) -> str:
+        """One line in plain words, e.g. ``19,537 of 32,561 subjects on the roster (13,024 ...)``."""
+        if self.edge_level:
+            return "the whole graph (edge-level DP: every edge is protected, there are no per-person budgets)"
+        if self.whole:
+            return f"all {self.roster:,} subjects on the roster"
+        text = f"{self.size:,} of {self.roster:,} subjects on the roster"
+        if self.no_budget is None or self.left_out is None:
+            return text + (f" ({self.not_included:,} not included: they had no budget left, "
+                           "or the threshold rule left them out)")  # fmt: skip
+        parts = [f"{self.no_budget:,} had no budget left"]
+        if self.left_out:
+            parts.append(f"{self.left_out:,} left out by the threshold rule")
+        return text + " (" + "; ".join(parts) + ")"
+
+    def as_dict(self) -> dict[str, Any]:
+        """For JSON: the counts, ``whole_roster``, and ``edge_level`` for graphs."""
+        return {
+            "subjects": self.size,
+            "roster": self.roster,
+            "whole_roster": self.whole,
+            "no_budget_left": self.no_budget,
+            "left_out_by_rule": self.left_out,
+            "not_included": self.not_included,
+            "edge_level": self.edge_level,
+            "text": self.describe(),
+        }
 
 
 @dataclass

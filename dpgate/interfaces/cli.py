@@ -11,6 +11,7 @@ import argparse
 import os
 import shutil
 import sys
+import warnings
 from collections.abc import Sequence
 
 from dpgate import errors
@@ -27,24 +28,47 @@ def _width() -> int:
     return shutil.get_terminal_size((160, 24)).columns
 
 
-def cmd_query(args: argparse.Namespace) -> int:
-    """Run one statement as an analyst and print the answer with its error bars."""
-    from dpgate import connect
-    from dpgate.interfaces.render import format_result
+def print_result(result, *, mode: str = "table", intervals: bool = True, max_width: int | None = None,
+                 out=None, err=None) -> None:  # fmt: skip
+    """Print a result in one of the three modes, never dropping what a DP answer says about itself.
 
+    ``table``: the table, its cost, population and notes on ``out``. ``json``: one envelope on
+    ``out``. ``csv``: the rows on ``out``; the message, cost, population and notes on ``err``,
+    one line each after ``# `` (so ``> file.csv`` keeps them on the screen).
+    """
+    from dpgate.interfaces.render import format_result, release_lines
+
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
+    if mode != "csv":
+        print(format_result(result, intervals=intervals, mode=mode, max_width=max_width), file=out)
+        return
+    text = format_result(result, intervals=intervals, mode="csv")
+    if text:
+        print(text, file=out)
+    out.flush()
+    side = ([result.message] if result.message and not result.columns else []) + release_lines(result)
+    for line in side:
+        print(f"# {line}", file=err)
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    """Run one statement as an analyst and print the answer with its error bars, cost and population."""
+    from dpgate import connect
     from dpgate.interfaces.progress import ProgressBar
 
     with connect(args.database, analyst=args.analyst, progress=ProgressBar(sys.stderr)) as con:
         cur = con.cursor()
-        cur.execute(args.sql)
-        print(format_result(cur.result, intervals=not args.no_intervals, mode=args.mode, max_width=None))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", errors.PopulationWarning)  # the population line says it
+            cur.execute(args.sql)
+        print_result(cur.result, mode=args.mode, intervals=not args.no_intervals)
     return 0
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
     """Show what a query would cost, its mechanism and its error bars; spends nothing."""
     from dpgate import connect
-    from dpgate.interfaces.render import format_result
 
     sql = args.sql.strip().rstrip(";")
     if not sql.upper().startswith("EXPLAIN PRIVACY"):
@@ -52,21 +76,23 @@ def cmd_explain(args: argparse.Namespace) -> int:
     with connect(args.database, analyst=args.analyst) as con:
         cur = con.cursor()
         cur.execute(sql)
-        print(format_result(cur.result, mode=args.mode))
+        print_result(cur.result, mode=args.mode)
     return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Build (or reuse) the demo database and run a short tour of DP queries on it."""
+    """Build a fresh demo database (or keep the existing one with --keep) and run a short tour of DP queries on it."""
     from dpgate.interfaces import demo
 
-    path = demo.build(args.db, force=args.rebuild)
+    path = demo.build(args.db, force=not args.keep)
     if args.no_tour:
         print(path)
         return 0
     demo.tour(path)
     print(f"Demo database: {path}")
-    print(f'Try:  dpgate query {path} --analyst demo "SELECT COUNT(*) FROM adult WHERE age > 60"')
+    print(f'Try:  dpgate query {demo.shell_quote(path)} --analyst demo "{demo.TRY_QUERY}"')
+    print(f"      dpgate shell --demo{'' if args.db is None else ' ' + demo.shell_quote(path)}"
+          "    (an interactive SQL shell on it; `dpgate demo` again starts from a fresh database)")  # fmt: skip
     return 0
 
 
@@ -151,7 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("demo", help=cmd_demo.__doc__, description=cmd_demo.__doc__)
     d.add_argument("--db", help="where to write the demo database (default: your data directory)")
-    d.add_argument("--rebuild", action="store_true", help="rebuild it even if it exists")
+    d.add_argument("--keep", action="store_true",
+                   help="keep the existing demo database and what it has spent (default: start from a fresh one)")
+    d.add_argument("--rebuild", action="store_true", help=argparse.SUPPRESS)  # the default since 0.7
     d.add_argument("--no-tour", action="store_true", help="only build the database and print its path")
     d.set_defaults(func=cmd_demo)
 

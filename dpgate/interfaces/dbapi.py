@@ -6,10 +6,16 @@ nothing, leaving ``with`` closes the connection. Unlike DuckDB, ``cursor()`` ret
 light cursor sharing the connection's gateway, session settings and ledger.
 
 ``rollback()`` never refunds ε: the ledger debit of a released answer is final.
+
+After a DP answer, ``cursor.messages`` holds its cost, its population (whose data it is about)
+and its notes, one string each (like psycopg's notices), and a ``PopulationWarning`` is issued
+when the population is not the whole roster: some subjects had no budget left, or the rule
+left them out, so counts and sums cover fewer people than the table has.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -52,7 +58,7 @@ class Connection:
 
     def execute(self, sql: str, parameters: Any = None) -> Cursor:
         """Shortcut: a new cursor that has executed ``sql``."""
-        return self.cursor().execute(sql, parameters)
+        return self.cursor()._execute(sql, parameters, stacklevel=3)
 
     def commit(self) -> None:
         self.gateway  # raises if closed
@@ -86,6 +92,9 @@ class Cursor:
         self._pos = 0
         self._closed = False
         self.arraysize = 1
+        #: The cost, population and notes of the last answer (and a statement's message), one
+        #: string each; cleared by every execute.
+        self.messages: list[str] = []
 
     def _check(self) -> None:
         if self._closed:
@@ -94,18 +103,26 @@ class Cursor:
 
     # -- executing -----------------------------------------------------------------------
     def execute(self, operation: str, parameters: Any = None) -> Cursor:
+        return self._execute(operation, parameters, stacklevel=3)
+
+    def _execute(self, operation: str, parameters: Any, *, stacklevel: int) -> Cursor:
         self._check()
         if not isinstance(operation, str):
             raise errors.ProgrammingError("execute() takes SQL text", code="DP200")
         self._result = None
         self._pos = 0
+        self.messages = []
         self._result = self.connection.gateway.run(operation, parameters)
+        self.messages = _messages(self._result)
+        release = self._result.release
+        if release is not None and not release.population.whole:
+            warnings.warn(errors.PopulationWarning(_population_warning(release)), stacklevel=stacklevel)
         return self
 
     def executemany(self, operation: str, seq_of_parameters: Sequence[Any]) -> Cursor:
         self._check()
         for params in seq_of_parameters:
-            self.execute(operation, params)
+            self._execute(operation, params, stacklevel=3)
         return self
 
     # -- results -------------------------------------------------------------------------
@@ -178,6 +195,18 @@ class Cursor:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _messages(result: Result) -> list[str]:
+    from dpgate.interfaces.render import release_lines
+
+    lines = [result.message] if result.message else []
+    return lines + release_lines(result)
+
+
+def _population_warning(release: ReleaseInfo) -> str:
+    return (f"population: {release.population.describe()}; the answer's counts and sums cover only "
+            "these subjects (cursor.messages has its notes)")
 
 
 def connect(

@@ -98,49 +98,185 @@ def status_line(result: Result, *, rows: bool = True) -> str:
         if rel.delta:
             text += f", δ {rel.delta:g}"
         text += f" · remaining ε {rel.epsilon_remaining:g}"
+        if rel.delta:
+            text += f", δ {rel.delta_remaining:g}"
         if result.columns:
             text += f" · {100 * (1 - rel.alpha):g}% intervals"
         text += f" · {rel.mechanism}"
-        if rel.subjects_excluded:
-            text += f" · {rel.subjects_excluded} subject(s) excluded (budget exhausted)"
         if not rel.private:
             text += " · NOT PRIVATE (test seed)"
     return text
 
 
+def cost_line(result: Result) -> str | None:
+    """What the answer cost and what the analyst has left, in one line (None if it was free)."""
+    rel = result.release
+    if rel is None:
+        return None
+    text = (f"cost: ε {rel.epsilon:g}, δ {rel.delta:g} · your quota left: ε {rel.epsilon_remaining:g}, "
+            f"δ {rel.delta_remaining:g} · {rel.mechanism}")  # fmt: skip
+    if result.columns:
+        text += f" · {100 * (1 - rel.alpha):g}% intervals"
+    if not rel.private:
+        text += " · NOT PRIVATE (test seed)"
+    return text
+
+
+def population_line(result: Result) -> str | None:
+    """Whose data the answer is about, e.g. ``population: 19,537 of 32,561 subjects on the roster (...)``."""
+    if result.release is None:
+        return None
+    return "population: " + result.release.population.describe()
+
+
+def release_lines(result: Result) -> list[str]:
+    """The cost, the population and every note of a DP answer, one line each (none for free statements).
+
+    ``--mode csv`` prints them on stderr after ``# ``; the DB-API's ``cursor.messages`` holds them.
+    """
+    if result.release is None:
+        return []
+    lines = [cost_line(result), population_line(result)]
+    return [line for line in lines if line] + [f"note: {n}" for n in result.release.notes]
+
+
+def interval_columns(result: Result, intervals: bool = True) -> list[str]:
+    """The noisy columns that get ``<col>_ci_low`` / ``<col>_ci_high`` in csv and json output.
+
+    Columns whose intervals are already in the result (``OPTIONS (intervals = true)``) are not
+    repeated.
+    """
+    rel = result.release
+    if rel is None or not intervals:
+        return []
+    present = set(result.columns)
+    out: list[str] = []
+    for row in rel.intervals:
+        for name in row:
+            if name in present and name not in out and f"{name}_ci_low" not in present:
+                out.append(name)
+    return out
+
+
+def format_csv(result: Result, intervals: bool = True) -> str:
+    """The rows as CSV, each noisy column followed by ``<col>_ci_low`` and ``<col>_ci_high``."""
+    names = list(result.columns)
+    noisy = interval_columns(result, intervals)
+    header: list[str] = []
+    for n in names:
+        header.append(n)
+        if n in noisy:
+            header += [f"{n}_ci_low", f"{n}_ci_high"]
+    ivs = result.release.intervals if result.release else []
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+    for i, r in enumerate(result.rows):
+        out: list[Any] = []
+        for n, v in zip(names, r):
+            out.append(_csv(v))
+            if n in noisy:
+                lo, hi = ivs[i].get(n, (None, None)) if i < len(ivs) else (None, None)
+                out += [_csv(lo), _csv(hi)]
+        w.writerow(out)
+    return buf.getvalue().rstrip("\n")
+
+
+def _csv(v: Any) -> Any:
+    return "" if v is None else v
+
+
+def json_envelope(result: Result, intervals: bool = True) -> dict[str, Any]:
+    """One JSON object for a whole answer: rows, intervals, cost, population and notes.
+
+    ``{"columns": [...], "types": [...], "rows": [[...], ...], "intervals": [{"n": [low, high]}, ...],
+    "cost": {...}, "population": {...}, "notes": [...]}``; ``intervals`` has one object per row
+    (null with --no-intervals), ``cost`` and ``population`` are null for free statements, and
+    ``message`` is there for statements that answer with a message.
+    """
+    rel = result.release
+    env: dict[str, Any] = {
+        "columns": list(result.columns),
+        "types": list(result.types),
+        "rows": [[_json(v) for v in r] for r in result.rows],
+    }
+    if rel is not None and intervals:
+        present = set(result.columns)
+        env["intervals"] = [
+            {n: (None if (lo, hi) == (None, None) else [_json(lo), _json(hi)]) for n, (lo, hi) in row.items()
+             if n in present}
+            for row in rel.intervals[: len(result.rows)]
+        ]  # fmt: skip
+    else:
+        env["intervals"] = None
+    if result.message:
+        env["message"] = result.message
+    if rel is None:
+        env.update(cost=None, population=None, notes=[])
+        return env
+    env["cost"] = {
+        "epsilon": rel.epsilon,
+        "delta": rel.delta,
+        "epsilon_remaining": rel.epsilon_remaining,
+        "delta_remaining": rel.delta_remaining,
+        "mechanism": rel.mechanism,
+        "query_class": rel.query_class,
+        "confidence": 1 - rel.alpha,
+        "private": rel.private,
+        "ledger_entry": rel.entry_id,
+    }
+    env["population"] = rel.population.as_dict()
+    env["notes"] = list(rel.notes)
+    return env
+
+
+def dump_json(envelope: dict[str, Any]) -> str:
+    """The envelope as JSON, one row (or interval row, or note) per line: readable and still one document."""
+
+    def one(v: Any) -> str:
+        return json.dumps(v, ensure_ascii=False)
+
+    parts = []
+    for key, value in envelope.items():
+        scalars = isinstance(value, list) and all(not isinstance(v, (list, dict)) for v in value)
+        if key != "notes" and scalars:
+            parts.append(f"  {one(key)}: {one(value)}")
+        elif isinstance(value, list) and value:
+            body = ",\n".join(f"    {one(v)}" for v in value)
+            parts.append(f"  {one(key)}: [\n{body}\n  ]")
+        elif isinstance(value, dict) and value:
+            body = ",\n".join(f"    {one(k)}: {one(v)}" for k, v in value.items())
+            parts.append(f"  {one(key)}: {{\n{body}\n  }}")
+        else:
+            parts.append(f"  {one(key)}: {one(value)}")
+    return "{\n" + ",\n".join(parts) + "\n}"
+
+
 def format_result(
     result: Result, *, intervals: bool = True, mode: str = "table", max_width: int | None = None, status: bool = True
 ) -> str:
-    """A whole result as text: table (or csv / json), then the status line and notes."""
+    """A whole result as text.
+
+    ``table``: the table, then the status line (cost), the population and the notes. ``json``:
+    one envelope with all of them (``json_envelope``). ``csv``: the rows only, with interval
+    columns; the caller prints ``release_lines`` elsewhere (stderr, after ``# ``).
+    """
+    if mode == "json":
+        return dump_json(json_envelope(result, intervals))
+    if mode == "csv":
+        if result.message and not result.columns:
+            return ""
+        return format_csv(result, intervals)
     if result.message and not result.columns:
         if result.release is None or not status:
             return result.message
         lines = [result.message, status_line(result, rows=False)]
-        return "\n".join(lines + [f"note: {n}" for n in result.release.notes])
+        return "\n".join(lines + release_lines(result)[1:])
     names, rows, numeric = cells(result, intervals)
-    if mode == "csv":
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(names)
-        for r in result.rows:
-            w.writerow(["" if v is None else v for v in r])
-        return buf.getvalue().rstrip("\n")
-    if mode == "json":
-        ivs = result.release.intervals if result.release else []
-        out = []
-        for i, r in enumerate(result.rows):
-            obj = {n: _json(v) for n, v in zip(names, r)}
-            if intervals and i < len(ivs):
-                for name, (lo, hi) in ivs[i].items():
-                    if (lo, hi) != (None, None):
-                        obj[f"{name}_ci_low"], obj[f"{name}_ci_high"] = _json(lo), _json(hi)
-            out.append(obj)
-        return json.dumps(out, indent=2)
     parts = [format_table(names, rows, numeric, max_width)]
     if status:
         parts.append(status_line(result))
-        if result.release is not None:
-            parts += [f"note: {n}" for n in result.release.notes]
+        parts += release_lines(result)[1:]
     return "\n".join(parts)
 
 

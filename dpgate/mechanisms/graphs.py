@@ -66,6 +66,9 @@ never by timing the data.
 
 from __future__ import annotations
 
+import bisect
+import functools
+import itertools
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -136,6 +139,7 @@ def check_universe(n_nodes: int) -> int:
     return int(n_nodes)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def binom(n: int, r: int) -> int:
     """``C(n, r)`` with ``C(n, r) = 0`` for ``r < 0`` or ``n < r`` (including ``n < 0``)."""
     if r < 0 or n < r:
@@ -679,41 +683,57 @@ def width_bounds(query: str, k: int | None, n_nodes: int, statistic: int) -> tup
 
     - triangles: ``min(s + floor(t / 2), N-2) <= LS(g, t) <= min(s + t, N-2)`` (Lemma 5.2:
       the pair with ``a_ij = a_m``; ``floor((t + min(t, b)) / 2) <= t``);
-    - k-stars: ``C(min(s - 1 + t, N-2), k-1) <= LS(g, t) <= 2 C(min(s + t, N-2), k-1)``
-      (Lemma 5.3 at the highest-degree node, whose ``d'`` is ``d_m`` or ``d_m - 1``; each term
-      is at most ``C(min(d_m + t, N-2), k-1)``);
+    - k-stars: ``C(min(s - 1 + t, N-2), k-1) <= LS(g, t) <= S_t(s, s)``, where ``S_t(x, y)``
+      is Lemma 5.3's value for a pair with ``d'_i = x``, ``d'_j = y`` (``C(s + t, k-1) + C(s, k-1)``
+      while ``s + t <= N - 2``). Lower: the highest-degree node,
+      whose ``d'`` is ``d_m`` or ``d_m - 1``; upper: Lemma 5.3 is non-decreasing in ``d'_i`` and
+      ``d'_j`` (module docstring), both at most ``d_m``;
     - k-cliques: ``0 <= LS(g) <= C(a_m, k-2)`` in Theorem 5.6;
-    - k-triangles: ``0 <= LS(g) <= C(a_m, k) + 2 a_m C(a_m, k-1)`` in Theorem 5.7 (Lemma 5.5:
-      ``a_ij <= a_m`` terms, each at most ``2 C(a_m, k-1)``).
+    - k-triangles: ``C(a_m, k) <= LS(g) <= C(a_m, k) + 2 a_m C(a_m, k-1)`` in Theorem 5.7
+      (Lemma 5.5: the pair with ``a_ij = a_m`` contributes ``C(a_m, k)`` plus ``a_ij <= a_m``
+      non-negative terms, each at most ``2 C(a_m, k-1)``).
     """
     k = check_query(query, k)
     n = check_universe(n_nodes)
     gs = global_sensitivity(query, k, n)
     s = int(statistic)
     top = n - 2
+    cap = convergence_cap(n)
     if query == "triangle" or (query == "kclique" and k == 3):
-        lower = lambda t: min(s + t // 2, gs)  # noqa: E731
-        upper = lambda t: min(s + t, gs)  # noqa: E731
+        lower = [s + t // 2 for t in range(min(cap, 2 * max(gs - s, 0) + 2))]
+        upper = [s + t for t in range(min(cap, max(gs - s, 0) + 1))]
     elif query == "kstar":
-        lower = lambda t: binom(min(max(s - 1, 0) + t, top), k - 1)  # noqa: E731
-        upper = lambda t: 2 * binom(min(s + t, top), k - 1)  # noqa: E731
+        row = _binom_row(k - 1, top)
+        x = min(s, top)  # d' <= N - 2 for every pair
+        lower = list(row[max(s - 1, 0) : top + 1])  # C(min(s - 1 + t, N-2), k-1)
+        # Lemma 5.3 for a pair with d'_i = d'_j = x: B = N-2-x steps fill i, the next B fill j
+        upper = [row[y] + row[x] for y in range(x, top + 1)] + [row[top] + row[y] for y in range(x + 1, top + 1)]
     elif query == "kclique":
-        lower = lambda t: min(binom(s + t, k - 2) - binom(s, k - 2), gs)  # noqa: E731
-        upper = lambda t: min(binom(s + t, k - 2), gs)  # noqa: E731
+        row = _binom_row(k - 2, s + cap)
+        lower = [row[s + t] - row[s] for t in range(cap)]
+        upper = [row[s + t] for t in range(cap)]
     else:
-        steps = _ktriangle_ladder(0, s, k)
+        steps = list(itertools.accumulate(_ktriangle_steps(s, k, cap), initial=0))[:cap]
         head = binom(s, k) + 2 * s * binom(s, k - 1)
-        lower = lambda t: min(steps(t), gs)  # noqa: E731
-        upper = lambda t: min(head + steps(t), gs)  # noqa: E731
+        lower = [binom(s, k) + x for x in steps]
+        upper = [head + x for x in steps]
     limit = binom(top, k - 1) if query == "kstar" else gs
-    return _until_constant(lower, limit, n), _until_constant(upper, gs, n)
+    return _until_limit(lower, limit, cap), _until_limit(upper, gs, cap)
 
 
-def _until_constant(ladder, limit: int, n: int) -> tuple[list[int], int]:
-    out = []
-    for t in range(convergence_cap(n)):
-        v = ladder(t)
-        if v >= limit:
-            return out, limit
-        out.append(v)
-    return out, limit
+@functools.lru_cache(maxsize=64)
+def _binom_row(r: int, x_max: int) -> tuple[int, ...]:
+    """``C(x, r)`` for ``x = 0 .. x_max``."""
+    return tuple(binom(x, r) for x in range(max(x_max, 0) + 1))
+
+
+def _ktriangle_steps(a_m: int, k: int, count: int) -> list[int]:
+    """``U(a_m + i)`` for ``i < count``, ``U(a) = 3 C(a, k-1) + a C(a, k-2)`` (Theorem 5.7)."""
+    r1, r2 = _binom_row(k - 1, a_m + count), _binom_row(k - 2, a_m + count)
+    return [3 * r1[a] + a * r2[a] for a in range(a_m, a_m + count)]
+
+
+def _until_limit(values: list[int], limit: int, cap: int) -> tuple[list[int], int]:
+    """The widths ``values[t]`` (non-decreasing) until the first that reaches ``limit`` (at
+    most ``cap`` of them: the public convergence step), and ``limit``, the width from there on."""
+    return values[: bisect.bisect_left(values, limit, 0, min(cap, len(values)))], limit

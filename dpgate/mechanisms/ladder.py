@@ -11,7 +11,8 @@ Statistics using Ladder Functions", SIGMOD 2015, DOI 10.1145/2723372.2737785). D
 **Guarantee:** ε-DP for the released count, edge-level: neighbouring graphs on the public
 node universe ``0 .. N-1`` differ in one edge (Definition 5.1). The error bar released with
 :func:`release_with_interval` costs ``epsilon_width`` more (basic composition; the total is
-the requested ε, split by ``width_share``) or nothing when ``width_share = 0``.
+the requested ε, split by ``width_share``: ``(1 - width_share) ε`` on the count,
+``width_share · ε`` on the width statistic) or nothing when ``width_share = 0`` [split].
 
 **Sensitivity:** the ladder quality ``q(g, k) = -(rung of k)`` has sensitivity 1
 (Theorem 5.1) for any ladder function ``I_t(g)``: ``I_0(g) >= LS(g)`` and
@@ -24,22 +25,47 @@ is at most one edge edit.
 
 **Accuracy:** output ``k`` has probability ``exp(-h q) / Z`` with ``h = ε'/2`` (Eq 5.3,
 ``ε'`` below): the exact answer has weight 1, each integer on rung ``u`` (``I_{u-1}`` of
-them on each side) ``e^{-h u}``. The 95% interval is ``X ± m`` where ``m`` is computed from
-public and DP inputs only [bound]: with ``s`` the width statistic (``a_m``, or ``d_m`` for
-k-stars, global sensitivity 1), released as ``s + DLap(1/epsilon_width)`` and widened to a
-two-sided ``1 - alpha/4`` range ``[s_lo, s_hi]`` [stat], ``dpgate.mechanisms.graphs.width_bounds``
-gives public ladders with ``L(s_lo) <= I(g) <= U(s_hi)`` pointwise, and
+them on each side) ``e^{-h u}``. The ``1 - alpha`` interval is ``X ± m`` where ``m`` is
+computed from public inputs and one DP statistic only:
 
-    P(|X - f| > m) = T_I(m) / (H_I(m) + T_I(m)) <= T_U(m) / (H_L(m) + T_U(m)),
+- [stat] the width statistic ``s`` (``a_m``, or ``d_m`` for k-stars; global sensitivity 1)
+  is released once as ``ŝ = s + DLap(1/epsilon_width)``;
+- [bound] ``dpgate.mechanisms.graphs.width_bounds`` gives public ladders with
+  ``L_t(s) <= I_t(g) <= U_t(s)`` for every graph and every ``t``, non-decreasing in ``s``: a
+  graph whose statistic lies in ``[lo, hi]`` has its ladder in the band ``L(lo) <= I <= U(hi)``;
+- [band] for one ladder, ``P(|X - f| > m) = T_I(m) / (H_I(m) + T_I(m))`` (``H`` the weight
+  within ``m`` of ``f``, the centre's 1 included, ``T`` the weight beyond), which is
+  ``<= β`` iff ``Φ(I) = (1 - β) T_I(m) - β H_I(m) <= 0``. With ``w_u = I_u`` (rung
+  ``u + 1``: ``w_u`` integers each side at weight ``e^{-h(u+1)}``) and ``j`` the rung holding
+  distance ``m`` (``D_j <= m < D_{j+1}``, ``D_j = w_0 + ... + w_{j-1}``),
+  ``Φ = -β + 2 [sum_{u<j} w_u (e^{-h(j+1)} - β e^{-h(u+1)}) + e^{-h(j+1)} ((1 - β) w_j - m)
+  + (1 - β) sum_{u>j} w_u e^{-h(u+1)}]``, linear in ``w`` for a fixed ``j``. Its maximum
+  over the band subject to ``D_j <= m`` (the other half of "``j`` holds ``m``" is dropped:
+  a relaxation, hence an upper bound) takes ``w_u = U_u`` for ``u >= j``; below ``j`` it
+  takes ``L_u`` where the coefficient is negative (``u <= j - ln(1/β)/h``) and ``U_u`` where
+  it is positive, lowered to ``L_u`` from the smallest positive coefficient up until
+  ``D_j <= m`` (a fractional knapsack). ``m`` is the smallest integer (to 0.2%) at which
+  this maximum is ``<= 0`` for every ``j`` with ``D^L_j <= m`` (:class:`_Band`): every
+  ladder in the band then misses with probability at most ``β``. Only ``L <= I <= U``
+  pointwise is used, not monotonicity. Against the sandwich ``T_U / (H_L + T_U)`` of 0.6.0
+  (whose tail and centre use the rung numbering of two different ladders) it was never wider
+  in any case tested, and about half as wide when ``L`` and ``U`` differ;
+- [levels] the calibration over ``ŝ``'s noise ``Z``: public levels ``i = 0 .. K-1`` with
+  nested ranges ``R_i = {-c_hi_i <= Z <= c_lo_i}`` and miss probabilities ``β_i``
+  (:func:`statistic_levels`); ``m = max_i band(ŝ - c_lo_i, ŝ + c_hi_i, β_i)`` (ranges
+  clamped to the public one). When ``Z`` is in ``R_i``, ``s`` lies in level ``i``'s range,
+  so the count, independent of ``Z``, misses with probability at most ``β_i``; hence
+  ``P(miss) <= sum_i P(Z in R_i minus R_{i-1}) β_i + P(Z outside R_{K-1}) <= alpha``, computed
+  from the sampler's exact law. Wide ranges get large ``β_i`` (they are rarely needed), so a
+  statistic that is small next to its noise (sparse graphs) no longer forces the interval to
+  the worst case of ``s + ln(8/alpha)/epsilon_width``.
 
-where ``H`` is the weight of the outputs within ``m`` of ``f`` and ``T`` the weight beyond
-(narrower rungs lower ``T``; wider rungs raise ``H``). ``m`` is the smallest integer with
-the right side ``<= 3 alpha / 4``; coverage is at least ``1 - alpha`` by a union bound.
-(A narrower ladder does *not* always have a stochastically smaller error, so bounding with
-``U`` alone would be unsound; hence the two-sided sandwich.) With ``width_share = 0`` the
-range is the public one, ``[0, N-2]`` or ``[0, N-1]``, and all of ``alpha`` goes to the noise.
-The interval never reads ``f``, the rungs, ``M`` or ``LS``: only ``X``, the noisy statistic
-and public numbers. The GS-Laplace baseline's interval is the usual discrete-Laplace one.
+With ``width_share = 0`` there is one level: the public range ``[0, N-2]`` (``[0, N-1]``)
+with all of ``alpha``. The interval never reads ``f``, the rungs, ``M`` or ``LS``: only
+``X``, ``ŝ`` and public numbers. Clamping at zero (the SQL layer,
+``dpgate.queries.subgraph.clamped_interval``) clamps ``X`` first and takes the interval around
+the clamped value, which keeps every count the interval held. The GS-Laplace baseline's
+interval is the usual discrete-Laplace one.
 
 **Proof sketch:** (1) ``q`` has sensitivity 1 [quality] (Theorem 5.1), so the exponential
 mechanism ``P(k) ∝ exp(ε' q(g, k) / 2)`` is ε'-DP (Theorem 5.3, appendix B): the numerator
@@ -66,7 +92,9 @@ and the log-ratio is at most ``2h + 22u (cap + 2) + 2.6e-11`` (``cap = 3N + 3 >=
 Probabilities below ``1e-300`` (a double's range) are not represented, as in ``noise``.
 (4) The interval is post-processing of ``X`` and of the ``epsilon_width``-DP
 statistic [stat] (discrete Laplace, sensitivity 1: one edge changes any ``a_ij`` or any
-degree by at most 1); the budget split is [split].
+degree by at most 1, so ``a_m`` and ``d_m`` move by at most 1); the levels, the public
+ladders and the band are public functions of ``(query, k, N, ε, alpha)`` and ``ŝ``; the
+budget split is [split].
 """
 
 from __future__ import annotations
@@ -92,20 +120,18 @@ __all__ = [
     "LadderMechanism",
     "LadderRelease",
     "SmoothSensitivityCauchy",
+    "calibrated_half_width",
     "global_sensitivity",
     "interval_half_width",
     "ladder_function",
     "release_interval",
     "release_with_interval",
     "sampling_epsilon",
+    "statistic_levels",
 ]
 
 _U = 2.0**-53
 _INT64_SAFE = (1 << 62) - 1
-#: Share of ``alpha`` spent on the width statistic's range when one is released.
-STATISTIC_ALPHA_SHARE = 0.25
-#: Default share of ε spent on the width statistic by :func:`release_with_interval`.
-DEFAULT_WIDTH_SHARE = 0.1
 
 
 # -- the ladder function ------------------------------------------------------------------------
@@ -439,20 +465,38 @@ class _Shape:
         return float(np.logaddexp(self.log_within(0, h), self.log_beyond(0, h)))
 
 
-def _smallest(ok) -> int:
-    """The smallest integer ``m >= 0`` with ``ok(m)``, for a monotone predicate."""
+def _smallest(ok, rel: float = 0.0, hi: int | None = None) -> int:
+    """The smallest integer ``m >= 0`` with ``ok(m)``, for a monotone predicate; with ``rel > 0``
+    an ``m`` with ``ok(m)`` at most ``rel · m`` above the smallest. ``hi``: a known ``ok`` value."""
     if ok(0):
         return 0
-    lo, hi = 0, 1
-    while not ok(hi):
-        lo, hi = hi, 2 * hi
-    while hi - lo > 1:
+    lo = 0
+    if hi is None:
+        hi = 1
+        while not ok(hi):
+            lo, hi = hi, 2 * hi
+    while hi - lo > max(1, rel * hi):
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if ok(mid) else (mid, hi)
     return hi
 
 
 # -- error bars ---------------------------------------------------------------------------------
+#: The levels of the error bar's calibration over the noisy width statistic [levels]. Level
+#: ``i`` is ``(lower tail, upper tail, weight)``: the statistic's range at that level is
+#: ``[ŝ - c_lo, ŝ + c_hi]`` with ``P(Z > c_lo)`` and ``P(Z < -c_hi)`` at most the two tails
+#: (in units of alpha) and a miss probability ``β_i = λ · weight · alpha``, ``λ`` the largest
+#: that keeps the total at alpha. Public constants, tuned on public graphs (karate, WormNet, a
+#: random geometric graph) at ε = 0.5 for the narrowest error bars across them.
+WIDTH_LEVELS = ((0.5, 4.0, 0.5), (0.1, 1.0, 1.5), (0.03, 0.3, 5.0), (0.01, 0.1, 14.0))
+#: Error bars are searched to this relative precision (any ``m`` the bound accepts is valid).
+SEARCH_PRECISION = 0.002
+#: No level gets a miss probability above this.
+MAX_LEVEL_MISS = 0.75
+#: Default share of ε spent on the width statistic by :func:`release_with_interval`.
+DEFAULT_WIDTH_SHARE = 0.1
+
+
 @dataclass(frozen=True)
 class LadderInterval:
     """A ``1 - alpha`` interval for the count, computed from DP and public inputs only."""
@@ -464,8 +508,9 @@ class LadderInterval:
     epsilon: float  # ε of the released count the interval describes
     epsilon_width: float  # ε spent on the width statistic (0: public bound, nothing spent)
     statistic: str  # "a_m" or "d_m"
-    statistic_low: int  # DP (or public) range of the width statistic
+    statistic_low: int  # the widest range of the width statistic the bound allows for
     statistic_high: int
+    noisy_statistic: int | None = None  # the released ŝ (None: public bound)
 
 
 @dataclass(frozen=True)
@@ -478,33 +523,147 @@ class LadderRelease:
     mechanism: str = LadderMechanism.NAME
 
 
-def noisy_width_statistic(
-    lf: LadderFunction, epsilon_width: float, alpha: float, *, rng: np.random.Generator
-) -> tuple[int, int]:
-    """An ``epsilon_width``-DP range ``[lo, hi]`` that holds the width statistic with
-    probability ``>= 1 - alpha``; the public range when ``epsilon_width == 0`` [stat].
+def noisy_width_statistic(lf: LadderFunction, epsilon_width: float, *, rng: np.random.Generator) -> int:
+    """``ŝ = s + DLap(1/epsilon_width)``: the ``epsilon_width``-DP width statistic [stat].
 
     This is the only reader of ``lf.width_statistic``; it has global sensitivity 1.
     """
-    lo_pub, hi_pub = graphs.statistic_range(lf.query, lf.n_nodes)
-    if epsilon_width == 0:
-        return lo_pub, hi_pub
     if lf.width_statistic is None:
         raise ValueError("this LadderFunction carries no width statistic; use epsilon_width=0")
-    noisy = lf.width_statistic + int(noise.discrete_laplace(epsilon_width, 1, 1, rng)[0])  # [stat]
-    w = noise.discrete_laplace_half_width(epsilon_width, 1, alpha)
-    return min(max(noisy - w, lo_pub), hi_pub), min(max(noisy + w, lo_pub), hi_pub)
+    return lf.width_statistic + int(noise.discrete_laplace(epsilon_width, 1, 1, rng)[0])  # [stat]
+
+
+@functools.lru_cache(maxsize=256)
+def statistic_levels(epsilon_width: float, alpha: float) -> tuple[tuple[int, int, float], ...]:
+    """Public: the calibration levels ``(c_lo, c_hi, β)`` for a statistic released with
+    ``DLap(1/epsilon_width)`` [levels]: ``sum_i P(Z in R_i \\ R_{i-1}) β_i + P(Z not in R_last)
+    <= alpha`` with ``R_i = [-c_hi_i, c_lo_i]``, computed from the sampler's exact law.
+
+    >>> [(c_lo, c_hi, round(b, 3)) for c_lo, c_hi, b in statistic_levels(0.05, 0.05)]
+    [(60, 18, 0.023), (92, 46, 0.068), (116, 70, 0.227), (138, 92, 0.637)]
+    """
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    a = noise.discrete_laplace_alpha(epsilon_width, 1)
+
+    def cut(p: float) -> int:  # smallest c >= 0 with P(Z > c) = a^(c+1) / (1 + a) <= p
+        c = max(0, math.ceil(math.log(p * (1 + a)) / math.log(a)) - 1) if p * (1 + a) < 1 else 0
+        while c > 0 and a**c / (1 + a) <= p:
+            c -= 1
+        while a ** (c + 1) / (1 + a) > p:
+            c += 1
+        return c
+
+    cuts, outside = [], []
+    for lo_tail, hi_tail, _ in WIDTH_LEVELS:
+        c_lo, c_hi = cut(lo_tail * alpha), cut(hi_tail * alpha)
+        if cuts:  # nested ranges
+            c_lo, c_hi = max(c_lo, cuts[-1][0]), max(c_hi, cuts[-1][1])
+        cuts.append((c_lo, c_hi))
+        outside.append((a ** (c_lo + 1) + a ** (c_hi + 1)) / (1 + a))  # P(Z not in R_i)
+    weights = [w for _, _, w in WIDTH_LEVELS]
+
+    def total(lam: float) -> float:
+        spent, before = 0.0, 1.0
+        for out, w in zip(outside, weights):
+            spent += (before - out) * min(MAX_LEVEL_MISS, lam * w * alpha)
+            before = out
+        return spent + before
+
+    budget = alpha * (1 - 1e-9)  # covers rounding here and the sampler's 1e-11 deviation from its law
+    if total(0.0) >= budget:
+        raise ValueError("the calibration levels leave no miss probability for the noise")  # pragma: no cover
+    lo, hi = 0.0, 1.0
+    while total(hi) < budget and hi < 1e6:
+        lo, hi = hi, 2 * hi
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if total(mid) <= budget else (lo, mid)
+    return tuple((c_lo, c_hi, min(MAX_LEVEL_MISS, lo * w * alpha)) for (c_lo, c_hi), w in zip(cuts, weights))
+
+
+class _Band:
+    """All ladders ``I`` with ``L_t <= I_t <= U_t`` for every ``t`` [band].
+
+    ``ok(m, β)`` is True only if every such ladder has ``P(|X - f| > m) <= β`` at ``h``: the
+    maximum of ``(1 - β) T_I(m) - β H_I(m)`` over the band is at most 0, bounded by a linear
+    programme per crossing rung (module docstring). Float64, like :class:`_Shape`.
+    """
+
+    def __init__(self, lower: tuple[list[int], int], upper: tuple[list[int], int], h: float):
+        (self.lw, self.lt), (self.uw, self.ut) = lower, upper
+        self.h = h
+        self._build(max(len(self.lw), len(self.uw)) + 1)
+
+    def _build(self, n: int) -> None:
+        h = self.h
+        self.n = n
+        self.L = np.array([float(x) for x in (list(self.lw) + [self.lt] * n)[:n]])
+        self.U = np.array([float(x) for x in (list(self.uw) + [self.ut] * n)[:n]])
+        self.L = np.minimum(self.L, self.U)  # (never binding for width_bounds; only loosens)
+        self.pre_l = np.concatenate([[0.0], np.cumsum(self.L)])  # D^L_j = L_0 + ... + L_{j-1}
+        u = np.arange(n)
+        with np.errstate(divide="ignore"):
+            log_l = np.log(self.L) - h * (u + 1)
+            log_u = np.log(self.U) - h * (u + 1)
+        self.pre_log_l = np.concatenate([[-np.inf], np.logaddexp.accumulate(log_l)])
+        tail = math.log(self.ut) - h * (n + 1) - math.log(-math.expm1(-h)) if self.ut > 0 else -math.inf
+        # suf_log_u[i] = log sum_{u >= i} U_u e^{-h(u+1)}, the constant tail past n included
+        self.suf_log_u = np.logaddexp.accumulate(np.concatenate([[tail], log_u[::-1]]))[::-1]
+
+    def ok(self, m: int, beta: float) -> bool:
+        h = self.h
+        while self.pre_l[-1] <= m:  # every rung that can hold distance m must be listed
+            if self.lt <= 0:  # only when GS = 0, which callers answer exactly
+                raise ValueError("a lower ladder ending at width 0 never reaches distance m")
+            self._build(self.n + max(self.n, int((m - self.pre_l[-1]) // self.lt) + 2))
+        crossings = int(np.searchsorted(self.pre_l, m, side="right"))  # rungs j with D^L_j <= m
+        reach = math.log(1 / beta) / h  # widths u <= j - reach count against the miss: L
+        window = int(math.floor(reach)) + 2
+        log_b, log_2b, keep = math.log(beta), math.log(2 * beta), 1 - beta
+        log_2m = math.log(2 * m) if m > 0 else -math.inf
+        step = max(1, (1 << 20) // window)
+        for j0 in range(0, crossings, step):
+            j = np.arange(j0, min(crossings, j0 + step))
+            u0 = np.clip(np.floor(j - reach).astype(np.int64) + 1, 0, j)
+            idx = u0[:, None] + np.arange(window)[None, :]
+            inside = idx < j[:, None]
+            at = np.minimum(idx, self.n - 1)
+            up = np.where(inside, self.U[at], 0.0)
+            gap = up - np.where(inside, self.L[at], 0.0)
+            excess = np.maximum(self.pre_l[u0] + up.sum(axis=1) - m, 0.0)
+            cut = np.clip(excess[:, None] - (np.cumsum(gap, axis=1) - gap), 0.0, gap)
+            w = up - cut  # the window at U, lowered to L from its start until D_j <= m
+            scaled = np.where(inside, np.exp(h * (j[:, None] - idx)), 0.0)  # <= e^{h(reach + 1)}
+            covered = self.pre_l[u0] + w.sum(axis=1)  # D_j
+            width_j = self.U[np.minimum(j, self.n - 1)]
+            beyond = np.exp(h * (j + 1) + self.suf_log_u[np.minimum(j + 1, self.n)])
+            lhs = np.log(2 * (covered + keep * width_j + keep * beyond))
+            with np.errstate(divide="ignore"):
+                rhs = np.logaddexp.reduce(
+                    np.stack([
+                        log_b + h * (j + 1),
+                        log_2b + h * (j + 1) + self.pre_log_l[u0],
+                        log_2b + np.log((w * scaled).sum(axis=1)),
+                        np.full(j.size, log_2m),
+                    ]),
+                    axis=0,
+                )  # fmt: skip
+            if np.any(lhs > rhs):
+                return False
+        return True
 
 
 def interval_half_width(
     query: str, k: int | None, n_nodes: int, epsilon: float, statistic_low: int, statistic_high: int, alpha: float
 ) -> int:
-    """Public: the smallest ``m`` with ``P(|X - f| > m) <= alpha`` for every graph on
-    ``n_nodes`` nodes whose width statistic lies in ``[statistic_low, statistic_high]``,
-    when ``X`` is the ladder release at ``epsilon`` [bound].
+    """Public: an ``m`` with ``P(|X - f| > m) <= alpha`` for every graph on ``n_nodes`` nodes
+    whose width statistic lies in ``[statistic_low, statistic_high]``, when ``X`` is the
+    ladder release at ``epsilon`` [bound]: the band bound [band], within 0.2% of its smallest
+    such ``m``.
 
     >>> interval_half_width("triangle", None, 34, 1.0, 0, 32, 0.05)  # public range: no data used
-    417
+    192
     """
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
@@ -522,16 +681,31 @@ def _half_width(
     h = sampling_epsilon(epsilon, n_nodes) / 2
     if global_sensitivity(query, k, n_nodes) == 0:
         return 0
-    (lw, lt), _ = graphs.width_bounds(query, k, n_nodes, statistic_low)
-    _, (uw, ut) = graphs.width_bounds(query, k, n_nodes, statistic_high)
-    lower, upper = _Shape(lw, lt), _Shape(uw, ut)
-    target = math.log(alpha)
+    lower, _ = _width_bounds(query, k, n_nodes, statistic_low)
+    _, upper = _width_bounds(query, k, n_nodes, statistic_high)
+    band = _Band(lower, upper, h)  # [band]
+    return _smallest(lambda m: band.ok(m, alpha), SEARCH_PRECISION)
 
-    def ok(m: int) -> bool:
-        beyond = upper.log_beyond(m, h)
-        return beyond - float(np.logaddexp(lower.log_within(m, h), beyond)) <= target
 
-    return _smallest(ok)
+@functools.lru_cache(maxsize=1024)
+def _width_bounds(query: str, k: int | None, n_nodes: int, statistic: int):
+    (lw, lt), (uw, ut) = graphs.width_bounds(query, k, n_nodes, statistic)
+    return (tuple(lw), lt), (tuple(uw), ut)
+
+
+def calibrated_half_width(
+    query: str, k: int | None, n_nodes: int, epsilon: float, noisy_statistic: int, epsilon_width: float, alpha: float
+) -> tuple[int, int, int]:
+    """Public given ``ŝ``: ``(m, lo, hi)`` with ``m = max_i interval_half_width(range_i, β_i)``
+    over the levels of :func:`statistic_levels` [levels]; ``[lo, hi]`` is the widest range.
+    Coverage ``P(|X - f| <= m) >= 1 - alpha`` over the noise of both ``X`` and ``ŝ``."""
+    lo_pub, hi_pub = graphs.statistic_range(query, n_nodes)
+    m, lo, hi = 0, lo_pub, hi_pub
+    for c_lo, c_hi, beta in statistic_levels(float(epsilon_width), float(alpha)):
+        lo = min(max(noisy_statistic - c_lo, lo_pub), hi_pub)
+        hi = max(min(noisy_statistic + c_hi, hi_pub), lo)
+        m = max(m, interval_half_width(query, k, n_nodes, epsilon, lo, hi, beta))
+    return m, lo, hi
 
 
 def release_interval(
@@ -545,18 +719,21 @@ def release_interval(
 ) -> LadderInterval:
     """The ``1 - alpha`` interval of a ladder release ``released`` made at ``epsilon``.
 
-    Spends ``epsilon_width`` on the width statistic (``alpha / 4`` of the miss probability),
-    or nothing with ``epsilon_width = 0`` (public bound, all of ``alpha`` to the noise).
+    Spends ``epsilon_width`` on the width statistic and calibrates over its noise [levels],
+    or nothing with ``epsilon_width = 0`` (public range, all of ``alpha`` to the count's noise).
     """
     if epsilon_width < 0 or not math.isfinite(epsilon_width):
         raise ValueError(f"epsilon_width must be >= 0, got {epsilon_width}")
-    alpha_stat = alpha * STATISTIC_ALPHA_SHARE if epsilon_width > 0 else 0.0
-    lo, hi = noisy_width_statistic(lf, epsilon_width, alpha_stat, rng=rng)  # [stat]
-    m = interval_half_width(lf.query, lf.k, lf.n_nodes, epsilon, lo, hi, alpha - alpha_stat)  # [bound]
-    return LadderInterval(
-        int(released) - m, int(released) + m, m, alpha, epsilon, epsilon_width,
-        graphs.width_statistic_name(lf.query), lo, hi,
-    )  # fmt: skip
+    name = graphs.width_statistic_name(lf.query)
+    if epsilon_width == 0:
+        lo, hi = graphs.statistic_range(lf.query, lf.n_nodes)
+        m = interval_half_width(lf.query, lf.k, lf.n_nodes, epsilon, lo, hi, alpha)  # [bound]
+        noisy = None
+    else:
+        noisy = noisy_width_statistic(lf, epsilon_width, rng=rng)  # [stat]
+        m, lo, hi = calibrated_half_width(lf.query, lf.k, lf.n_nodes, epsilon, noisy, epsilon_width, alpha)
+    r = int(released)
+    return LadderInterval(r - m, r + m, m, alpha, epsilon, epsilon_width, name, lo, hi, noisy)
 
 
 def release_with_interval(

@@ -82,30 +82,75 @@ class QueryClass(Protocol):
 
 
 def personalization_notes(plan, subjects, *, scaled_note: bool = True) -> list[str]:
-    """What the personalization rule did, for the answer's metadata (counts only, no identities)."""
+    """What the personalization rule did, in plain words, for the answer's notes.
+
+    Counts only, never an identity. Says who is not in the answer (no budget left, or left out
+    by the threshold rule) and how the others took part when some had less than the ε asked;
+    EXPLAIN PRIVACY keeps the detail (partitions, allowances, charges). ``scaled_note=False``
+    when the caller says itself how the answer is scaled to everyone with budget.
+    """
     if subjects is None:
         return []
+    who = _subjects_noun(plan.table)
+    requested = f"{float(subjects.requested):g}"
     notes = []
     if subjects.excluded:
-        notes.append(
-            f"{subjects.excluded} subject(s) had no budget left"
-            + (f" (or less than δ={plan.delta:g})" if plan.delta else "") + " and were excluded (charged nothing)"
-        )
+        spent = "their privacy budget"
+        if plan.delta:
+            spent += f" (ε, or the δ={plan.delta:g} that key selection needs)"
+        notes.append(f"{subjects.excluded:,} {who} have used up {spent} and are not in this answer (they paid nothing)")
     if subjects.left_out:
         notes.append(
-            f"{subjects.left_out} subject(s) had less than ε={plan.epsilon:g} left: left out by the threshold rule "
-            "(charged nothing)"
+            f"{subjects.left_out:,} {who} have less than ε={requested} left and are not in this answer: "
+            "personalization = 'threshold' uses only those with the whole ε (they paid nothing; the default "
+            "rule, 'sample', would use them too)"
         )
-    reduced = any(p.epsilon < subjects.requested for p in subjects.parts)
-    combined = subjects.combined
-    if combined or reduced or subjects.rule in ("minimum", "partition", "t_round"):
-        notes.append(f"personalization {subjects.rule}: " + "; ".join(subjects.describe()))
-    if combined and scaled_note:
+    short = sum(lv.count for lv in subjects.levels if lv.allowance < subjects.requested)
+    run_at = sorted({float(p.epsilon) for p in subjects.parts})
+    rule = subjects.rule
+    if rule == "sample" and short:
+        if subjects.combined:
+            text = (f"{short:,} {who} have less than ε={requested} left: each took part with a chance that matches "
+                    "what they have left, and paid that (personalization = 'sample', the default)")  # fmt: skip
+            if scaled_note:
+                text += (f"; the answer is scaled to all subjects with budget left, {subjects.population:,} {who}, "
+                         "from those who took part")  # fmt: skip
+            notes.append(text + " (EXPLAIN PRIVACY shows how)")
+        else:
+            notes.append(f"no one has ε={requested} left: personalization = 'sample' ran everyone at "
+                         f"ε={run_at[0]:g}, what they all have, so the answer is noisier than asked")  # fmt: skip
+    elif rule == "minimum" and run_at and run_at[0] < float(subjects.requested):
+        notes.append(f"personalization = 'minimum': everyone was run at ε={run_at[0]:g}, the smallest budget anyone "
+                     f"has left, so the answer is noisier than ε={requested} would give")  # fmt: skip
+    elif rule in ("minimum", "partition", "t_round") and len(subjects.parts) == 1 and not short:
+        notes.append(f"personalization = '{rule}': everyone in the answer has the whole ε={requested} left, "
+                     "so all were run at it, as asked")  # fmt: skip
+    elif rule in ("partition", "t_round") and len(subjects.parts) == 1:
+        notes.append(f"personalization = '{rule}': everyone was run at ε={run_at[0]:g}, the most all of them "
+                     f"can afford, so the answer is noisier than ε={requested} would give")  # fmt: skip
+    elif rule in ("partition", "t_round"):
+        span = f"ε={run_at[0]:g}" if len(run_at) == 1 else f"ε={run_at[0]:g} to {run_at[-1]:g}"
         notes.append(
-            "the answer is scaled to all subjects with budget left; unbiased if budgets are independent of "
-            "the data; intervals cover the noise only"
+            f"{who.capitalize()} have different amounts of budget left: personalization = '{rule}' answered in "
+            f"{len(subjects.parts)} group(s), each at the ε all its members can afford ({span}), and combined them "
+            "(EXPLAIN PRIVACY shows the groups)"
         )
     return notes
+
+
+def _subjects_noun(table) -> str:
+    """What a table's subjects are called in notes: ``person_id`` → people, ``basket_id`` → baskets."""
+    unit = (getattr(table, "unit", "") or "").lower()
+    stem = unit[: -len("_id")] if unit.endswith("_id") else ""
+    if not stem.isalpha():
+        return "subjects"
+    if stem == "person":
+        return "people"
+    if stem.endswith("y") and stem[-2:-1] not in ("a", "e", "i", "o", "u"):
+        return stem[:-1] + "ies"
+    if stem.endswith(("s", "x", "ch", "sh")):
+        return stem + "es"
+    return stem + "s"
 
 
 def _subject_rows(plan, subjects) -> list[tuple]:

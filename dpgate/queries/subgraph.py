@@ -507,28 +507,53 @@ def answer(con: duckdb.DuckDBPyConnection, plan: SubgraphPlan, *, rng: np.random
     res = con.execute(sql, params).fetchnumpy()
     edges = graphs.simple_edges(np.asarray(res["__s"], dtype=np.int64), np.asarray(res["__d"], dtype=np.int64))
     alpha = plan.settings.alpha
-    noisy, columns = [], {}
+    noisy, columns, notes = [], {}, []
     for c in plan.counts:
         lf = ladder.ladder_function(edges, plan.n_nodes, c.query, c.k)
         rel = ladder.release_with_interval(lf, c.epsilon, width_share=c.interval_share, alpha=alpha, rng=rng)
-        value, low, high = rel.value, rel.interval.low, rel.interval.high
-        if plan.settings.clamp_counts:
-            value, low, high = max(0, value), max(0, low), max(0, high)
+        value, low, high = clamped_interval(rel.value, rel.interval.half_width, plan.settings.clamp_counts)
         iv = rel.interval
         desc = (
             f"ladder ({c.query}{'' if c.k is None else f', k={c.k}'}), GS {c.global_sensitivity}, "
             f"ε={c.epsilon - iv.epsilon_width:.4g} on the count"
-            + (f" + {iv.epsilon_width:.4g} on the error bar ({iv.statistic} in [{iv.statistic_low}, {iv.statistic_high}])"
-               if iv.epsilon_width else "; public error bar")
+            + (f" + {iv.epsilon_width:.4g} on the error bar (noisy {iv.statistic} = {iv.noisy_statistic}: "
+               f"discrete Laplace, sensitivity 1)" if iv.epsilon_width else "; public error bar")
         )  # fmt: skip
         noisy.append(NoisyColumn(np.array([value], dtype=object), np.array([low], dtype=object),
                                  np.array([high], dtype=object), True, "ladder", c.epsilon, desc))  # fmt: skip
+        if noise_dominates(rel.value, iv.half_width):
+            notes.append(
+                f"{c.label}: the noise is larger than the count on a graph this small: "
+                f"read this as 'somewhere between {low:,} and {high:,}'"
+            )
     names, types, rows, intervals = noisy_rows(con, plan, [()], noisy, plan.settings.intervals)
     for out in plan.outputs:
         if out.agg is not None:
             col = noisy[out.agg]
             columns[out.name] = ColumnNoise(col.mechanism, col.epsilon, col.scale)
-    return Answer(names, types, rows, intervals, columns, [])
+    return Answer(names, types, rows, intervals, columns, notes)
+
+
+def clamped_interval(value: int, half_width: int, clamp: bool) -> tuple[int, int, int]:
+    """``(value, low, high)`` of a release ``value ± half_width``; with ``clamp``, the value is
+    first clamped at 0 and the interval taken around it, ``[max(0, v - m), max(v, 0) + m]``.
+
+    Clamping both ends of ``v ± m`` instead would print ``0 [0, 0]`` whenever ``v + m < 0``
+    (the noise pushed ``v`` more than ``m`` below zero). Around the clamped value the
+    interval still holds every count it held before (a true count ``f >= 0`` with
+    ``|v - f| <= m`` and ``v < 0`` has ``f <= v + m < m``), so coverage stays at least
+    ``1 - alpha``, and it is a point only when ``m = 0`` (an exact count).
+    """
+    value, m = int(value), int(half_width)
+    if not clamp:
+        return value, value - m, value + m
+    return max(0, value), max(0, value - m), max(0, value) + m
+
+
+def noise_dominates(value: int, half_width: int) -> bool:
+    """Whether the error bar reaches zero: the count cannot be told from 0 at the bar's level,
+    i.e. the noise is comparable to the count or larger (post-processing of the release)."""
+    return half_width > 0 and int(value) - int(half_width) <= 0
 
 
 def explain_rows(plan: SubgraphPlan) -> list[tuple]:
@@ -543,11 +568,15 @@ def explain_rows(plan: SubgraphPlan) -> list[tuple]:
         eps_count = c.epsilon - eps_width
         lo, hi = graphs.statistic_range(c.query, plan.n_nodes)
         bound = ladder.interval_half_width(c.query, c.k, plan.n_nodes, eps_count, lo, hi, alpha)
+        name = f"{c.query}{'' if c.k is None else f' k={c.k}'}"
+        stat = graphs.width_statistic_name(c.query)
         detail = (
-            f"{c.query}{'' if c.k is None else f' k={c.k}'}: exponential mechanism over the ladder of local "
-            f"sensitivities; error bar from a DP width statistic at ε={eps_width:.4g}"
+            f"{name}: ε split {eps_count:.4g} on the count (exponential mechanism over the ladder of local "
+            f"sensitivities) + {eps_width:.4g} on the error bar (the width statistic {stat}, sensitivity 1, "
+            f"with discrete Laplace noise); the bound shown is the public worst case"
             if eps_width
-            else f"{c.query}: exponential mechanism over the ladder; error bar from public quantities"
+            else f"{name}: all ε={eps_count:.4g} on the count (exponential mechanism over the ladder); "
+            "error bar from public quantities"
         )
         rows.append((c.label, "ladder", c.epsilon, 0.0, f"GS {c.global_sensitivity}", f"≤ ±{bound}", detail))
     for note in plan.notes[1:]:

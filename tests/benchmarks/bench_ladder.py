@@ -3,6 +3,16 @@
 Not part of the test suite (timings are reported, not asserted). Run:
 
     python tests/benchmarks/bench_ladder.py [--repeat 5]
+    python tests/benchmarks/bench_ladder.py --intervals [--runs 200] [--epsilons 0.1,0.5,1.6]
+
+``--intervals`` prints, per graph, query and ε, the mean half-width of the 95% error bar
+divided by the mean |X - f| over ``--runs`` releases (``release_with_interval``, 10% of ε on
+the width statistic), the coverage (of the interval as the SQL answer clamps it at zero),
+how often it collapsed to ``[0, 0]`` below a positive count, and the floor: the exact 95%
+quantile of |X - f| divided by its exact mean (what an error bar that knew the private ladder
+would give). Graphs: karate, karate's edges with ``src < 20`` (small counts), a road-like
+55 x 55 grid with 8% of its diagonals, a random geometric graph (3,000 nodes, mean degree 6)
+and WormNet.
 
 For triangles and 3-stars it times ``ladder_function``: canonicalising the edges, the exact
 count and every ladder quantity (``I_0 .. I_{M-1}``, ``M``, the width statistic); the target
@@ -49,7 +59,14 @@ def timed(fn, repeat: int) -> tuple[float, float, object]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--intervals", action="store_true", help="error-bar width against the actual error")
+    ap.add_argument("--runs", type=int, default=200)
+    ap.add_argument("--epsilons", default="0.1,0.5,1.6")
+    ap.add_argument("--graphs", default="karate,karate<20,road,rgg,wormnet")
     args = ap.parse_args()
+    if args.intervals:
+        intervals(args.runs, [float(e) for e in args.epsilons.split(",")], args.graphs.split(","))
+        return
 
     t = time.perf_counter()
     edges, n = load_gene_network()
@@ -81,6 +98,85 @@ def main() -> None:
     width = max(len(r[0]) for r in rows)
     for name, sec, note in rows:
         print(f"{name:<{width}}  {sec:8.3f} s  {note}")
+
+
+def interval_graphs() -> dict[str, tuple[np.ndarray, int]]:
+    karate = np.array(sorted((min(u, v), max(u, v)) for u, v in nx.karate_club_graph().edges()), dtype=np.int64)
+    side = 55
+    road = nx.grid_2d_graph(side, side)
+    rng = np.random.default_rng(3)
+    for i in range(side - 1):
+        for j in range(side - 1):
+            if rng.random() < 0.08:
+                road.add_edge((i, j), (i + 1, j + 1))
+    road = nx.convert_node_labels_to_integers(road)
+    n_rgg = 3000
+    rgg = nx.random_geometric_graph(n_rgg, (6.0 / (np.pi * n_rgg)) ** 0.5, seed=7)
+    return {
+        "karate": (karate, 34),
+        "karate<20": (karate[karate[:, 0] < 20], 34),
+        "road": (graphs.simple_edges(*np.array(road.edges()).T), road.number_of_nodes()),
+        "rgg": (graphs.simple_edges(*np.array(rgg.edges()).T), n_rgg),
+        "wormnet": load_gene_network(),
+    }
+
+
+def intervals(runs: int, epsilons: list[float], names: list[str]) -> None:
+    from dpgate.mechanisms.ladder import LadderMechanism
+    from dpgate.queries.subgraph import clamped_interval
+
+    available = interval_graphs()
+    mech = LadderMechanism()
+    print(f"{'graph':<10} {'query':<12} {'f':>12} {'ε':>4} {'mean |err|':>11} {'± / |err|':>9} {'floor':>6} "
+          f"{'coverage':>8} {'[0, 0]':>6} {'s/release':>9}")  # fmt: skip
+    for name in names:
+        edges, n = available[name]
+        for query, k in (("triangle", None), ("kstar", 3), ("ktriangle", 2), ("kclique", 4)):
+            if query == "kclique" and n > 100:
+                continue  # served without the owner's permission up to C(N, 4) <= 10^6 only
+            lf = ladder_function(edges, n, query, k)
+            if lf.value == 0:
+                continue
+            for eps in epsilons:
+                rng = np.random.default_rng(2026)
+                widths, errors, hits, collapsed = [], [], 0, 0
+                t = time.perf_counter()
+                for _ in range(runs):
+                    r = release_with_interval(lf, eps, rng=rng)
+                    _, low, high = clamped_interval(r.value, r.interval.half_width, True)
+                    widths.append(r.interval.half_width)
+                    errors.append(abs(r.value - lf.value))
+                    hits += low <= lf.value <= high
+                    collapsed += low == high == 0
+                seconds = (time.perf_counter() - t) / runs
+                eps_count = eps * 0.9
+                q95 = mech.error_quantile(lf, eps_count, 0.95)
+                floor = q95 / _exact_mean_error(lf, eps_count)
+                label = query if k is None else f"{query} {k}"
+                print(f"{name:<10} {label:<12} {lf.value:>12,} {eps:>4} {np.mean(errors):>11.4g} "
+                      f"{np.mean(widths) / np.mean(errors):>9.1f} {floor:>6.1f} {hits / runs:>8.3f} {collapsed:>6} "
+                      f"{seconds:>9.3f}", flush=True)  # fmt: skip
+
+
+def _exact_mean_error(lf, epsilon: float) -> float:
+    """E|X - f| from the exact law: rung u holds I_{u-1} integers each side, mean distance
+    D_{u-1} + (I_{u-1} + 1) / 2; past M the rungs have width GS and geometric weights."""
+    import math
+
+    from dpgate.mechanisms.ladder import sampling_epsilon
+
+    h = sampling_epsilon(epsilon, lf.n_nodes) / 2
+    d, c = lf.offsets(), lf.global_sensitivity
+    logs, means = [0.0], [0.0]
+    for u, w in enumerate(lf.rungs, start=1):
+        if w:
+            logs.append(math.log(2 * w) - h * u)
+            means.append(d[u - 1] + (w + 1) / 2)
+    a = math.exp(-h)
+    logs.append(math.log(2 * c) - h * (lf.M + 1) - math.log(1 - a))
+    means.append(d[-1] + c * a / (1 - a) + (c + 1) / 2)
+    weights = np.exp(np.array(logs) - max(logs))
+    return float(np.dot(weights / weights.sum(), np.array(means, dtype=float)))
 
 
 def _through_sql(repeat: int) -> list[tuple[str, float, str]]:

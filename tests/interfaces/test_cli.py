@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -32,7 +33,9 @@ def test_query_modes(capsys, demo_db):
     assert code == 0 and out.splitlines()[0] == "region,n" and "Asia,12" in out
     code, out, _ = run(capsys, "query", str(demo_db), "--analyst", "demo", "--mode", "json",
                        "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.1) COUNT(*) AS n FROM adult")  # fmt: skip
-    assert '"n_ci_low"' in out
+    env = json.loads(out)
+    assert env["columns"] == ["n"] and env["intervals"][0]["n"][0] <= env["rows"][0][0] <= env["intervals"][0]["n"][1]
+    assert env["cost"]["epsilon"] == 0.1 and env["population"]["whole_roster"] is True
 
 
 def test_refusal_exit_code_and_hint(capsys, demo_db):

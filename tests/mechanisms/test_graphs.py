@@ -197,6 +197,33 @@ def test_width_bounds_grow_with_the_statistic(query, k):
         prev = cur
 
 
+@pytest.mark.parametrize("query, k", VARIANTS)
+def test_width_bounds_sandwich_real_ladders_and_their_neighbours(query, k):
+    """The same sandwich on Les Misérables (77 nodes) and on graphs one and two edges away
+    (the tighter k-star upper and k-triangle lower bounds included); the k-star upper bound
+    is still below 0.6.0's 2 C(min(s + t, N-2), k-1)."""
+    edges, n = les_miserables(), 77
+    rng = np.random.default_rng(5)
+    graphs_ = [edges]
+    for _ in range(4):
+        u, v = sorted(rng.choice(n, size=2, replace=False).tolist())
+        present = {tuple(e) for e in graphs_[-1].tolist()}
+        graphs_.append(np.array(sorted(present ^ {(u, v)}), dtype=np.int64))
+    for e in graphs_:
+        q = graphs.ladder_quantities(e, n, query, k)
+        t_max = graphs.convergence_cap(n) + 1
+        ladder = np.array(list(q.rungs) + [q.global_sensitivity] * (t_max - len(q.rungs)), dtype=object)
+        (lw, lt), (uw, ut) = graphs.width_bounds(query, k, n, q.statistic)
+        lower = np.array((lw + [lt] * t_max)[:t_max], dtype=object)
+        upper = np.array((uw + [ut] * t_max)[:t_max], dtype=object)
+        assert np.all(lower <= ladder) and np.all(ladder <= upper)
+        if query == "kstar":
+            s = q.statistic
+            assert all(u <= 2 * graphs.binom(min(s + t, n - 2), k - 1) for t, u in enumerate(upper))
+        if query == "ktriangle":
+            assert lower[0] == graphs.binom(q.statistic, k)
+
+
 def test_six_node_sample_against_search_over_edits():
     """A seeded sample of 6-node graphs (the full set of 2^15 is too slow for the closed forms)."""
     cube = Hypercube(6)

@@ -670,6 +670,8 @@ def build_demo_world(template: str | Path, workdir: str | Path) -> DemoWorld:
         *[f"INSERT INTO baskets SELECT {u}, item FROM (SELECT DISTINCT item FROM baskets)" for u in OFF_ROSTER],
         f"INSERT INTO basket_flags VALUES ({heavy_b}, {flags_true})",
         *[f"INSERT INTO basket_flags VALUES ({u}, {flags_true})" for u in OFF_ROSTER],
+        # the shipped demo exhausts nobody; a tenth of people with 0.5 left exercises every rule
+        "UPDATE dpgate.roster_adult SET epsilon_budget = 0.5 WHERE unit % 10 = 1",
     ]  # fmt: skip
     heavy = mutate(copy_db(base, workdir / "heavy.duckdb"), heavy_rows)
     heavy_n = mutate(copy_db(heavy, workdir / "heavy_n.duckdb"), remove_subject(heavy_a, heavy_b))

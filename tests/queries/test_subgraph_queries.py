@@ -113,6 +113,36 @@ def test_interval_coverage_at_epsilon_one(alice):
     assert misses <= 9
 
 
+def test_small_counts_never_read_zero_zero_and_say_the_noise_dominates(alice):
+    """89 2-triangles among the edges with src < 20, at ε = 0.1: the noise is far larger than the
+    count. The answer is clamped at zero with the interval taken around the clamped value, so
+    it never collapses to 0 [0, 0], and the note says how to read it."""
+    g = nx.Graph([e for e in KARATE if e[0] < 20])
+    truth = sum(math.comb(len(set(g[u]) & set(g[v])), 2) for u, v in g.edges())
+    hits = noted = 0
+    for _ in range(30):
+        rows, cur = fetch(alice, q("epsilon = 0.1", "KTRIANGLE_COUNT(src, dst, 2) AS t FROM karate WHERE src < 20"))
+        (value,) = rows[0]
+        lo, hi = cur.release.intervals[0]["t"]
+        assert 0 <= lo <= value < hi and hi > 0
+        hits += lo <= truth <= hi
+        note = [n for n in cur.release.notes if "noise is larger than the count" in n]
+        if lo == 0:
+            assert note and f"somewhere between 0 and {hi:,}" in note[0] and note[0].startswith("KTRIANGLE_COUNT")
+            noted += 1
+    assert hits >= 26  # P(more than 4 misses in 30 at a 5% rate) < 0.02; the bar is conservative
+    assert noted >= 20  # the error bar is ~100 times the count: it reaches zero nearly always
+
+
+def test_explain_states_the_epsilon_split(alice):
+    sql = q("epsilon = 1, interval_share = 0.2", "TRIANGLE_COUNT(src, dst) FROM karate")
+    rows, _ = fetch(alice, "EXPLAIN PRIVACY " + sql)
+    detail = {r[0]: r for r in rows}["TRIANGLE_COUNT(src, dst)"][6]
+    assert "0.8 on the count" in detail and "0.2 on the error bar" in detail and "a_m" in detail
+    _, cur = fetch(alice, q("epsilon = 1", "TRIANGLE_COUNT(src, dst) AS t FROM karate"))
+    assert "noisy a_m = " in cur.release.columns["t"].description
+
+
 def test_public_error_bar_spends_everything_on_the_count(alice):
     rows, _ = fetch(alice, "EXPLAIN PRIVACY " + q("epsilon = 1, interval_share = 0", "TRIANGLE_COUNT(src, dst) FROM karate"))
     assert "public quantities" in {r[0]: r for r in rows}["TRIANGLE_COUNT(src, dst)"][6]

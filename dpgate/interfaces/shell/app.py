@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import warnings
 from pathlib import Path
 from typing import IO, Any
 
@@ -26,7 +27,7 @@ from dpgate import errors
 from dpgate.interfaces.dbapi import Connection
 from dpgate.frontend.dialect import DIALECT
 from dpgate.interfaces.progress import ProgressBar
-from dpgate.interfaces.render import format_result
+from dpgate.interfaces.render import format_result, release_lines
 from dpgate.interfaces.shell import commands
 from dpgate.interfaces.shell.completer import SQLCompleter
 from dpgate.interfaces.shell.keys import bindings, statement_complete
@@ -139,7 +140,8 @@ class Shell:
     def toolbar(self) -> str:
         eps, delta = self._budget
         multiline = bool(self.session and not statement_complete(self.session.default_buffer.text))
-        return toolbar_text(self.connection.analyst, eps, delta, self.gateway.session.values["epsilon"], multiline)
+        values = self.gateway.session.values
+        return toolbar_text(self.connection.analyst, eps, delta, values["epsilon"], multiline, values["delta"])
 
     def _catalog_snapshot(self) -> dict:
         if self._catalog_cache is None:
@@ -197,7 +199,9 @@ class Shell:
         if cost is not None and self.interactive and not self._confirm(cost[0]):
             self.emit("cancelled: nothing was spent", "class:status")
             return
-        cur = self.connection.cursor().execute(sql)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", errors.PopulationWarning)  # the population line says it
+            cur = self.connection.cursor().execute(sql)
         self._print_result(cur.result, status=status)
         self._budget = self.connection.budget()
         if cur.result.release is None or cur.result.release.query_class == "synthetic":
@@ -216,7 +220,17 @@ class Shell:
         return answer.strip().lower() in ("y", "yes")
 
     def _print_result(self, result, *, status: bool = True) -> None:
-        if result.message and not result.columns:
+        if self.mode == "csv":
+            # rows to the output (a file after .output), everything the answer says about itself
+            # to the screen, one '# ' line each: the csv stays clean and nothing is dropped
+            text = format_result(result, intervals=self.intervals, mode="csv")
+            if text:
+                self.emit(text)
+            side = ([result.message] if result.message and not result.columns else []) + release_lines(result)
+            for line in side:
+                self.emit(f"# {line}", "class:status", err=True)
+            return
+        if result.message and not result.columns and self.mode == "table":
             self.emit(format_result(result, status=status), "class:status")
             return
         text = format_result(result, intervals=self.intervals, mode=self.mode, status=status)
@@ -302,6 +316,7 @@ def _expanded(result, intervals: bool, status: bool = True) -> str:
             out.append(f"{n:<{width}} | {v}")
     if status:
         out.append(status_line(result))
+        out += release_lines(result)[1:]  # population and notes
     return "\n".join(out)
 
 

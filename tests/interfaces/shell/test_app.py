@@ -113,7 +113,7 @@ def test_dot_commands(demo_db, tmp_path):
     n_line = next(line for line in text.splitlines() if line.startswith("| ") and line.strip("| ").isdigit())
     assert "[" not in n_line  # no interval shown with .intervals off
     assert "discrete Laplace" in text  # .explain on printed the plan
-    assert '"one": 1' in text  # .read in json mode
+    assert '"columns": ["one"]' in text and '"rows": [\n    [1]\n  ]' in text  # .read in json mode
     assert results.read_text() == "region\nAsia\n"
     assert "error DP241" in text and "error DP240" in text
 
