@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import dpgate
-from tests.conftest import fetch
+from conftest import fetch
 
 SETUP = "CREATE TABLE t AS SELECT i AS uid, i % 7 AS x FROM range(2000) r(i)"
 
