@@ -193,32 +193,27 @@ def _string(node: exp.Expr | None) -> str | None:
     return None
 
 
-def _integer(node: exp.Expr | None) -> int | None:
-    sign = 1
+def _signed_literal(node: exp.Expr | None, convert):
+    """A numeric literal under any signs and parentheses, converted (None if it is not one)."""
+    negative = False
     while isinstance(node, (exp.Neg, exp.Paren)):
-        if isinstance(node, exp.Neg):
-            sign = -sign
+        negative ^= isinstance(node, exp.Neg)
         node = node.this
     if isinstance(node, exp.Literal) and not node.is_string:
         try:
-            return sign * int(node.this)
+            value = convert(node.this)
         except ValueError:
             return None
+        return -value if negative else value
     return None
+
+
+def _integer(node: exp.Expr | None) -> int | None:
+    return _signed_literal(node, int)
 
 
 def _number(node: exp.Expr | None) -> float | None:
-    sign = 1.0
-    while isinstance(node, (exp.Neg, exp.Paren)):
-        if isinstance(node, exp.Neg):
-            sign = -sign
-        node = node.this
-    if isinstance(node, exp.Literal) and not node.is_string:
-        try:
-            return sign * float(node.this)
-        except ValueError:
-            return None
-    return None
+    return _signed_literal(node, float)
 
 
 @dataclass(frozen=True)

@@ -523,8 +523,7 @@ def coefficients(plan: SubjectPlan, noise_variances: Sequence[float], unit_varia
             return np.array([1.0 / _part_probability(plan, part.index) for part in plan.parts])
         # one part: the expected sample speaks for everyone (ratio; its bias is bounded in the
         # interval by ``extrapolation``)
-        expected = sum(lv.count * plan.sample_probability[lv.allowance] for lv in plan.levels)
-        return np.array([plan.population / expected])
+        return np.array([plan.population / _expected_sample(plan)])
     if plan.rule in ("threshold", "minimum", "partition"):
         # Every subject of the answer's population is in exactly one part, used exactly: the sum
         # of the parts is the population's total, with no extrapolation.
@@ -534,6 +533,11 @@ def coefficients(plan: SubjectPlan, noise_variances: Sequence[float], unit_varia
     Q = unit_variance * (D * m) @ D.T + np.diag(np.asarray(noise_variances, dtype=float))
     q = np.linalg.solve(Q, n)
     return plan.population * q / (n @ q)
+
+
+def _expected_sample(plan: SubjectPlan) -> float:
+    """Expected number of subjects the sample rule keeps (public: counts and probabilities)."""
+    return sum(lv.count * plan.sample_probability[lv.allowance] for lv in plan.levels)
 
 
 def _part_probability(plan: SubjectPlan, index: int) -> float:
@@ -597,8 +601,7 @@ def population_scale(plan: SubjectPlan | None, noise_variance: float, unit_varia
     if plan is None or not plan.combined:
         return 1.0
     if plan.rule == "sample":
-        expected = sum(lv.count * plan.sample_probability[lv.allowance] for lv in plan.levels)
-        return plan.population / expected
+        return plan.population / _expected_sample(plan)
     return 1.0  # threshold: the answer is about the subjects it uses
 
 
