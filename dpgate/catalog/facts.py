@@ -44,6 +44,17 @@ class DuckDBFacts:
             ).fetchall()
         ]
 
+    def unique(self, table: str, columns: list[str], null_safe: bool = False) -> bool:
+        """Whether no two rows of public ``table`` agree on ``columns`` (NULLs never match unless null-safe)."""
+        from dpgate.catalog.owner import quote
+
+        cols = ", ".join(quote(c) for c in columns)
+        where = "" if null_safe else " WHERE " + " AND ".join(f"{quote(c)} IS NOT NULL" for c in columns)
+        dup = self._con.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM {quote(table)}{where} GROUP BY {cols} HAVING count(*) > 1 LIMIT 1)"
+        ).fetchone()[0]
+        return dup == 0
+
     def image(self, sql: str, domains: list[tuple[list[Any], str]]) -> list[Any]:
         """Distinct values of ``sql`` (over columns ``__c0, __c1, ...``) on the product of domains."""
         parts = []

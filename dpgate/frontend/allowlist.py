@@ -558,8 +558,14 @@ OPERATORS: tuple[tuple[str, tuple[type[exp.Expr], ...]], ...] = (
 _OPERATOR_CLASSES = tuple(c for _, classes in OPERATORS for c in classes)
 #: Flags sqlglot keeps on nodes that are not sub-expressions.
 _LEAF_TYPES = (bool, str, int, float, type(None))
-_AGGREGATES = (exp.Count, exp.Sum, exp.Avg)
-SUPPORTED_AGGREGATES = "COUNT(*), COUNT(expr), COUNT(DISTINCT expr), SUM(expr), AVG(expr) [FILTER (WHERE ...)]"
+_VARIANCES = (exp.VariancePop, exp.Variance, exp.StddevPop, exp.StddevSamp, exp.Stddev)
+_QUANTILES = (exp.Median, exp.PercentileCont)
+_AGGREGATES = (exp.Count, exp.Sum, exp.Avg, *_VARIANCES, *_QUANTILES)
+SUPPORTED_AGGREGATES = (
+    "COUNT(*), COUNT(expr), COUNT(DISTINCT expr), SUM(expr), AVG(expr), VAR_POP / VAR_SAMP / VARIANCE(expr), "
+    "STDDEV_POP / STDDEV_SAMP / STDDEV(expr), MEDIAN(expr), QUANTILE_CONT(expr, q), PERCENTILE_CONT(expr, q) "
+    "[FILTER (WHERE ...)]"
+)
 
 # SELECT clauses (sqlglot arg names) and how they are checked.
 _SELECT_CLAUSES = {
@@ -1034,6 +1040,13 @@ class _Checker:
             return
         text = _sql(node)
         extra = [k for k, v in node.args.items() if k != "this" and not isinstance(v, _LEAF_TYPES) and _present(v)]
+        if isinstance(node, exp.PercentileCont) and extra == ["expression"]:
+            # The level q is a plain number in [0, 1]: it only picks which rank the mechanism aims at.
+            level = _number(node.args["expression"])
+            if level is None or not 0 <= level <= 1:
+                raise _refuse(CONSTANT, f"{text}: the quantile level must be one number between 0 and 1",
+                              "write QUANTILE_CONT(x, 0.9); for several quantiles write several aggregates")  # fmt: skip
+            extra = []
         arg = node.this
         if extra or arg is None:
             raise _refuse(NODE, f"{text}: this form of the aggregate is not supported", f"use {SUPPORTED_AGGREGATES}")

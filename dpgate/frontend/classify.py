@@ -81,6 +81,7 @@ class Classified:
     protected: ProtectedTable | None = None
     refs: list[TableRef] = field(default_factory=list)
     inner: Classified | None = None  # for EXPLAIN PRIVACY
+    joined: tuple[ProtectedTable, ...] = ()  # other protected tables of the same subject space, joined on the unit
 
 
 def function_name(node: exp.Func) -> str:
@@ -179,21 +180,44 @@ def classify(statement: exp.Expr, catalog: Catalog) -> Classified:
             )
         return Classified("public", statement, None, refs)
     names = sorted({r.name for r in protected})
+    for r in protected:
+        if not isinstance(statement, exp.Select) or _enclosing_query(r.node) is not statement:
+            raise errors.UnsupportedQueryError(
+                f"Protected table {r.name} is read inside a subquery, CTE or set operation",
+                code="DP216",
+                hint=f"put {r.name} in the FROM clause of the outer SELECT and aggregate it there",
+            )
     if len(protected) > 1:
-        raise errors.UnsupportedQueryError(
-            f"This query reads protected tables {len(protected)} times ({', '.join(names)}); "
-            "joins between protected tables, self-joins and subqueries over protected data are not supported yet",
-            code="DP215",
-            hint="query one protected table per statement; joins with public lookup tables are fine",
-        )
+        # Joins of protected tables: distinct tables of one subject space only [joins]. That
+        # they are joined on the privacy unit is checked by the query analysis.
+        if len(names) < len(protected):
+            raise errors.UnsupportedQueryError(
+                f"This query reads protected table {next(n for n in names if [r.name for r in protected].count(n) > 1)} "
+                "twice; self-joins of protected tables are not supported",
+                code="DP215",
+                hint="read each protected table once; join different tables of one subject space on the unit",
+            )
+        spaces = {r.protected.roster for r in protected}
+        if len(spaces) > 1:
+            raise errors.UnsupportedQueryError(
+                f"This query joins protected tables of different subject spaces ({', '.join(names)}): "
+                "one person's rows could not be bounded together",
+                code="DP215",
+                hint="join protected tables only when the owner declared them with the same subjects = '...'; "
+                "joins with public lookup tables are fine",
+            )
     ref = protected[0]
-    if not isinstance(statement, exp.Select) or _enclosing_query(ref.node) is not statement:
-        raise errors.UnsupportedQueryError(
-            f"Protected table {ref.name} is read inside a subquery, CTE or set operation",
-            code="DP216",
-            hint=f"put {ref.name} in the FROM clause of the outer SELECT and aggregate it there",
-        )
-    return Classified("dp", statement, ref.protected, refs)
+    first = _first_source(statement)
+    for r in protected:
+        if r.node is first:
+            ref = r
+    joined = tuple(r.protected for r in protected if r is not ref)
+    return Classified("dp", statement, ref.protected, refs, joined=joined)
+
+
+def _first_source(statement: exp.Select) -> exp.Expr | None:
+    from_ = statement.args.get("from_")
+    return from_.this if from_ is not None else None
 
 
 def _enclosing_query(node: exp.Expr) -> exp.Expr | None:

@@ -56,7 +56,19 @@ from dpgate import noise
 from dpgate.queries.plans import ExactAnswer
 from dpgate.mechanisms import pdp
 from dpgate.mechanisms.base import Mechanism, NoisyColumn
-from dpgate.queries.plans import AVG, COUNT_SUBJECTS, SUM, AggSpec, Component, CountPlan
+from dpgate.queries.plans import (
+    AVG,
+    COUNT_SUBJECTS,
+    QUANTILE,
+    STDDEV_POP,
+    STDDEV_SAMP,
+    SUM,
+    VAR_SAMP,
+    VARIANCE_KINDS,
+    AggSpec,
+    Component,
+    CountPlan,
+)
 
 
 @dataclass
@@ -86,8 +98,12 @@ class LaplaceCounting(Mechanism):
         parts = _parts(plan, subjects)
         out = []
         for agg in plan.aggs:
-            if agg.kind == AVG:
+            if agg.kind == QUANTILE:
+                out.append(None)  # the exponential mechanism's (``dpgate.mechanisms.quantile``)
+            elif agg.kind == AVG:
                 out.append(_avg(plan, agg, exact, rows, parts, alpha, rng))
+            elif agg.kind in VARIANCE_KINDS:
+                out.append(_variance(plan, agg, exact, rows, parts, alpha, rng))
             else:
                 out.append(_single(plan, agg, exact, rows, parts, alpha, rng, plan.settings.clamp_counts))
         return out
@@ -114,6 +130,8 @@ def _unit_variance(plan: CountPlan, agg: AggSpec, comp: Component) -> float:
     """Public prior on one subject's contribution variance, in component units: (range / 2)²."""
     if agg.kind == COUNT_SUBJECTS:
         width = 1.0
+    elif comp.label == "centered squares":
+        width = plan.max_rows * ((agg.upper - agg.lower) / agg.grid / 2) ** 2
     elif comp.label in ("sum", "centered sum"):
         width = plan.max_rows * (agg.upper - agg.lower) / agg.grid
     else:
@@ -209,6 +227,67 @@ def _avg(plan, agg: AggSpec, exact, rows, parts: _Parts, alpha, rng) -> NoisyCol
     return NoisyColumn(np.array(vals, dtype=float), np.array(low), np.array(high), False, "laplace", eps, desc)
 
 
+def _variance(plan, agg: AggSpec, exact, rows, parts: _Parts, alpha, rng) -> NoisyColumn:
+    """VAR / STDDEV from noisy centred sum S, centred sum of squares Q and count C [variance].
+
+    ``var_pop = Q/C - (S/C)^2`` (of ``y = x - mid`` on the grid: the same variance as of x);
+    ``var_samp = var_pop * C / (C - 1)``; ``stddev = sqrt(var)``. The interval is the range of
+    these over the Bonferroni box of the three components (``alpha / 3`` each) [ci-var].
+    """
+    g = agg.grid
+    lo_i, hi_i = round(agg.lower / g), round(agg.upper / g)
+    mid = (lo_i + hi_i) // 2
+    h = float(max(hi_i - mid, mid - lo_i))
+    sc, qc, cc = agg.components
+    s = _component(plan, agg, sc, exact, rows, parts, alpha / 3, rng)
+    q = _component(plan, agg, qc, exact, rows, parts, alpha / 3, rng)
+    c = _component(plan, agg, cc, exact, rows, parts, alpha / 3, rng)
+    samp = agg.kind in (VAR_SAMP, STDDEV_SAMP)
+    root = agg.kind in (STDDEV_POP, STDDEV_SAMP)
+    top = h * h * (2.0 if samp else 1.0)  # the largest variance of values in [mid - h, mid + h]
+
+    def finish(v: float) -> float:
+        v = _clip(v, 0.0, top) * g * g
+        return math.sqrt(v) if root else v
+
+    vals, low, high = [], [], []
+    for si, qi, ci, ws, wq, wc in zip(s.values, q.values, c.values, s.half, q.half, c.half):
+        si, qi, ci, ws, wq, wc = (float(x) for x in (si, qi, ci, ws, wq, wc))
+        n = max(ci, 1.0)
+        est = qi / n - (si / n) ** 2
+        if samp:
+            est = est * n / (n - 1) if n > 1 else top
+        vals.append(finish(est))
+        c_lo, c_hi = ci - wc, ci + wc
+        if c_lo < (2 if samp else 1):
+            low.append(finish(0.0))
+            high.append(finish(top))
+            continue
+        s_lo, s_hi = si - ws, si + ws
+        s_min2 = 0.0 if s_lo <= 0 <= s_hi else min(s_lo * s_lo, s_hi * s_hi)
+        s_max2 = max(s_lo * s_lo, s_hi * s_hi)
+        q_lo, q_hi = max(qi - wq, 0.0), qi + wq
+        # f(C) = Q/C - S²/C²: its only stationary point, C = 2S²/Q, is a maximum, so the minimum
+        # over [c_lo, c_hi] is at an end and the maximum at an end or there.
+        f = lambda qq, ss, cc_: qq / cc_ - ss / (cc_ * cc_)  # noqa: E731
+        lo_v = min(f(q_lo, s_max2, c_lo), f(q_lo, s_max2, c_hi))
+        cands = [c_lo, c_hi]
+        if q_hi > 0:
+            cands.append(_clip(2 * s_min2 / q_hi, c_lo, c_hi))
+        hi_v = max(f(q_hi, s_min2, x) for x in cands)
+        if samp:  # C/(C-1) falls with C: the truth's factor lies between the ends' factors
+            lo_v, hi_v = lo_v * c_hi / (c_hi - 1), hi_v * c_lo / (c_lo - 1)
+        low.append(finish(lo_v))
+        high.append(finish(hi_v))
+    desc = (
+        f"discrete Laplace: centred sum sensitivity {sc.sensitivity}, sum of squares sensitivity "
+        f"{qc.sensitivity}{_grid_note(agg)}, count sensitivity {cc.sensitivity}, each at "
+        f"ε={_run_epsilon(plan, sc.epsilon, parts):.4g}" + _parts_note(parts)
+    )
+    eps = _run_epsilon(plan, agg.epsilon, parts)
+    return NoisyColumn(np.array(vals, dtype=float), np.array(low), np.array(high), False, "laplace", eps, desc)
+
+
 def _run_epsilon(plan: CountPlan, share: float, parts: _Parts) -> float:
     """The ε a share actually runs at: the personalization rule's ε (the largest part's) × the share."""
     return share * max(parts.epsilons) / plan.epsilon
@@ -227,6 +306,6 @@ def _parts_note(parts: _Parts) -> str:
 
 
 def _grid_note(agg: AggSpec) -> str:
-    if agg.kind in (SUM, AVG) and agg.grid != 1.0:
+    if agg.kind in (SUM, AVG, *VARIANCE_KINDS) and agg.grid != 1.0:
         return f" (grid 2^{int(math.log2(agg.grid))})"
     return ""

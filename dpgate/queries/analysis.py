@@ -41,7 +41,13 @@ from dpgate.queries.plans import (
     COUNT_ROWS,
     COUNT_SUBJECTS,
     COUNT_VALUES,
+    QUANTILE,
+    STDDEV_POP,
+    STDDEV_SAMP,
     SUM,
+    VAR_POP,
+    VAR_SAMP,
+    VARIANCE_KINDS,
     AggSpec,
     Component,
     KeySelection,
@@ -56,8 +62,19 @@ MAX_CELLS = 1_000_000
 MAX_IMAGE_INPUTS = 200_000
 #: Bits of resolution below the bound range for real-valued sums (grid = range / 2^32).
 GRID_BITS = 32
+#: Variances sum squares of grid values, so they use a coarser grid (range / 2^20): squares
+#: stay below 2^40 and their sum is an exact integer.
+VARIANCE_GRID_BITS = 20
+#: Quantiles choose among the grid points of [L, U]; the rank error grows with log(points),
+#: so their grid is range / 2^20 (integer columns with a smaller range use unit steps).
+QUANTILE_GRID_BITS = 20
+_VARIANCES = {exp.VariancePop: VAR_POP, exp.Variance: VAR_SAMP, exp.StddevPop: STDDEV_POP,
+              exp.StddevSamp: STDDEV_SAMP, exp.Stddev: STDDEV_SAMP}  # fmt: skip
 
-SUPPORTED_AGGREGATES = "COUNT(*), COUNT(expr), COUNT(DISTINCT expr), SUM(expr), AVG(expr)"
+SUPPORTED_AGGREGATES = (
+    "COUNT(*), COUNT(expr), COUNT(DISTINCT expr), SUM(expr), AVG(expr), VAR_POP / VAR_SAMP / VARIANCE(expr), "
+    "STDDEV_POP / STDDEV_SAMP / STDDEV(expr), MEDIAN(expr), QUANTILE_CONT(expr, q), PERCENTILE_CONT(expr, q)"
+)
 _MONOTONE_WRAPPERS = (exp.Round, exp.Floor, exp.Ceil, exp.Cast, exp.Paren)
 
 
@@ -72,6 +89,8 @@ class PublicFacts(Protocol):
 
     def image(self, sql: str, domains: list[tuple[list[Any], str]]) -> list[Any]: ...
 
+    def unique(self, table: str, columns: list[str], null_safe: bool = False) -> bool: ...
+
     def aggregate_functions(self) -> frozenset[str]: ...
 
 
@@ -82,6 +101,7 @@ class _Item:
     columns: dict[str, str]  # name -> type
     protected: bool
     nullable: bool = False  # its columns can be NULL because of an outer join
+    prot: ProtectedTable | None = None  # the catalog entry of a protected table
 
 
 @dataclass
@@ -110,6 +130,8 @@ class _Scope:
             protected = [i for i in owners if i.protected]
             if name in self.using and protected:
                 return protected[0]
+            if name in self.using and len({i.table for i in owners}) == 1:
+                return owners[0]
             raise errors.ProgrammingError(
                 f"Column {name} is ambiguous: it is in {', '.join(i.alias for i in owners)}", code="DP218",
                 hint=f"qualify it, e.g. {owners[0].alias}.{name}",
@@ -163,6 +185,7 @@ class Analysis:
     def __init__(self, classified: Classified, catalog: Catalog, session: Session, facts: PublicFacts):
         self.statement = classified.statement
         self.table: ProtectedTable = classified.protected  # type: ignore[assignment]
+        self.joined: tuple[ProtectedTable, ...] = classified.joined
         self.catalog = catalog
         self.facts = facts
         self.settings: QuerySettings = session.query_settings(dp_options(self.statement))
@@ -195,7 +218,7 @@ class Analysis:
         scope = self._scope(q)
         self._qualify(q, scope)
         self.scope = scope
-        protected = next(i for i in scope.items if i.protected)
+        protected = next(i for i in scope.items if i.protected and i.table == table.name)
         unit = exp.column(table.unit, table=protected.alias, quoted=True)
         where = q.args.get("where")
         if where is not None:
@@ -216,8 +239,10 @@ class Analysis:
         """The shape plus what DuckDB says of it: input types, key domains, the cells."""
         s, table = self.settings, self.table
         x = syntax or self.syntax()
-        max_rows = s.max_rows or table.max_rows
-        max_groups = s.max_groups or table.max_groups
+        # A join of protected tables is bounded as one relation, by the largest bound the owner
+        # declared for its tables (the bound sets accuracy; ε per subject is the guarantee) [joins].
+        max_rows = s.max_rows or max(t.max_rows for t in (table, *self.joined))
+        max_groups = s.max_groups or max(t.max_groups for t in (table, *self.joined))
         # Row-level base: the unit, the keys and the aggregate inputs (types from DuckDB).
         base = self._base(x.q, x.unit, x.keys_exprs, [inp for _, inp in x.agg_inputs])
         types = dict(self.facts.describe(to_duckdb(base)))
@@ -318,7 +343,7 @@ class Analysis:
                 cols = {c.name: c.type for c in prot.columns.values()}
             else:
                 cols = dict(self.facts.columns(name))
-            item = _Item(alias, name, cols, prot is not None)
+            item = _Item(alias, name, cols, prot is not None, prot=prot)
             if join is not None:
                 method = (join.args.get("method") or "").upper()
                 if join.args.get("kind", "").upper() == "NATURAL" or method == "NATURAL":
@@ -353,7 +378,87 @@ class Analysis:
         scope = _Scope(items, using)
         for on in conditions:
             _check_join_condition(on, scope)
+        if len(items) > 1:
+            self._check_lookups(q, scope, conditions)
         return scope
+
+    def _check_lookups(self, q: exp.Select, scope: _Scope, conditions: list[exp.Expr]) -> None:
+        """Every joined table is a lookup: the join can never multiply a subject's rows [lookup].
+
+        Starting from the protected table in FROM, a table is *attached* when equalities in the
+        join conditions tie it to attached tables: another protected table (of the same subject
+        space) by its privacy unit, a public table by columns whose values are unique in it (a
+        public fact, checked here). By induction, each row of the protected table meets at most
+        one row of every attached public table, and only rows of its own subject in the other
+        protected tables; tables left unattached (CROSS JOIN, ``ON a.x < b.y``, a non-unique
+        key) are refused. Without this rule a join with a large public table could make one
+        subject's rows grow without bound, and the query's memory or running out of it would
+        depend on that subject.
+        """
+        pairs: list[tuple[_Item, str, _Item, str, bool]] = []  # (item, column, other item, column, null-safe)
+        for on in conditions:
+            parts = list(on.flatten()) if isinstance(on, exp.And) else [on]
+            for part in parts:
+                while isinstance(part, exp.Paren):
+                    part = part.this
+                if isinstance(part, (exp.EQ, exp.NullSafeEQ)):
+                    a, b = scope.find(part.this), scope.find(part.expression)
+                    if a is not None and b is not None and a is not b:
+                        ns = isinstance(part, exp.NullSafeEQ)
+                        pairs.append((a, part.this.name.lower(), b, part.expression.name.lower(), ns))
+                        pairs.append((b, part.expression.name.lower(), a, part.this.name.lower(), ns))
+        for join in q.args.get("joins") or []:
+            using = [i.name.lower() for i in join.args.get("using") or []]
+            if not using:
+                continue
+            alias = join.this.alias_or_name.lower()
+            item = next(i for i in scope.items if i.alias == alias)
+            before = scope.items[: scope.items.index(item)]
+            for col in using:
+                for other in before:
+                    if col in other.columns:
+                        pairs.append((item, col, other, col, False))
+                        pairs.append((other, col, item, col, False))
+        root = next(i for i in scope.items if i.protected and i.table == self.table.name)
+        attached = [root]
+        pending = [i for i in scope.items if i is not root]
+        unique_cache: dict[tuple[str, frozenset[str], bool], bool] = {}
+        changed = True
+        while pending and changed:
+            changed = False
+            for item in list(pending):
+                ties = [(c, o, oc, ns) for (it, c, o, oc, ns) in pairs if it is item and any(o is a for a in attached)]
+                if item.protected:
+                    ok = any(
+                        c == item.prot.unit and o.protected and oc == o.prot.unit and not ns for c, o, oc, ns in ties
+                    )
+                else:
+                    cols = frozenset(c for c, _, _, _ in ties)
+                    null_safe = any(ns for *_, ns in ties)
+                    key = (item.table, cols, null_safe)
+                    if cols and key not in unique_cache:
+                        unique_cache[key] = self.facts.unique(item.table, sorted(cols), null_safe)
+                    ok = bool(cols) and unique_cache[key]
+                if ok:
+                    attached.append(item)
+                    pending.remove(item)
+                    changed = True
+        if pending:
+            item = pending[0]
+            if item.protected:
+                raise errors.UnsupportedQueryError(
+                    f"Protected table {item.table} is not joined on the privacy unit: rows of different "
+                    "people would be paired",
+                    code="DP215",
+                    hint=f"join on the unit, e.g. JOIN {item.table} USING ({item.prot.unit})",
+                )
+            raise errors.UnsupportedQueryError(
+                f"The join with {item.table}{'' if item.alias == item.table else ' ' + item.alias} is not a lookup: no equality ties it, on columns whose values are "
+                f"unique in {item.table}, to the protected table, so it could repeat a person's rows without limit",
+                code="DP218",
+                hint=f"join {item.table} with ON t.col = {item.alias}.key (or USING (key)) where key has no "
+                "duplicate values; CROSS JOIN and joins on <, > or non-unique columns are refused",
+            )
 
     def _qualify(self, q: exp.Select, scope: _Scope) -> None:
         """Qualify every source column with its table alias, so that equal expressions compare equal."""
@@ -458,7 +563,7 @@ class Analysis:
         if item is None:
             return None, "", ""
         if item.protected:
-            c = self.table.column(name)
+            c = item.prot.column(name)
             dom = c.key_domain() if c else None
             if dom is None:
                 return None, "", c.type if c else ""
@@ -558,6 +663,17 @@ class Analysis:
                 raise errors.UnsupportedQueryError(f"{text}: too many arguments", code="DP212")
             self._check_row_expr(arg, text)
             return (SUM if isinstance(node, exp.Sum) else AVG), _filtered(arg, cond)
+        if type(node) in _VARIANCES or isinstance(node, (exp.Median, exp.PercentileCont)):
+            arg = node.this
+            if arg is None or isinstance(arg, exp.Distinct):
+                raise errors.UnsupportedQueryError(
+                    f"{text}: write the aggregate over one expression, without DISTINCT", code="DP212"
+                )
+            if isinstance(node, exp.PercentileCont):
+                quantile_level(node)
+            self._check_row_expr(arg, text)
+            kind = _VARIANCES.get(type(node), QUANTILE)
+            return kind, _filtered(arg, cond)
         raise errors.UnsupportedQueryError(
             f"Aggregate {text} is not supported over protected tables", code="DP212",
             hint=f"supported: {SUPPORTED_AGGREGATES}",
@@ -565,13 +681,13 @@ class Analysis:
 
     def _is_unit(self, col: exp.Column) -> bool:
         item = self.scope.find(col)
-        return bool(item and item.protected and col.name.lower() == self.table.unit)
+        return bool(item and item.protected and col.name.lower() == item.prot.unit)
 
     def _column_bounds(self, col: exp.Column) -> bounds.Interval | None:
         item = self.scope.find(col)
         if item is None or not item.protected:
             return None  # public columns have no declared bounds
-        c = self.table.column(col.name)
+        c = item.prot.column(col.name)
         if c is None:
             return None
         if c.bounded:
@@ -604,7 +720,12 @@ class Analysis:
         if lo == hi:
             hi = lo + 1.0
         integer = (vtype or "").upper() in INTEGER_TYPES and float(lo).is_integer() and float(hi).is_integer()
-        grid = 1.0 if integer else 2.0 ** (math.floor(math.log2(hi - lo)) - GRID_BITS)
+        if kind in (SUM, AVG):
+            grid = 1.0 if integer else 2.0 ** (math.floor(math.log2(hi - lo)) - GRID_BITS)
+        else:  # a coarser grid; integers keep unit steps unless their range is wider than it
+            bits = VARIANCE_GRID_BITS if kind in VARIANCE_KINDS else QUANTILE_GRID_BITS
+            grid = 2.0 ** (math.floor(math.log2(hi - lo)) - bits)
+            grid = max(1.0, grid) if integer else grid
         lo_i, hi_i = math.floor(lo / grid), math.ceil(hi / grid)
         if max(abs(lo_i), abs(hi_i)) >= 2**53:
             raise errors.PolicyError(
@@ -616,6 +737,20 @@ class Analysis:
             comps = (Component("sum", max(1, sens), epsilon),)
             return AggSpec(i, kind, label, inp, comps, lo_i * grid, hi_i * grid, grid, integer)
         mid = (lo_i + hi_i) // 2
+        if kind == QUANTILE:
+            # The rank utility moves by at most one per row: max_rows per subject [quantile].
+            comps = (Component("quantile", max_rows, epsilon),)
+            level = quantile_level(node.this if isinstance(node, exp.Filter) else node)
+            return AggSpec(i, kind, label, inp, comps, lo_i * grid, hi_i * grid, grid, False, level)
+        if kind in VARIANCE_KINDS:
+            half = max(hi_i - mid, mid - lo_i)
+            third = epsilon / 3
+            comps = (
+                Component("centered sum", max(1, max_rows * half), third),
+                Component("centered squares", max(1, max_rows * half * half), third),
+                Component("count", max_rows, epsilon - 2 * third),
+            )
+            return AggSpec(i, kind, label, inp, comps, lo_i * grid, hi_i * grid, grid, False)
         half = max(hi_i - mid, mid - lo_i)
         comps = (
             Component("centered sum", max(1, max_rows * half), epsilon / 2),
@@ -807,6 +942,22 @@ def key_selection_threshold(epsilon: float, delta: float, groups: int) -> KeySel
     while groups * noise.discrete_laplace_tail(epsilon, groups, tau - 1) > delta:
         tau += 1
     return KeySelection(epsilon=epsilon, delta=delta, sensitivity=groups, threshold=tau)
+
+
+def quantile_level(node: exp.Expr) -> float:
+    """The level q of MEDIAN (0.5) or QUANTILE_CONT / PERCENTILE_CONT(x, q): a constant in [0, 1]."""
+    if isinstance(node, exp.Median):
+        return 0.5
+    q = node.args.get("expression")
+    value = None
+    if isinstance(q, exp.Literal) and not q.is_string:
+        value = float(q.this)
+    if value is None or not 0.0 <= value <= 1.0:
+        raise errors.UnsupportedQueryError(
+            f"{node.sql(dialect='duckdb')}: the quantile level must be one number between 0 and 1", code="DP212",
+            hint="write QUANTILE_CONT(x, 0.9); for several quantiles write several aggregates",
+        )  # fmt: skip
+    return value
 
 
 def display_sql(node: exp.Expr) -> str:

@@ -211,8 +211,10 @@ def bind(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None, *, public
         ) from e
 
 
-def restrict_to_charged(source: exp.Select, table: ProtectedTable, charged: str) -> str:
-    """``source`` with the protected table replaced by the rows of the charged subjects only.
+def restrict_to_charged(
+    source: exp.Select, table: ProtectedTable, charged: str, joined: tuple[ProtectedTable, ...] = (), salt: int = 0
+) -> str:
+    """``source`` with each protected table replaced by the rows of the charged subjects only.
 
     The analyst's expressions (WHERE, keys, aggregate inputs, join conditions) then never meet
     a row of a subject that was not charged for the query (exhausted, left out by the rule,
@@ -220,17 +222,40 @@ def restrict_to_charged(source: exp.Select, table: ProtectedTable, charged: str)
     subqueries and materialised CTEs, but not through a LIMIT/OFFSET, so the analyst's WHERE
     is evaluated above the restriction (``tests/queries/test_charged_rows.py`` checks this on
     the installed engine).
+
+    With ``joined`` protected tables (a join on the unit within one subject space), every
+    protected table is first cut to its own declared ``max_rows`` rows per subject, chosen by
+    a hash of the row keyed with ``salt`` [pre-bound]: a subject's joined rows are then at most
+    the product of those bounds, whatever they hold, before the joined relation is bounded as
+    usual. The choice depends only on the subject's own rows.
     """
     q = source.copy()
-    unit = exp.to_identifier(table.unit, quoted=True).sql(dialect="duckdb")
-    name = exp.to_identifier(table.name, quoted=True).sql(dialect="duckdb")
-    inner = f"SELECT * FROM main.{name} WHERE {unit} IN (SELECT unit FROM {charged}) OFFSET 0"
-    for node in list(q.find_all(exp.Table)):
-        if node.name.lower() != table.name.lower() or node.args.get("db") not in (None, "") and node.db.lower() != "main":
-            continue
-        if not isinstance(node.this, exp.Identifier):
-            continue
-        alias = node.alias or table.name
-        sub = exp.Subquery(this=exp.maybe_parse(inner, dialect="duckdb"), alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
-        node.replace(sub)
+    for t in (table, *joined):
+        inner = _charged_rows(t, charged, salt if joined else None)
+        for node in list(q.find_all(exp.Table)):
+            if node.name.lower() != t.name.lower() or node.args.get("db") not in (None, "") and node.db.lower() != "main":
+                continue
+            if not isinstance(node.this, exp.Identifier):
+                continue
+            alias = node.alias or t.name
+            sub = exp.Subquery(this=exp.maybe_parse(inner, dialect="duckdb"), alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
+            node.replace(sub)
     return to_duckdb(q)
+
+
+def _charged_rows(t: ProtectedTable, charged: str, salt: int | None) -> str:
+    def ident(name: str) -> str:
+        return exp.to_identifier(name, quoted=True).sql(dialect="duckdb")
+
+    unit, name = ident(t.unit), ident(t.name)
+    rows = f"SELECT * FROM main.{name} WHERE {unit} IN (SELECT unit FROM {charged})"
+    if salt is None or t.unique_unit:  # a unique unit: one row per subject already
+        return f"{rows} OFFSET 0"
+    cols = ", ".join(ident(c) for c in t.columns)
+    # Equal rows get distinct duplicate numbers, so each row has its own rank [dup].
+    numbered = f"SELECT *, row_number() OVER (PARTITION BY {cols}) AS __dup FROM ({rows})"
+    rank = f"hash(xor(hash({cols}, __dup), {int(salt)}::UBIGINT))"
+    return (
+        f"SELECT * EXCLUDE (__dup) FROM ({numbered}) "
+        f"QUALIFY row_number() OVER (PARTITION BY {unit} ORDER BY {rank}, __dup) <= {int(t.max_rows)} OFFSET 0"
+    )

@@ -28,6 +28,14 @@ COUNT_SUBJECTS = "count_subjects"  # COUNT(DISTINCT <privacy unit>)
 COUNT_DISTINCT = "count_distinct"  # COUNT(DISTINCT expr)
 SUM = "sum"
 AVG = "avg"
+VAR_POP = "var_pop"  # VAR_POP(expr)
+VAR_SAMP = "var_samp"  # VAR_SAMP / VARIANCE(expr)
+STDDEV_POP = "stddev_pop"
+STDDEV_SAMP = "stddev_samp"  # STDDEV_SAMP / STDDEV(expr)
+VARIANCE_KINDS = (VAR_POP, VAR_SAMP, STDDEV_POP, STDDEV_SAMP)
+QUANTILE = "quantile"  # MEDIAN(x), QUANTILE_CONT(x, q), PERCENTILE_CONT(x, q)
+#: Kinds whose input is a bounded value put on a grid (not a count).
+VALUE_KINDS = (SUM, AVG, *VARIANCE_KINDS, QUANTILE)
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,7 @@ class AggSpec:
     upper: float | None = None
     grid: float = 1.0  # values are summed as integers on this power-of-two grid
     integer: bool = True  # released as an integer
+    level: float | None = None  # the quantile level q of a QUANTILE
 
     @property
     def epsilon(self) -> float:
@@ -70,7 +79,7 @@ class AggSpec:
 
     @property
     def sql_type(self) -> str:
-        return "BIGINT" if self.integer and self.kind != AVG else "DOUBLE"
+        return "BIGINT" if self.integer and self.kind not in (AVG, *VARIANCE_KINDS, QUANTILE) else "DOUBLE"
 
     def grid_int(self, value: float) -> int:
         return round(value / self.grid)
@@ -131,6 +140,7 @@ class CountPlan:
     charge: SubjectCharge
     notes: tuple[str, ...] = field(default_factory=tuple)
     query_class: str = "count"
+    joined: tuple[ProtectedTable, ...] = ()  # protected tables joined on the unit (one subject space)
     mechanism: str = "laplace"
 
     def __post_init__(self) -> None:

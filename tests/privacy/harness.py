@@ -212,6 +212,15 @@ def _counting(con, plan: CountPlan, charged: str, salt: int, n_parts: int = 1) -
                     mid = (round(agg.lower / g) + round(agg.upper / g)) // 2
                     arr = arr - ex.components[(agg.index, "count")][part] * mid
                 name = f"agg {agg.index} {agg.label} [{comp.label}]{suffix}"
+                if comp.label == "quantile":
+                    # A quantile's input: each cell's multiset of grid values. One subject adds or
+                    # removes at most max_rows of them in all (the rank utility's sensitivity).
+                    counts: dict[Any, int] = {}
+                    for c, vals in zip(cells, arr):
+                        for v in vals.tolist():
+                            counts[(c, v)] = counts.get((c, v), 0) + 1
+                    stats[name] = Statistic(name, counts, l1=comp.sensitivity, fixed_keys=False)
+                    continue
                 stats[name] = Statistic(
                     name, {c: int(v) for c, v in zip(cells, arr)}, l1=comp.sensitivity,
                     linf=1 if agg.kind == COUNT_SUBJECTS else None, fixed_keys=public,

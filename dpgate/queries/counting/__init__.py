@@ -22,7 +22,7 @@ from dpgate.mechanisms import KeySelector, LaplaceCounting
 from dpgate.queries.analysis import Analysis, _with_epsilon, key_selection_threshold
 from dpgate.queries.base import Context, Run, _subject_rows, personalization_notes
 from dpgate.queries.counting import exact as exact_mod
-from dpgate.queries.plans import COUNT_SUBJECTS, CountPlan, SubjectCharge
+from dpgate.queries.plans import COUNT_SUBJECTS, QUANTILE, CountPlan, SubjectCharge
 from dpgate.release import Answer, ColumnNoise
 
 
@@ -82,7 +82,15 @@ class CountingQuery:
                 hint="use a declared domain, or personalization 'threshold', 'sample' or 'minimum'",
             )
         options = {}
-        if s.personalization == "sample" and key_selection is None:
+        quantiles = [agg for agg in aggs if agg.kind == QUANTILE]
+        if quantiles and s.personalization in ("partition", "t_round"):
+            raise errors.UnsupportedQueryError(
+                f"{quantiles[0].label}: a quantile cannot combine partitions of subjects "
+                f"(personalization = '{s.personalization}')",
+                code="DP219",
+                hint="use personalization 'sample', 'threshold' or 'minimum' for quantiles",
+            )
+        if s.personalization == "sample" and key_selection is None and not quantiles:
             options = {"strata": True}  # one part per inclusion probability: unbiased totals [ht]
         if s.personalization in ("partition", "t_round"):
             options = {"partitioning": s.partitioning, "partitions": s.partitions, "min_size": s.min_partition_size}
@@ -109,6 +117,7 @@ class CountingQuery:
             post=post,
             outputs=tuple(outputs),
             charge=charge,
+            joined=a.joined,
         )
 
     def bind_check(self, con: duckdb.DuckDBPyConnection, plan: CountPlan, probe: str) -> None:
@@ -139,6 +148,7 @@ class CountingQuery:
             noisy = release.consistent_counts(plan, LaplaceCounting().release(unclamped, exact, idx, rng=rng, subjects=subjects))
         else:
             noisy = LaplaceCounting().release(plan, exact, idx, rng=rng, subjects=subjects)
+        noisy = _quantiles(plan, exact, idx, noisy, subjects, rng)
         names, types, rows, intervals = release.noisy_rows(run.con, plan, keys, noisy, plan.settings.intervals)
         columns = {}
         for out in plan.outputs:
@@ -154,6 +164,9 @@ class CountingQuery:
                 f"keys chosen by DP key selection (threshold {plan.key_selection.threshold} subjects, "
                 f"δ={plan.key_selection.delta:g}); {len(keys)} key(s) released"
             )
+        for agg in plan.aggs:
+            if agg.kind == QUANTILE:
+                notes.append(f"{agg.label}: {noisy[agg.index].scale}; no interval of values is released for it")
         notes += personalization_notes(plan, subjects)
         return Answer(names, types, rows, intervals, columns, notes)
 
@@ -218,6 +231,37 @@ class CountingQuery:
         return rows
 
 
+
+
+def _quantiles(plan: CountPlan, exact, idx, noisy: list, subjects, rng) -> list:
+    """Fill in the quantile aggregates: the exponential mechanism on each cell's sorted values.
+
+    One partition of subjects (the plan refuses rules that combine several); the mechanism runs
+    at the partition's ε times the aggregate's share. The error bar is a rank bound, not an
+    interval of values, so the value columns carry no interval (the notes state the bound).
+    """
+    from dpgate.mechanisms.base import NoisyColumn
+
+    out = list(noisy)
+    for agg in plan.aggs:
+        if agg.kind != QUANTILE:
+            continue
+        from dpgate.mechanisms import quantile as qmech
+        run_eps = float(subjects.parts[0].epsilon) if subjects is not None else plan.epsilon
+        eps = run_eps * agg.epsilon / plan.epsilon
+        lo_i, hi_i = round(agg.lower / agg.grid), round(agg.upper / agg.grid)
+        cells = [exact.components[(agg.index, "quantile")][0, i] for i in idx]
+        picked = qmech.quantiles(cells, lo_i, hi_i, [agg.level], eps, agg.components[0].sensitivity, rng)[:, 0]
+        values = np.array([float(v) * agg.grid for v in picked], dtype=float)
+        none = np.array([None] * len(values), dtype=object)
+        t = qmech.rank_error_bound(eps, agg.components[0].sensitivity, hi_i - lo_i + 1, plan.settings.alpha)
+        desc = (
+            f"exponential mechanism on ranks (sensitivity {agg.components[0].sensitivity}, ε={eps:.4g}, "
+            f"{hi_i - lo_i + 1:,} grid points): with {1 - plan.settings.alpha:.0%} probability the value's rank "
+            f"is within {t:,} rows of the true {agg.level:g}-quantile's"
+        )
+        out[agg.index] = NoisyColumn(values, none, none, False, "exponential (quantile)", eps, desc)
+    return out
 
 
 def _predicted_count_error(plan: CountPlan, subjects) -> str | None:

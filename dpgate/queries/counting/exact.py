@@ -41,7 +41,19 @@ import duckdb
 import numpy as np
 from dpgate import errors
 from dpgate.queries.base import bind, restrict_to_charged
-from dpgate.queries.plans import ExactAnswer, AVG, COUNT_DISTINCT, COUNT_ROWS, COUNT_SUBJECTS, COUNT_VALUES, SUM, AggSpec, CountPlan
+from dpgate.queries.plans import (
+    AVG,
+    COUNT_DISTINCT,
+    COUNT_ROWS,
+    COUNT_SUBJECTS,
+    COUNT_VALUES,
+    QUANTILE,
+    SUM,
+    VARIANCE_KINDS,
+    AggSpec,
+    CountPlan,
+    ExactAnswer,
+)
 
 _ids = itertools.count(1)
 
@@ -75,6 +87,18 @@ def _agg_sql(agg: AggSpec) -> list[tuple[str, str]]:
         return [("sum", f"coalesce(sum({scaled}), 0)")]
     if agg.kind == AVG:
         return [("centered sum", f"coalesce(sum({scaled}), 0)"), ("count", f"count({v})")]
+    if agg.kind in VARIANCE_KINDS:
+        # Centred in SQL, so squares stay below 2^40 and their sum is an exact HUGEINT [variance].
+        mid = (round(agg.lower / agg.grid) + round(agg.upper / agg.grid)) // 2
+        y = f"({scaled} - {mid})"
+        return [
+            ("centered sum", f"coalesce(sum({y}), 0)"),
+            ("centered squares", f"coalesce(sum({y} * {y}), 0)"),
+            ("count", f"count({v})"),
+        ]
+    if agg.kind == QUANTILE:
+        # The cell's clamped grid values, sorted: the quantile mechanism's input [quantile].
+        return [("quantile", f"list({scaled} ORDER BY {scaled}) FILTER (WHERE {v} IS NOT NULL)")]
     raise errors.InternalError(f"unknown aggregate kind {agg.kind}")
 
 
@@ -161,9 +185,9 @@ class _SQL:
         return f"SELECT {', '.join(outer)} FROM ({inner}) WHERE {self.in_domain}"
 
 
-def _build(plan: CountPlan, charged: str, n_parts: int = 1) -> _SQL:
+def _build(plan: CountPlan, charged: str, n_parts: int = 1, salt: int = 0) -> _SQL:
     params: dict[str, Any] = {}
-    src = restrict_to_charged(plan.source, plan.table, charged)
+    src = restrict_to_charged(plan.source, plan.table, charged, plan.joined, salt)
     positions = _positions(plan, params)
     in_domain = " AND ".join(f"({p}) IS NOT NULL" for p in positions if p is not None) or None
     keys = [f"__k{j}" for j in range(len(plan.keys))]
@@ -219,7 +243,7 @@ def run(con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, salt: int
     everyone else (all of whose rows are kept anyway) the filter is applied to the groups
     after aggregation, which is the same and cheaper.
     """
-    q = _build(plan, charged, n_parts)
+    q = _build(plan, charged, n_parts, salt)
     params = dict(q.params)
     special = f"__dp_special_{next(_ids)}"
     special_sql = f"SELECT __p.__unit, (__c.unit IS NOT NULL) AS __eligible FROM {q.per_unit} WHERE __c.unit IS NULL OR {q.over}"
@@ -281,13 +305,22 @@ def run(con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, salt: int
         tuple(plan.keys[j].domain[int(r[j]) - 1] if q.positions[j] is not None else r[j] for j in range(nk))
         for r in rows
     ]
-    comps = {lab: np.array([[_int(r[nk + i]) for r in rows]], dtype=object) for i, lab in enumerate(q.labels)}
+    comps = {}
+    for i, lab in enumerate(q.labels):
+        col = np.empty((1, len(rows)), dtype=object)
+        col[0, :] = [_int(r[nk + i]) for r in rows] if lab[1] != "quantile" else [_values(r[nk + i]) for r in rows]
+        comps[lab] = col
     subjects = np.array([int(r[-1]) for r in rows], dtype=np.int64)
     return ExactAnswer(key_rows, comps, subjects, int(heavy), unused)
 
 
 def _int(v: Any) -> int:
     return 0 if v is None else int(v)
+
+
+def _values(v: Any) -> np.ndarray:
+    """A cell's sorted grid values (empty when the cell has none)."""
+    return np.asarray(v if v is not None else [], dtype=np.int64)
 
 
 def _align_to_domains(
@@ -301,12 +334,17 @@ def _align_to_domains(
     domains = [k.domain for k in plan.keys]
     n_cells = math.prod(len(d) for d in domains) if domains else 1
     comps = {lab: np.zeros((n_parts, n_cells), dtype=object) for lab in labels}
+    for lab in labels:
+        if lab[1] == "quantile":
+            for idx in np.ndindex(n_parts, n_cells):
+                comps[lab][idx] = _values(None)
     strides = [math.prod(len(d) for d in domains[j + 1 :]) for j in range(nk)]
     lead = 1 if n_parts > 1 else 0
     for r in rows:
         part = int(r[0]) if lead else 0
         flat = sum((int(r[lead + j]) - 1) * strides[j] for j in range(nk))
         for i, lab in enumerate(labels):
-            comps[lab][part, flat] = _int(r[lead + nk + i])
+            v = r[lead + nk + i]
+            comps[lab][part, flat] = _values(v) if lab[1] == "quantile" else _int(v)
     keys = list(itertools.product(*domains)) if nk else [()]
     return ExactAnswer(keys, comps, None, heavy, unused)
