@@ -400,7 +400,11 @@ class Gateway:
             ends = {t.graph["src"]: "edge source", t.graph["dst"]: "edge target"} if t.graph else {}
             for c in t.columns.values():
                 role = ends.get(c.name) or ("privacy unit" if c.name == t.unit and not t.graph else "")
-                bounds = f"[{_number(c.lower)}, {_number(c.upper)}]" if c.bounded else None
+                shown = c.shown_bounds()
+                if shown is not None and (c.is_date or c.is_timestamp):
+                    bounds = f"[{shown[0]}, {shown[1]}]"
+                else:
+                    bounds = f"[{_number(c.lower)}, {_number(c.upper)}]" if c.bounded else None
                 domain = None
                 if c.domain is not None:
                     shown = ", ".join("NULL" if v is None else repr(v) for v in c.domain[:6])

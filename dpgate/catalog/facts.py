@@ -55,14 +55,20 @@ class DuckDBFacts:
         ).fetchone()[0]
         return dup == 0
 
+    def count_where(self, condition: str, domains: list[tuple[list[Any], str]]) -> int:
+        """How many points of the product of domains satisfy ``condition`` (over ``__c0, ...``)."""
+        rel, params = _product(domains)
+        try:
+            return int(self._con.execute(f"SELECT count(*) FROM {rel} WHERE {condition}", params).fetchone()[0])
+        except duckdb.Error as e:
+            raise errors.ProgrammingError(
+                f"DuckDB cannot evaluate this GROUP BY expression on its domain: {_first_line(e)}",
+                code="DP230",
+            ) from e
+
     def image(self, sql: str, domains: list[tuple[list[Any], str]]) -> list[Any]:
         """Distinct values of ``sql`` (over columns ``__c0, __c1, ...``) on the product of domains."""
-        parts = []
-        params = {}
-        for i, (values, typ) in enumerate(domains):
-            parts.append(f"(SELECT unnest(CAST($d{i} AS {typ}[])) AS __c{i})")
-            params[f"d{i}"] = values
-        rel = " CROSS JOIN ".join(parts)
+        rel, params = _product(domains)
         try:
             rows = self._con.execute(f"SELECT DISTINCT {sql} FROM {rel} ORDER BY 1 NULLS LAST", params).fetchall()
         except duckdb.Error as e:
@@ -74,6 +80,15 @@ class DuckDBFacts:
 
     def aggregate_functions(self) -> frozenset[str]:
         return builtin_functions(self._con)[1]
+
+
+def _product(domains: list[tuple[list[Any], str]]) -> tuple[str, dict[str, Any]]:
+    parts = []
+    params = {}
+    for i, (values, typ) in enumerate(domains):
+        parts.append(f"(SELECT unnest(CAST($d{i} AS {typ}[])) AS __c{i})")
+        params[f"d{i}"] = values
+    return " CROSS JOIN ".join(parts), params
 
 
 def _first_line(e: Exception) -> str:

@@ -457,11 +457,16 @@ class Owner:
             )
         lo = hi = dom = None
         if bounds is not None:
-            if not catalog.is_numeric_type(cols[column]):
+            temporal = catalog.is_temporal_type(cols[column])
+            if not catalog.is_numeric_type(cols[column]) and not temporal:
                 raise errors.PolicyError(
-                    f"Bounds need a numeric column; {table}.{column} is {cols[column]}", code="DP315"
+                    f"Bounds need a numeric, DATE or TIMESTAMP column; {table}.{column} is {cols[column]}",
+                    code="DP315",
                 )
-            lo, hi = float(bounds[0]), float(bounds[1])
+            if temporal:
+                lo, hi = (_epoch(con, cols[column], b, f"{table}.{column}") for b in bounds)
+            else:
+                lo, hi = float(bounds[0]), float(bounds[1])
             if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
                 raise errors.PolicyError(
                     f"Bounds of {table}.{column} must be finite with lower < upper, got {bounds}",
@@ -749,6 +754,20 @@ class Owner:
                 self.allow_test_seed(aname, bool(spec["allow_test_seed"]))
             done.append(f"analyst {aname} (epsilon quota {spec['epsilon']})")
         return done
+
+
+def _epoch(con, sql_type: str, value: Any, where: str) -> float:
+    """A DATE bound as days since 1970-01-01, a TIMESTAMP bound as seconds since then."""
+    is_date = sql_type.upper() in catalog.DATE_TYPES
+    expr = "date_diff('day', DATE '1970-01-01', CAST(? AS DATE))" if is_date else "epoch(CAST(? AS TIMESTAMP))"
+    try:
+        return float(con.execute(f"SELECT {expr}", [str(value)]).fetchone()[0])
+    except (duckdb.Error, TypeError) as e:
+        raise errors.PolicyError(
+            f"Bound {value!r} of {where} is not a {'date' if is_date else 'timestamp'}", code="DP315",
+            hint="write bounds = [\"2020-01-01\", \"2024-12-31\"]" if is_date
+            else "write bounds = [\"2020-01-01 00:00:00\", \"2024-12-31 23:59:59\"]",
+        ) from e
 
 
 def _check_positive_int(label: str, value: Any) -> None:

@@ -8,6 +8,7 @@ is read from the protected rows at query time.
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 from dataclasses import dataclass, field
@@ -24,6 +25,20 @@ INTEGER_TYPES = {
 }  # fmt: skip
 #: An integer column with declared bounds is its own GROUP BY domain when it spans at most this many values.
 MAX_INTEGER_DOMAIN = 10_000
+#: DATE and TIMESTAMP columns take bounds too, stored as numbers: days since 1970-01-01 for a
+#: DATE, seconds since 1970-01-01 00:00:00 for a TIMESTAMP (no time zone: a TIMESTAMPTZ's day
+#: depends on the session's zone).
+DATE_TYPES = {"DATE"}
+TIMESTAMP_TYPES = {"TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS"}
+#: A bounded DATE column is its own GROUP BY domain (every day) up to this many days (~547 years),
+#: and a bounded TIMESTAMP column's days are the inputs of day-level expressions of it.
+MAX_DAY_DOMAIN = 200_000
+EPOCH = datetime.date(1970, 1, 1)
+
+
+def is_temporal_type(type_name: str) -> bool:
+    t = type_name.upper()
+    return t in DATE_TYPES or t in TIMESTAMP_TYPES
 
 
 def is_numeric_type(type_name: str) -> bool:
@@ -68,14 +83,49 @@ class Column:
     def is_integer(self) -> bool:
         return self.type.upper() in INTEGER_TYPES
 
+    @property
+    def is_date(self) -> bool:
+        return self.type.upper() in DATE_TYPES
+
+    @property
+    def is_timestamp(self) -> bool:
+        return self.type.upper() in TIMESTAMP_TYPES
+
+    def shown_bounds(self) -> tuple[Any, Any] | None:
+        """The bounds as the owner wrote them: numbers, or dates / timestamps for temporal columns."""
+        if not self.bounded:
+            return None
+        if self.is_date:
+            return (EPOCH + datetime.timedelta(days=self.lower), EPOCH + datetime.timedelta(days=self.upper))
+        if self.is_timestamp:
+            start = datetime.datetime(1970, 1, 1)
+            return (start + datetime.timedelta(seconds=self.lower), start + datetime.timedelta(seconds=self.upper))
+        return (self.lower, self.upper)
+
+    def days(self) -> tuple[Any, ...] | None:
+        """Every day within a temporal column's bounds (dates; midnights for a TIMESTAMP)."""
+        if not self.bounded or not (self.is_date or self.is_timestamp):
+            return None
+        per_day = 1 if self.is_date else 86400
+        first, last = math.floor(self.lower / per_day), math.floor(self.upper / per_day)
+        if last - first + 1 > MAX_DAY_DOMAIN:
+            return None
+        days = [EPOCH + datetime.timedelta(days=d) for d in range(first, last + 1)]
+        if self.is_timestamp:
+            return tuple(datetime.datetime(d.year, d.month, d.day) for d in days)
+        return tuple(days)
+
     def key_domain(self) -> tuple[Any, ...] | None:
-        """The public GROUP BY domain: declared values, or every integer within the bounds."""
+        """The public GROUP BY domain: declared values, every integer within the bounds, or
+        every day within a DATE column's bounds."""
         if self.domain is not None:
             return self.domain
         if self.is_integer and self.bounded:
             lo, hi = math.ceil(self.lower), math.floor(self.upper)
             if hi - lo + 1 <= MAX_INTEGER_DOMAIN:
                 return tuple(range(lo, hi + 1))
+        if self.is_date:
+            return self.days()
         return None
 
 

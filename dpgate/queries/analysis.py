@@ -21,6 +21,7 @@ on the statement and the catalog.
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import hashlib
 import math
@@ -31,7 +32,15 @@ from sqlglot import exp
 
 from dpgate import errors, noise
 from dpgate.queries import bounds
-from dpgate.catalog.tables import INTEGER_TYPES, Catalog, ProtectedTable, join_safe
+from dpgate.catalog.tables import (
+    EPOCH,
+    INTEGER_TYPES,
+    TIMESTAMP_TYPES,
+    Catalog,
+    ProtectedTable,
+    is_temporal_type,
+    join_safe,
+)
 from dpgate.frontend.classify import GRAPH_FUNCTIONS, Classified, function_name
 from dpgate.frontend.dialect import to_duckdb
 from dpgate.frontend.nodes import dp_options
@@ -90,6 +99,8 @@ class PublicFacts(Protocol):
     def image(self, sql: str, domains: list[tuple[list[Any], str]]) -> list[Any]: ...
 
     def unique(self, table: str, columns: list[str], null_safe: bool = False) -> bool: ...
+
+    def count_where(self, condition: str, domains: list[tuple[list[Any], str]]) -> int: ...
 
     def aggregate_functions(self) -> frozenset[str]: ...
 
@@ -557,7 +568,8 @@ class Analysis:
             specs.append(KeySpec(name=name, expr=e, sql_type=sql_type, domain=domain, source=source))
         return specs
 
-    def _column_domain(self, col: exp.Column) -> tuple[tuple[Any, ...] | None, str, str]:
+    def _column_domain(self, col: exp.Column, *, days: bool = False) -> tuple[tuple[Any, ...] | None, str, str]:
+        """A column's public domain; with ``days``, a bounded TIMESTAMP's days (midnights) too."""
         item = self.scope.find(col)
         name = col.name.lower()
         if item is None:
@@ -565,9 +577,15 @@ class Analysis:
         if item.protected:
             c = item.prot.column(name)
             dom = c.key_domain() if c else None
+            if dom is None and days and c is not None and c.is_timestamp:
+                dom = c.days()
             if dom is None:
                 return None, "", c.type if c else ""
-            return dom, ("declared" if c.domain is not None else "integer bounds"), c.type
+            if c.domain is not None:
+                source = "declared"
+            else:
+                source = "date bounds" if (c.is_date or c.is_timestamp) else "integer bounds"
+            return dom, source, c.type
         values = list(self.facts.distinct_values(item.table, name))
         if item.nullable and None not in values:
             values.append(None)
@@ -584,24 +602,39 @@ class Analysis:
             return None, "DP key selection"
         inputs = []
         total = 1
+        timestamps = []
         for text, col in cols.items():
-            dom, _, typ = self._column_domain(col)
+            dom, _, typ = self._column_domain(col, days=len(cols) == 1)
             if dom is None:
                 return None, "DP key selection"
+            if typ.upper() in TIMESTAMP_TYPES:
+                timestamps.append(len(inputs))
             total *= len(dom)
             inputs.append((text, list(dom), typ))
         if total > MAX_IMAGE_INPUTS:
             return None, "DP key selection"
-        renamed = e.copy()
         names = {text: f"__c{i}" for i, (text, _, _) in enumerate(inputs)}
 
-        def rename(node: exp.Expr) -> exp.Expr:
-            if isinstance(node, exp.Column):
-                return exp.column(names[node.sql(dialect="duckdb")])
-            return node
+        def renamed(shift: str | None = None) -> exp.Expr:
+            def rename(node: exp.Expr) -> exp.Expr:
+                if isinstance(node, exp.Column):
+                    name = names[node.sql(dialect="duckdb")]
+                    if shift is not None:
+                        return exp.maybe_parse(f"({name} + INTERVAL '{shift}')", dialect="duckdb")
+                    return exp.column(name)
+                return node
 
-        renamed = renamed.transform(rename)
-        image = self.facts.image(to_duckdb(_try(renamed)), [(vals, typ) for _, vals, typ in inputs])
+            return e.copy().transform(rename)
+
+        domains = [(vals, typ) for _, vals, typ in inputs]
+        if timestamps:
+            # A TIMESTAMP's inputs are its days: only an expression constant within each day
+            # (date_trunc to a day or coarser, year(), month(), ts::DATE ...) gets this domain.
+            base = to_duckdb(_try(renamed()))
+            moved = [to_duckdb(_try(renamed(s))) for s in ("12 hours", "86399.999999 seconds")]
+            if self.facts.count_where(" OR ".join(f"({base}) IS DISTINCT FROM ({m})" for m in moved), domains):
+                return None, "DP key selection"
+        image = self.facts.image(to_duckdb(_try(renamed())), domains)
         return tuple(image), "image of " + ", ".join(sorted({c.name for c in cols.values()}))
 
     # -- aggregates ------------------------------------------------------------------------
@@ -690,13 +723,36 @@ class Analysis:
         c = item.prot.column(col.name)
         if c is None:
             return None
-        if c.bounded:
+        if c.bounded and not (c.is_date or c.is_timestamp):
             return (c.lower, c.upper)
         if c.type.upper() == "BOOLEAN":
             return (0.0, 1.0)
         values = [v for v in (c.domain or ()) if isinstance(v, (int, float)) and not isinstance(v, bool)]
         if values and len(values) == len([v for v in c.domain if v is not None]):
             return (float(min(values)), float(max(values)))  # a numeric declared domain bounds the column
+        return None
+
+    def _temporal_bounds(self, node: exp.Expr) -> bounds.Temporal | None:
+        """Declared bounds of a DATE / TIMESTAMP column, or a DATE / TIMESTAMP constant, as numbers."""
+        while isinstance(node, exp.Paren):
+            node = node.this
+        if isinstance(node, exp.Column):
+            item = self.scope.find(node)
+            c = item.prot.column(node.name) if item is not None and item.protected else None
+            if c is not None and c.bounded and (c.is_date or c.is_timestamp):
+                return ("day" if c.is_date else "second", c.lower, c.upper)
+            return None
+        if isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal) and node.this.is_string and node.to:
+            text = node.this.this
+            try:
+                if node.to.is_type(exp.DType.DATE):
+                    days = (datetime.date.fromisoformat(text) - EPOCH).days
+                    return ("day", float(days), float(days))
+                if node.to.is_type(exp.DType.TIMESTAMP, exp.DType.TIMESTAMPNTZ):
+                    t = (datetime.datetime.fromisoformat(text) - datetime.datetime(1970, 1, 1)).total_seconds()
+                    return ("second", t, t)
+            except ValueError:
+                return None
         return None
 
     def _agg_spec(
@@ -708,7 +764,15 @@ class Analysis:
             return AggSpec(i, kind, label, inp, (Component("count", max_rows, epsilon),))
         if kind == COUNT_SUBJECTS:
             return AggSpec(i, kind, label, inp, (Component("subjects", int(groups_per_subject), epsilon),))
-        lo, hi = bounds.derive(inp, self._column_bounds)
+        if vtype is not None and is_temporal_type(vtype):
+            raise errors.UnsupportedQueryError(
+                f"{label} aggregates {vtype} values; dpgate aggregates numbers",
+                code="DP212",
+                hint="aggregate a difference: days between DATEs, e.g. AVG(end_date - start_date) or "
+                "AVG(d - DATE '2020-01-01'), or AVG(date_diff('hour', start_ts, end_ts)) for TIMESTAMPs; "
+                "GROUP BY year(d) or date_trunc('month', d) for counts",
+            )
+        lo, hi = bounds.derive(inp, self._column_bounds, self._temporal_bounds)
         if not bounds.is_bounded((lo, hi)):
             cols = sorted({c.name for c in inp.find_all(exp.Column)})
             raise errors.PolicyError(

@@ -296,14 +296,14 @@ def answer(
 def synthesis_coding_dict(c: synthesis.ColumnCoding) -> dict[str, Any]:
     return {
         "name": c.name, "sql_type": c.sql_type, "kind": c.kind, "values": list(c.values) if c.values else None,
-        "lower": c.lower, "upper": c.upper, "bins": c.bins, "null_code": c.null_code,
+        "lower": c.lower, "upper": c.upper, "bins": c.bins, "null_code": c.null_code, "temporal": c.temporal,
     }  # fmt: skip
 
 
 def coding_from_dict(d: dict[str, Any]) -> synthesis.ColumnCoding:
     return synthesis.ColumnCoding(
         name=d["name"], sql_type=d["sql_type"], kind=d["kind"], values=tuple(d["values"]) if d["values"] else None,
-        lower=d["lower"], upper=d["upper"], bins=d["bins"], null_code=d["null_code"],
+        lower=d["lower"], upper=d["upper"], bins=d["bins"], null_code=d["null_code"], temporal=d.get("temporal"),
     )  # fmt: skip
 
 

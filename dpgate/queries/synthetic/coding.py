@@ -32,6 +32,7 @@ import math
 import numbers
 import re
 import dataclasses
+import datetime
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
@@ -82,6 +83,9 @@ class ColumnCoding:
         bins: the number of bins; None for an integer column coded one code per integer (a
             DECIMAL with fewer values than the requested bins gets one bin per value).
         null_code: NULL has its own code, the last one.
+        temporal: ``"date"`` for a DATE column coded as days since 1970-01-01 (integer kind),
+            ``"timestamp"`` for a TIMESTAMP coded as seconds since then (real kind, DOUBLE):
+            dates are binned like numbers and decoded back to dates.
 
     >>> c = ColumnCoding("age", "INTEGER", "integer", lower=17, upper=90, bins=16)
     >>> c.size, c.describe()
@@ -96,6 +100,12 @@ class ColumnCoding:
     upper: float | None = None
     bins: int | None = None
     null_code: bool = False
+    temporal: str | None = None
+
+    @property
+    def numeric_type(self) -> str:
+        """The type the codes are computed in: the column's, or BIGINT days / DOUBLE seconds."""
+        return {"date": "BIGINT", "timestamp": "DOUBLE"}.get(self.temporal or "", self.sql_type)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -150,6 +160,11 @@ class ColumnCoding:
         if lay.decimal_scale is not None and lay.bins == lay.grid_values:
             step = Decimal(1).scaleb(-lay.decimal_scale)
             return f"{lay.bins} values {_fmt(lay.edges[0])}..{_fmt(lay.edges[-1])} in steps of {step}{null}"
+        if self.temporal is not None:
+            lo, hi = _from_epoch(self, self.lower), _from_epoch(self, self.upper)
+            if self.kind == "integer" and self.bins is None:
+                return f"{lay.hi - lay.lo + 1} days {lo}..{hi}{null}"
+            return f"{lay.bins} equi-width bins on [{lo}, {hi}]{null}"
         return f"{lay.bins} equi-width bins on [{_fmt(self.lower)}, {_fmt(self.upper)}]{null}"
 
     @cached_property
@@ -184,7 +199,7 @@ _NARROW_HINT = "use fewer bins, or declare wider bounds, or leave the column out
 def _layout(c: ColumnCoding) -> _Layout | None:
     if c.kind == "categorical":
         return None
-    t = c.sql_type.upper().strip()
+    t = c.numeric_type.upper().strip()
     if c.kind == "integer":
         return _integer_layout(c, t)
     return _real_layout(c, t)
@@ -306,6 +321,14 @@ def coding_for(column: catalog.Column, *, bins: int) -> ColumnCoding:
     if t == "BOOLEAN":
         return ColumnCoding(name, column.type, "categorical", values=(False, True), null_code=nullable)
     leave_out = "or leave the column out with the `columns` option"
+    if (column.is_date or column.is_timestamp) and column.bounded:
+        if column.is_date:
+            lo, hi = math.ceil(column.lower), math.floor(column.upper)
+            days = {} if hi - lo + 1 <= bins else {"bins": bins}
+            return ColumnCoding(name, column.type, "integer", lower=lo, upper=hi, null_code=nullable,
+                                temporal="date", **days)  # fmt: skip
+        return ColumnCoding(name, column.type, "real", lower=float(column.lower), upper=float(column.upper),
+                            bins=bins, null_code=nullable, temporal="timestamp")  # fmt: skip
     if not catalog.is_numeric_type(t):
         why = "bounds apply only to numeric columns" if column.bounded else "it has no declared domain"
         raise _refuse(name, f"{why} ({column.type})", f"declare a domain of its values, {leave_out}")
@@ -377,7 +400,7 @@ def _edges_list(c: ColumnCoding) -> str:
         texts = [format(e, "f") for e in lay.edges]
     else:
         texts = [repr(float(e)) for e in lay.edges]
-    return _typed_list(texts, c.sql_type)
+    return _typed_list(texts, c.numeric_type)
 
 
 def _column_sql(i: int, c: ColumnCoding, x: str) -> tuple[list[str], str]:
@@ -389,8 +412,12 @@ def _column_sql(i: int, c: ColumnCoding, x: str) -> tuple[list[str], str]:
         return [f"TRY(CAST({code} AS INTEGER)) AS __c{i}"], f"__c{i}"
     lay = c._layout
     top = lay.bins - 1
+    if c.temporal == "date":
+        x = f"date_diff('day', DATE '1970-01-01', {x})"
+    elif c.temporal == "timestamp":
+        x = f"epoch({x})"
     if c.kind == "integer":
-        lo_t, hi_t = _typed(str(lay.lo), c.sql_type), _typed(str(lay.hi), c.sql_type)
+        lo_t, hi_t = _typed(str(lay.lo), c.numeric_type), _typed(str(lay.hi), c.numeric_type)
         offset = f"(CAST({x} AS HUGEINT) - {_typed(str(lay.lo), 'HUGEINT')})"
         inside = offset if c.bins is None else f"({offset} * {lay.bins}) // {_typed(str(lay.hi - lay.lo), 'HUGEINT')}"
         code = (
@@ -493,7 +520,17 @@ def decode(coding: ColumnCoding, codes: np.ndarray, *, rng: np.random.Generator)
         out = [Decimal(g).scaleb(-lay.decimal_scale) for g in _uniform_in_bins(rng, lay.grid, k)]
     else:
         out = _uniform_reals(rng, lay, k).tolist()
+    if coding.temporal is not None:
+        out = [_from_epoch(coding, v) for v in out]
     return [None if z else v for v, z in zip(out, null.tolist())]
+
+
+def _from_epoch(coding: ColumnCoding, v: float) -> Any:
+    """Days (DATE) or seconds (TIMESTAMP, floored to the microsecond) since 1970-01-01 as a value."""
+    if coding.temporal == "date":
+        return datetime.date(1970, 1, 1) + datetime.timedelta(days=int(v))
+    micros = math.floor(float(v) * 1_000_000)
+    return datetime.datetime(1970, 1, 1) + datetime.timedelta(microseconds=micros)
 
 
 def _check_codes(coding: ColumnCoding, codes: Any) -> np.ndarray:
@@ -550,6 +587,9 @@ def _release_column(coding: ColumnCoding, codes: np.ndarray, rng: np.random.Gene
         return [None if c == null else c + 1 for c in codes.tolist()], f"CAST({_values_list(coding)}[{v}] AS {t})"
     values = decode(coding, codes, rng=rng)
     lay = coding._layout
+    if coding.temporal is not None:  # dates and timestamps travel as ISO text
+        return [None if x is None else x.isoformat(sep=" ") if coding.temporal == "timestamp" else x.isoformat()
+                for x in values], f"CAST(CAST({v} AS VARCHAR) AS {t})"  # fmt: skip
     if lay.decimal_scale is not None or (coding.kind == "integer" and not _fits_int64(lay)):
         texts = [None if x is None else format(x, "f") if isinstance(x, Decimal) else str(x) for x in values]
         return texts, f"CAST(CAST({v} AS VARCHAR) AS {t})"
