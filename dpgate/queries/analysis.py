@@ -261,10 +261,13 @@ class Analysis:
         needs_selection = any(k.domain is None for k in key_specs)
         if needs_selection and s.delta <= 0:
             missing = [k.name for k in key_specs if k.domain is None]
+            n_aggs = len(x.aggs_nodes)
+            tau = key_selection_threshold(s.epsilon / (n_aggs + 1), 1e-6, min(max_rows, max_groups)).threshold
             raise errors.PolicyError(
                 f"GROUP BY {', '.join(missing)} has no declared domain, and delta = 0 forbids DP key selection",
                 code="DP214",
-                hint="ask the owner to declare the domain, or allow delta > 0 (e.g. OPTIONS (delta = 1e-6))",
+                hint=f"{self.declaration_hint(key_specs)}; or allow delta > 0 (with OPTIONS (delta = 1e-6) at "
+                f"epsilon = {s.epsilon:g} a key is released only when about {tau} or more subjects have it)",
             )
         if needs_selection and s.consistent:
             raise errors.UnsupportedQueryError(
@@ -282,6 +285,33 @@ class Analysis:
         return Prepared(x, base, types, key_specs, needs_selection, cells, max_rows, max_groups)
 
     # -- shape -----------------------------------------------------------------------------
+    def declaration_hint(self, key_specs: list[KeySpec]) -> str:
+        """What the owner could declare so that these keys get public domains (no δ, every cell)."""
+        wanted = []
+        for k in key_specs:
+            if k.domain is not None:
+                continue
+            for col in k.expr.find_all(exp.Column):
+                item = self.scope.find(col)
+                if item is None or not item.protected:
+                    continue
+                c = item.prot.column(col.name)
+                if c is None or c.domain is not None:
+                    continue
+                what = "domain = [...]"
+                if c.is_timestamp and c.bounded:
+                    what += "; or group by a day or coarser: date_trunc('day', ts), year(ts), ts::DATE"
+                elif c.bounded and (c.is_integer or c.is_date):
+                    what += " or bounds spanning fewer values"
+                elif c.is_integer or c.is_date or c.is_timestamp:
+                    what += " or bounds = [lo, hi]"
+                text = f"{item.table}.{c.name} ({what}, under [tables.{item.table}.columns.{c.name}])"
+                if text not in wanted:
+                    wanted.append(text)
+        if not wanted:
+            return "group by plain columns with declared domains, or by a public lookup table's column"
+        return "ask the owner to declare " + "; ".join(wanted) + ": every cell is then released, with no δ"
+
     def _check_shape(self, q: exp.Select) -> None:
         name = self.table.name
         if q.args.get("distinct"):

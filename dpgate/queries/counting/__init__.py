@@ -102,8 +102,12 @@ class CountingQuery:
             delta=key_selection.delta if key_selection else 0.0,
             options=options,
         )
+        notes = ()
+        if key_selection is not None:
+            notes = (f"to avoid key selection: {a.declaration_hint(key_specs)}",)
         return CountPlan(
             table=table,
+            notes=notes,
             settings=s,
             statement_sql=x.original_sql,
             source=p.base,
@@ -121,6 +125,19 @@ class CountingQuery:
         )
 
     def bind_check(self, con: duckdb.DuckDBPyConnection, plan: CountPlan, probe: str) -> None:
+        if plan.key_selection is not None:
+            # The roster's size is public: a threshold above it could release nothing [waste].
+            (roster,) = con.execute(f"SELECT count(*) FROM {plan.table.roster_table_sql}").fetchone()
+            if plan.key_selection.threshold > roster:
+                raise errors.PolicyError(
+                    f"DP key selection would need {plan.key_selection.threshold} subjects per key at "
+                    f"ε={plan.key_selection.epsilon:.3g}, δ={plan.key_selection.delta:g}, and {plan.table.name} has "
+                    f"{roster:,}: no key could be released",
+                    code="DP214",
+                    hint=next((n.removeprefix("to avoid key selection: ") for n in plan.notes
+                               if n.startswith("to avoid key selection: ")), "declare the keys' domains")
+                    + "; or raise epsilon",
+                )  # fmt: skip
         unit_type = plan.table.columns[plan.table.unit].type
         parts = 2 if plan.charge.rule in ("partition", "t_round") else 1
         exact_mod.bind_check(con, plan, probe, unit_type, parts)
@@ -204,7 +221,8 @@ class CountingQuery:
                     ks.delta,
                     str(ks.sensitivity),
                     None,
-                    f"release a key when its noisy subject count reaches {ks.threshold}",
+                    f"release a key when its noisy subject count reaches {ks.threshold}: keys fewer than "
+                    f"about {ks.threshold} subjects have are never released",
                 )
             )
         for agg in plan.aggs:
