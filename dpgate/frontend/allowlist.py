@@ -560,7 +560,9 @@ _OPERATOR_CLASSES = tuple(c for _, classes in OPERATORS for c in classes)
 _LEAF_TYPES = (bool, str, int, float, type(None))
 _VARIANCES = (exp.VariancePop, exp.Variance, exp.StddevPop, exp.StddevSamp, exp.Stddev)
 _QUANTILES = (exp.Median, exp.PercentileCont)
-_AGGREGATES = (exp.Count, exp.Sum, exp.Avg, *_VARIANCES, *_QUANTILES)
+#: MIN / MAX are accepted by the allowlist only for the per-subject subquery (its values are one
+#: subject's); the query analysis refuses them anywhere else.
+_AGGREGATES = (exp.Count, exp.Sum, exp.Avg, *_VARIANCES, *_QUANTILES, exp.Min, exp.Max)
 SUPPORTED_AGGREGATES = (
     "COUNT(*), COUNT(expr), COUNT(DISTINCT expr), SUM(expr), AVG(expr), VAR_POP / VAR_SAMP / VARIANCE(expr), "
     "STDDEV_POP / STDDEV_SAMP / STDDEV(expr), MEDIAN(expr), QUANTILE_CONT(expr, q), PERCENTILE_CONT(expr, q) "
@@ -652,7 +654,9 @@ class _Checker:
             self.degree_cte(q.args["with_"])
         from_ = q.args.get("from_")
         function_source = False
-        if from_ is not None:
+        if from_ is not None and isinstance(from_.this, exp.Subquery) and not q.args.get("joins"):
+            self.per_subject(from_.this)
+        elif from_ is not None:
             function_source = self.table(from_.this, allow_function=True)
         for join in q.args.get("joins") or []:
             self.join(join)
@@ -717,6 +721,31 @@ class _Checker:
             )  # fmt: skip
 
     # -- FROM and JOIN ---------------------------------------------------------------------------
+    def per_subject(self, sub: exp.Subquery) -> None:
+        """The per-subject subquery: ``FROM (SELECT unit, agg AS v, ... FROM t [WHERE ...] GROUP BY unit) s``.
+
+        Its SELECT is checked by the same rules as any DP SELECT (tables, functions, nodes);
+        it has no JOIN, HAVING, ORDER BY, LIMIT or nested subquery. That it groups by the privacy
+        unit alone, so that every subject yields at most one row, is checked by the analysis,
+        which knows the unit [per-subject].
+        """
+        shape = "FROM (SELECT unit, COUNT(*) AS n, SUM(x) AS s FROM t [WHERE ...] GROUP BY unit) AS per_subject"
+        extra = [k for k, v in sub.args.items() if k not in ("this", "alias") and _present(v)]
+        inner = sub.this
+        alias = sub.args.get("alias")
+        if extra or not isinstance(inner, exp.Select) or (alias is not None and alias.args.get("columns")):
+            raise _refuse(FROM_ITEM, f"A subquery in FROM is supported in one shape only: {shape}", _FROM_HINT)
+        for key in ("joins", "having", "order", "limit", "offset", "with_", "distinct", "qualify"):
+            if _present(inner.args.get(key)):
+                raise _refuse(
+                    FROM_ITEM, f"The per-subject subquery may not have {_CLAUSE_NAMES.get(key, key.upper())}",
+                    f"write {shape}",
+                )  # fmt: skip
+        if not isinstance(inner.args.get("from_") and inner.args["from_"].this, exp.Table) or inner.args.get("group") is None:
+            raise _refuse(FROM_ITEM, f"The per-subject subquery reads one table and groups by its unit: {shape}",
+                          _FROM_HINT)  # fmt: skip
+        self.select(inner)
+
     def table(self, node: exp.Expr, *, allow_function: bool) -> bool:
         """A bare table (True if it is dpgate's table function)."""
         if not isinstance(node, exp.Table):

@@ -82,6 +82,7 @@ class Classified:
     refs: list[TableRef] = field(default_factory=list)
     inner: Classified | None = None  # for EXPLAIN PRIVACY
     joined: tuple[ProtectedTable, ...] = ()  # other protected tables of the same subject space, joined on the unit
+    per_subject: bool = False  # FROM (SELECT unit, aggregates FROM t GROUP BY unit): one row per subject
 
 
 def function_name(node: exp.Func) -> str:
@@ -180,6 +181,8 @@ def classify(statement: exp.Expr, catalog: Catalog) -> Classified:
             )
         return Classified("public", statement, None, refs)
     names = sorted({r.name for r in protected})
+    if len(protected) == 1 and _per_subject_source(statement, protected[0]):
+        return Classified("dp", statement, protected[0].protected, refs, per_subject=True)
     for r in protected:
         if not isinstance(statement, exp.Select) or _enclosing_query(r.node) is not statement:
             raise errors.UnsupportedQueryError(
@@ -213,6 +216,17 @@ def classify(statement: exp.Expr, catalog: Catalog) -> Classified:
             ref = r
     joined = tuple(r.protected for r in protected if r is not ref)
     return Classified("dp", statement, ref.protected, refs, joined=joined)
+
+
+def _per_subject_source(statement: exp.Expr, ref: TableRef) -> bool:
+    """``ref`` is the table of the one subquery in the outer SELECT's FROM (the per-subject shape)."""
+    if not isinstance(statement, exp.Select) or statement.args.get("joins"):
+        return False
+    source = _first_source(statement)
+    if not isinstance(source, exp.Subquery) or not isinstance(source.this, exp.Select):
+        return False
+    inner = source.this
+    return _enclosing_query(ref.node) is inner and _first_source(inner) is ref.node and not inner.args.get("joins")
 
 
 def _first_source(statement: exp.Select) -> exp.Expr | None:

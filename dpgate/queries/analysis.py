@@ -34,6 +34,7 @@ from dpgate import errors, noise
 from dpgate.queries import bounds
 from dpgate.catalog.tables import (
     EPOCH,
+    Column,
     INTEGER_TYPES,
     TIMESTAMP_TYPES,
     Catalog,
@@ -197,6 +198,9 @@ class Analysis:
         self.statement = classified.statement
         self.table: ProtectedTable = classified.protected  # type: ignore[assignment]
         self.joined: tuple[ProtectedTable, ...] = classified.joined
+        self.per_subject = classified.per_subject
+        self.rows_table: ProtectedTable = self.table  # the relation bounded per subject (see _per_subject)
+        self.inner: exp.Select | None = None  # the per-subject subquery, rewritten
         self.catalog = catalog
         self.facts = facts
         self.settings: QuerySettings = session.query_settings(dp_options(self.statement))
@@ -225,12 +229,15 @@ class Analysis:
         q = self.statement.copy()
         q.set("hint", None)
         original_sql = to_duckdb(q)
+        if self.per_subject:
+            q = self._per_subject(q)
         self._check_shape(q)
         scope = self._scope(q)
         self._qualify(q, scope)
         self.scope = scope
-        protected = next(i for i in scope.items if i.protected and i.table == table.name)
-        unit = exp.column(table.unit, table=protected.alias, quoted=True)
+        rows = self.rows_table
+        protected = next(i for i in scope.items if i.protected and i.table == rows.name)
+        unit = exp.column(rows.unit, table=protected.alias, quoted=True)
         where = q.args.get("where")
         if where is not None:
             self._check_row_expr(where.this, "WHERE")
@@ -254,8 +261,15 @@ class Analysis:
         # declared for its tables (the bound sets accuracy; ε per subject is the guarantee) [joins].
         max_rows = s.max_rows or max(t.max_rows for t in (table, *self.joined))
         max_groups = s.max_groups or max(t.max_groups for t in (table, *self.joined))
+        if self.per_subject:  # one row per subject: the inner rows were bounded by the table's max_rows
+            max_rows = max_groups = 1
         # Row-level base: the unit, the keys and the aggregate inputs (types from DuckDB).
         base = self._base(x.q, x.unit, x.keys_exprs, [inp for _, inp in x.agg_inputs])
+        if self.inner is not None:
+            for node in list(base.find_all(exp.Table)):
+                if node.name == PER_SUBJECT:
+                    node.replace(exp.Subquery(this=self.inner.copy(), alias=exp.TableAlias(
+                        this=exp.to_identifier(node.alias_or_name, quoted=True))))  # fmt: skip
         types = dict(self.facts.describe(to_duckdb(base)))
         key_specs = self._key_specs(x.keys_exprs, x.key_names, types)
         needs_selection = any(k.domain is None for k in key_specs)
@@ -285,6 +299,128 @@ class Analysis:
         return Prepared(x, base, types, key_specs, needs_selection, cells, max_rows, max_groups)
 
     # -- shape -----------------------------------------------------------------------------
+    def _per_subject(self, q: exp.Select) -> exp.Select:
+        """``FROM (SELECT unit, agg AS v, ... FROM t [WHERE ...] GROUP BY unit) s``: one row per subject.
+
+        Wilson et al.'s user-level pattern [per-subject]. The inner rows are the charged subjects'
+        rows, cut to the table's ``max_rows`` per subject by a keyed hash before anything else
+        (``restrict_to_charged``), with every aggregate's input clamped to its bounds; so each
+        inner value has public bounds: COUNT in ``[0, R]``, SUM in ``[R min(L, 0), R max(U, 0)]``,
+        AVG / MIN / MAX in ``[L, U]``. The outer query then reads one row per subject (max_rows
+        = 1) of a relation whose columns have those bounds: its sensitivities follow as for any
+        table. Returns the outer statement over a placeholder table; ``self.inner`` is the
+        rewritten subquery, which replaces the placeholder in the row-level source.
+        """
+        sub = q.args["from_"].this
+        inner: exp.Select = sub.this.copy()
+        alias = sub.alias_or_name or "per_subject"
+        table = self.table
+        for key in ("having", "order", "limit", "offset", "joins", "with_", "distinct"):
+            if inner.args.get(key):
+                raise errors.UnsupportedQueryError(
+                    "The per-subject subquery has only SELECT, FROM, WHERE and GROUP BY", code="DP216",
+                    hint=f"write FROM (SELECT {table.unit}, COUNT(*) AS n FROM {table.name} GROUP BY {table.unit}) s",
+                )  # fmt: skip
+        scope = self._scope(inner)
+        self._qualify(inner, scope)
+        self.scope = scope
+        group = inner.args.get("group")
+        keys = list(group.expressions) if group is not None else []
+        item = scope.items[0]
+        if len(keys) != 1 or not (isinstance(keys[0], exp.Column) and keys[0].name.lower() == table.unit
+                                  and scope.find(keys[0]) is item):  # fmt: skip
+            raise errors.UnsupportedQueryError(
+                f"The subquery over {table.name} must group by its privacy unit {table.unit} alone, so that each "
+                "subject yields one row",
+                code="DP216",
+                hint=f"write FROM (SELECT {table.unit}, COUNT(*) AS n FROM {table.name} GROUP BY {table.unit}) s",
+            )
+        where = inner.args.get("where")
+        if where is not None:
+            self._check_row_expr(where.this, "WHERE")
+            inner.set("where", exp.Where(this=_try(where.this.copy())))
+        rows = table.max_rows
+        columns: dict[str, Column] = {}
+        unit_name = None
+        out = []
+        for p in inner.expressions:
+            node = p.unalias() if isinstance(p, exp.Alias) else p
+            name = (p.alias if isinstance(p, exp.Alias) else node.name if isinstance(node, exp.Column) else "").lower()
+            if isinstance(node, exp.Column) and node.name.lower() == table.unit:
+                unit_name = name
+                columns[name] = Column(name, table.columns[table.unit].type)
+                out.append(exp.alias_(node.copy(), name, quoted=True))
+                continue
+            if not name:
+                raise errors.ProgrammingError(
+                    f"Name the per-subject value {display_sql(node)}", code="DP218",
+                    hint=f"e.g. {display_sql(node)} AS v",
+                )  # fmt: skip
+            expr, lo, hi = self._per_subject_value(node, rows)
+            columns[name] = Column(name, "DOUBLE", lo, hi)
+            out.append(exp.alias_(expr, name, quoted=True))
+        if unit_name is None:
+            raise errors.UnsupportedQueryError(
+                f"The per-subject subquery must select the privacy unit {table.unit}", code="DP216",
+                hint=f"write SELECT {table.unit}, ... GROUP BY {table.unit}",
+            )  # fmt: skip
+        inner.set("expressions", out)
+        types = dict(self.facts.describe(to_duckdb(inner)))
+        for name, c in columns.items():
+            typ = types.get(name, c.type)
+            integer = typ.upper() in INTEGER_TYPES
+            if c.lower is not None and integer:
+                c = replace(c, type=typ, lower=float(math.floor(c.lower)), upper=float(math.ceil(c.upper)))
+            else:
+                c = replace(c, type=typ)
+            columns[name] = c
+        self.inner = inner
+        self.rows_table = replace(
+            table, name=PER_SUBJECT, unit=unit_name, max_rows=1, max_groups=1, columns=columns,
+            unique_unit=True, unique_keys=(frozenset({unit_name}),),
+        )  # fmt: skip
+        outer = q.copy()
+        outer.set("from_", exp.From(this=exp.Table(this=exp.to_identifier(PER_SUBJECT),
+                                                    alias=exp.TableAlias(this=exp.to_identifier(alias)))))  # fmt: skip
+        return outer
+
+    def _per_subject_value(self, node: exp.Expr, rows: int) -> tuple[exp.Expr, float, float]:
+        """One per-subject aggregate: SQL over clamped inputs, and its bounds with ``rows`` rows."""
+        text = display_sql(node)
+        if isinstance(node, exp.Count):
+            arg = node.this
+            if isinstance(arg, exp.Star):
+                return exp.Count(this=exp.Star()), 0.0, float(rows)
+            if isinstance(arg, exp.Distinct) and len(arg.expressions) == 1:
+                self._check_row_expr(arg.expressions[0], text)
+                return exp.Count(this=exp.Distinct(expressions=[_try(arg.expressions[0].copy())])), 0.0, float(rows)
+            if arg is not None and not isinstance(arg, exp.Distinct):
+                self._check_row_expr(arg, text)
+                return exp.Count(this=_try(arg.copy())), 0.0, float(rows)
+        if isinstance(node, (exp.Sum, exp.Avg, exp.Min, exp.Max)) and node.this is not None and not isinstance(
+            node.this, exp.Distinct
+        ):
+            arg = node.this
+            self._check_row_expr(arg, text)
+            lo, hi = bounds.derive(arg, self._column_bounds, self._temporal_bounds)
+            if not bounds.is_bounded((lo, hi)):
+                cols = sorted({c.name for c in arg.find_all(exp.Column)})
+                raise errors.PolicyError(
+                    f"{text} needs bounds on its input, and {', '.join(cols) or 'its input'} has none declared",
+                    code="DP213",
+                    hint="ask the owner to declare bounds, or clamp it yourself: LEAST(GREATEST(expr, lo), hi)",
+                )
+            clamped = exp.Least(this=exp.Greatest(this=_try(arg.copy()), expressions=[_num(lo)]),
+                                expressions=[_num(hi)])  # fmt: skip
+            agg = type(node)(this=clamped)
+            if isinstance(node, exp.Sum):
+                return agg, rows * min(lo, 0.0), rows * max(hi, 0.0)
+            return agg, lo, hi
+        raise errors.UnsupportedQueryError(
+            f"{text} is not supported in the per-subject subquery", code="DP212",
+            hint="per subject: COUNT(*), COUNT(expr), COUNT(DISTINCT expr), SUM, AVG, MIN or MAX of bounded inputs",
+        )  # fmt: skip
+
     def declaration_hint(self, key_specs: list[KeySpec]) -> str:
         """What the owner could declare so that these keys get public domains (no δ, every cell)."""
         wanted = []
@@ -379,7 +515,7 @@ class Analysis:
                 raise errors.ProgrammingError(
                     f"Table alias {alias!r} is used twice", code="DP218", hint="give each table its own alias"
                 )
-            prot = self.catalog.protected(name)
+            prot = self.rows_table if name == PER_SUBJECT and self.inner is not None else self.catalog.protected(name)
             if prot is not None:
                 cols = {c.name: c.type for c in prot.columns.values()}
             else:
@@ -460,7 +596,7 @@ class Analysis:
                     if col in other.columns:
                         pairs.append((item, col, other, col, False))
                         pairs.append((other, col, item, col, False))
-        root = next(i for i in scope.items if i.protected and i.table == self.table.name)
+        root = next(i for i in scope.items if i.protected and i.table == self.rows_table.name)
         attached = [root]
         pending = [i for i in scope.items if i is not root]
         unique_cache: dict[tuple[str, frozenset[str], bool], bool] = {}
@@ -1036,6 +1172,14 @@ def key_selection_threshold(epsilon: float, delta: float, groups: int) -> KeySel
     while groups * noise.discrete_laplace_tail(epsilon, groups, tau - 1) > delta:
         tau += 1
     return KeySelection(epsilon=epsilon, delta=delta, sensitivity=groups, threshold=tau)
+
+
+#: The placeholder name of the per-subject relation in the outer query (never a real table).
+PER_SUBJECT = "__per_subject"
+
+
+def _num(v: float) -> exp.Expr:
+    return exp.Literal.number(int(v) if float(v).is_integer() else repr(float(v)))
 
 
 def quantile_level(node: exp.Expr) -> float:

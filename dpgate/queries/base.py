@@ -212,7 +212,8 @@ def bind(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None, *, public
 
 
 def restrict_to_charged(
-    source: exp.Select, table: ProtectedTable, charged: str, joined: tuple[ProtectedTable, ...] = (), salt: int = 0
+    source: exp.Select, table: ProtectedTable, charged: str, joined: tuple[ProtectedTable, ...] = (), salt: int = 0,
+    prebound: bool = False,
 ) -> str:
     """``source`` with each protected table replaced by the rows of the charged subjects only.
 
@@ -227,11 +228,12 @@ def restrict_to_charged(
     protected table is first cut to its own declared ``max_rows`` rows per subject, chosen by
     a hash of the row keyed with ``salt`` [pre-bound]: a subject's joined rows are then at most
     the product of those bounds, whatever they hold, before the joined relation is bounded as
-    usual. The choice depends only on the subject's own rows.
+    usual. The choice depends only on the subject's own rows. ``prebound`` does the same for a
+    single table (the per-subject subquery aggregates the cut rows).
     """
     q = source.copy()
     for t in (table, *joined):
-        inner = _charged_rows(t, charged, salt if joined else None)
+        inner = _charged_rows(t, charged, salt if joined or prebound else None)
         for node in list(q.find_all(exp.Table)):
             if node.name.lower() != t.name.lower() or node.args.get("db") not in (None, "") and node.db.lower() != "main":
                 continue
@@ -249,7 +251,7 @@ def _charged_rows(t: ProtectedTable, charged: str, salt: int | None) -> str:
 
     unit, name = ident(t.unit), ident(t.name)
     rows = f"SELECT * FROM main.{name} WHERE {unit} IN (SELECT unit FROM {charged})"
-    if salt is None or t.unique_unit:  # a unique unit: one row per subject already
+    if salt is None or (t.unique_unit and t.max_rows >= 1):  # a unique unit: one row per subject already
         return f"{rows} OFFSET 0"
     cols = ", ".join(ident(c) for c in t.columns)
     # Equal rows get distinct duplicate numbers, so each row has its own rank [dup].

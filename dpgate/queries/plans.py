@@ -141,6 +141,7 @@ class CountPlan:
     notes: tuple[str, ...] = field(default_factory=tuple)
     query_class: str = "count"
     joined: tuple[ProtectedTable, ...] = ()  # protected tables joined on the unit (one subject space)
+    prebound: bool = False  # the per-subject subquery: the table's rows are cut to max_rows first
     mechanism: str = "laplace"
 
     def __post_init__(self) -> None:

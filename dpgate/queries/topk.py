@@ -323,7 +323,7 @@ class TopKQuery:
     name = "top-k"
 
     def recognises(self, classified: Classified, ctx: Context) -> bool:
-        if classified.kind != "dp" or classified.protected.kind == "graph" or classified.joined:
+        if classified.kind != "dp" or classified.protected.kind == "graph" or classified.joined or classified.per_subject:
             return False  # joins of protected tables are answered by the counting class
         if topk_columns_call(classified.statement) is not None:
             return True

@@ -58,6 +58,11 @@ EXTRA = {
     "STDDEV_SAMP(capital_gain) AS sd FROM adult GROUP BY sex",
     "quantiles": "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) sex, MEDIAN(age) AS m, "
     "QUANTILE_CONT(capital_gain, 0.9) AS q9 FROM adult GROUP BY sex",
+    "per_subject_histogram": "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) n, COUNT(*) AS baskets "
+    "FROM (SELECT basket_id, COUNT(*) AS n FROM baskets WHERE item <> 'fruit' GROUP BY basket_id) b GROUP BY n",
+    "per_subject_average": "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) AVG(n) AS items, "
+    "SUM(d) AS distinct_items FROM (SELECT basket_id, COUNT(*) AS n, COUNT(DISTINCT item) AS d FROM baskets "
+    "GROUP BY basket_id)",
     "graph_other_counts": "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) KTRIANGLE_COUNT(src, dst, 2) AS kt, "
     "KCLIQUE_COUNT(src, dst, 4) AS k4, KSTAR_COUNT(src, dst, 3) AS s3 FROM karate WHERE src < 20",
 }

@@ -22,7 +22,7 @@ from dpgate.mechanisms import KeySelector, LaplaceCounting
 from dpgate.queries.analysis import Analysis, _with_epsilon, key_selection_threshold
 from dpgate.queries.base import Context, Run, _subject_rows, personalization_notes
 from dpgate.queries.counting import exact as exact_mod
-from dpgate.queries.plans import COUNT_SUBJECTS, QUANTILE, CountPlan, SubjectCharge
+from dpgate.queries.plans import COUNT_SUBJECTS, QUANTILE, VALUE_KINDS, CountPlan, SubjectCharge
 from dpgate.release import Answer, ColumnNoise
 
 
@@ -102,9 +102,17 @@ class CountingQuery:
             delta=key_selection.delta if key_selection else 0.0,
             options=options,
         )
-        notes = ()
+        notes: tuple[str, ...] = ()
         if key_selection is not None:
             notes = (f"to avoid key selection: {a.declaration_hint(key_specs)}",)
+        if a.per_subject:
+            values = ", ".join(
+                f"{c.name} in [{c.lower:g}, {c.upper:g}]" for c in a.rows_table.columns.values() if c.bounded
+            )
+            notes += (
+                f"per subject: {table.name}'s rows are cut to {table.max_rows} per subject (at random, before WHERE), then each "
+                f"subject is one row{': ' + values if values else ''}",
+            )
         return CountPlan(
             table=table,
             notes=notes,
@@ -122,6 +130,7 @@ class CountingQuery:
             outputs=tuple(outputs),
             charge=charge,
             joined=a.joined,
+            prebound=a.per_subject,
         )
 
     def bind_check(self, con: duckdb.DuckDBPyConnection, plan: CountPlan, probe: str) -> None:
@@ -228,7 +237,9 @@ class CountingQuery:
         for agg in plan.aggs:
             for comp in agg.components:
                 w = noise.discrete_laplace_half_width(comp.epsilon, comp.sensitivity, s.alpha)
-                grid = agg.grid if agg.kind in ("sum", "avg") else 1.0
+                grid = agg.grid if agg.kind in VALUE_KINDS and comp.label != "count" else 1.0
+                if comp.label == "centered squares":
+                    grid = grid * grid
                 half = f"±{w * grid:.6g}" if grid != 1.0 else f"±{w}"
                 bounds = f"; input clamped to [{agg.lower:g}, {agg.upper:g}]" if agg.lower is not None else ""
                 rows.append(

@@ -187,7 +187,7 @@ class _SQL:
 
 def _build(plan: CountPlan, charged: str, n_parts: int = 1, salt: int = 0) -> _SQL:
     params: dict[str, Any] = {}
-    src = restrict_to_charged(plan.source, plan.table, charged, plan.joined, salt)
+    src = restrict_to_charged(plan.source, plan.table, charged, plan.joined, salt, plan.prebound)
     positions = _positions(plan, params)
     in_domain = " AND ".join(f"({p}) IS NOT NULL" for p in positions if p is not None) or None
     keys = [f"__k{j}" for j in range(len(plan.keys))]
