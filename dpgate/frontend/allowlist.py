@@ -1159,11 +1159,17 @@ def reference_markdown() -> str:
         "",
         "- **FROM / JOIN**: table names (optionally `main.`-qualified) with an optional plain alias; no "
         "TABLESAMPLE / USING SAMPLE, PIVOT / UNPIVOT, column alias lists, time travel, WITH ORDINALITY, hints, "
-        "LATERAL, subqueries or table functions (except "
-        f"`{TOPK_COLUMNS_FUNCTION}('table', k => n [, counts => true])`).",
-        "- **Joins** (with public tables, and the graph triangle self-join): `[INNER] JOIN`, `LEFT | RIGHT | FULL "
-        "[OUTER] JOIN` with `ON` comparisons of two columns joined by AND, or `USING (col, ...)`; `CROSS JOIN` and "
-        "`FROM a, b` without a condition. Not NATURAL, POSITIONAL, ASOF, SEMI, ANTI or LATERAL.",
+        "LATERAL or table functions (except "
+        f"`{TOPK_COLUMNS_FUNCTION}('table', k => n [, counts => true])`). One subquery shape: the per-subject "
+        "subquery `FROM (SELECT unit, COUNT(*) AS n, SUM(x) AS s, ... FROM t [WHERE ...] GROUP BY unit) s`, "
+        "checked by these same rules, with COUNT, SUM, AVG, MIN and MAX (and no JOIN, HAVING, ORDER BY or LIMIT) "
+        "inside; it must group by the privacy unit alone.",
+        "- **Joins** (lookups, and the graph triangle self-join): `[INNER] JOIN`, `LEFT | RIGHT | FULL "
+        "[OUTER] JOIN` with `ON` comparisons of two columns joined by AND, or `USING (col, ...)`. A public table "
+        "must be tied by equalities to columns whose values are unique in it (a lookup: it never repeats a row), "
+        "and another protected table of the same subject space by its privacy unit; `CROSS JOIN`, `FROM a, b`, "
+        "joins on `<` / `>` or on non-unique columns pass this list and are then refused (DP218, DP215). "
+        "Not NATURAL, POSITIONAL, ASOF, SEMI, ANTI or LATERAL.",
         "- **WITH**: only the degree table of a graph's k-star sum.",
         "- **Clauses**: SELECT (with aliases), WHERE, GROUP BY (plain expressions or ALL), HAVING, ORDER BY, "
         "LIMIT / OFFSET with constants. Not DISTINCT, QUALIFY, WINDOW, ROLLUP / CUBE / GROUPING SETS.",
