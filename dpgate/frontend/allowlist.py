@@ -744,7 +744,11 @@ class _Checker:
         if not isinstance(inner.args.get("from_") and inner.args["from_"].this, exp.Table) or inner.args.get("group") is None:
             raise _refuse(FROM_ITEM, f"The per-subject subquery reads one table and groups by its unit: {shape}",
                           _FROM_HINT)  # fmt: skip
-        self.select(inner)
+        self.in_per_subject = True
+        try:
+            self.select(inner)
+        finally:
+            self.in_per_subject = False
 
     def table(self, node: exp.Expr, *, allow_function: bool) -> bool:
         """A bare table (True if it is dpgate's table function)."""
@@ -1058,7 +1062,12 @@ class _Checker:
                 )  # fmt: skip
         self.expr(node.this)
 
+    in_per_subject = False
+
     def aggregate(self, node: exp.Expr) -> None:
+        if isinstance(node, (exp.Min, exp.Max)) and not self.in_per_subject:
+            raise _refuse(FUNCTION, f"Aggregate {_sql(node)} is not on dpgate's list (MIN / MAX only per subject)",
+                          f"use {SUPPORTED_AGGREGATES}")  # fmt: skip
         if isinstance(node, exp.Filter):
             inner = node.this
             where = node.expression
