@@ -16,5 +16,6 @@ CREATE TABLE purchases AS
 SELECT 1 + (p * 7919) % 5000 AS customer_id,
        1 + (p * 31) % 20 AS store_id,
        round(5 + ((p * 53) % 9500) / 100.0, 2) AS amount,
-       ['food', 'books', 'garden', 'tools'][1 + (p * 13) % 4] AS category
+       ['food', 'books', 'garden', 'tools'][1 + (p * 13) % 4] AS category,
+       DATE '2024-01-01' + ((p * 97) % 366)::INTEGER AS purchased_on
 FROM range(1, 40001) r(p);
