@@ -183,13 +183,6 @@ def classify(statement: exp.Expr, catalog: Catalog) -> Classified:
     names = sorted({r.name for r in protected})
     if len(protected) == 1 and _per_subject_source(statement, protected[0]):
         return Classified("dp", statement, protected[0].protected, refs, per_subject=True)
-    for r in protected:
-        if not isinstance(statement, exp.Select) or _enclosing_query(r.node) is not statement:
-            raise errors.UnsupportedQueryError(
-                f"Protected table {r.name} is read inside a subquery, CTE or set operation",
-                code="DP216",
-                hint=f"put {r.name} in the FROM clause of the outer SELECT and aggregate it there",
-            )
     if len(protected) > 1:
         # Joins of protected tables: distinct tables of one subject space only [joins]. That
         # they are joined on the privacy unit is checked by the query analysis.
@@ -209,6 +202,13 @@ def classify(statement: exp.Expr, catalog: Catalog) -> Classified:
                 hint="join protected tables only when the owner declared them with the same subjects = '...'; "
                 "joins with public lookup tables are fine",
             )
+    for r in protected:
+        if not isinstance(statement, exp.Select) or _enclosing_query(r.node) is not statement:
+            raise errors.UnsupportedQueryError(
+                f"Protected table {r.name} is read inside a subquery, CTE or set operation",
+                code="DP216",
+                hint=f"put {r.name} in the FROM clause of the outer SELECT and aggregate it there",
+            )
     ref = protected[0]
     first = _first_source(statement)
     for r in protected:
@@ -226,7 +226,12 @@ def _per_subject_source(statement: exp.Expr, ref: TableRef) -> bool:
     if not isinstance(source, exp.Subquery) or not isinstance(source.this, exp.Select):
         return False
     inner = source.this
-    return _enclosing_query(ref.node) is inner and _first_source(inner) is ref.node and not inner.args.get("joins")
+    return (
+        _enclosing_query(ref.node) is inner
+        and _first_source(inner) is ref.node
+        and not inner.args.get("joins")
+        and inner.args.get("group") is not None
+    )
 
 
 def _first_source(statement: exp.Select) -> exp.Expr | None:

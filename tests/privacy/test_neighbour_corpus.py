@@ -52,8 +52,9 @@ EXTRA = {
     "max_groups_contributed = 2) item, COUNT(DISTINCT basket_id) AS n FROM baskets GROUP BY item ORDER BY n DESC LIMIT 4",
     "baskets_distinct_counts": "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) COUNT(*) AS n, "
     "COUNT(DISTINCT item) AS items, COUNT(DISTINCT basket_id) AS b FROM baskets WHERE item <> 'fruit'",
-    "subject_join": "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) f.baby_needs, COUNT(*) AS n, "
-    "COUNT(DISTINCT b.basket_id) AS baskets FROM baskets b JOIN basket_flags f USING (basket_id) GROUP BY f.baby_needs",
+    "subject_join": "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) COUNT(*) AS n, "
+    "COUNT(DISTINCT b.basket_id) AS baskets, SUM(f.baby_needs) AS baby FROM baskets b JOIN basket_flags f "
+    "USING (basket_id) WHERE b.item <> 'fruit'",
     "variance": "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) sex, VAR_POP(age) AS v, "
     "STDDEV_SAMP(capital_gain) AS sd FROM adult GROUP BY sex",
     "quantiles": "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) sex, MEDIAN(age) AS m, "

@@ -205,7 +205,7 @@ def test_decimal_with_fewer_values_than_bins_gets_one_code_per_value():
         Column("name", "VARCHAR"),
         Column("age", "INTEGER"),
         Column("w", "DOUBLE", lower=0.0),
-        Column("born", "DATE", 0, 10),
+        Column("born", "TIME", 0, 10),  # bounds on a TIME: not a DATE / TIMESTAMP the coding bins
         Column("x", "INTEGER", 0.2, 0.8),
         Column("f", "FLOAT", 1e7, 1e7 + 1),  # 16 bins finer than FLOAT's spacing (1.0) there
         Column("d", "DECIMAL(4,2)", 0.001, 0.009),  # no DECIMAL(4,2) value in between

@@ -1,3 +1,3 @@
--- expect-error: DP253 UnsupportedQueryError
--- why: MEDIAN is not supported yet
-SELECT MEDIAN(age) FROM adult;
+-- expect-error: DP254 UnsupportedQueryError
+-- why: a list of quantile levels (write one aggregate per level)
+SELECT QUANTILE_CONT(age, [0.25, 0.75]) FROM adult;
