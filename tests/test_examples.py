@@ -39,3 +39,11 @@ def test_ladder_utility_prints_the_error_table():
     out = _run("ladder_utility.py", "--runs", "2")
     for query in ("triangle", "2-star", "3-star"):
         assert sum(line.startswith(query) for line in out.splitlines()) == 3, "one row per ε"
+
+
+def test_beyond_counts_runs_every_new_shape():
+    out = _run("beyond_counts.py")
+    for title in ("spread of purchase amounts", "purchases per month", "two protected tables", "lookup join",
+                  "per-subject values"):  # fmt: skip
+        assert f"-- {title}" in out
+    assert out.count("month=") == 12 and "median=" in out and "sd=" in out

@@ -1121,6 +1121,9 @@ class _Checker:
                           "join public lookup tables in FROM; filter with WHERE on this table's columns")  # fmt: skip
         if isinstance(node, exp.Lambda):
             raise _refuse(NODE, f"Lambda {text} is not supported over protected data", _NODE_HINT)
+        if isinstance(node, exp.WithinGroup):
+            raise _refuse(NODE, f"The WITHIN GROUP form ({text}) is not supported",
+                          "write PERCENTILE_CONT(x, 0.5), QUANTILE_CONT(x, 0.5) or MEDIAN(x)")  # fmt: skip
         if isinstance(node, (exp.Array, exp.Struct, exp.Map, exp.Tuple, exp.Bracket, exp.Dot, exp.VarMap)):
             raise _refuse(NODE, f"{text}: lists, structs, maps and element access are not allowed over protected data",
                           _NODE_HINT)  # fmt: skip

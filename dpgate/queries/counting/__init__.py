@@ -283,7 +283,7 @@ def _quantiles(plan: CountPlan, exact, idx, noisy: list, subjects, rng) -> list:
         picked = qmech.quantiles(cells, lo_i, hi_i, [agg.level], eps, agg.components[0].sensitivity, rng)[:, 0]
         values = np.array([float(v) * agg.grid for v in picked], dtype=float)
         none = np.array([None] * len(values), dtype=object)
-        t = qmech.rank_error_bound(eps, agg.components[0].sensitivity, hi_i - lo_i + 1, plan.settings.alpha)
+        t = qmech.rank_error_bound(eps, agg.components[0].sensitivity, hi_i - lo_i + 1, plan.settings.alpha, agg.level)
         desc = (
             f"exponential mechanism on ranks (sensitivity {agg.components[0].sensitivity}, ε={eps:.4g}, "
             f"{hi_i - lo_i + 1:,} grid points): with {1 - plan.settings.alpha:.0%} probability the value's rank "
