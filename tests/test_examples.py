@@ -43,7 +43,7 @@ def test_ladder_utility_prints_the_error_table():
 
 def test_beyond_counts_runs_every_new_shape():
     out = _run("beyond_counts.py")
-    for title in ("spread of purchase amounts", "purchases per month", "two protected tables", "lookup join",
+    for title in ("spread of purchase amounts", "purchases per month", "a join of two protected tables", "a lookup join",
                   "per-subject values"):  # fmt: skip
-        assert f"-- {title}" in out
+        assert f"-- {title}" in out, title
     assert out.count("month=") == 12 and "median=" in out and "sd=" in out
