@@ -235,6 +235,25 @@ class CountingQuery:
                 )
             )
         for agg in plan.aggs:
+            if agg.kind == QUANTILE:
+                from dpgate.mechanisms import quantile as qmech
+
+                comp = agg.components[0]
+                points = round(agg.upper / agg.grid) - round(agg.lower / agg.grid) + 1
+                t = qmech.rank_error_bound(comp.epsilon, comp.sensitivity, points, s.alpha, agg.level)
+                rows.append(
+                    (
+                        f"{agg.label} (quantile)",
+                        "exponential (quantile)",
+                        comp.epsilon,
+                        0.0,
+                        f"{comp.sensitivity} (rank)",
+                        f"rank ±{t:,}",
+                        f"the {agg.level:g}-quantile: one of {points:,} grid points in [{agg.lower:g}, {agg.upper:g}]; "
+                        "no interval of values",
+                    )
+                )
+                continue
             for comp in agg.components:
                 w = noise.discrete_laplace_half_width(comp.epsilon, comp.sensitivity, s.alpha)
                 grid = agg.grid if agg.kind in VALUE_KINDS and comp.label != "count" else 1.0
