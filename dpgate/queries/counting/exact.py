@@ -15,7 +15,14 @@ contribution bounding (DESIGN.md 1.7)
     never decides). The ranking of one subject's rows depends only on that subject's rows,
     so the bound holds whatever other subjects hold.
 
-The bounded relation is computed in two passes for speed: a first pass finds the subjects
+[stats] Facts of the whole table (``dpgate.catalog.unit_stats``: the most rows any subject has,
+NULL and off-roster units), cached under a fingerprint of the unit column and roster and read in
+the same transaction as the rows, let the common cases skip work: when no subject of the table
+has more rows than the bound, the rows are aggregated directly (no per-subject count); when every
+row's subject is charged, the restriction to charged rows (a semi-join) is left out. Both give
+exactly the statistics of the full path (``tests/privacy/test_unit_stats_paths.py``).
+
+The bounded relation is otherwise computed in two passes for speed: a first pass finds the subjects
 that exceed a bound or were not charged (usually none); only their rows go through the
 window functions, everyone else's rows are aggregated directly. The result is the same
 as bounding every subject. (Timing therefore depends on how many subjects need sampling;
@@ -40,6 +47,8 @@ from typing import Any
 import duckdb
 import numpy as np
 from dpgate import errors
+from dpgate.catalog import unit_stats
+from dpgate.frontend.dialect import to_duckdb
 from dpgate.queries.base import bind, restrict_to_charged
 from dpgate.queries.plans import (
     AVG,
@@ -185,9 +194,12 @@ class _SQL:
         return f"SELECT {', '.join(outer)} FROM ({inner}) WHERE {self.in_domain}"
 
 
-def _build(plan: CountPlan, charged: str, n_parts: int = 1, salt: int = 0) -> _SQL:
+def _build(plan: CountPlan, charged: str, n_parts: int = 1, salt: int = 0, restrict: bool = True) -> _SQL:
     params: dict[str, Any] = {}
-    src = restrict_to_charged(plan.source, plan.table, charged, plan.joined, salt, plan.prebound)
+    if restrict:
+        src = restrict_to_charged(plan.source, plan.table, charged, plan.joined, salt, plan.prebound)
+    else:  # every row's subject is charged [stats]: the restriction would keep every row
+        src = to_duckdb(plan.source)
     positions = _positions(plan, params)
     in_domain = " AND ".join(f"({p}) IS NOT NULL" for p in positions if p is not None) or None
     keys = [f"__k{j}" for j in range(len(plan.keys))]
@@ -232,7 +244,34 @@ def bind_check(
     bind(con, q.aggregate(" UNION ALL ".join(f"({p})" for p in parts)), params)
 
 
-def run(con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, salt: int, n_parts: int = 1) -> ExactAnswer:
+def run(
+    con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, salt: int, n_parts: int = 1, *, use_stats: bool = True
+) -> ExactAnswer:
+    """``_run`` in one read transaction: the table facts and the rows come from one snapshot."""
+    try:
+        con.execute("BEGIN TRANSACTION")
+        began = True
+    except duckdb.TransactionException:  # already inside the caller's transaction
+        began = False
+    try:
+        out = _run(con, plan, charged, salt, n_parts, use_stats)
+    except BaseException:
+        if began:
+            con.execute("ROLLBACK")
+        raise
+    if began:
+        con.execute("COMMIT")
+    return out
+
+
+def _charged_is_roster(con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str) -> bool:
+    (same,) = con.execute(
+        f"SELECT (SELECT count(*) FROM {plan.table.roster_table_sql}) = (SELECT count(DISTINCT unit) FROM {charged})"
+    ).fetchone()
+    return bool(same)
+
+
+def _run(con, plan: CountPlan, charged: str, salt: int, n_parts: int, use_stats: bool) -> ExactAnswer:
     """Compute the exact bounded statistics of ``plan`` over the subjects in ``charged``.
 
     ``charged`` is a relation with columns ``unit`` and ``part``; statistics are computed per
@@ -243,7 +282,20 @@ def run(con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, salt: int
     everyone else (all of whose rows are kept anyway) the filter is applied to the groups
     after aggregation, which is the same and cheaper.
     """
-    q = _build(plan, charged, n_parts, salt)
+    # [stats] Table facts that hold for every query until the table or roster changes: if no
+    # subject has more rows in the whole table than the bound, no subject has more in this query's
+    # rows (WHERE only removes rows; joins are lookups, which never add any), so nobody needs
+    # sampling; and if every unit of the table is on the roster and the whole roster is charged,
+    # restricting the rows to the charged subjects would keep them all. Joins of protected tables
+    # and the per-subject subquery (which cut rows first) always take the full path.
+    stats = unit_stats.current(con, plan.table) if use_stats and not plan.joined and not plan.prebound else None
+    limit = min(plan.max_rows, plan.max_groups) if plan.bound_groups else plan.max_rows
+    within = stats is not None and stats.most_rows <= limit
+    everyone = (
+        stats is not None and n_parts == 1 and stats.off_roster_units == 0 and stats.null_unit_rows == 0
+        and _charged_is_roster(con, plan, charged)
+    )  # fmt: skip
+    q = _build(plan, charged, n_parts, salt, restrict=not everyone)
     params = dict(q.params)
     special = f"__dp_special_{next(_ids)}"
     special_sql = f"SELECT __p.__unit, (__c.unit IS NOT NULL) AS __eligible FROM {q.per_unit} WHERE __c.unit IS NULL OR {q.over}"
@@ -257,6 +309,14 @@ def run(con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, salt: int
         to_sample = None
         if one_row_each:
             parts.append(f"SELECT {q.cols} FROM ({q.src}) WHERE __unit IN (SELECT unit FROM {charged})")
+        elif within:
+            unused = 0  # src holds charged subjects' rows only (restricted, or everyone is charged)
+            parts.append(f"SELECT {q.cols} FROM ({q.src})")
+        elif stats is not None and 2 * stats.over(limit) >= stats.units and stats.off_roster_units == 0:
+            # Most subjects of the table are over the bound: rank everyone's rows (a subject within
+            # it keeps them all) without counting rows per subject first.
+            heavy, unused = stats.over(limit), 0  # heavy: over the bound in the whole table
+            to_sample = f"SELECT {q.cols} FROM ({q.src})"
         else:
             # Subjects that need work: not charged (their rows are dropped) or over a bound
             # (sampled). Counting all their rows, in or out of the domains, only flags more.

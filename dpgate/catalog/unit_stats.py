@@ -1,0 +1,94 @@
+"""Per-table facts about the privacy unit column, reused across queries while the table is unchanged.
+
+Whether any subject has more rows than a bound, and whether rows exist whose unit is NULL or not
+on the roster, depends on the table and the roster, not on the query. Counting rows per subject
+for every query was most of a DP query's time on large tables. ``current`` answers from a cache
+keyed by a **fingerprint** of the unit column and of the roster — the row count and two sums of
+64-bit hashes of the unit values (one scan, no grouping) — and recomputes the facts (one GROUP BY)
+when the fingerprint is new.
+
+Soundness: the facts are a function of the multiset of unit values of the table and of the
+roster's units. Any change to either changes the row count or, except with probability about
+2^-128 over the two independent hashes, one of the hash sums; a change that keeps the multiset
+(rows moved between columns other than the unit, updates of other columns) cannot change the
+facts. The cache is content-addressed, so a stale entry is never used for changed data, and
+the caller reads the fingerprint and the rows in one transaction (one snapshot). These facts only
+choose the execution path: a path chosen from them computes exactly the statistics the full
+per-subject pass would (``counting.exact``); they never change what is charged or released.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import duckdb
+
+from dpgate.catalog.tables import ProtectedTable
+
+_CACHE: dict[tuple, "UnitStats"] = {}
+_LOCK = threading.Lock()
+_MAX_ENTRIES = 256
+
+
+@dataclass(frozen=True)
+class UnitStats:
+    most_rows: int  # the most rows any (non-NULL) unit has in the table
+    null_unit_rows: int  # rows whose unit is NULL
+    off_roster_units: int  # distinct non-NULL units of the table that are not on the roster
+    histogram: tuple[tuple[int, int], ...] = ()  # (rows, units with that many rows), non-NULL units
+
+    @property
+    def units(self) -> int:
+        return sum(u for _, u in self.histogram)
+
+    def over(self, bound: int) -> int:
+        """Units with more than ``bound`` rows in the whole table."""
+        return sum(u for n, u in self.histogram if n > bound)
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def fingerprint(con: duckdb.DuckDBPyConnection, table: ProtectedTable) -> tuple:
+    """(rows, two hash sums) of the table's unit column and of the roster's units."""
+    u = _quote(table.unit)
+    t = f"main.{_quote(table.name)}"
+    rows = con.execute(
+        f"SELECT count(*), sum(hash({u}))::HUGEINT, sum(hash({u}, 7919))::HUGEINT FROM {t}"
+    ).fetchone()
+    roster = con.execute(
+        f"SELECT count(*), sum(hash(unit))::HUGEINT, sum(hash(unit, 7919))::HUGEINT FROM {table.roster_table_sql}"
+    ).fetchone()
+    return (table.name, table.unit, table.roster, tuple(int(v or 0) for v in rows), tuple(int(v or 0) for v in roster))
+
+
+def current(con: duckdb.DuckDBPyConnection, table: ProtectedTable) -> UnitStats:
+    """The facts for the table as ``con`` sees it now (one light scan when cached)."""
+    key = fingerprint(con, table)
+    with _LOCK:
+        hit = _CACHE.get(key)
+    if hit is not None:
+        return hit
+    u = _quote(table.unit)
+    t = f"main.{_quote(table.name)}"
+    per_unit = f"(SELECT {u} AS u, count(*) AS n FROM {t} GROUP BY {u})"
+    most, nulls, off = con.execute(
+        f"SELECT coalesce(max(n) FILTER (WHERE u IS NOT NULL), 0), coalesce(sum(n) FILTER (WHERE u IS NULL), 0), "
+        f"count(*) FILTER (WHERE u IS NOT NULL AND NOT EXISTS (SELECT 1 FROM {table.roster_table_sql} r "
+        f"WHERE r.unit = u)) FROM {per_unit}"
+    ).fetchone()
+    hist = con.execute(f"SELECT n, count(*) FROM {per_unit} WHERE u IS NOT NULL GROUP BY n ORDER BY n").fetchall()
+    stats = UnitStats(int(most), int(nulls), int(off), tuple((int(n), int(c)) for n, c in hist))
+    with _LOCK:
+        if len(_CACHE) >= _MAX_ENTRIES:
+            _CACHE.clear()
+        _CACHE[key] = stats
+    return stats
+
+
+def clear() -> None:
+    """Forget every cached entry (tests)."""
+    with _LOCK:
+        _CACHE.clear()

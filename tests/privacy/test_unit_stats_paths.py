@@ -1,0 +1,113 @@
+"""The fast paths chosen from cached table facts give exactly the statistics of the full pass.
+
+``counting.exact.run`` skips the per-subject row count when no subject of the whole table exceeds
+the bound, and the restriction to charged rows when every row's subject is charged
+(``dpgate.catalog.unit_stats``). On the same salt, every component must equal the full path's,
+for subjects within and over their bounds, NULL and off-roster units, WHERE, lookup joins,
+group bounding and key selection; and a change to the table must be seen at once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import harness
+from dpgate.catalog import unit_stats
+from dpgate.queries.counting import exact as exact_mod
+
+DP = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1{opts}) "
+SETUP = """
+CREATE TABLE t AS SELECT i % 300 AS uid, ['a', 'b', 'c'][1 + i % 3] AS g, (i * 7) % 11 AS x, i % 5 AS store
+FROM range(1200) r(i);
+CREATE TABLE stores AS SELECT s AS store, ['n', 's'][1 + s % 2] AS region FROM range(5) r(s);
+"""
+STATEMENTS = [
+    DP + "g, COUNT(*), SUM(x), AVG(x) FROM t GROUP BY g",
+    DP + "COUNT(*), COUNT(DISTINCT uid) FROM t WHERE x > 3",
+    DP + "s.region, COUNT(*) FROM t JOIN stores s USING (store) GROUP BY s.region",
+    DP + "g, COUNT(DISTINCT uid) AS n FROM t GROUP BY g",
+]
+
+
+def _components(gw, sql, use_stats, salt=harness.SALT):
+    _, plan = harness.plan_statement(gw, sql)
+    ex = exact_mod.run(gw._con, plan, harness.roster_charged(plan), salt, use_stats=use_stats)
+    return {k: [int(v) for v in arr.ravel()] for k, arr in ex.components.items()}, ex.keys, plan
+
+
+@pytest.fixture
+def world(make_db, tmp_path):
+    def build(max_rows, extra_sql=None):
+        path = make_db(SETUP, protect={"t": {"unit": "uid", "max_rows": max_rows, "max_groups": 2, "epsilon": 1e6,
+                                             "domains": {"g": ["a", "b", "c"]}, "bounds": {"x": (0, 10)}}})  # fmt: skip
+        harness.add_harness_analyst(path)
+        if extra_sql:
+            harness.mutate(path, extra_sql)
+        return path
+
+    return build
+
+
+@pytest.mark.parametrize("max_rows", [4, 3, 2])  # 4: nobody over the bound; 3, 2: everyone (4 rows each)
+@pytest.mark.parametrize("extra", [None, "INSERT INTO t VALUES (NULL, 'a', 1, 1), (9999, 'b', 2, 2), (9999, 'a', 3, 3)"])
+def test_fast_paths_equal_the_full_pass(world, max_rows, extra):
+    path = world(max_rows, extra)
+    unit_stats.clear()
+    with harness.gateways(path) as (gw,):
+        for sql in STATEMENTS:
+            sql = sql.format(opts=", max_groups_contributed = 1" if "DISTINCT uid" in sql else "")
+            fast, keys_f, _ = _components(gw, sql, True)
+            full, keys_s, _ = _components(gw, sql, False)
+            assert keys_f == keys_s and fast == full, sql
+
+
+def test_the_paths_are_taken(world):
+    path = world(4)
+    unit_stats.clear()
+    with harness.gateways(path) as (gw,):
+        stats = unit_stats.current(gw._con, gw.catalog().protected("t"))
+        assert (stats.most_rows, stats.null_unit_rows, stats.off_roster_units) == (4, 0, 0)
+
+
+def test_a_change_to_the_table_is_seen_at_once(world):
+    """Subject 7 gains 10 rows after the facts were cached: it must be sampled down to max_rows."""
+    path = world(4)
+    unit_stats.clear()
+    sql = DP.format(opts="") + "COUNT(*) FROM t WHERE uid = 7"
+    with harness.gateways(path) as (gw,):
+        before, _, _ = _components(gw, sql, True)
+    harness.mutate(path, "INSERT INTO t SELECT 7, 'a', 1, 1 FROM range(10)")
+    with harness.gateways(path) as (gw,):
+        after, _, _ = _components(gw, sql, True)
+        stats = unit_stats.current(gw._con, gw.catalog().protected("t"))
+    assert stats.most_rows == 14
+    (label,) = [k for k in after]
+    assert before[label] == [4] and after[label] == [4]  # cut to max_rows = 4, not 14
+
+
+def test_a_new_off_roster_unit_turns_the_restriction_back_on(world):
+    path = world(4)
+    unit_stats.clear()
+    sql = DP.format(opts="") + "COUNT(*) FROM t"
+    with harness.gateways(path) as (gw,):
+        base, _, _ = _components(gw, sql, True)
+    harness.mutate(path, "INSERT INTO t VALUES (5555, 'a', 1, 1), (NULL, 'b', 1, 1)")
+    with harness.gateways(path) as (gw,):
+        after, _, _ = _components(gw, sql, True)
+    assert after == base  # the rows of a unit not on the roster, and NULL units, are never counted
+    assert np.all(np.asarray(list(base.values())[0]) == 1200)
+
+
+def test_subjects_left_out_keep_the_restriction(world):
+    """Half the roster charged (others exhausted): their rows never count, on either path."""
+    path = world(4)
+    unit_stats.clear()
+    with harness.gateways(path) as (gw,):
+        _, plan = harness.plan_statement(gw, DP.format(opts="") + "g, COUNT(*) FROM t GROUP BY g")
+        half = f"(SELECT unit, 0 AS part FROM {plan.table.roster_table_sql} WHERE unit % 2 = 0)"
+        fast = exact_mod.run(gw._con, plan, half, harness.SALT, use_stats=True)
+        full = exact_mod.run(gw._con, plan, half, harness.SALT, use_stats=False)
+    counts = {k: [int(v) for v in a.ravel()] for k, a in fast.components.items()}
+    assert counts == {k: [int(v) for v in a.ravel()] for k, a in full.components.items()}
+    assert sum(next(iter(counts.values()))) == 600  # 150 charged subjects of 4 rows
