@@ -71,6 +71,7 @@ class Debit:
     delta_remaining: float
     epsilon: float = 0.0  # what the analyst was charged (the largest subject charge)
     subjects: pdp.SubjectPlan | None = None
+    generation: int | None = None  # uniform charge: ``charged`` is the roster up to this generation
 
 
 class Ledger:
@@ -244,6 +245,7 @@ class Ledger:
         con = self._con
         charged = temp = None
         splan = None
+        generation = None
         with self._instance.ledger_lock:
             con.execute("BEGIN TRANSACTION")
             try:
@@ -319,7 +321,7 @@ class Ledger:
         return Debit(
             entry_id, charged, temp, used, excluded,
             float(max(eps_left - charge_eps, Decimal(0))), float(max(delta_left - dec(cost.delta), Decimal(0))),
-            float(charge_eps), splan,
+            float(charge_eps), splan, generation,
         )  # fmt: skip
 
     def thin_sample(self, debit: Debit, *, rng) -> None:

@@ -225,11 +225,11 @@ def test_a_subject_added_after_the_debit_is_not_used(make_db, monkeypatch):
 
     original = execute.run
 
-    def owner_adds_a_subject_then_run(con, plan, charged, salt, n_parts=1):
+    def owner_adds_a_subject_then_run(con, plan, charged, salt, n_parts=1, **kwargs):
         with Owner(db, create=False) as o:
             o.con.execute("INSERT INTO t VALUES (99, 1)")
             o.refresh_roster("t")
-        return original(con, plan, charged, salt, n_parts)
+        return original(con, plan, charged, salt, n_parts, **kwargs)
 
     monkeypatch.setattr(execute, "run", owner_adds_a_subject_then_run)
     with dpgate.connect(str(db), analyst="alice", test_seed=5) as con:

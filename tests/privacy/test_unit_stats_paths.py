@@ -111,3 +111,19 @@ def test_subjects_left_out_keep_the_restriction(world):
     counts = {k: [int(v) for v in a.ravel()] for k, a in fast.components.items()}
     assert counts == {k: [int(v) for v in a.ravel()] for k, a in full.components.items()}
     assert sum(next(iter(counts.values()))) == 600  # 150 charged subjects of 4 rows
+
+
+def test_a_uniform_debit_covers_the_roster_only_up_to_its_generation(world):
+    """The roster grew after the generation the debit charged: the restriction must stay on."""
+    path = world(4)
+    unit_stats.clear()
+    with harness.gateways(path) as (gw,):
+        _, plan = harness.plan_statement(gw, DP.format(opts="") + "COUNT(*) FROM t")
+        roster = plan.table.roster_table_sql
+        (gen,) = gw._con.execute(f"SELECT max(added) FROM {roster}").fetchone()
+        gw._con.execute(f"UPDATE {roster} SET added = {gen + 1} WHERE unit >= 150")  # added after generation gen
+        older = f"(SELECT unit, 0 AS part FROM {roster} WHERE added <= {gen})"
+        ex = exact_mod.run(gw._con, plan, older, harness.SALT, roster_generation=gen)
+        full = exact_mod.run(gw._con, plan, older, harness.SALT, use_stats=False)
+    assert [int(v) for v in next(iter(ex.components.values())).ravel()] == [600]
+    assert {k: list(v.ravel()) for k, v in ex.components.items()} == {k: list(v.ravel()) for k, v in full.components.items()}

@@ -157,7 +157,8 @@ class CountingQuery:
         subjects = debit.subjects
         n_parts = len(subjects.parts) if subjects is not None else 1
         salt = int(rng.integers(0, 2**62))
-        exact = exact_mod.run(run.con, plan, debit.charged, salt, n_parts)
+        generation = debit.generation if debit.temp is None else None  # charged is the uniform roster relation
+        exact = exact_mod.run(run.con, plan, debit.charged, salt, n_parts, roster_generation=generation)
         if plan.key_selection is not None:
             ks = plan.key_selection
             run_eps = float(subjects.parts[0].epsilon) * ks.epsilon / plan.epsilon if subjects else ks.epsilon

@@ -245,7 +245,8 @@ def bind_check(
 
 
 def run(
-    con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, salt: int, n_parts: int = 1, *, use_stats: bool = True
+    con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, salt: int, n_parts: int = 1, *,
+    use_stats: bool = True, roster_generation: int | None = None,
 ) -> ExactAnswer:
     """``_run`` in one read transaction: the table facts and the rows come from one snapshot."""
     try:
@@ -254,7 +255,7 @@ def run(
     except duckdb.TransactionException:  # already inside the caller's transaction
         began = False
     try:
-        out = _run(con, plan, charged, salt, n_parts, use_stats)
+        out = _run(con, plan, charged, salt, n_parts, use_stats, roster_generation)
     except BaseException:
         if began:
             con.execute("ROLLBACK")
@@ -264,14 +265,22 @@ def run(
     return out
 
 
-def _charged_is_roster(con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str) -> bool:
-    (same,) = con.execute(
-        f"SELECT (SELECT count(*) FROM {plan.table.roster_table_sql}) = (SELECT count(DISTINCT unit) FROM {charged})"
+def _charged_is_roster(con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, generation: int | None) -> bool:
+    """Every unit on the roster is in ``charged``. A uniform debit charges the roster up to a
+    generation (``Debit.generation``): then it suffices that no unit was added after it."""
+    roster = plan.table.roster_table_sql
+    if generation is not None:
+        (later,) = con.execute(f"SELECT count(*) FROM {roster} WHERE added > {int(generation)}").fetchone()
+        return later == 0
+    (missing,) = con.execute(
+        f"SELECT count(*) FROM {roster} r WHERE NOT EXISTS (SELECT 1 FROM {charged} c WHERE c.unit = r.unit)"
     ).fetchone()
-    return bool(same)
+    return missing == 0
 
 
-def _run(con, plan: CountPlan, charged: str, salt: int, n_parts: int, use_stats: bool) -> ExactAnswer:
+def _run(
+    con, plan: CountPlan, charged: str, salt: int, n_parts: int, use_stats: bool, generation: int | None
+) -> ExactAnswer:
     """Compute the exact bounded statistics of ``plan`` over the subjects in ``charged``.
 
     ``charged`` is a relation with columns ``unit`` and ``part``; statistics are computed per
@@ -293,7 +302,7 @@ def _run(con, plan: CountPlan, charged: str, salt: int, n_parts: int, use_stats:
     within = stats is not None and stats.most_rows <= limit
     everyone = (
         stats is not None and n_parts == 1 and stats.off_roster_units == 0 and stats.null_unit_rows == 0
-        and _charged_is_roster(con, plan, charged)
+        and _charged_is_roster(con, plan, charged, generation)
     )  # fmt: skip
     q = _build(plan, charged, n_parts, salt, restrict=not everyone)
     params = dict(q.params)
