@@ -127,3 +127,16 @@ def test_a_uniform_debit_covers_the_roster_only_up_to_its_generation(world):
         full = exact_mod.run(gw._con, plan, older, harness.SALT, use_stats=False)
     assert [int(v) for v in next(iter(ex.components.values())).ravel()] == [600]
     assert {k: list(v.ravel()) for k, v in ex.components.items()} == {k: list(v.ravel()) for k, v in full.components.items()}
+
+
+def test_a_lookup_that_gains_a_duplicate_after_planning_is_still_bounded(world):
+    """The key was unique when planned; a duplicate added before the run doubles some rows, and the
+    bound still holds (the fast path is not taken with joins)."""
+    path = world(4)
+    unit_stats.clear()
+    with harness.gateways(path) as (gw,):
+        _, plan = harness.plan_statement(gw, DP.format(opts="") + "COUNT(*) FROM t JOIN stores s USING (store)")
+        gw._con.execute("INSERT INTO stores VALUES (1, 'dup')")
+        ex = exact_mod.run(gw._con, plan, harness.roster_charged(plan), harness.SALT)
+    (count,) = [int(v) for v in next(iter(ex.components.values())).ravel()]
+    assert count <= 4 * 300

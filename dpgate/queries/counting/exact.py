@@ -293,13 +293,16 @@ def _run(
     """
     # [stats] Table facts that hold for every query until the table or roster changes: if no
     # subject has more rows in the whole table than the bound, no subject has more in this query's
-    # rows (WHERE only removes rows; joins are lookups, which never add any), so nobody needs
-    # sampling; and if every unit of the table is on the roster and the whole roster is charged,
+    # rows (WHERE only removes rows), so nobody needs sampling; and if every unit of the table is
+    # on the roster and the whole roster is charged,
     # restricting the rows to the charged subjects would keep them all. Joins of protected tables
     # and the per-subject subquery (which cut rows first) always take the full path.
     stats = unit_stats.current(con, plan.table) if use_stats and not plan.joined and not plan.prebound else None
     limit = min(plan.max_rows, plan.max_groups) if plan.bound_groups else plan.max_rows
-    within = stats is not None and stats.most_rows <= limit
+    # Only without joins: a lookup's key was checked unique when the query was planned, in another
+    # snapshot; were it to gain a duplicate since, a join could add rows, and the full pass below
+    # (which counts the query's own rows) would still bound them.
+    within = stats is not None and stats.most_rows <= limit and not plan.source.args.get("joins")
     everyone = (
         stats is not None and n_parts == 1 and stats.off_roster_units == 0 and stats.null_unit_rows == 0
         and _charged_is_roster(con, plan, charged, generation)
