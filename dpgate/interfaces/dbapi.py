@@ -21,6 +21,7 @@ from typing import Any
 
 from dpgate import errors
 from dpgate.gateway import Gateway
+from dpgate.interfaces import frames
 from dpgate.release import ReleaseInfo, Result
 
 
@@ -179,6 +180,35 @@ class Cursor:
     def __iter__(self) -> Iterator[tuple]:
         while (row := self.fetchone()) is not None:
             yield row
+
+    # -- DataFrames and Arrow (names as in DuckDB's Python API); each takes the remaining rows --
+    def _rest(self) -> tuple[Result, list[tuple]]:
+        rows = self.fetchall()
+        return self._result, rows
+
+    def fetch_arrow_table(self, *, intervals: bool = False):
+        """The remaining rows as a pyarrow Table (``intervals=True``: ``<col>_ci_low/_ci_high`` too)."""
+        return frames.arrow(*self._rest(), intervals=intervals)
+
+    arrow = to_arrow_table = fetch_arrow_table  # DuckDB 1.x and 2.x names
+
+    def fetchdf(self, *, intervals: bool = False):
+        """The remaining rows as a pandas DataFrame (``pip install 'dpgate[pandas]'``)."""
+        return frames.pandas(*self._rest(), intervals=intervals)
+
+    df = fetchdf
+
+    def pl(self, *, intervals: bool = False):
+        """The remaining rows as a polars DataFrame (``pip install 'dpgate[polars]'``)."""
+        return frames.polars(*self._rest(), intervals=intervals)
+
+    def fetchnumpy(self, *, intervals: bool = False) -> dict:
+        """The remaining rows as a dict of numpy arrays, one per column."""
+        return frames.numpy(*self._rest(), intervals=intervals)
+
+    def _repr_html_(self) -> str:
+        """A notebook shows the answer with its intervals and its cost / population / notes."""
+        return frames.to_html(self._result, self.messages)
 
     def setinputsizes(self, sizes: Any) -> None:
         pass

@@ -1,0 +1,129 @@
+"""Results as Arrow tables, pandas / polars DataFrames and numpy arrays, and as HTML for notebooks.
+
+The values are the released ones (noisy answers, public query results); nothing here reads the
+database. The columns keep the types DuckDB gave the answer (DECIMAL, DATE, HUGEINT ...): the
+rows go back through an in-memory DuckDB, which casts each column to its declared type and hands
+out Arrow, as DuckDB's own Python API does. With ``intervals=True`` each column that carries an
+error bar is followed by ``<column>_ci_low`` and ``<column>_ci_high``.
+
+pyarrow, pandas and polars are optional: ``pip install 'dpgate[arrow]'``, ``'dpgate[pandas]'``,
+``'dpgate[polars]'``. Without them these methods raise ``NotSupportedError`` (DP105) naming the extra.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import duckdb
+
+from dpgate import errors
+from dpgate.release import Result
+
+_EXTRA = {"pyarrow": "arrow", "pandas": "pandas", "polars": "polars"}
+
+
+def need(module: str):
+    """Import an optional library, or say which extra installs it."""
+    try:
+        return __import__(module)
+    except ImportError as e:
+        extra = _EXTRA.get(module, module)
+        raise errors.NotSupportedError(
+            f"This needs {module}, which is not installed", code="DP105",
+            hint=f"pip install 'dpgate[{extra}]'",
+        ) from e  # fmt: skip
+
+
+def _columns(result: Result, rows: list[tuple], intervals: bool) -> tuple[list[str], list[str], list[list]]:
+    names, types = list(result.columns), list(result.types)
+    values = [[r[i] for r in rows] for i in range(len(names))]
+    if not intervals or result.release is None:
+        return names, types, values
+    offset = len(result.rows) - len(rows)
+    bars = result.release.intervals[offset:]
+    out_names, out_types, out_values = [], [], []
+    for name, typ, col in zip(names, types, values):
+        out_names.append(name)
+        out_types.append(typ)
+        out_values.append(col)
+        if name in result.release.columns:  # a released (noisy) column: it carries an error bar
+            for k, tag in ((0, "ci_low"), (1, "ci_high")):
+                out_names.append(f"{name}_{tag}")
+                out_types.append(typ)
+                out_values.append([iv.get(name, (None, None))[k] for iv in bars])
+    return out_names, out_types, out_values
+
+
+def _relation(result: Result, rows: list[tuple], intervals: bool):
+    names, types, values = _columns(result, rows, intervals)
+    con = duckdb.connect()
+    if not names:
+        return con.sql("SELECT 1 AS no_columns WHERE false")
+    params = {f"c{i}": col for i, col in enumerate(values)}
+    select = ", ".join(
+        f"unnest(CAST($c{i} AS {typ}[])) AS {_quote(name)}" for i, (name, typ) in enumerate(zip(names, types))
+    )
+    # A relation (not a cursor): DuckDB hands it to Arrow, pandas and polars without an extra copy.
+    return con.sql(f"SELECT {select}", params=params)
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def arrow(result: Result, rows: list[tuple], *, intervals: bool = False):
+    need("pyarrow")
+    rel = _relation(result, rows, intervals)
+    return rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
+
+
+def pandas(result: Result, rows: list[tuple], *, intervals: bool = False):
+    need("pandas")
+    return _relation(result, rows, intervals).df()
+
+
+def polars(result: Result, rows: list[tuple], *, intervals: bool = False):
+    need("polars")
+    need("pyarrow")
+    return _relation(result, rows, intervals).pl()
+
+
+def numpy(result: Result, rows: list[tuple], *, intervals: bool = False) -> dict[str, Any]:
+    return _relation(result, rows, intervals).fetchnumpy()
+
+
+def to_html(result: Result | None, messages: list[str], max_rows: int = 60) -> str:
+    """A table with each noisy value's interval under it, and the cost, population and notes."""
+    if result is None:
+        return "<p><em>dpgate cursor: no result yet</em></p>"
+    esc = html.escape
+    parts = ['<div class="dpgate-result">']
+    if result.columns:
+        bars = result.release.intervals if result.release is not None else []
+        parts.append("<table><thead><tr>" + "".join(f"<th>{esc(str(c))}</th>" for c in result.columns) + "</tr></thead><tbody>")
+        for i, row in enumerate(result.rows[:max_rows]):
+            cells = []
+            for name, value in zip(result.columns, row):
+                shown = esc(_fmt(value))
+                iv = bars[i].get(name) if i < len(bars) else None
+                if iv is not None and iv[0] is not None:
+                    shown += f'<br><small style="color:#777">[{esc(_fmt(iv[0]))}, {esc(_fmt(iv[1]))}]</small>'
+                cells.append(f"<td>{shown}</td>")
+            parts.append("<tr>" + "".join(cells) + "</tr>")
+        parts.append("</tbody></table>")
+        if len(result.rows) > max_rows:
+            parts.append(f"<p><small>{len(result.rows) - max_rows:,} more rows</small></p>")
+    footer = [m for m in messages]
+    if footer:
+        parts.append("<p><small>" + "<br>".join(esc(m) for m in footer) + "</small></p>")
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "NULL"
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return str(v)
