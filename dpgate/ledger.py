@@ -353,7 +353,7 @@ class Ledger:
 
 
 def _eligible_sql() -> str:
-    """Threshold rule (seed 002): the subject has the query's ε and δ left. Params: ε, subject δ, δ."""
+    """Threshold rule (Jorgensen et al., ICDE 2015): the subject has the query's ε and δ left. Params: ε, subject δ, δ."""
     return "epsilon_budget - epsilon_spent >= ? AND ? - delta_spent >= ?"
 
 

@@ -1,7 +1,7 @@
 """Personalized budgets on Adult: the relative error of COUNT queries under the five rules.
 
-The experiment of seed 002 (Li et al. 2017, section 5) on Adult: every person gets a budget
-drawn from Uniform(0.01, 1) or from Normal(μ=0.1, σ=1) truncated to [0.01, 1] (the digest's
+The experiment of Li et al. (PAKDD 2017, section 5) on Adult: every person gets a budget
+drawn from Uniform(0.01, 1) or from Normal(μ=0.1, σ=1) truncated to [0.01, 1] (our
 reading of the paper's garbled specification), quantised down to 0.001. Random range-count
 queries over four attributes are answered under each rule at several query ε; between queries
 the subjects' spending is reset, so each query sees the fresh budgets (the paper's single-shot

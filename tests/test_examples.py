@@ -47,3 +47,18 @@ def test_beyond_counts_runs_every_new_shape():
                   "per-subject values"):  # fmt: skip
         assert f"-- {title}" in out, title
     assert out.count("month=") == 12 and "median=" in out and "sd=" in out
+
+
+def test_the_licence_file_matches_the_package_metadata():
+    root = EXAMPLES.parent
+    assert "Apache License" in (root / "LICENSE").read_text() and "Version 2.0" in (root / "LICENSE").read_text()
+    assert 'license = { text = "Apache-2.0" }' in (root / "pyproject.toml").read_text()
+
+
+def test_readme_and_docstrings_send_nobody_outside_the_repository():
+    root = EXAMPLES.parent
+    texts = [root / "README.md", *root.joinpath("dpgate").rglob("*.py"), *EXAMPLES.glob("*.py")]
+    for path in texts:
+        text = path.read_text()
+        for bad in ("DESIGN.md", "shared/research", "seed 00", "seed-00"):
+            assert bad not in text, f"{path.name} cites {bad}"

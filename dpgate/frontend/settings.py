@@ -22,7 +22,7 @@ MIN_EPSILON = 1e-6
 #: Top-k mechanisms (``mechanisms/topk.py``); the default measured best on the shipped baskets.
 TOPK_METHODS = ("oneshot", "tps_pfm", "tps_em", "em", "laplace")
 
-#: Rules dpgate knows for using subjects with personalized budgets (seed 002, ``mechanisms/pdp.py``).
+#: Rules dpgate knows for using subjects with personalized budgets (``mechanisms/pdp.py``).
 PERSONALIZATION_RULES = ("minimum", "threshold", "sample", "partition", "t_round")
 
 

@@ -6,7 +6,7 @@ integer arrays; :func:`simple_edges` maps them to the simple graph (``u < v``, s
 and duplicates dropped), and every function here canonicalises its input the same way, so
 counts are counts of subgraphs of that simple graph. Neighbouring graphs differ in one edge.
 
-Counting conventions (thesis section 5.3, digest section 7):
+Counting conventions (thesis section 5.3):
 
 =============  ====================================  ==============================
 query          ``f(g)``                              global sensitivity ``GS``

@@ -3,8 +3,8 @@
 **Reference:** Jun Zhang, "Algorithms for Synthetic Data Release under Differential
 Privacy", PhD thesis, Nanyang Technological University, 2016, chapter 5 and appendix B
 (published as Zhang, Cormode, Procopiuc, Srivastava, Xiao, "Private Release of Graph
-Statistics using Ladder Functions", SIGMOD 2015, DOI 10.1145/2723372.2737785). Digest:
-``shared/research/seed-001-privtree-ladder.md`` sections 6-10. Baselines: Dwork et al.
+Statistics using Ladder Functions", SIGMOD 2015, DOI 10.1145/2723372.2737785). Baselines:
+Dwork et al.
 2006 (Laplace on GS); Nissim, Raskhodnikova, Smith, STOC 2007 and Karwa et al., VLDB 2011
 (smooth sensitivity with Cauchy noise).
 

@@ -1,8 +1,8 @@
 """Personalized differential privacy: which subjects a query uses, at what ε, and what each pays.
 
 **Reference:** Li, Xiong, Ji, Jiang, "Partitioning-Based Mechanisms Under Personalized
-Differential Privacy", PAKDD 2017 (seed 002; the digest ``seed-002-pdp.md`` corrects the
-printed algorithms); Jorgensen, Yu, Cormode, "Conservative or Liberal? Personalized
+Differential Privacy", PAKDD 2017 (its printed algorithms are
+corrected here where they are wrong); Jorgensen, Yu, Cormode, "Conservative or Liberal? Personalized
 Differential Privacy", ICDE 2015 (minimum, threshold and sample mechanisms).
 
 **Guarantee:** ϕ-PDP: for every subject u and neighbouring databases differing in all the rows
@@ -14,7 +14,7 @@ subject, charges compose sequentially across queries and never exceed the lifeti
 and otherwise what u has left rounded *down* to the grid ``GRID`` (0.001) [allowance]; a zero
 allowance excludes u. Allowances depend only on the roster (public), never on the rows.
 
-**Rules** (every one plugs into the same ledger transaction; the charge table is the digest's 5.3):
+**Rules** (every one plugs into the same ledger transaction; the charge table below):
 
 - ``minimum``: everyone at the smallest allowance e; everyone pays e.
 - ``threshold``: subjects whose allowance is ε_q are used at ε_q and pay ε_q; the others pay 0.
@@ -323,7 +323,7 @@ def draw_sample(probabilities: np.ndarray, *, rng: np.random.Generator) -> np.nd
     return out
 
 
-# -- partitioning (digest 2.5 and 2.6, corrected) --------------------------------------------------
+# -- partitioning (the paper's, corrected) --------------------------------------------------
 def waste(eps: Sequence[float], counts: Sequence[int], cuts: Sequence[int]) -> float:
     """Total waste Σ_i Σ_{j∈D_i} (ε_j - min ε in D_i) of contiguous partitions ending at ``cuts``."""
     total, start = 0.0, 0
@@ -364,7 +364,7 @@ def utility_based(
     """Most utility: max Σ_i U(n_i, ε_i) with U = (n ε)², the precision of a partition's noisy fraction.
 
     (With the linear U = nε — ``utility="linear"`` — the objective equals total budget minus
-    waste, so utility-based reduces to privacy-aware partitioning, digest 2.6; the square gives
+    waste, so utility-based reduces to privacy-aware partitioning; the square gives
     a real trade-off between partition size and budget.)
     """
     value, cuts = _segment_dp(-_utility_matrix(eps, counts, min_size, utility), k)[k]
@@ -387,7 +387,7 @@ def _utility_matrix(eps: Sequence[float], counts: Sequence[int], min_size: int, 
 def _segment_dp(cost: np.ndarray, k: int) -> dict[int, tuple[float, list[int]]]:
     """For every c ≤ k: min over cuts 0 = c_0 < ... < c_c = L of Σ cost[c_{t-1}, c_t] (segment i..j-1).
 
-    The digest's corrected DP (2.5): base case F[0][0] = 0, no empty segment, memoised, and
+    The corrected dynamic program: base case F[0][0] = 0, no empty segment, memoised, and
     the argmins are kept so every boundary (not only the last) is recovered.
     """
     L = cost.shape[0]
@@ -457,7 +457,7 @@ def choose_partition(
 
     For each k the split itself comes from the chosen objective (least waste, or most Σ (n ε)²),
     computed by dynamic programming over the allowance levels with the minimum size enforced
-    inside the program (digest pitfall 10).
+    inside the program.
     """
     L = len(eps)
     total = sum(counts)

@@ -8,7 +8,7 @@ public domain sizes, ε and a generator.
 **Reference:** Jun Zhang, "Algorithms for Synthetic Data Release under Differential
 Privacy", PhD thesis, Nanyang Technological University, 2016, chapter 3 (PrivBayes; also
 Zhang, Cormode, Procopiuc, Srivastava, Xiao, SIGMOD 2014, DOI 10.1145/2588555.2588573, and
-ACM TODS 42(4), 2017, DOI 10.1145/3134428). Digest: ``shared/research/seed-001-privbayes.md``.
+ACM TODS 42(4), 2017, DOI 10.1145/3134428).
 
 **Guarantee:** ε-DP for neighbouring tables that differ by adding or removing one tuple (the
 gateway hands over at most one row per subject, so this is dpgate's "all rows of one
@@ -22,11 +22,11 @@ steps [em], and ``ε_conditionals = (1 - β)(ε - ε_rows)`` shared evenly by th
 marginals [noise] (``m = d`` for Algorithm 3.3, ``d - k`` for Algorithm 3.1). The thesis fixes
 ``β = 1/2``; the default here is 0.3 (the TODS version's parameterisation). When no attribute
 can have a parent (``k = 0``, or no pair passes θ-usefulness) the network order is irrelevant
-and the whole ``ε - ε_rows`` goes to the marginals (digest §5.4 pitfall 9). ``model.charges``
+and the whole ``ε - ε_rows`` goes to the marginals (a pitfall of the thesis's text). ``model.charges``
 lists every step with its ε; they add up to ``ε``.
 
 **Sensitivity:** the thesis proves all its constants for *substitution* neighbours with a
-public ``n`` (digest §1.2): Pr[X, Π] moves by 2/n, S(I) by Lemma 3.1, S(F) = 1/n, S(R) ≤ 3/n
+public ``n``: Pr[X, Π] moves by 2/n, S(I) by Lemma 3.1, S(F) = 1/n, S(R) ≤ 3/n
 + 2/n². dpgate's neighbours add or remove a tuple, and ``n`` is private, so every statistic
 here is in *count units* (``n`` times the thesis's probability-unit quantity), where the
 add/remove sensitivity needs no ``n``:
@@ -92,17 +92,17 @@ snapped score can move when the double moves by ``Δ`` (for R: ``2^30 + 2^9`` un
 ``2^-29``); the choice is then exact at ``ε_network / (d - 1)`` minus ``noise.EPSILON_MARGIN``
 (``dpgate.mechanisms.exponential``).
 
-**Readings of the thesis** (where the digest flags a problem or the text is open):
+**Readings of the thesis** (where the text has a problem or is open):
 
-- Neighbours and units: add/remove in count units, as above (digest §5.4 item 1, "count
-  units"), with ``n·R`` at sensitivity 2 (derived here; the digest's triangle bound was 3).
+- Neighbours and units: add/remove in count units, as above ("count
+  units"), with ``n·R`` at sensitivity 2 (derived here; a triangle-inequality bound gives 3).
 - θ-usefulness is Definition 3.3 applied to the noise actually added: Lemma 3.3 becomes
   ``n̂ ε₂ / ((d-k) 2^(k+1)) ≥ θ`` and Algorithm 3.4's cell budget ``n̂ ε₂ / (d θ)``; with the
   thesis's units (``ε₂ = ε/2``, sensitivity 2) these are its formulas exactly (tested).
 - General domains follow Algorithms 3.4 + 3.3 (``m = d``); a fixed ``degree``, or all-binary
   attributes, follow Algorithms 3.2 + 3.1 (``m = d - k``). MaximalParentSets is Algorithm 3.5;
   ``(X, ∅)`` joins Ω only when no parent set is θ-useful, as in Lines 8-9.
-- F is the corrected formula ``-min[(½ - a/n)₊ + (½ - b/n)₊]`` (digest §6 item 5), 0 when
+- F is the corrected formula ``-min[(½ - a/n)₊ + (½ - b/n)₊]``, 0 when
   Π = ∅, and is refused unless every (encoded) attribute is binary (Theorem 3.3).
 - Non-negativity: the thesis clips and normalises; Norm-Sub is used instead (clipping turns
   the noise of empty cells into mass; on Adult at ε = 1 it lowers the 2-way TVD from about
@@ -262,7 +262,7 @@ def r_score(joint: np.ndarray) -> float:
 def f_score(joint: np.ndarray) -> float:
     """``F(X, Π)`` (Equation 3.4) for binary X: ``joint`` holds integer counts, shape (2, 2^k).
 
-    Computed by the dominated-state dynamic program of §3.3.4 (corrected brackets, digest
+    Computed by the dominated-state dynamic program of §3.3.4 (corrected brackets;
     §6 item 5), on a capped array; ``F = 0`` when Π is empty.
 
     >>> f_score(np.array([[6, 0, 0, 0], [1, 1, 1, 1]]))  # Table 3.3
@@ -625,7 +625,7 @@ def _score_sparse(xcol: np.ndarray, pcode: np.ndarray | None, pcells: int, score
     """``n·R`` or ``n·I`` from the non-empty cells only, for tables much larger than ``n``.
 
     Every cell's product term ``a[x] b[π] / n`` adds up to ``n``, so the empty cells of R
-    contribute ``n - Σ_non-empty a b / n`` (digest §2.6, sparse identity).
+    contribute ``n - Σ_non-empty a b / n`` (a sparse identity).
     """
     n = xcol.shape[0]
     if n == 0:
@@ -686,7 +686,7 @@ def _conditional(joint: np.ndarray) -> np.ndarray:
     """``P*[X | Π]`` as rows ``π`` from a clipped noisy joint ``[x, π]`` [post].
 
     A parent value with no noisy mass falls back to the noisy marginal of X, and that to the
-    uniform distribution (the thesis leaves this open; digest §2.9).
+    uniform distribution (the thesis leaves this open).
     """
     j = np.asarray(joint, dtype=np.float64)
     fallback = j.sum(axis=1)

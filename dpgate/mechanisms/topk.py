@@ -32,7 +32,7 @@ long baskets and small ``k`` the EM baselines win.
 
 **Reference:** N. Wang, Z. Wang, Y. Gu, J. Xu, Z. Wei, G. Yu, "Differentially Private Top-k
 Frequent Columns Publication for High-Dimensional Data", IEEE Access 7 (2019),
-DOI 10.1109/ACCESS.2019.2957762 (TPS, PFM; digest ``seed-003-topk.md``). Truncation:
+DOI 10.1109/ACCESS.2019.2957762 (TPS, PFM). Truncation:
 R. Day, N. Li, "Differentially private publishing of high-dimensional data using sensitivity
 control" (DPSense), ASIACCS 2015. Baselines: R. Bhaskar et al., KDD 2010 (k-fold EM);
 D. Durfee, R. Rogers, "Practical differentially private top-k selection with
@@ -114,7 +114,7 @@ Every noise draw and every exponential-mechanism draw runs at its ε minus
 ``noise.EPSILON_MARGIN`` (the exponential mechanism exactly, in rational arithmetic). That margin
 also absorbs the float rounding of the shares and of PFM's bookkeeping (a few ulps of ε).
 
-**Readings of the paper** (digest ``seed-003-topk.md`` section 6):
+**Readings of the paper** (where its text is ambiguous):
 
 - The budget names follow Algorithm 1: ``ε_1`` truncation, ``ε_2`` frequencies, ``ε_3`` phase 2,
   split 0.1 / 0.6 / 0.3.

@@ -12,7 +12,7 @@ What an analyst may write over a protected graph ``g(src, dst)`` (``Owner.protec
 - the k-star degree sum ``WITH d AS (SELECT x, COUNT(*) AS deg FROM (SELECT src AS x FROM g
   UNION ALL SELECT dst FROM g) GROUP BY x) SELECT SUM(deg * (deg - 1) / 2) FROM d``, where the
   summand must equal C(deg, k) (checked on public values), answered as ``KSTAR_COUNT``
-  (seed-001 digest, section 9.1).
+  (thesis chapter 5).
 
 Semantics (stated in EXPLAIN and the README): counts are of the simple undirected graph on
 the public node universe — duplicates and reversed edges merged, self-loops and edges with an

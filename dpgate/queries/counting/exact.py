@@ -8,7 +8,7 @@ the source (``plan.source``)
     public domain never use up a subject's contribution. Every row-level expression is
     wrapped in ``TRY()``: no runtime error can depend on a row.
 
-contribution bounding (DESIGN.md 1.7)
+contribution bounding (README, 'The privacy model')
     Only subjects the ledger charged are used. A subject keeps at most ``max_rows`` rows
     and, when the plan needs it, at most ``max_groups`` groups: a uniformly random choice,
     ranked by a keyed hash whose 62-bit key comes from the OS for each query (a data order

@@ -4,7 +4,7 @@ PrivBayes (``mechanisms/privbayes.py``) works on integer codes with public domai
 module builds those codes from a protected table and turns sampled codes back into a typed
 DuckDB table, so ``CREATE SYNTHETIC TABLE ... USING privbayes`` needs nothing else.
 
-Every code space comes from public facts only (DESIGN.md §1.2): a declared domain, the column
+Every code space comes from public facts only: a declared domain, the column
 type, a NOT NULL constraint, declared bounds and the requested number of bins. Nothing is read
 from the rows to build it; a column with no public code space is refused (DP213).
 
