@@ -7,6 +7,7 @@ with exit status 1; nothing is charged for a refused statement.
 
 from __future__ import annotations
 
+
 import argparse
 import os
 import shutil
@@ -14,7 +15,7 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from dpgate import errors
+from dpgate import __version__, errors
 
 
 def _print_error(e: errors.Error) -> int:
@@ -158,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="dpgate",
         description="Differentially private SQL over DuckDB, with per-analyst quotas and per-subject budgets.",
     )
+    p.add_argument("--version", action="version", version=f"dpgate {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     q = sub.add_parser("query", help=cmd_query.__doc__, description=cmd_query.__doc__)

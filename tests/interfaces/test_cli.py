@@ -87,3 +87,13 @@ def test_help_lists_commands(capsys):
     out = capsys.readouterr().out
     for command in ("query", "explain", "demo", "init", "policy", "ledger"):
         assert command in out
+
+
+def test_version():
+    import subprocess
+    import sys
+
+    import dpgate
+
+    out = subprocess.run([sys.executable, "-m", "dpgate.interfaces.cli", "--version"], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == f"dpgate {dpgate.__version__}"
