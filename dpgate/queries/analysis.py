@@ -402,14 +402,7 @@ class Analysis:
         ):
             arg = node.this
             self._check_row_expr(arg, text)
-            lo, hi = bounds.derive(arg, self._column_bounds, self._temporal_bounds)
-            if not bounds.is_bounded((lo, hi)):
-                cols = sorted({c.name for c in arg.find_all(exp.Column)})
-                raise errors.PolicyError(
-                    f"{text} needs bounds on its input, and {', '.join(cols) or 'its input'} has none declared",
-                    code="DP213",
-                    hint="ask the owner to declare bounds, or clamp it yourself: LEAST(GREATEST(expr, lo), hi)",
-                )
+            lo, hi = self._input_bounds(arg, text, "LEAST(GREATEST(expr, lo), hi)")
             clamped = exp.Least(this=exp.Greatest(this=_try(arg.copy()), expressions=[_num(lo)]),
                                 expressions=[_num(hi)])  # fmt: skip
             agg = type(node)(this=clamped)
@@ -898,6 +891,18 @@ class Analysis:
             return (float(min(values)), float(max(values)))  # a numeric declared domain bounds the column
         return None
 
+    def _input_bounds(self, node: exp.Expr, label: str, clamp_example: str) -> bounds.Interval:
+        """The derived bounds of an aggregate's input, or DP213 naming the columns without any."""
+        lo, hi = bounds.derive(node, self._column_bounds, self._temporal_bounds)
+        if not bounds.is_bounded((lo, hi)):
+            cols = sorted({c.name for c in node.find_all(exp.Column)})
+            raise errors.PolicyError(
+                f"{label} needs bounds on its input, and {', '.join(cols) or 'its input'} has none declared",
+                code="DP213",
+                hint=f"ask the owner to declare bounds, or clamp it yourself: {clamp_example}",
+            )
+        return lo, hi
+
     def _temporal_bounds(self, node: exp.Expr) -> bounds.Temporal | None:
         """Declared bounds of a DATE / TIMESTAMP column, or a DATE / TIMESTAMP constant, as numbers."""
         while isinstance(node, exp.Paren):
@@ -938,15 +943,8 @@ class Analysis:
                 "AVG(d - DATE '2020-01-01'), or AVG(date_diff('hour', start_ts, end_ts)) for TIMESTAMPs; "
                 "GROUP BY year(d) or date_trunc('month', d) for counts",
             )
-        lo, hi = bounds.derive(inp, self._column_bounds, self._temporal_bounds)
-        if not bounds.is_bounded((lo, hi)):
-            cols = sorted({c.name for c in inp.find_all(exp.Column)})
-            raise errors.PolicyError(
-                f"{label} needs bounds on its input, and {', '.join(cols) or 'its input'} has none declared",
-                code="DP213",
-                hint="ask the owner to declare bounds, or clamp it yourself: "
-                f"{'SUM' if kind == SUM else 'AVG'}(LEAST(GREATEST(expr, lo), hi))",
-            )
+        fn = label.split("(", 1)[0] if "(" in label else "SUM"
+        lo, hi = self._input_bounds(inp, label, f"{fn}(LEAST(GREATEST(expr, lo), hi))")
         if lo == hi:
             hi = lo + 1.0
         integer = (vtype or "").upper() in INTEGER_TYPES and float(lo).is_integer() and float(hi).is_integer()
