@@ -59,19 +59,41 @@ def acquire(path: str | os.PathLike, *, create: bool = False) -> Instance:
                     code="DP101",
                     hint="check the path, or run `dpgate demo --db PATH` to build the demo database",
                 )
+            if os.path.isdir(key):
+                raise errors.InterfaceError(
+                    f"{os.fspath(path)!r} is a directory, not a database file", code="DP103",
+                    hint="give the path of a DuckDB file (e.g. data/company.duckdb)",
+                )  # fmt: skip
             try:
                 root = duckdb.connect(key, config=dict(LOCKED_CONFIG))
             except duckdb.Error as e:
-                raise errors.OperationalError(
-                    f"Cannot open {os.fspath(path)!r}: {e}",
-                    code="DP102",
-                    hint="close other DuckDB connections to this file (in this process they "
-                    "must use dpgate, in other processes they hold the file lock)",
+                text = str(e)
+                if "lock" in text.lower():
+                    raise errors.OperationalError(
+                        f"Cannot open {os.fspath(path)!r}: another process holds its lock", code="DP102",
+                        hint="close other DuckDB connections to this file (in this process they "
+                        "must use dpgate, in other processes they hold the file lock)",
+                    ) from e  # fmt: skip
+                raise errors.InterfaceError(
+                    f"{os.fspath(path)!r} is not a DuckDB database file", code="DP104",
+                    hint="give the path of a DuckDB file; to bring a CSV or Parquet file in, use "
+                    "`dpgate load DB TABLE FILE`",
                 ) from e
             inst = Instance(key, root)
             _instances[key] = inst
         inst.users += 1
         return inst
+
+
+def forget(path: str | os.PathLike) -> None:
+    """Close the instance of ``path`` if one is open in this process (before deleting the file)."""
+    with _registry_lock:
+        inst = _instances.pop(os.path.realpath(os.fspath(path)), None)
+    if inst is not None:
+        try:
+            inst.root.close()
+        except duckdb.Error:
+            pass
 
 
 def release(inst: Instance) -> None:

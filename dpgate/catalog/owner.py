@@ -50,11 +50,20 @@ def roster_name(subjects: str) -> str:
 class Owner:
     """Administrative access to one database file (owner only; analysts use ``dpgate.connect``)."""
 
-    def __init__(self, path: str | os.PathLike, *, create: bool = True):
-        self._instance = database.acquire(path, create=create)
+    def __init__(self, path: str | os.PathLike, *, create: bool = True, read_only: bool = False):
+        """``read_only``: for commands that only read (ledger, budget, quality): a file without
+        dpgate's schema is refused (DP321) rather than given one."""
+        self._instance = database.acquire(path, create=create and not read_only)
         self._con = self._instance.root.cursor()
         self.path = os.fspath(path)
-        self.init()
+        if read_only and not catalog.schema_exists(self._con):
+            self.close()
+            raise errors.PolicyError(
+                f"{self.path} has no dpgate schema: it is a plain DuckDB file", code="DP321",
+                hint="declare protected tables first (`dpgate protect`, `dpgate policy apply`)",
+            )  # fmt: skip
+        if not read_only:
+            self.init()
 
     # -- lifecycle ---------------------------------------------------------------------
     def close(self) -> None:
@@ -632,6 +641,71 @@ class Owner:
                 [name, epsilon, delta, epsilon_per_query, delta_per_query],
             )
 
+    def load(self, table: str, path: str | os.PathLike, *, replace: bool = False, format: str | None = None) -> int:
+        """Bring a CSV, Parquet or JSON file in as table ``table`` (DuckDB's readers); its rows.
+
+        The table is public until ``protect`` declares it. ``format`` overrides the file's
+        extension (``csv``, ``parquet``, ``json``).
+        """
+        path = os.fspath(path)
+        if not os.path.isfile(path):
+            raise errors.ProgrammingError(f"No file at {path!r}", code="DP611", hint="check the path")
+        fmt = format or _FORMATS.get(os.path.splitext(path)[1].lower())
+        if fmt not in _READERS:
+            raise errors.ProgrammingError(
+                f"Cannot tell the format of {path!r}", code="DP612",
+                hint="use a .csv, .parquet or .json file, or say --format csv|parquet|json",
+            )  # fmt: skip
+        name = table.lower()
+        if not name.isidentifier() or name.startswith("__"):
+            raise errors.ProgrammingError(f"{table!r} is not a table name", code="DP612", hint="e.g. visits")
+        if _exists(self.con, name):
+            if not replace:
+                raise errors.ProgrammingError(
+                    f"Table {name} exists already", code="DP613", hint="pass --replace (replace=True) to load it anew"
+                )
+            if catalog.load(self.con).protected(name) is not None:
+                raise errors.PolicyError(
+                    f"{name} is protected: loading over it would change the data behind its roster", code="DP613",
+                    hint="unprotect it first, or load into a new table",
+                )  # fmt: skip
+        verb = "CREATE OR REPLACE TABLE" if replace else "CREATE TABLE"
+        # The database's own connection may not touch files (LOCKED_CONFIG): a separate in-memory
+        # DuckDB reads the file, and its columns come over typed.
+        reader = duckdb.connect()
+        try:
+            rel = reader.sql(f"SELECT * FROM {_READERS[fmt]}(?)", params=[path])
+            types = [str(t) for t in rel.types]
+            names = list(rel.columns)
+            columns = list(zip(*rel.fetchall())) or [[] for _ in names]
+        except duckdb.Error as e:
+            raise errors.ProgrammingError(
+                f"DuckDB cannot read {path!r} as {fmt}: {str(e).splitlines()[0]}", code="DP612",
+                hint="check the file, or say --format",
+            ) from e
+        finally:
+            reader.close()
+        select = ", ".join(f"unnest(CAST($c{i} AS {t}[])) AS {quote(n)}" for i, (n, t) in enumerate(zip(names, types)))
+        with self._transaction() as con:
+            con.execute(f"{verb} main.{quote(name)} AS SELECT {select}", {f"c{i}": list(c) for i, c in enumerate(columns)})
+        return int(self.con.execute(f"SELECT count(*) FROM main.{quote(name)}").fetchone()[0])
+
+    def budgets(self) -> tuple[list[tuple], list[tuple]]:
+        """The analysts' quotas and spending, and per protected table its subjects' remaining ε."""
+        analysts = self.con.execute(
+            f"SELECT name, epsilon_quota, epsilon_spent, epsilon_quota - epsilon_spent, delta_quota, delta_spent, "
+            f"epsilon_per_query, delta_per_query FROM {catalog.SCHEMA}.analysts ORDER BY name"
+        ).fetchall()
+        tables = []
+        for t in catalog.load(self.con).tables.values():
+            left = "epsilon_budget - epsilon_spent"
+            row = self.con.execute(
+                f"SELECT count(*), min({left}), median({left}), max({left}), count(*) FILTER (WHERE {left} <= 0) "
+                f"FROM {t.roster_sql}"
+            ).fetchone()
+            tables.append((t.name, t.kind, t.unit, *row))
+        return analysts, tables
+
     # -- reading -------------------------------------------------------------------------
     def quality(self, release: str) -> dict:
         """Compare a release with its source table: average TVD of all 1-, 2- and 3-way marginals.
@@ -768,6 +842,17 @@ def _epoch(con, sql_type: str, value: Any, where: str) -> float:
             hint="write bounds = [\"2020-01-01\", \"2024-12-31\"]" if is_date
             else "write bounds = [\"2020-01-01 00:00:00\", \"2024-12-31 23:59:59\"]",
         ) from e
+
+
+_FORMATS = {".csv": "csv", ".tsv": "csv", ".txt": "csv", ".parquet": "parquet", ".pq": "parquet",
+            ".json": "json", ".jsonl": "json", ".ndjson": "json"}  # fmt: skip
+_READERS = {"csv": "read_csv_auto", "parquet": "read_parquet", "json": "read_json_auto"}
+
+
+def _exists(con, name: str) -> bool:
+    return bool(con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'main' AND table_name = ?", [name]
+    ).fetchone()[0])  # fmt: skip
 
 
 def _check_positive_int(label: str, value: Any) -> None:

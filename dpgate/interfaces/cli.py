@@ -1,7 +1,10 @@
 """The ``dpgate`` command: a thin layer over the library.
 
 Analyst commands: ``shell``, ``query``, ``explain``, ``demo``. Owner commands: ``init``,
-``policy apply``, ``ledger``, ``quality``. dpgate errors print as ``error DPxxx: message`` plus a hint,
+``load``, ``protect``, ``analyst add|set|list``, ``budget``, ``policy apply``, ``ledger``,
+``quality``. Commands that only read never add dpgate's schema to a file; a command that created
+the database file and then failed removes it. argparse (the standard library) is enough for
+these commands and adds no dependency. dpgate errors print as ``error DPxxx: message`` plus a hint,
 with exit status 1; nothing is charged for a refused statement.
 """
 
@@ -111,23 +114,153 @@ def cmd_policy_apply(args: argparse.Namespace) -> int:
     """Apply a TOML policy file: protected tables, domains, bounds, budgets, analysts (owner)."""
     from dpgate.catalog.owner import Owner
 
+    if not os.path.isfile(args.policy):
+        raise errors.ProgrammingError(f"No policy file at {args.policy!r}", code="DP324",
+                                      hint="give the path of a TOML policy file (see examples/policy.toml)")  # fmt: skip
     with Owner(args.database) as owner:
         for line in owner.apply_policy(args.policy):
             print(line)
     return 0
 
 
+def _owner_table(names: list[str], rows: list[tuple], mode: str) -> None:
+    """An owner listing: a table fitted to the terminal, or csv / json with every value whole."""
+    import csv
+    import json
+
+    from decimal import Decimal
+
+    from dpgate.interfaces.render import format_table, format_value
+
+    def plain(v):  # exact decimals as plain digits (1E-5 -> 0.00001, 0E-18 -> 0)
+        return format(v.normalize(), "f") if isinstance(v, Decimal) else v
+
+    rows = [tuple(plain(v) for v in r) for r in rows]
+    if mode == "csv":
+        w = csv.writer(sys.stdout, lineterminator="\n")
+        w.writerow(names)
+        w.writerows([["" if v is None else str(v) for v in r] for r in rows])
+    elif mode == "json":
+        print(json.dumps([{n: (None if v is None else v if isinstance(v, (int, bool)) else str(v))
+                           for n, v in zip(names, r)} for r in rows], ensure_ascii=False, indent=1))  # fmt: skip
+    else:
+        print(format_table(names, [[format_value(v) for v in r] for r in rows], max_width=_width()))
+
+
 def cmd_ledger(args: argparse.Namespace) -> int:
     """Print the ledger: every debit, who made it, what it cost, whether it was released (owner)."""
     from dpgate.catalog.owner import Owner
-    from dpgate.interfaces.render import format_table, format_value
 
-    with Owner(args.database, create=False) as owner:
+    with Owner(args.database, create=False, read_only=True) as owner:
         rows = owner.ledger(args.analyst)
     names = ["entry", "at", "analyst", "class", "mechanism", "table", "epsilon", "delta",
              "charged", "excluded", "private", "released", "statement"]  # fmt: skip
-    text_rows = [[format_value(v) for v in r] for r in rows]
-    print(format_table(names, text_rows, max_width=_width()))
+    _owner_table(names, rows, args.mode)
+    return 0
+
+
+def cmd_budget(args: argparse.Namespace) -> int:
+    """The analysts' quotas and spending, and each protected table's subjects' remaining ε (owner)."""
+    from dpgate.catalog.owner import Owner
+
+    with Owner(args.database, create=False, read_only=True) as owner:
+        analysts, tables = owner.budgets()
+    _owner_table(["analyst", "epsilon quota", "epsilon spent", "epsilon left", "delta quota", "delta spent",
+                  "epsilon per query", "delta per query"], analysts, args.mode)  # fmt: skip
+    if args.mode == "table":
+        print()
+    _owner_table(["table", "kind", "unit", "subjects", "min epsilon left", "median epsilon left",
+                  "max epsilon left", "subjects with none left"], tables, args.mode)  # fmt: skip
+    return 0
+
+
+def cmd_load(args: argparse.Namespace) -> int:
+    """Bring a CSV, Parquet or JSON file in as a table (owner); `dpgate protect` declares it."""
+    from dpgate.catalog.owner import Owner
+
+    with Owner(args.database) as owner:
+        n = owner.load(args.table, args.file, replace=args.replace, format=args.format)
+    print(f"{args.table}: {n:,} rows loaded from {args.file}")
+    return 0
+
+
+def _pairs(items: list[str] | None, what: str) -> dict[str, list[str]]:
+    out = {}
+    for item in items or []:
+        col, sep, rest = item.partition("=")
+        if not sep or not col or not rest:
+            raise errors.ProgrammingError(f"--{what} {item!r}: write column=value,value", code="DP322")
+        out[col.strip().lower()] = [v.strip() for v in rest.split(",")]
+    return out
+
+
+def cmd_protect(args: argparse.Namespace) -> int:
+    """Declare a table protected: its privacy unit, contribution bounds, budgets, bounds and domains (owner)."""
+    from dpgate.catalog.owner import Owner
+
+    bounds = {}
+    for col, vals in _pairs(args.bounds, "bounds").items():
+        if len(vals) != 2:
+            raise errors.ProgrammingError(f"--bounds {col}: give two values, lower,upper", code="DP322")
+        bounds[col] = tuple(_number_or_text(v) for v in vals)
+    domains = {col: [_number_or_text(v) for v in vals] for col, vals in _pairs(args.domain, "domain").items()}
+    with Owner(args.database) as owner:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", errors.RosterWarning)
+            owner.protect(args.table, unit=args.unit, max_rows=args.max_rows, max_groups=args.max_groups,
+                          epsilon=args.epsilon, subjects=args.subjects, public_roster=args.public_roster,
+                          bounds=bounds or None, domains=domains or None)  # fmt: skip
+        (subjects,) = owner.con.execute(
+            "SELECT count(*) FROM (SELECT DISTINCT " + _q(args.unit) + " FROM main." + _q(args.table.lower()) + ")"
+        ).fetchone()
+    print(f"{args.table} is protected: unit {args.unit}, at most {args.max_rows} row(s) per subject, "
+          f"{subjects:,} subjects on its roster")  # fmt: skip
+    if not args.public_roster:
+        print("note: the number of subjects becomes public (SHOW BUDGET shows it); pass --public-roster if it is public already")
+    return 0
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _number_or_text(v: str):
+    try:
+        f = float(v)
+    except ValueError:
+        return v
+    return int(f) if f.is_integer() and "." not in v and "e" not in v.lower() else f
+
+
+def cmd_analyst(args: argparse.Namespace) -> int:
+    """Add an analyst, change their quotas, or list them (owner)."""
+    from dpgate.catalog.owner import Owner
+
+    if args.analyst_command == "list":
+        with Owner(args.database, create=False, read_only=True) as owner:
+            analysts, _ = owner.budgets()
+        _owner_table(["analyst", "epsilon quota", "epsilon spent", "epsilon left", "delta quota", "delta spent",
+                      "epsilon per query", "delta per query"], analysts, args.mode)  # fmt: skip
+        return 0
+    with Owner(args.database, create=args.analyst_command == "add") as owner:
+        known = owner.con.execute("SELECT count(*) FROM dpgate.analysts WHERE name = ?", [args.name]).fetchone()[0]
+        if args.analyst_command == "add" and known:
+            raise errors.PolicyError(f"Analyst {args.name!r} exists already", code="DP323",
+                                     hint=f"dpgate analyst set {args.database} {args.name} --epsilon ...")  # fmt: skip
+        if args.analyst_command == "set":
+            if not known:
+                raise errors.PolicyError(f"Unknown analyst {args.name!r}", code="DP302",
+                                         hint=f"dpgate analyst add {args.database} {args.name} --epsilon ...")  # fmt: skip
+            row = owner.con.execute("SELECT epsilon_quota, delta_quota, epsilon_per_query, delta_per_query "
+                                    "FROM dpgate.analysts WHERE name = ?", [args.name]).fetchone()  # fmt: skip
+            cur = dict(zip(("epsilon", "delta", "epsilon_per_query", "delta_per_query"), map(float, row)))
+        else:
+            cur = {"epsilon": None, "delta": 1e-5, "epsilon_per_query": None, "delta_per_query": None}
+        new = {k: getattr(args, k) if getattr(args, k) is not None else v for k, v in cur.items()}
+        if new["epsilon"] is None:
+            raise errors.ProgrammingError("An analyst needs a lifetime quota", code="DP322", hint="pass --epsilon E")
+        owner.add_analyst(args.name, **new)
+    print(f"analyst {args.name}: ε quota {new['epsilon']:g}, δ quota {new['delta']:g}")
     return 0
 
 
@@ -135,7 +268,7 @@ def cmd_quality(args: argparse.Namespace) -> int:
     """Compare a release with its source: average TVD of its 1-, 2- and 3-way marginals (owner; reads raw data)."""
     from dpgate.catalog.owner import Owner
 
-    with Owner(args.database, create=False) as owner:
+    with Owner(args.database, create=False, read_only=True) as owner:
         report = owner.quality(args.release)
     print(f"release {args.release}: {report['rows_release']:,} rows; source {report['source']}: "
           f"{report['rows_source']:,} rows; {report['columns']} columns")  # fmt: skip
@@ -210,15 +343,71 @@ def build_parser() -> argparse.ArgumentParser:
     lg = sub.add_parser("ledger", help=cmd_ledger.__doc__, description=cmd_ledger.__doc__)
     lg.add_argument("database")
     lg.add_argument("--analyst")
+    lg.add_argument("--mode", choices=["table", "csv", "json"], default="table",
+                    help="csv and json keep every id, ε and statement whole")
     lg.set_defaults(func=cmd_ledger)
+
+    bu = sub.add_parser("budget", help=cmd_budget.__doc__, description=cmd_budget.__doc__)
+    bu.add_argument("database")
+    bu.add_argument("--mode", choices=["table", "csv", "json"], default="table")
+    bu.set_defaults(func=cmd_budget)
+
+    lo = sub.add_parser("load", help=cmd_load.__doc__, description=cmd_load.__doc__)
+    lo.add_argument("database")
+    lo.add_argument("table")
+    lo.add_argument("file")
+    lo.add_argument("--replace", action="store_true", help="replace a table of that name")
+    lo.add_argument("--format", choices=["csv", "parquet", "json"], help="default: from the file's extension")
+    lo.set_defaults(func=cmd_load)
+
+    pr = sub.add_parser("protect", help=cmd_protect.__doc__, description=cmd_protect.__doc__)
+    pr.add_argument("database")
+    pr.add_argument("table")
+    pr.add_argument("--unit", required=True, help="the privacy unit column (one person)")
+    pr.add_argument("--max-rows", type=int, default=1, help="rows a subject contributes to a query (default 1)")
+    pr.add_argument("--max-groups", type=int, help="GROUP BY cells a subject may count in")
+    pr.add_argument("--epsilon", type=float, help="every subject's lifetime ε")
+    pr.add_argument("--subjects", help="the subject space shared with other tables of the same people")
+    pr.add_argument("--public-roster", action="store_true", help="the number of subjects is public already")
+    pr.add_argument("--bounds", action="append", metavar="COL=LO,HI", help="repeatable; numbers or dates")
+    pr.add_argument("--domain", action="append", metavar="COL=V1,V2,...", help="repeatable")
+    pr.set_defaults(func=cmd_protect)
+
+    an = sub.add_parser("analyst", help="owner: add, change or list analysts")
+    ansub = an.add_subparsers(dest="analyst_command", required=True)
+    for verb in ("add", "set"):
+        a = ansub.add_parser(verb, help=f"{verb} an analyst's quotas")
+        a.add_argument("database")
+        a.add_argument("name")
+        a.add_argument("--epsilon", type=float, help="lifetime ε quota")
+        a.add_argument("--delta", type=float, help="lifetime δ quota (default 1e-5)")
+        a.add_argument("--epsilon-per-query", type=float)
+        a.add_argument("--delta-per-query", type=float)
+        a.set_defaults(func=cmd_analyst)
+    al = ansub.add_parser("list", help="the analysts and their quotas")
+    al.add_argument("database")
+    al.add_argument("--mode", choices=["table", "csv", "json"], default="table")
+    al.set_defaults(func=cmd_analyst)
     return p
+
+
+_CREATING = {"load", "protect", "analyst", "init", "policy"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    db = getattr(args, "database", None)
+    fresh = args.command in _CREATING and db is not None and not os.path.exists(db)
     try:
         return args.func(args)
     except errors.Error as e:
+        if fresh:  # this command created the file and failed: leave nothing behind
+            from dpgate import database
+
+            database.forget(db)
+            for f in (db, db + ".wal"):
+                if os.path.exists(f):
+                    os.remove(f)
         return _print_error(e)
     except KeyboardInterrupt:
         return 130

@@ -1,0 +1,107 @@
+"""The owner's day on the command line: load, protect, analysts, budget, ledger; precise file errors."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
+
+
+def dpgate(*args, cwd=None, stdin=None):
+    return subprocess.run([sys.executable, "-m", "dpgate.interfaces.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, input=stdin, timeout=120)  # fmt: skip
+
+
+def test_the_readme_your_own_data_section_runs_verbatim(tmp_path):
+    block = re.search(r"## Your own data\n\n.*?```sh\n(.*?)```", README, re.S).group(1)
+    outputs = []
+    for line in block.strip().splitlines():
+        proc = subprocess.run(line.replace("dpgate ", f"{sys.executable} -m dpgate.interfaces.cli ", 1)
+                              if line.startswith("dpgate ") else line,
+                              shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert proc.returncode == 0, (line, proc.stderr)
+        outputs.append(proc.stdout)
+    assert "4 rows loaded" in outputs[1]
+    assert "12 rows" in outputs[4] and "population: all 3 subjects" in outputs[4]
+    assert "alice" in outputs[5] and "visits" in outputs[5]
+    ledger = outputs[6].splitlines()
+    assert ledger[0].startswith("entry,at,analyst") and "GROUP BY 1" in ledger[1] and ",1,0," in ledger[1]
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize("command", [["ledger"], ["budget"], ["analyst", "list"], ["quality", "x"]])
+def test_read_only_commands_leave_a_plain_duckdb_file_byte_identical(tmp_path, command):
+    db = tmp_path / "plain.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE t AS SELECT 1 AS x")
+    before = _sha(db)
+    args = [*command[:1], *(["list"] if command[:2] == ["analyst", "list"] else []), str(db), *command[1:]]
+    if command[:2] == ["analyst", "list"]:
+        args = ["analyst", "list", str(db)]
+    proc = dpgate(*args)
+    assert proc.returncode == 1 and "DP321" in proc.stderr, proc.stderr
+    assert _sha(db) == before
+    assert not (tmp_path / "plain.duckdb.wal").exists()
+
+
+@pytest.mark.parametrize(
+    "setup, code",
+    [("missing", "DP101"), ("directory", "DP103"), ("text", "DP104")],
+)
+def test_files_that_are_not_databases_get_precise_errors(tmp_path, setup, code):
+    path = tmp_path / "db"
+    if setup == "directory":
+        path.mkdir()
+    elif setup == "text":
+        path.write_text("hello, not a database\n" * 100)
+    proc = dpgate("ledger", str(path))
+    assert proc.returncode == 1 and f"error {code}" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_failed_command_leaves_no_file_behind(tmp_path):
+    proc = dpgate("load", str(tmp_path / "new.duckdb"), "t", str(tmp_path / "missing.csv"))
+    assert proc.returncode == 1 and "DP611" in proc.stderr
+    assert not (tmp_path / "new.duckdb").exists() and not (tmp_path / "new.duckdb.wal").exists()
+    proc = dpgate("policy", "apply", str(tmp_path / "new.duckdb"), str(tmp_path / "nope.toml"))
+    assert proc.returncode == 1 and "DP324" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "new.duckdb").exists()
+
+
+def test_analysts_are_added_changed_and_listed(tmp_path):
+    db = str(tmp_path / "a.duckdb")
+    assert dpgate("analyst", "add", db, "bob", "--epsilon", "2").returncode == 0
+    again = dpgate("analyst", "add", db, "bob", "--epsilon", "3")
+    assert again.returncode == 1 and "DP323" in again.stderr
+    unknown = dpgate("analyst", "set", db, "eve", "--epsilon", "3")
+    assert unknown.returncode == 1 and "DP302" in unknown.stderr
+    assert dpgate("analyst", "set", db, "bob", "--delta", "1e-6").returncode == 0
+    listed = json.loads(dpgate("analyst", "list", db, "--mode", "json").stdout)
+    assert listed[0]["analyst"] == "bob" and listed[0]["epsilon quota"] == "2" and listed[0]["delta quota"] == "0.000001"
+
+
+def test_load_refuses_to_overwrite_unless_asked(tmp_path):
+    csv = tmp_path / "x.csv"
+    csv.write_text("a,b\n1,x\n2,y\n")
+    db = str(tmp_path / "l.duckdb")
+    assert dpgate("load", db, "t", str(csv)).returncode == 0
+    again = dpgate("load", db, "t", str(csv))
+    assert again.returncode == 1 and "DP613" in again.stderr
+    assert dpgate("load", db, "t", str(csv), "--replace").returncode == 0
+    odd = tmp_path / "x.data"
+    odd.write_text("a\n1\n")
+    unknown = dpgate("load", db, "u", str(odd))
+    assert unknown.returncode == 1 and "DP612" in unknown.stderr
+    assert dpgate("load", db, "u", str(odd), "--format", "csv").returncode == 0
