@@ -16,6 +16,7 @@ node is treated as "not understood" by the classifier, never passed through.
 from __future__ import annotations
 
 import logging
+import re
 
 from sqlglot import ErrorLevel, exp
 from sqlglot.dialects.duckdb import DuckDB
@@ -174,20 +175,74 @@ def parse(sql: str) -> list[exp.Expr]:
         statements = DIALECT.parse(sql, error_level=ErrorLevel.IMMEDIATE)
     except SqlglotParseError as e:
         first = e.errors[0] if e.errors else {}
+        line, col, token = first.get("line"), first.get("col"), first.get("highlight") or ""
         raise errors.ParseError(
-            f"Syntax error: {first.get('description') or e}",
+            f"Syntax error: {_plain(first.get('description') or str(e), token)}" + _caret(sql, line, col, token),
             code="DP201",
-            hint="check the SQL near the position shown; dpgate speaks DuckDB SQL plus "
+            hint="fix the SQL at the caret; dpgate speaks DuckDB SQL plus "
             "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (...), SHOW BUDGET, EXPLAIN PRIVACY",
-            line=first.get("line"),
-            col=first.get("col"),
-            highlight=first.get("highlight"),
-        ) from e
+            line=line,
+            col=col,
+            highlight=token,
+        ) from None
     except TokenError as e:
-        raise errors.ParseError(f"Syntax error: {e}", code="DP201") from e
+        line, col = _open_quote(sql)
+        what = "a quoted string or name is not closed" if line else "the text cannot be read as SQL"
+        raise errors.ParseError(
+            f"Syntax error: {what}" + (_caret(sql, line, col, sql.splitlines()[line - 1][col - 1]) if line else ""),
+            code="DP201",
+            hint="close the quote ('text' for strings, \"name\" for names)",
+            line=line,
+            col=col,
+        ) from None
     finally:
         sqlglot_logger.setLevel(level)
     return [s for s in statements if s is not None and not isinstance(s, exp.Semicolon)]
+
+
+def _plain(description: str, token: str) -> str:
+    """sqlglot's message in plain words (never a Python class name)."""
+    m = re.match(r"Required keyword: '(\w+)' missing for <class '[\w.]*?(\w+)'>", description)
+    if m:
+        node = m.group(2)
+        if node in ("And", "Or"):
+            return f"{node.upper()} needs an expression on both sides"
+        return f"an incomplete {re.sub(r'(?<!^)(?=[A-Z])', ' ', node).lower()}"
+    description = re.sub(r"<class '[\w.]*?(\w+)'>", r"\1", description)
+    m = re.match(r"Expecting (\S+)$", description)
+    if m:
+        return f"a {m.group(1)!r} is missing"
+    if description.startswith("Invalid expression / Unexpected token"):
+        return f"unexpected {token!r}" if token else "unexpected token"
+    return description
+
+
+def _caret(sql: str, line: int | None, col: int | None, token: str) -> str:
+    """The statement's line with a caret under the token that ends at ``col`` (1-based)."""
+    lines = sql.splitlines()
+    if not line or not col or line > len(lines):
+        return ""
+    text = lines[line - 1]
+    end = min(col, len(text))
+    start = max(1, end - len(token) + 1) if token else end
+    lo = max(0, start - 60)  # a window around long lines
+    shown = ("…" if lo else "") + text[lo : end + 40] + ("…" if end + 40 < len(text) else "")
+    pad = (1 if lo else 0) + start - 1 - lo
+    return f" (line {line}, column {start})\n  {shown}\n  {' ' * pad}{'^' * max(1, end - start + 1)}"
+
+
+def _open_quote(sql: str) -> tuple[int | None, int | None]:
+    """Line and column (1-based) of a quote that is never closed, if any."""
+    quote = None
+    for i, ch in enumerate(sql):
+        if quote is None and ch in "'\"":
+            quote, at = ch, i
+        elif quote is not None and ch == quote:
+            quote = None
+    if quote is None:
+        return None, None
+    line = sql.count("\n", 0, at) + 1
+    return line, at - (sql.rfind("\n", 0, at) + 1) + 1
 
 
 def parse_one(sql: str) -> exp.Expr:
