@@ -28,7 +28,11 @@ def _print_error(e: errors.Error) -> int:
     return 1
 
 
-def _width() -> int:
+def _width(wide: bool = False) -> int | None:
+    """The terminal's width for tables, or None (no fitting) with --wide or when the output is
+    not a terminal (a pipe or file gets whole values) unless COLUMNS says how wide to be."""
+    if wide or not (sys.stdout.isatty() or os.environ.get("COLUMNS")):
+        return None
     return shutil.get_terminal_size((160, 24)).columns
 
 
@@ -66,7 +70,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", errors.PopulationWarning)  # the population line says it
             cur.execute(args.sql)
-        print_result(cur.result, mode=args.mode, intervals=not args.no_intervals)
+        print_result(cur.result, mode=args.mode, intervals=not args.no_intervals, max_width=_width(args.wide))
     return 0
 
 
@@ -80,7 +84,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     with connect(args.database, analyst=args.analyst) as con:
         cur = con.cursor()
         cur.execute(sql)
-        print_result(cur.result, mode=args.mode)
+        print_result(cur.result, mode=args.mode, max_width=_width(args.wide))
     return 0
 
 
@@ -123,7 +127,7 @@ def cmd_policy_apply(args: argparse.Namespace) -> int:
     return 0
 
 
-def _owner_table(names: list[str], rows: list[tuple], mode: str) -> None:
+def _owner_table(names: list[str], rows: list[tuple], mode: str, wide: bool = False) -> None:
     """An owner listing: a table fitted to the terminal, or csv / json with every value whole."""
     import csv
     import json
@@ -144,7 +148,7 @@ def _owner_table(names: list[str], rows: list[tuple], mode: str) -> None:
         print(json.dumps([{n: (None if v is None else v if isinstance(v, (int, bool)) else str(v))
                            for n, v in zip(names, r)} for r in rows], ensure_ascii=False, indent=1))  # fmt: skip
     else:
-        print(format_table(names, [[format_value(v) for v in r] for r in rows], max_width=_width()))
+        print(format_table(names, [[format_value(v) for v in r] for r in rows], max_width=_width(wide)))
 
 
 def cmd_ledger(args: argparse.Namespace) -> int:
@@ -155,7 +159,7 @@ def cmd_ledger(args: argparse.Namespace) -> int:
         rows = owner.ledger(args.analyst)
     names = ["entry", "at", "analyst", "class", "mechanism", "table", "epsilon", "delta",
              "charged", "excluded", "private", "released", "statement"]  # fmt: skip
-    _owner_table(names, rows, args.mode)
+    _owner_table(names, rows, args.mode, args.wide)
     return 0
 
 
@@ -301,6 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--analyst", required=True)
     q.add_argument("--no-intervals", action="store_true", help="print values without their intervals")
     q.add_argument("--mode", choices=["table", "csv", "json"], default="table")
+    q.add_argument("--wide", action="store_true", help="never narrow a table to the terminal's width")
     q.set_defaults(func=cmd_query)
 
     e = sub.add_parser("explain", help=cmd_explain.__doc__, description=cmd_explain.__doc__)
@@ -308,6 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("sql")
     e.add_argument("--analyst", required=True)
     e.add_argument("--mode", choices=["table", "csv", "json"], default="table")
+    e.add_argument("--wide", action="store_true", help="never narrow a table to the terminal's width")
     e.set_defaults(func=cmd_explain)
 
     d = sub.add_parser("demo", help=cmd_demo.__doc__, description=cmd_demo.__doc__)
@@ -345,6 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
     lg.add_argument("--analyst")
     lg.add_argument("--mode", choices=["table", "csv", "json"], default="table",
                     help="csv and json keep every id, ε and statement whole")
+    lg.add_argument("--wide", action="store_true", help="never narrow the table to the terminal's width")
     lg.set_defaults(func=cmd_ledger)
 
     bu = sub.add_parser("budget", help=cmd_budget.__doc__, description=cmd_budget.__doc__)

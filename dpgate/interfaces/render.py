@@ -63,7 +63,7 @@ def format_table(names: list[str], rows: list[list[str]], numeric: list[bool] | 
         for j, c in enumerate(r):
             widths[j] = max(widths[j], len(c))
     if max_width is not None:
-        widths = _fit(widths, max_width)
+        widths = _fit(widths, max_width, numeric)
     sep = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
 
     def line(values: list[str], right: list[bool]) -> str:
@@ -79,11 +79,16 @@ def format_table(names: list[str], rows: list[list[str]], numeric: list[bool] | 
     return "\n".join(out)
 
 
-def _fit(widths: list[int], max_width: int) -> list[int]:
+def _fit(widths: list[int], max_width: int, numeric: list[bool] | None = None) -> list[int]:
+    """Narrow the widest text columns (never a number, never below 8) until the table fits."""
+    numeric = numeric or [False] * len(widths)
     total = sum(w + 3 for w in widths) + 1
     widths = list(widths)
-    while total > max_width and max(widths) > 8:
-        j = widths.index(max(widths))
+    while total > max_width:
+        text = [j for j, w in enumerate(widths) if not numeric[j] and w > 8]
+        if not text:
+            break
+        j = max(text, key=lambda k: widths[k])
         widths[j] -= 1
         total -= 1
     return widths

@@ -1,0 +1,50 @@
+"""Output that fits: tables narrow their text columns to the terminal; --wide and pipes keep everything."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+
+from dpgate.interfaces.progress import ProgressBar
+from dpgate.interfaces.render import format_table
+
+EXPLAIN = "SELECT education, COUNT(*), AVG(age) FROM adult GROUP BY education"
+
+
+def _cli(*args, columns=None):
+    env = dict(os.environ)
+    env.pop("COLUMNS", None)
+    if columns:
+        env["COLUMNS"] = str(columns)
+    return subprocess.run([sys.executable, "-m", "dpgate.interfaces.cli", *args], capture_output=True, text=True,
+                          env=env, timeout=120)  # fmt: skip
+
+
+def test_a_table_fits_and_never_cuts_a_number():
+    rows = [["a" * 100, "123456789012", "b" * 50]]
+    text = format_table(["text", "n", "more"], rows, [False, True, False], max_width=60)
+    assert max(len(line) for line in text.splitlines()) <= 60
+    assert "123456789012" in text and "…" in text
+
+
+def test_the_cli_fits_the_terminal_width(demo_db):
+    proc = _cli("explain", str(demo_db), "--analyst", "demo", EXPLAIN, columns=80)
+    assert proc.returncode == 0
+    assert max(len(line) for line in proc.stdout.splitlines() if line.startswith(("|", "+"))) <= 80
+
+
+def test_wide_and_pipes_keep_every_character(demo_db):
+    for args in ((), ("--wide",)):
+        proc = _cli("explain", str(demo_db), "--analyst", "demo", EXPLAIN, *args, columns=80 if args else None)
+        assert "predicted root-mean-square error" in proc.stdout and "…" not in proc.stdout
+
+
+def test_progress_off_a_terminal_prints_a_start_and_an_end():
+    out = io.StringIO()
+    bar = ProgressBar(out)
+    for k in range(11):
+        bar(k / 10, f"step {k}")
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2 and "0%" in lines[0] and "100%" in lines[1]
