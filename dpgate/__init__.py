@@ -65,3 +65,10 @@ __all__ = [
     "paramstyle",
     "threadsafety",
 ]
+
+
+def load_ipython_extension(ipython) -> None:
+    """``%load_ext dpgate``: the ``%dpsql`` / ``%%dpsql`` magics (``dpgate.interfaces.notebook``)."""
+    from dpgate.interfaces.notebook import load_ipython_extension as load
+
+    load(ipython)
