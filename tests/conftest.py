@@ -16,6 +16,21 @@ from dpgate.catalog.owner import Owner
 #: Seed of every statistical test (fixed, so failures reproduce).
 TEST_SEED = 20261122
 
+#: A table of visits with DATE and TIMESTAMP columns (2,000 patients, 5 rows each) and its bounds,
+#: shared by the date tests and their neighbour checks.
+VISITS_SQL = """
+CREATE TABLE visits AS SELECT i % 2000 AS pid,
+  DATE '2020-01-01' + ((i * 37) % 1800)::INTEGER AS visit_date,
+  DATE '2020-01-01' + ((i * 37) % 1800 + i % 30)::INTEGER AS discharge,
+  TIMESTAMP '2020-01-01 00:00:00' + to_seconds(i * 7919 % 50000000) AS ts
+FROM range(10000) r(i);
+"""
+VISITS_BOUNDS = {
+    "visit_date": ("2020-01-01", "2024-12-31"),
+    "discharge": ("2020-01-01", "2025-03-31"),
+    "ts": ("2020-01-01 00:00:00", "2021-12-31 23:59:59"),
+}
+
 
 @pytest.fixture(scope="session")
 def demo_template(tmp_path_factory) -> Path:

@@ -3,21 +3,11 @@
 from __future__ import annotations
 
 import harness
+from conftest import VISITS_BOUNDS, VISITS_SQL
 
 DP = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) "
 
-SETUP = """
-CREATE TABLE visits AS SELECT i % 2000 AS pid,
-  DATE '2020-01-01' + ((i * 37) % 1800)::INTEGER AS visit_date,
-  DATE '2020-01-01' + ((i * 37) % 1800 + i % 30)::INTEGER AS discharge,
-  TIMESTAMP '2020-01-01 00:00:00' + to_seconds(i * 7919 % 50000000) AS ts
-FROM range(10000) r(i);
-"""
-BOUNDS = {
-    "visit_date": ("2020-01-01", "2024-12-31"),
-    "discharge": ("2020-01-01", "2025-03-31"),
-    "ts": ("2020-01-01 00:00:00", "2021-12-31 23:59:59"),
-}
+SETUP, BOUNDS = VISITS_SQL, VISITS_BOUNDS
 
 
 def test_date_queries_move_within_their_sensitivity(make_db, tmp_path):

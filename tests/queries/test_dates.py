@@ -8,23 +8,12 @@ import duckdb
 import pytest
 
 import dpgate
-from conftest import TEST_SEED, fetch
+from conftest import TEST_SEED, VISITS_BOUNDS, VISITS_SQL, fetch
 from dpgate.catalog.owner import Owner
 
 DP = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) "
 
-SETUP = """
-CREATE TABLE visits AS SELECT i % 2000 AS pid,
-  DATE '2020-01-01' + ((i * 37) % 1800)::INTEGER AS visit_date,
-  DATE '2020-01-01' + ((i * 37) % 1800 + i % 30)::INTEGER AS discharge,
-  TIMESTAMP '2020-01-01 00:00:00' + to_seconds(i * 7919 % 50000000) AS ts
-FROM range(10000) r(i);
-"""
-BOUNDS = {
-    "visit_date": ("2020-01-01", "2024-12-31"),
-    "discharge": ("2020-01-01", "2025-03-31"),
-    "ts": ("2020-01-01 00:00:00", "2021-12-31 23:59:59"),
-}
+SETUP, BOUNDS = VISITS_SQL, VISITS_BOUNDS
 
 
 @pytest.fixture
