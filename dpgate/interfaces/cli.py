@@ -170,11 +170,11 @@ def cmd_budget(args: argparse.Namespace) -> int:
     with Owner(args.database, create=False, read_only=True) as owner:
         analysts, tables = owner.budgets()
     _owner_table(["analyst", "epsilon quota", "epsilon spent", "epsilon left", "delta quota", "delta spent",
-                  "epsilon per query", "delta per query"], analysts, args.mode)  # fmt: skip
+                  "epsilon per query", "delta per query"], analysts, args.mode, args.wide)  # fmt: skip
     if args.mode == "table":
         print()
     _owner_table(["table", "kind", "unit", "subjects", "min epsilon left", "median epsilon left",
-                  "max epsilon left", "subjects with none left"], tables, args.mode)  # fmt: skip
+                  "max epsilon left", "subjects with none left"], tables, args.mode, args.wide)  # fmt: skip
     return 0
 
 
@@ -244,7 +244,7 @@ def cmd_analyst(args: argparse.Namespace) -> int:
         with Owner(args.database, create=False, read_only=True) as owner:
             analysts, _ = owner.budgets()
         _owner_table(["analyst", "epsilon quota", "epsilon spent", "epsilon left", "delta quota", "delta spent",
-                      "epsilon per query", "delta per query"], analysts, args.mode)  # fmt: skip
+                      "epsilon per query", "delta per query"], analysts, args.mode, args.wide)  # fmt: skip
         return 0
     with Owner(args.database, create=args.analyst_command == "add") as owner:
         known = owner.con.execute("SELECT count(*) FROM dpgate.analysts WHERE name = ?", [args.name]).fetchone()[0]
@@ -357,6 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
     bu = sub.add_parser("budget", help=cmd_budget.__doc__, description=cmd_budget.__doc__)
     bu.add_argument("database")
     bu.add_argument("--mode", choices=["table", "csv", "json"], default="table")
+    bu.add_argument("--wide", action="store_true", help="never narrow the tables to the terminal's width")
     bu.set_defaults(func=cmd_budget)
 
     lo = sub.add_parser("load", help=cmd_load.__doc__, description=cmd_load.__doc__)
@@ -394,6 +395,7 @@ def build_parser() -> argparse.ArgumentParser:
     al = ansub.add_parser("list", help="the analysts and their quotas")
     al.add_argument("database")
     al.add_argument("--mode", choices=["table", "csv", "json"], default="table")
+    al.add_argument("--wide", action="store_true", help="never narrow the table to the terminal's width")
     al.set_defaults(func=cmd_analyst)
     return p
 
