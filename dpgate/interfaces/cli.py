@@ -139,6 +139,8 @@ def _owner_table(names: list[str], rows: list[tuple], mode: str, wide: bool = Fa
     def plain(v):  # exact decimals as plain digits (1E-5 -> 0.00001, 0E-18 -> 0)
         return format(v.normalize(), "f") if isinstance(v, Decimal) else v
 
+    numeric = [all(isinstance(r[j], (int, float, Decimal)) and not isinstance(r[j], bool) for r in rows)
+               for j in range(len(names))] if rows else None  # fmt: skip
     rows = [tuple(plain(v) for v in r) for r in rows]
     if mode == "csv":
         w = csv.writer(sys.stdout, lineterminator="\n")
@@ -148,7 +150,7 @@ def _owner_table(names: list[str], rows: list[tuple], mode: str, wide: bool = Fa
         print(json.dumps([{n: (None if v is None else v if isinstance(v, (int, bool)) else str(v))
                            for n, v in zip(names, r)} for r in rows], ensure_ascii=False, indent=1))  # fmt: skip
     else:
-        print(format_table(names, [[format_value(v) for v in r] for r in rows], max_width=_width(wide)))
+        print(format_table(names, [[format_value(v) for v in r] for r in rows], numeric, max_width=_width(wide)))
 
 
 def cmd_ledger(args: argparse.Namespace) -> int:
