@@ -362,7 +362,10 @@ def _run(
             cols = [f"CAST(__k{j} AS VARCHAR)" if p is None else f"__k{j}" for j, p in enumerate(q.positions)]
             cols += [f"__a{i}" for i in range(len(q.selects) - len(q.keys))]
             aggregated = f"SELECT {', '.join(cols)} FROM ({aggregated})"
-        rows = con.execute(aggregated, params).fetchall()
+        if any(a.kind == QUANTILE for a in plan.aggs):
+            rows = _numpy_rows(con.execute(aggregated, params).fetchnumpy())  # lists of values arrive as arrays
+        else:
+            rows = con.execute(aggregated, params).fetchall()
     finally:
         if made_special:
             con.execute(f"DROP TABLE IF EXISTS {special}")
@@ -384,6 +387,18 @@ def _run(
         comps[lab] = col
     subjects = np.array([int(r[-1]) for r in rows], dtype=np.int64)
     return ExactAnswer(key_rows, comps, subjects, int(heavy), unused)
+
+
+def _numpy_rows(columns: dict[str, Any]) -> list[tuple]:
+    """Rows from ``fetchnumpy`` (a quantile's per-cell values stay numpy arrays; NULL is None)."""
+    out = []
+    for arr in columns.values():
+        if isinstance(arr, np.ma.MaskedArray):
+            mask = np.ma.getmaskarray(arr)
+            out.append([None if m else v for v, m in zip(arr.data.tolist() if arr.dtype != object else arr.data, mask)])
+        else:
+            out.append(list(arr) if arr.dtype == object else arr.tolist())
+    return list(zip(*out)) if out else []
 
 
 def _int(v: Any) -> int:
