@@ -113,9 +113,14 @@ class CountingQuery:
                 f"per subject: {table.name}'s rows are cut to {table.max_rows} per subject (at random, before WHERE), then each "
                 f"subject is one row{': ' + values if values else ''}",
             )
+        kinds = {agg.kind == QUANTILE for agg in aggs}
+        mechanism = {frozenset({True}): "exponential", frozenset({False}): "laplace"}.get(
+            frozenset(kinds), "laplace + exponential"
+        )
         return CountPlan(
             table=table,
             notes=notes,
+            mechanism=mechanism,
             settings=s,
             statement_sql=x.original_sql,
             source=p.base,
