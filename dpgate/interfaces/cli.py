@@ -293,6 +293,12 @@ def cmd_shell(args: argparse.Namespace) -> int:
     return run_shell(args)
 
 
+def _output_options(parser: argparse.ArgumentParser, mode_help: str | None = None) -> None:
+    """--mode and --wide, the same on every command that prints a table."""
+    parser.add_argument("--mode", choices=["table", "csv", "json"], default="table", help=mode_help)
+    parser.add_argument("--wide", action="store_true", help="never narrow a table to the terminal's width")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="dpgate",
@@ -306,16 +312,14 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("sql")
     q.add_argument("--analyst", required=True)
     q.add_argument("--no-intervals", action="store_true", help="print values without their intervals")
-    q.add_argument("--mode", choices=["table", "csv", "json"], default="table")
-    q.add_argument("--wide", action="store_true", help="never narrow a table to the terminal's width")
+    _output_options(q)
     q.set_defaults(func=cmd_query)
 
     e = sub.add_parser("explain", help=cmd_explain.__doc__, description=cmd_explain.__doc__)
     e.add_argument("database")
     e.add_argument("sql")
     e.add_argument("--analyst", required=True)
-    e.add_argument("--mode", choices=["table", "csv", "json"], default="table")
-    e.add_argument("--wide", action="store_true", help="never narrow a table to the terminal's width")
+    _output_options(e)
     e.set_defaults(func=cmd_explain)
 
     d = sub.add_parser("demo", help=cmd_demo.__doc__, description=cmd_demo.__doc__)
@@ -351,15 +355,12 @@ def build_parser() -> argparse.ArgumentParser:
     lg = sub.add_parser("ledger", help=cmd_ledger.__doc__, description=cmd_ledger.__doc__)
     lg.add_argument("database")
     lg.add_argument("--analyst")
-    lg.add_argument("--mode", choices=["table", "csv", "json"], default="table",
-                    help="csv and json keep every id, ε and statement whole")
-    lg.add_argument("--wide", action="store_true", help="never narrow the table to the terminal's width")
+    _output_options(lg, "csv and json keep every id, ε and statement whole")
     lg.set_defaults(func=cmd_ledger)
 
     bu = sub.add_parser("budget", help=cmd_budget.__doc__, description=cmd_budget.__doc__)
     bu.add_argument("database")
-    bu.add_argument("--mode", choices=["table", "csv", "json"], default="table")
-    bu.add_argument("--wide", action="store_true", help="never narrow the tables to the terminal's width")
+    _output_options(bu)
     bu.set_defaults(func=cmd_budget)
 
     lo = sub.add_parser("load", help=cmd_load.__doc__, description=cmd_load.__doc__)
@@ -396,8 +397,7 @@ def build_parser() -> argparse.ArgumentParser:
         a.set_defaults(func=cmd_analyst)
     al = ansub.add_parser("list", help="the analysts and their quotas")
     al.add_argument("database")
-    al.add_argument("--mode", choices=["table", "csv", "json"], default="table")
-    al.add_argument("--wide", action="store_true", help="never narrow the table to the terminal's width")
+    _output_options(al)
     al.set_defaults(func=cmd_analyst)
     return p
 
