@@ -11,6 +11,7 @@ whatever happens (fail closed).
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import math
 import os
 from collections.abc import Callable
@@ -240,13 +241,34 @@ class Gateway:
 
     # -- statements that are not DP queries -------------------------------------------------
     def _public(self, statement: exp.Expr, params: Any) -> Result:
+        sql = to_duckdb(statement)
         try:
-            cur = self._con.execute(to_duckdb(statement), params if params else None)
-            rows = cur.fetchall()
+            cur = self._con.execute(sql, params if params else None)
             desc = cur.description or []
+            zoned = [i for i, d in enumerate(desc) if str(d[1]) == "TIMESTAMP WITH TIME ZONE"]
+            if zoned:
+                rows = self._zoned_rows(sql, params, len(desc), zoned)
+            else:
+                rows = cur.fetchall()
         except duckdb.Error as e:
             raise _map_duckdb_error(e) from e
         return Result([d[0] for d in desc], [str(d[1]) for d in desc], rows, None)
+
+    def _zoned_rows(self, sql: str, params: Any, width: int, zoned: list[int]) -> list[tuple]:
+        """Rows whose TIMESTAMPTZ values are aware datetimes in UTC.
+
+        DuckDB's own conversion of TIMESTAMPTZ needs the pytz package, which dpgate does not
+        depend on; the public statement runs again with those columns as UTC timestamps.
+        """
+        names = [f"c{i}" for i in range(width)]
+        cols = [f"timezone('UTC', {n})" if i in zoned else n for i, n in enumerate(names)]
+        wrapped = f"SELECT {', '.join(cols)} FROM ({sql}) AS q({', '.join(names)})"
+        rows = self._con.execute(wrapped, params if params else None).fetchall()
+        utc = datetime.timezone.utc
+        return [
+            tuple(v.replace(tzinfo=utc) if i in zoned and v is not None else v for i, v in enumerate(row))
+            for row in rows
+        ]
 
     def _set(self, statement: exp.Set) -> Result:
         changed = []

@@ -11,10 +11,15 @@ After a DP answer, ``cursor.messages`` holds its cost, its population (whose dat
 and its notes, one string each (like psycopg's notices), and a ``PopulationWarning`` is issued
 when the population is not the whole roster: some subjects had no budget left, or the rule
 left them out, so counts and sums cover fewer people than the table has.
+
+As in DuckDB, ``fetch_arrow_table()``, ``fetchdf()``, ``pl()`` and ``fetchnumpy()`` take the rows
+not fetched yet (``intervals=True`` adds ``<col>_ci_low`` / ``<col>_ci_high``); in a notebook a
+cursor shows its answer with intervals, cost and population (``_repr_html_``, ``_repr_pretty_``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -182,33 +187,72 @@ class Cursor:
             yield row
 
     # -- DataFrames and Arrow (names as in DuckDB's Python API); each takes the remaining rows --
-    def _rest(self) -> tuple[Result, list[tuple]]:
-        rows = self.fetchall()
-        return self._result, rows
+    def _frame(self, make: Callable[..., Any], intervals: bool, *libraries: str) -> Any:
+        """``make(result, remaining rows)``; the rows count as fetched only once it succeeded."""
+        rows = self._rows()
+        for library in libraries:  # a missing library is reported before any row is taken
+            frames.need(library)
+        out = make(self._result, rows[self._pos :], intervals=intervals)
+        self._pos = len(rows)
+        return out
 
     def fetch_arrow_table(self, *, intervals: bool = False):
-        """The remaining rows as a pyarrow Table (``intervals=True``: ``<col>_ci_low/_ci_high`` too)."""
-        return frames.arrow(*self._rest(), intervals=intervals)
+        """The remaining rows as a pyarrow Table (``pip install 'dpgate[arrow]'``).
+
+        ``intervals=True`` puts ``<col>_ci_low`` / ``<col>_ci_high`` after each noisy column.
+        """
+        return self._frame(frames.arrow, intervals, "pyarrow")
 
     arrow = to_arrow_table = fetch_arrow_table  # DuckDB 1.x and 2.x names
 
     def fetchdf(self, *, intervals: bool = False):
         """The remaining rows as a pandas DataFrame (``pip install 'dpgate[pandas]'``)."""
-        return frames.pandas(*self._rest(), intervals=intervals)
+        return self._frame(frames.pandas, intervals, "pandas")
 
     df = fetchdf
 
     def pl(self, *, intervals: bool = False):
         """The remaining rows as a polars DataFrame (``pip install 'dpgate[polars]'``)."""
-        return frames.polars(*self._rest(), intervals=intervals)
+        return self._frame(frames.polars, intervals, "polars", "pyarrow")
 
     def fetchnumpy(self, *, intervals: bool = False) -> dict:
         """The remaining rows as a dict of numpy arrays, one per column."""
-        return frames.numpy(*self._rest(), intervals=intervals)
+        return self._frame(frames.numpy, intervals)
 
+    # -- display (notebooks, IPython, the REPL) -------------------------------------------
     def _repr_html_(self) -> str:
         """A notebook shows the answer with its intervals and its cost / population / notes."""
         return frames.to_html(self._result, self.messages)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        """IPython's text display: the table with intervals, then cost, population and notes."""
+        p.text(repr(self) if cycle else self._text())
+
+    def _text(self, max_rows: int = 40) -> str:
+        from dpgate.interfaces.render import cells, format_table
+
+        result = self._result
+        if result is None:
+            return repr(self)
+        lines = []
+        if result.columns:
+            names, rows, numeric = cells(dataclasses.replace(result, rows=result.rows[:max_rows]))
+            lines.append(format_table(names, rows, numeric))
+            if len(result.rows) > max_rows:
+                lines.append(f"({len(result.rows) - max_rows:,} more rows)")
+        return "\n".join(lines + self.messages)
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "no result yet"
+        result = self._result
+        if result is not None:
+            if result.columns:
+                state = f"{len(result.rows):,} row(s) × {len(result.columns)} column(s): {', '.join(result.columns)}"
+            else:
+                state = result.message or "no rows"
+            if result.release is not None:
+                state += f"; ε {result.release.epsilon:g} charged"
+        return f"<dpgate.Cursor {state}>"
 
     def setinputsizes(self, sizes: Any) -> None:
         pass

@@ -47,7 +47,9 @@ def _columns(result: Result, rows: list[tuple], intervals: bool) -> tuple[list[s
         out_names.append(name)
         out_types.append(typ)
         out_values.append(col)
-        if name in result.release.columns:  # a released (noisy) column: it carries an error bar
+        # A released (noisy) column carries an error bar, unless the answer has its interval columns
+        # already (OPTIONS (intervals = true), SET dp_intervals = true).
+        if name in result.release.columns and not {f"{name}_ci_low", f"{name}_ci_high"} & set(names):
             for k, tag in ((0, "ci_low"), (1, "ci_high")):
                 out_names.append(f"{name}_{tag}")
                 out_types.append(typ)
@@ -73,23 +75,31 @@ def _quote(name: str) -> str:
 
 
 def arrow(result: Result, rows: list[tuple], *, intervals: bool = False):
-    need("pyarrow")
+    pa = need("pyarrow")
+    if not result.columns:  # a statement without a result set (SET): no columns, no rows
+        return pa.table({})
     rel = _relation(result, rows, intervals)
     return rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
 
 
 def pandas(result: Result, rows: list[tuple], *, intervals: bool = False):
-    need("pandas")
+    pd = need("pandas")
+    if not result.columns:
+        return pd.DataFrame()
     return _relation(result, rows, intervals).df()
 
 
 def polars(result: Result, rows: list[tuple], *, intervals: bool = False):
-    need("polars")
+    pl = need("polars")
     need("pyarrow")
+    if not result.columns:
+        return pl.DataFrame()
     return _relation(result, rows, intervals).pl()
 
 
 def numpy(result: Result, rows: list[tuple], *, intervals: bool = False) -> dict[str, Any]:
+    if not result.columns:
+        return {}
     return _relation(result, rows, intervals).fetchnumpy()
 
 
@@ -122,8 +132,6 @@ def to_html(result: Result | None, messages: list[str], max_rows: int = 60) -> s
 
 
 def _fmt(v: Any) -> str:
-    if v is None:
-        return "NULL"
-    if isinstance(v, float):
-        return f"{v:.6g}"
-    return str(v)
+    from dpgate.interfaces.render import format_value  # as the CLI and the shell print values
+
+    return format_value(v)

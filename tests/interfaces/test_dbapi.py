@@ -224,3 +224,14 @@ def test_non_finite_parameters_keep_their_meaning(seeded):
     cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.2, alpha = 1e-6) COUNT(*) FROM adult WHERE age < ?", [float("nan")])
     lo, hi = cur.release.intervals[0]["count_star()"]
     assert lo <= 32561 <= hi  # DuckDB orders NaN above every number
+
+
+def test_public_timestamptz_values_come_back_as_aware_utc_datetimes(con):
+    # DuckDB converts TIMESTAMPTZ through pytz, which dpgate does not need: the values arrive in UTC.
+    import datetime
+
+    row = con.execute(
+        "SELECT TIMESTAMPTZ '2024-03-01 12:30:00+02' AS t, 7 AS x, NULL::TIMESTAMPTZ AS n, now() AS t"
+    ).fetchone()
+    assert row[0] == datetime.datetime(2024, 3, 1, 10, 30, tzinfo=datetime.timezone.utc)
+    assert row[1] == 7 and row[2] is None and row[3].tzinfo is datetime.timezone.utc
