@@ -641,6 +641,24 @@ class Owner:
                 [name, epsilon, delta, epsilon_per_query, delta_per_query],
             )
 
+    def set_login(self, name: str, *, password: str | None = None, verifier: str | None = None,
+                  owner: bool = False) -> None:  # fmt: skip
+        """Let ``name`` log in to ``dpgate serve`` (SCRAM-SHA-256; only the verifier is stored).
+
+        An analyst's login runs as that analyst; ``owner=True`` makes an owner login (owner
+        operations over the server), whose name must not be an analyst's.
+        """
+        from dpgate.catalog import logins
+
+        with self._transaction() as con:
+            logins.set_login(con, name, role="owner" if owner else "analyst", password=password, verifier=verifier)
+
+    def logins(self) -> list[tuple[str, str]]:
+        """(name, role) of every login of ``dpgate serve``."""
+        from dpgate.catalog import logins
+
+        return logins.names(self.con)
+
     def load(self, table: str, path: str | os.PathLike, *, replace: bool = False, format: str | None = None) -> int:
         """Bring a CSV, Parquet or JSON file in as table ``table`` (DuckDB's readers); its rows.
 
@@ -754,7 +772,7 @@ class Owner:
                     policy = tomllib.load(f)
                 except tomllib.TOMLDecodeError as e:
                     raise errors.PolicyError(f"Policy file is not valid TOML: {e}", code="DP330") from e
-        _check_keys("policy", policy, {"tables", "graphs", "analysts"})
+        _check_keys("policy", policy, {"tables", "graphs", "analysts", "owners"})
         done = []
         for tname, spec in policy.get("tables", {}).items():
             _check_keys(
@@ -813,7 +831,7 @@ class Owner:
         for aname, spec in policy.get("analysts", {}).items():
             _check_keys(
                 f"[analysts.{aname}]", spec,
-                {"epsilon", "delta", "epsilon_per_query", "delta_per_query", "allow_test_seed"},
+                {"epsilon", "delta", "epsilon_per_query", "delta_per_query", "allow_test_seed", "scram"},
             )  # fmt: skip
             if "epsilon" not in spec:
                 raise errors.PolicyError(f"[analysts.{aname}] needs epsilon = <quota>", code="DP330")
@@ -826,7 +844,15 @@ class Owner:
             )
             if "allow_test_seed" in spec:
                 self.allow_test_seed(aname, bool(spec["allow_test_seed"]))
+            if "scram" in spec:  # a login for dpgate serve: a verifier, never a password, in a file
+                self.set_login(aname, verifier=spec["scram"])
             done.append(f"analyst {aname} (epsilon quota {spec['epsilon']})")
+        for oname, spec in policy.get("owners", {}).items():  # owner logins of dpgate serve
+            _check_keys(f"[owners.{oname}]", spec, {"scram"})
+            if "scram" not in spec:
+                raise errors.PolicyError(f"[owners.{oname}] needs scram = <SCRAM-SHA-256 verifier>", code="DP330")
+            self.set_login(oname, verifier=spec["scram"], owner=True)
+            done.append(f"owner login {oname}")
         return done
 
 

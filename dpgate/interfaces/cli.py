@@ -2,7 +2,7 @@
 
 Analyst commands: ``shell``, ``query``, ``explain``, ``demo``. Owner commands: ``init``,
 ``load``, ``protect``, ``analyst add|set|list``, ``budget``, ``policy apply``, ``ledger``,
-``quality``. Commands that only read never add dpgate's schema to a file; a command that created
+``quality``, ``login``; ``serve`` runs the PostgreSQL-protocol server. Commands that only read never add dpgate's schema to a file; a command that created
 the database file and then failed removes it. argparse (the standard library) is enough for
 these commands and adds no dependency. dpgate errors print as ``error DPxxx: message`` plus a hint,
 with exit status 1; nothing is charged for a refused statement.
@@ -265,8 +265,54 @@ def cmd_analyst(args: argparse.Namespace) -> int:
         new = {k: getattr(args, k) if getattr(args, k) is not None else v for k, v in cur.items()}
         if new["epsilon"] is None:
             raise errors.ProgrammingError("An analyst needs a lifetime quota", code="DP322", hint="pass --epsilon E")
+        password = _read_password(args) if getattr(args, "password_stdin", False) else None
         owner.add_analyst(args.name, **new)
-    print(f"analyst {args.name}: ε quota {new['epsilon']:g}, δ quota {new['delta']:g}")
+        if password is not None:
+            owner.set_login(args.name, password=password)
+    print(f"analyst {args.name}: ε quota {new['epsilon']:g}, δ quota {new['delta']:g}"
+          + ("; can log in to dpgate serve" if password is not None else ""))  # fmt: skip
+    return 0
+
+
+def _read_password(args: argparse.Namespace) -> str:
+    """The password on stdin (its first line); never on the command line, where ps shows it."""
+    line = sys.stdin.readline().rstrip("\r\n")
+    if len(line) < 8:
+        raise errors.PolicyError("A login password needs at least 8 characters (read from stdin)", code="DP325",
+                                 hint="echo \"$PASSWORD\" | dpgate ... --password-stdin")  # fmt: skip
+    return line
+
+
+def cmd_login(args: argparse.Namespace) -> int:
+    """Let an analyst (or, with --owner, an owner) log in to `dpgate serve`; the password comes on stdin."""
+    from dpgate.catalog.owner import Owner
+
+    password = _read_password(args)
+    with Owner(args.database, create=False, read_only=True) as owner:
+        owner.set_login(args.name, password=password, owner=args.owner)
+    print(f"{'owner' if args.owner else 'analyst'} {args.name} can log in to dpgate serve (SCRAM-SHA-256 verifier stored)")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Serve the database to PostgreSQL clients (psql, psycopg, BI tools); analysts log in with SCRAM."""
+    from dpgate.server import serve
+
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise errors.ProgrammingError("TLS needs both --tls-cert and --tls-key", code="DP710")
+    tls = serve.tls_context(args.tls_cert, args.tls_key) if args.tls_cert else None
+
+    def ready(server):
+        names = server.logins()
+        where = f"{server.host}:{server.port}"
+        print(f"dpgate serve: {server.path} on {where}{' (TLS required)' if tls else ''}; "
+              f"{len(names)} login(s). Ctrl-C stops.", flush=True)  # fmt: skip
+        if not names:
+            print(f"note: nobody can log in yet: echo \"$PASSWORD\" | dpgate login {args.database} NAME --password-stdin",
+                  flush=True)  # fmt: skip
+        print(f"connect: psql \"postgresql://NAME@{where}/dpgate\"", flush=True)
+
+    serve.run(args.database, host=args.host, port=args.port, tls=tls, ready=ready)
     return 0
 
 
@@ -394,11 +440,29 @@ def build_parser() -> argparse.ArgumentParser:
         a.add_argument("--delta", type=float, help="lifetime δ quota (default 1e-5)")
         a.add_argument("--epsilon-per-query", type=float)
         a.add_argument("--delta-per-query", type=float)
+        a.add_argument("--password-stdin", action="store_true",
+                       help="read a password for dpgate serve from stdin (only its SCRAM verifier is stored)")
         a.set_defaults(func=cmd_analyst)
     al = ansub.add_parser("list", help="the analysts and their quotas")
     al.add_argument("database")
     _output_options(al)
     al.set_defaults(func=cmd_analyst)
+
+    lg_ = sub.add_parser("login", help=cmd_login.__doc__, description=cmd_login.__doc__)
+    lg_.add_argument("database")
+    lg_.add_argument("name", help="an analyst's name, or with --owner a name for an owner login")
+    lg_.add_argument("--owner", action="store_true", help="an owner login: owner commands over the server")
+    lg_.add_argument("--password-stdin", action="store_true", required=True,
+                     help="read the password from stdin (required: never on the command line)")
+    lg_.set_defaults(func=cmd_login)
+
+    sv = sub.add_parser("serve", help=cmd_serve.__doc__, description=cmd_serve.__doc__)
+    sv.add_argument("database")
+    sv.add_argument("--host", default="127.0.0.1", help="listen address (default loopback only)")
+    sv.add_argument("--port", type=int, default=5433)
+    sv.add_argument("--tls-cert", help="PEM certificate: clients must then use TLS")
+    sv.add_argument("--tls-key", help="PEM private key of --tls-cert")
+    sv.set_defaults(func=cmd_serve)
     return p
 
 

@@ -1,0 +1,254 @@
+"""One client's session on the server: the statements it may send and what they return.
+
+An analyst's session is a ``Gateway`` for the authenticated analyst (the name comes from the
+SCRAM login, never from the client), so every statement goes through the same pipeline as
+``dpgate.connect``. Interval columns are on by default (``SET dp_intervals = false`` turns them
+off): a PostgreSQL client sees each noisy value's error bar as ordinary columns.
+
+An owner's session runs the owner commands (``dpgate ledger``, ``dpgate budget``, ``dpgate analyst
+add bob --epsilon 5``, ``dpgate policy apply FILE``, ...) against the server's database, and sets
+passwords with ``ALTER ROLE name PASSWORD 'SCRAM-SHA-256$...'`` (what psql's ``\\password`` sends).
+
+Both answer the few statements clients send on their own (``SHOW password_encryption``, ``SET
+application_name``, ``BEGIN`` / ``COMMIT``; the protocol layer handles the transaction ones).
+Methods run in worker threads; one session runs one statement at a time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import io
+import json
+import re
+import shlex
+import threading
+from typing import Any
+
+from dpgate import errors
+from dpgate.catalog import logins
+from dpgate.release import Result
+
+#: Settings clients send on their own (JDBC, BI tools); accepted and ignored.
+CLIENT_SETTINGS = {"application_name", "extra_float_digits", "client_encoding", "datestyle", "search_path",
+                   "statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout", "timezone",
+                   "intervalstyle", "client_min_messages", "standard_conforming_strings", "bytea_output"}  # fmt: skip
+
+_SET = re.compile(r"^\s*set\s+(?:session\s+)?([a-z_][a-z_0-9.]*)\s*(?:=|\bto\b)", re.I | re.S)
+_ALTER_PASSWORD = re.compile(
+    r"""^\s*alter\s+(?:user|role)\s+("(?:[^"]|"")+"|[a-z_][a-z_0-9]*)\s+(?:with\s+)?(?:encrypted\s+)?password\s+'((?:[^']|'')*)'\s*;?\s*$""",
+    re.I | re.S,
+)
+_SHOW_SETTING = re.compile(r"^\s*show\s+(password_encryption|server_version|server_encoding|client_encoding|"
+                           r"transaction\s+isolation\s+level|standard_conforming_strings)\s*;?\s*$", re.I)  # fmt: skip
+_META = re.compile(r"^\s*dpgate\s+(.*?)\s*;?\s*$", re.I | re.S)
+
+#: Owner commands over the server: the ``dpgate`` CLI commands that take the database first.
+OWNER_COMMANDS = ("ledger", "budget", "analyst", "policy", "protect", "load", "quality", "login")
+
+_SHOWN = {"password_encryption": "scram-sha-256", "server_version": "15.0 (dpgate)", "server_encoding": "UTF8",
+          "client_encoding": "UTF8", "standard_conforming_strings": "on"}  # fmt: skip
+_cli_output = threading.Lock()  # owner commands print; one at a time captures stdout
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What one statement sends back: a result set or not, its command tag, its notices."""
+
+    columns: list[str]
+    types: list[str]
+    rows: list[tuple]
+    tag: str
+    notices: list[str] = dataclasses.field(default_factory=list)
+
+
+def _table(columns: list[str], rows: list[tuple], types: list[str] | None = None, notices=None) -> Outcome:
+    return Outcome(columns, types or ["VARCHAR"] * len(columns), rows, f"SELECT {len(rows)}", notices or [])
+
+
+class Session:
+    def __init__(self, path: str, login: str, role: str, *, test_seed: int | None = None):
+        self.path = path
+        self.login = login
+        self.role = role
+        self.gateway = None
+        self.owner = None
+        self.last_release: dict[str, Any] | None = None
+        if role == "analyst":
+            from dpgate.gateway import Gateway
+
+            self.gateway = Gateway(path, login, test_seed=test_seed)
+            self.gateway.session.values["intervals"] = True
+        else:
+            from dpgate.catalog.owner import Owner
+
+            self.owner = Owner(path, create=False)
+
+    def close(self) -> None:
+        if self.gateway is not None:
+            self.gateway.close()
+        if self.owner is not None:
+            self.owner.close()
+
+    def interrupt(self) -> None:
+        """Stop the running statement (a CancelRequest); a debit already made stands."""
+        con = self.gateway._con if self.gateway is not None else self.owner._con
+        if con is not None:
+            con.interrupt()
+
+    # -- statements ------------------------------------------------------------------------------
+    def run(self, sql: str, params: list[Any] | None = None) -> Outcome:
+        m = _SET.match(sql)
+        if m and m.group(1).lower() in CLIENT_SETTINGS:
+            return Outcome([], [], [], "SET")
+        m = _SHOW_SETTING.match(sql)
+        if m:
+            name = "_".join(m.group(1).lower().split())
+            value = _SHOWN.get(name, "read committed")
+            return _table([name], [(value,)])
+        m = _ALTER_PASSWORD.match(sql)
+        if m:
+            return self._alter_password(m.group(1), m.group(2).replace("''", "'"))
+        m = _META.match(sql)
+        if m:
+            return self._meta(m.group(1))
+        if self.owner is not None:
+            raise errors.ProgrammingError(
+                "An owner session runs owner commands, not SQL", code="DP702",
+                hint="dpgate ledger | dpgate budget | dpgate analyst add NAME --epsilon E | dpgate policy apply FILE "
+                "| dpgate protect TABLE --unit COL | dpgate load TABLE FILE | dpgate quality RELEASE; analysts ask SQL",
+            )  # fmt: skip
+        result = self.gateway.run(sql, params or None)
+        return self._outcome(result)
+
+    def _outcome(self, result: Result) -> Outcome:
+        from dpgate.interfaces.dbapi import _messages
+
+        notices = _messages(result)
+        if result.release is not None:
+            self.last_release = release_json(result)
+        if result.columns:
+            return Outcome(result.columns, result.types, result.rows, f"SELECT {len(result.rows)}", notices)
+        word = (result.message or "OK").split()[0].upper()
+        tag = "SET" if word == "SET" else word
+        return Outcome([], [], [], tag, notices if word != "SET" else [])
+
+    def _alter_password(self, name: str, password: str) -> Outcome:
+        name = name[1:-1].replace('""', '"') if name.startswith('"') else name.lower()
+        if self.role != "owner" and name != self.login:
+            raise errors.PolicyError("An analyst may change only their own password", code="DP703")
+        from dpgate.catalog.owner import Owner
+
+        is_verifier = password.startswith("SCRAM-SHA-256$")
+        with Owner(self.path, create=False) as owner:
+            current = logins.lookup(owner.con, name)
+            role = current[1] if current else "analyst"
+            if self.role != "owner" and role != "analyst":
+                raise errors.PolicyError("An analyst may change only their own password", code="DP703")
+            owner.set_login(name, owner=role == "owner", **({"verifier": password} if is_verifier else {"password": password}))
+        return Outcome([], [], [], "ALTER ROLE")
+
+    # -- dpgate meta-commands --------------------------------------------------------------------
+    def _meta(self, text: str) -> Outcome:
+        try:
+            words = shlex.split(text)
+        except ValueError as e:
+            raise errors.ProgrammingError(f"Cannot read the dpgate command: {e}", code="DP704") from e
+        verb = words[0].lower() if words else ""
+        if self.gateway is not None:
+            return self._analyst_meta(verb, words[1:], text)
+        if verb not in OWNER_COMMANDS:
+            raise errors.ProgrammingError(
+                f"Unknown owner command {verb!r}", code="DP704", hint="one of: dpgate " + ", dpgate ".join(OWNER_COMMANDS)
+            )  # fmt: skip
+        return self._owner_command(words)
+
+    def _analyst_meta(self, verb: str, args: list[str], text: str) -> Outcome:
+        """Metadata for dpgate's own remote client (the shell over a postgresql:// URL)."""
+        g = self.gateway
+        if verb == "release":
+            return _table(["release"], [(json.dumps(self.last_release),)])
+        if verb == "cost":
+            sql = text.split(None, 1)[1] if len(text.split(None, 1)) > 1 else ""
+            cost = g.cost(sql)
+            return _table(["cost"], [(json.dumps(None if cost is None else list(cost)),)])
+        if verb == "tables":
+            return _table(["tables"], [(json.dumps(g.tables()),)])
+        if verb == "session":
+            return _table(["session"], [(json.dumps(g.session.values, default=str),)])
+        if verb == "whoami":
+            return _table(["analyst", "database"], [(self.login, self.path)])
+        raise errors.ProgrammingError(
+            f"dpgate {verb} is an owner command (or unknown)", code="DP704",
+            hint="analysts ask SQL, SHOW BUDGET and EXPLAIN PRIVACY; the owner logs in to run owner commands",
+        )  # fmt: skip
+
+    def _owner_command(self, words: list[str]) -> Outcome:
+        from dpgate.interfaces import cli
+
+        verb = words[0].lower()
+        if verb in ("ledger", "budget") or words[:2] == ["analyst", "list"]:
+            return self._owner_listing(verb, words)
+        # the CLI commands take the database after the (sub)command words
+        at = 2 if verb in ("analyst", "policy", "login") else 1
+        argv = [w.lower() if i < at else w for i, w in enumerate(words[:at])] + [self.path] + words[at:]
+        if any(w == "--password-stdin" for w in argv):
+            raise errors.ProgrammingError("There is no stdin over the server", code="DP704",
+                                          hint="set passwords with ALTER ROLE name PASSWORD '...' (psql: \\password name)")  # fmt: skip
+        out, err = io.StringIO(), io.StringIO()
+        with _cli_output, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli.main(argv)
+            except SystemExit as e:  # argparse: bad arguments
+                code = e.code if isinstance(e.code, int) else 2
+        if code:
+            lines = [ln for ln in (err.getvalue() + out.getvalue()).splitlines() if ln.strip()]
+            raise errors.ProgrammingError(
+                lines[-1] if lines else f"dpgate {verb} failed", code="DP704",
+                hint="; ".join(lines[:-1])[:500] or f"see dpgate {verb} --help",
+            )  # fmt: skip
+        return Outcome([], [], [], "DPGATE " + verb.upper(), [ln for ln in out.getvalue().splitlines() if ln.strip()])
+
+    def _owner_listing(self, verb: str, words: list[str]) -> Outcome:
+        owner = self.owner
+        if verb == "ledger":
+            analyst = words[words.index("--analyst") + 1] if "--analyst" in words[:-1] else None
+            names = ["entry", "at", "analyst", "class", "mechanism", "table", "epsilon", "delta",
+                     "charged", "excluded", "private", "released", "statement"]  # fmt: skip
+            return _plain(names, owner.ledger(analyst))
+        analysts, tables = owner.budgets()
+        if verb == "budget" and "--tables" in words:
+            return _plain(["table", "kind", "unit", "subjects", "min epsilon left", "median epsilon left",
+                           "max epsilon left", "subjects with none left"], tables)  # fmt: skip
+        return _plain(["analyst", "epsilon quota", "epsilon spent", "epsilon left", "delta quota", "delta spent",
+                       "epsilon per query", "delta per query"], analysts)  # fmt: skip
+
+
+def _plain(names: list[str], rows: list[tuple]) -> Outcome:
+    from decimal import Decimal
+
+    def typ(j: int) -> str:
+        vals = [r[j] for r in rows if r[j] is not None]
+        if vals and all(isinstance(v, datetime.datetime) for v in vals):
+            return "TIMESTAMP"
+        if vals and all(isinstance(v, bool) for v in vals):
+            return "BOOLEAN"
+        if vals and all(isinstance(v, int) and not isinstance(v, bool) for v in vals):
+            return "BIGINT"
+        if vals and all(isinstance(v, (int, float, Decimal)) and not isinstance(v, bool) for v in vals):
+            return "DECIMAL"
+        return "VARCHAR" if not vals or isinstance(vals[0], str) else "VARCHAR"
+
+    types = [typ(j) for j in range(len(names))]
+    out = [tuple(format(v.normalize(), "f") if isinstance(v, Decimal) else (str(v) if t == "VARCHAR" and v is not None
+                 else v) for v, t in zip(r, types)) for r in rows]  # fmt: skip
+    return _table(names, out, types)
+
+
+def release_json(result: Result) -> dict[str, Any]:
+    """The release metadata a remote client rebuilds ``cursor.release`` from (intervals travel as columns)."""
+    info = result.release
+    data = dataclasses.asdict(info)
+    data.pop("intervals", None)
+    return json.loads(json.dumps(data, default=str))
