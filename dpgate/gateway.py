@@ -76,6 +76,11 @@ class Gateway:
         #: Called with (fraction done, message) while long work (a synthetic release) runs.
         self.progress: Callable[[float, str], None] | None = None
 
+    @property
+    def where(self) -> str:
+        """The database this session is on (its file path)."""
+        return self._instance.path
+
     def close(self) -> None:
         if not self.closed:
             self.closed = True

@@ -285,17 +285,32 @@ def _population_warning(release: ReleaseInfo) -> str:
 
 def connect(
     database: str,
-    analyst: str,
+    analyst: str | None = None,
     *,
+    password: str | None = None,
     test_seed: int | None = None,
     progress: Callable[[float, str], None] | None = None,
 ) -> Connection:
     """Open ``database`` (a DuckDB file with a dpgate catalog) as ``analyst``.
 
+    ``database`` may also be a ``postgresql://analyst@host:port/dpgate`` URL of a ``dpgate
+    serve`` server: the analyst is then the one the server authenticates (SCRAM), with
+    ``password`` or libpq's usual sources (the URL, ``PGPASSWORD``, ``~/.pgpass``).
     ``test_seed`` fixes the noise for tests; the owner must allow it, and every result is
     then marked not private. ``progress(fraction, message)`` is called while a synthetic
-    release is built.
+    release is built (embedded only).
     """
+    from dpgate.interfaces import remote
+
+    if remote.is_url(database):
+        if test_seed is not None:
+            raise errors.InterfaceError("test_seed is for embedded connections only", code="DP101")
+        return Connection(remote.RemoteGateway(database, analyst, password=password))  # type: ignore[arg-type]
+    if analyst is None:
+        raise errors.InterfaceError("connect() needs analyst='<name>'", code="DP101",
+                                    hint="dpgate.connect('company.duckdb', analyst='alice')")  # fmt: skip
+    if password is not None:
+        raise errors.InterfaceError("password= is for a postgresql:// URL of dpgate serve", code="DP101")
     con = Connection(Gateway(database, analyst, test_seed=test_seed))
     con.progress = progress
     return con

@@ -105,7 +105,7 @@ class ServerExchange:
         self._gs2 = ""
         self._nonce = ""
 
-    def first(self, client_first: str) -> str:
+    def first(self, client_first: str, *, server_nonce: str | None = None) -> str:
         # gs2-header: "n,," (no channel binding) or "y,," (client could, server does not offer it)
         if client_first.startswith(("n,", "y,")):
             cb, rest = client_first[0], client_first[2:]
@@ -121,7 +121,7 @@ class ServerExchange:
             raise ScramError("malformed SCRAM client-first message")
         self._gs2 = f"{cb},,"
         self._client_first_bare = bare
-        self._nonce = attrs["r"] + _b64(secrets.token_bytes(18))
+        self._nonce = attrs["r"] + (server_nonce or _b64(secrets.token_bytes(18)))
         self._server_first = f"r={self._nonce},s={_b64(self.salt)},i={self.iterations}"
         return self._server_first
 

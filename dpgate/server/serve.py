@@ -468,7 +468,9 @@ class Server:
             )  # fmt: skip
         try:
             return await self._call(client.session.run, sql, params)
-        except errors.Error:
+        except errors.Error as e:
+            if "interrupted" in e.message.lower():
+                raise errors.OperationalError("canceling statement due to user request", code="DP708") from e
             raise
         except Exception as e:
             if "interrupt" in str(e).lower():

@@ -132,7 +132,7 @@ class Session:
             return Outcome(result.columns, result.types, result.rows, f"SELECT {len(result.rows)}", notices)
         word = (result.message or "OK").split()[0].upper()
         tag = "SET" if word == "SET" else word
-        return Outcome([], [], [], tag, notices if word != "SET" else [])
+        return Outcome([], [], [], tag, notices)
 
     def _alter_password(self, name: str, password: str) -> Outcome:
         name = name[1:-1].replace('""', '"') if name.startswith('"') else name.lower()
@@ -177,11 +177,14 @@ class Session:
             return _table(["tables"], [(json.dumps(g.tables()),)])
         if verb == "session":
             return _table(["session"], [(json.dumps(g.session.values, default=str),)])
-        if verb == "whoami":
-            return _table(["analyst", "database"], [(self.login, self.path)])
+        if verb in OWNER_COMMANDS:
+            raise errors.PolicyError(
+                f"dpgate {verb} is an owner command; you are logged in as analyst {self.login}", code="DP713",
+                hint="analysts ask SQL, SHOW BUDGET and EXPLAIN PRIVACY; the data owner logs in with an owner login",
+            )  # fmt: skip
         raise errors.ProgrammingError(
-            f"dpgate {verb} is an owner command (or unknown)", code="DP704",
-            hint="analysts ask SQL, SHOW BUDGET and EXPLAIN PRIVACY; the owner logs in to run owner commands",
+            f"Unknown dpgate command {verb!r}", code="DP704",
+            hint="analysts ask SQL, SHOW BUDGET and EXPLAIN PRIVACY",
         )  # fmt: skip
 
     def _owner_command(self, words: list[str]) -> Outcome:

@@ -237,7 +237,13 @@ SQLSTATE: list[tuple[type, str]] = [
 ]
 
 
+#: Codes whose SQLSTATE says more than their class's.
+BY_CODE = {"DP708": "57014", "DP707": "25P02", "DP223": "42501", "DP713": "42501"}
+
+
 def sqlstate(e: errors.Error) -> str:
+    if e.code in BY_CODE:
+        return BY_CODE[e.code]
     for cls, state in SQLSTATE:
         if isinstance(e, cls):
             return state

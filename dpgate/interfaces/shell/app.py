@@ -275,7 +275,7 @@ class Shell:
         """The interactive loop: Ctrl-C clears the input, Ctrl-D (or .quit) leaves."""
         assert self.session is not None
         self.emit(
-            f"dpgate shell — {self.connection.analyst} on {self.gateway._instance.path}. "
+            f"dpgate shell — {self.connection.analyst} on {self.gateway.where}. "
             "End statements with ;  .help for commands, Ctrl-D to leave.",
             "class:status",
         )
@@ -329,13 +329,32 @@ def run_shell(args) -> int:
         database = str(demo.build(args.database) if args.database else demo.build())
         analyst = args.analyst or demo.DEMO_ANALYST
     else:
-        if not args.database or not args.analyst:
+        from dpgate.interfaces.remote import is_url
+
+        if not args.database or not (args.analyst or is_url(args.database)):
             raise errors.InterfaceError(
                 "dpgate shell needs a database and --analyst", code="DP101",
-                hint="e.g. dpgate shell company.duckdb --analyst alice, or dpgate shell --demo",
+                hint="e.g. dpgate shell company.duckdb --analyst alice, dpgate shell "
+                "postgresql://alice@localhost:5433/dpgate, or dpgate shell --demo",
             )  # fmt: skip
         database, analyst = args.database, args.analyst
-    with connect(database, analyst=analyst) as con:
+    with _open(connect, database, analyst) as con:
         if sys.stdin.isatty():
             return Shell(con).run()
         return Shell(con, interactive=False).run_script(sys.stdin.read())
+
+
+def _open(connect, database: str, analyst: str | None):
+    """The connection; for a server URL without a password anywhere, ask for it at a terminal."""
+    from dpgate.interfaces.remote import is_url
+
+    if not is_url(database):
+        return connect(database, analyst=analyst)
+    try:
+        return connect(database, analyst=analyst)
+    except errors.OperationalError as e:
+        if not (sys.stdin.isatty() and "password" in str(e).lower()):
+            raise
+    import getpass
+
+    return connect(database, analyst=analyst, password=getpass.getpass("Password: "))
