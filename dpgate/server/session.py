@@ -42,6 +42,7 @@ _ALTER_PASSWORD = re.compile(
 )
 _SHOW_SETTING = re.compile(r"^\s*show\s+(password_encryption|server_version|server_encoding|client_encoding|"
                            r"transaction\s+isolation\s+level|standard_conforming_strings)\s*;?\s*$", re.I)  # fmt: skip
+_WHOAMI = re.compile(r"^\s*select\s+(current_user|session_user|current_role|user)(\s*\(\s*\))?\s*;?\s*$", re.I)
 _META = re.compile(r"^\s*dpgate\s+(.*?)\s*;?\s*$", re.I | re.S)
 
 #: Owner commands over the server: the ``dpgate`` CLI commands that take the database first.
@@ -107,6 +108,9 @@ class Session:
             name = "_".join(m.group(1).lower().split())
             value = _SHOWN.get(name, "read committed")
             return _table([name], [(value,)])
+        m = _WHOAMI.match(sql)
+        if m:  # psql's \password asks who it is: the login, not DuckDB's "duckdb"
+            return _table([m.group(1).lower()], [(self.login,)])
         m = _ALTER_PASSWORD.match(sql)
         if m:
             return self._alter_password(m.group(1), m.group(2).replace("''", "'"))

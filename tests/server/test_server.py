@@ -222,6 +222,7 @@ def test_the_owner_runs_owner_commands(server, tmp_path):
             con.execute("dpgate analyst add")  # argparse's complaint comes back as an error
     with psycopg.connect(server.url("carol", "carol's password"), autocommit=True) as con:
         assert con.execute("SHOW BUDGET").fetchone()[0] == "analyst carol"
+        assert con.execute("SELECT CURRENT_USER").fetchone() == ("carol",)  # psql's \password asks this first
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             con.execute(f"ALTER ROLE bob PASSWORD '{verifier}'")
         con.execute("ALTER USER carol PASSWORD 'a new password'")  # plain text is hashed on arrival
