@@ -281,3 +281,23 @@ def test_the_shell_reads_a_script_from_a_server(server):
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert "ε charged 0.1" in run.stdout and "population: all 32,561" in run.stdout and "analyst demo" in run.stdout
+
+
+def test_tls_is_required_when_the_server_has_a_certificate(demo_db, tmp_path):
+    from dpgate.server.serve import tls_context
+
+    openssl = shutil.which("openssl")
+    assert openssl, "openssl makes the test certificate"
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", "/CN=localhost"], check=True, capture_output=True)  # fmt: skip
+    add_logins(demo_db, ["demo"])
+    s = ThreadServer(demo_db, tls=tls_context(str(cert), str(key)))
+    try:
+        with psycopg.connect(s.url("demo") + "?sslmode=require", autocommit=True) as con:
+            assert con.pgconn.ssl_in_use
+            assert con.execute(DP + "COUNT(*) AS n FROM adult").fetchone()[0] > 30000
+        with pytest.raises(psycopg.OperationalError, match="requires TLS"):
+            psycopg.connect(s.url("demo") + "?sslmode=disable", connect_timeout=5)
+    finally:
+        s.stop()
