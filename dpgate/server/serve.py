@@ -102,14 +102,18 @@ class _Client:
 
 class Server:
     def __init__(self, path: str, *, host: str = "127.0.0.1", port: int = 5433, tls: ssl.SSLContext | None = None,
-                 workers: int = 8, guard: LoginGuard | None = None, write_timeout: float = 300.0,
-                 test_seed: int | None = None):  # fmt: skip
+                 workers: int = 32, guard: LoginGuard | None = None, write_timeout: float = 300.0,
+                 test_seed: int | None = None, max_connections: int = 100):  # fmt: skip
         self.path = os.path.abspath(path)
+        self.max_connections = max_connections
+        self._open = 0
         self.host, self.port, self.tls = host, port, tls
         self.guard = guard or LoginGuard()
         self.write_timeout = write_timeout
         self.test_seed = test_seed
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dpgate-session")
+        # logins have threads of their own: long statements filling the pool never block a login
+        self._auth_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="dpgate-login")
         self._secret = secrets.token_bytes(32)
         self._sessions: dict[int, tuple[int, Session]] = {}
         self._next_pid = 1000
@@ -138,6 +142,7 @@ class Server:
         for _, session in list(self._sessions.values()):
             session.interrupt()
         self.pool.shutdown(wait=True, cancel_futures=True)
+        self._auth_pool.shutdown(wait=True, cancel_futures=True)
         for _, session in list(self._sessions.values()):
             session.close()
         self._sessions.clear()
@@ -154,16 +159,23 @@ class Server:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         client = _Client(reader, writer)
         pid = None
+        self._open += 1
         try:
             params = await self._startup(client)
             if params is None:
+                return
+            if self._open > self.max_connections:
+                client.send(wire.error("53300", f"too many connections (at most {self.max_connections})", severity="FATAL"))
+                await self._flush(client, quiet=True)
                 return
             login = await self._authenticate(client, params)
             if login is None:
                 return
             name, role = login
             try:
-                session = await self._call(lambda: Session(self.path, name, role, test_seed=self.test_seed))
+                session = await asyncio.get_running_loop().run_in_executor(
+                    self._auth_pool, lambda: Session(self.path, name, role, test_seed=self.test_seed)
+                )
             except errors.Error as e:
                 client.send(wire.error_for(e))
                 await self._flush(client)
@@ -183,6 +195,7 @@ class Server:
         except Exception:  # a bug must not take the server down: this connection ends
             log.exception("connection failed")
         finally:
+            self._open -= 1
             if pid is not None:
                 self._sessions.pop(pid, None)
             if client.session is not None:
@@ -273,7 +286,7 @@ class Server:
             with self._admin_lock:
                 return logins.lookup(self._admin.con, user)
 
-        found = await self._call(lookup)
+        found = await asyncio.get_running_loop().run_in_executor(self._auth_pool, lookup)
         verifier = found[0] if found else scram.fake_verifier(user, self._secret)
         client.send(wire.auth(10, wire.cstr(scram.MECHANISM) + b"\x00"))
         await self._flush(client)

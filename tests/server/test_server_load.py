@@ -184,3 +184,19 @@ def test_malformed_and_hostile_bytes_leave_the_server_serving(small_db):
         _still_serves(server)
     finally:
         server.stop()
+
+
+def test_connections_beyond_the_limit_are_refused_and_the_rest_served(small_db):
+    server = ThreadServer(small_db, max_connections=3)
+    try:
+        held = [psycopg.connect(server.url("alice"), autocommit=True) for _ in range(3)]
+        with pytest.raises(psycopg.OperationalError, match="too many connections"):
+            psycopg.connect(server.url("alice"), connect_timeout=5)
+        assert all(c.execute("SELECT 1").fetchone() == (1,) for c in held)
+        held.pop().close()
+        time.sleep(0.2)
+        _still_serves(server)
+        for c in held:
+            c.close()
+    finally:
+        server.stop()
