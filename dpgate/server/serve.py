@@ -103,9 +103,11 @@ class _Client:
 class Server:
     def __init__(self, path: str, *, host: str = "127.0.0.1", port: int = 5433, tls: ssl.SSLContext | None = None,
                  workers: int = 32, guard: LoginGuard | None = None, write_timeout: float = 300.0,
-                 test_seed: int | None = None, max_connections: int = 100):  # fmt: skip
+                 test_seed: int | None = None, max_connections: int = 100,
+                 login_timeout: float = 30.0):  # fmt: skip
         self.path = os.path.abspath(path)
         self.max_connections = max_connections
+        self.login_timeout = login_timeout  # startup and SCRAM must finish within it (slow clients hold no slot)
         self._open = 0
         self.host, self.port, self.tls = host, port, tls
         self.guard = guard or LoginGuard()
@@ -161,17 +163,10 @@ class Server:
         pid = None
         self._open += 1
         try:
-            params = await self._startup(client)
-            if params is None:
-                return
-            if self._open > self.max_connections:
-                client.send(wire.error("53300", f"too many connections (at most {self.max_connections})", severity="FATAL"))
-                await self._flush(client, quiet=True)
-                return
-            login = await self._authenticate(client, params)
+            login = await asyncio.wait_for(self._login(client), self.login_timeout)
             if login is None:
                 return
-            name, role = login
+            params, name, role = login
             try:
                 session = await asyncio.get_running_loop().run_in_executor(
                     self._auth_pool, lambda: Session(self.path, name, role, test_seed=self.test_seed)
@@ -205,6 +200,17 @@ class Server:
                 except RuntimeError:  # the pool is shut down
                     session.close()
             writer.close()
+
+    async def _login(self, client: _Client) -> tuple[dict[str, str], str, str] | None:
+        params = await self._startup(client)
+        if params is None:
+            return None
+        if self._open > self.max_connections:
+            client.send(wire.error("53300", f"too many connections (at most {self.max_connections})", severity="FATAL"))
+            await self._flush(client, quiet=True)
+            return None
+        found = await self._authenticate(client, params)
+        return None if found is None else (params, *found)
 
     async def _flush(self, client: _Client, quiet: bool = False) -> None:
         if not client.out:

@@ -187,12 +187,14 @@ def test_malformed_and_hostile_bytes_leave_the_server_serving(small_db):
 
 
 def test_connections_beyond_the_limit_are_refused_and_the_rest_served(small_db):
-    server = ThreadServer(small_db, max_connections=3)
+    server = ThreadServer(small_db, max_connections=3, login_timeout=1.0)
     try:
         held = [psycopg.connect(server.url("alice"), autocommit=True) for _ in range(3)]
         with pytest.raises(psycopg.OperationalError, match="too many connections"):
             psycopg.connect(server.url("alice"), connect_timeout=5)
         assert all(c.execute("SELECT 1").fetchone() == (1,) for c in held)
+        with socket.create_connection(("127.0.0.1", server.port)) as idle:  # says nothing: timed out
+            assert idle.recv(100) == b""
         held.pop().close()
         time.sleep(0.2)
         _still_serves(server)
