@@ -118,6 +118,9 @@ def drop(con: duckdb.DuckDBPyConnection, name: str, *, by: str, owner: bool = Fa
     con.execute("BEGIN TRANSACTION")
     try:
         con.execute(f"DROP TABLE IF EXISTS main.{table}")
+        for extra in (rec.parameters or {}).get("extra_tables", []):  # e.g. a set-valued release's itemsets
+            quoted = '"' + str(extra).replace('"', '""') + '"'
+            con.execute(f"DROP TABLE IF EXISTS main.{quoted}")
         con.execute(
             f"UPDATE {TABLE} SET dropped_at = current_timestamp, dropped_by = ? WHERE entry_id = ?", [by, rec.entry_id]
         )

@@ -1,5 +1,7 @@
 """Synthetic releases: ``CREATE SYNTHETIC TABLE name FROM t USING privbayes WITH (...)``.
 
+(``USING diffpart`` releases set-valued data: ``setvalued.py``.)
+
 Plan (public facts only): the columns and their code spaces (``synthesis.coding_for``: declared
 domains, integer and real bounds cut into ``bins`` equi-width bins; a column with neither is
 refused), the mechanism's parameters, the charge. Run, after the debit:
@@ -39,7 +41,7 @@ from dpgate.queries.plans import SubjectCharge, SynthesisPlan
 from dpgate.release import Answer
 from dpgate.frontend.settings import Session, Spec, coerce, literal_value
 
-MECHANISMS = ("privbayes",)
+MECHANISMS = ("privbayes", "diffpart")
 DEFAULT_BINS = 16
 #: Options of the mechanism (the rest are the usual DP options listed in GENERAL).
 SYNTHESIS_OPTIONS: dict[str, Spec] = {
@@ -77,6 +79,10 @@ def plan(classified: Classified, catalog: Catalog, session: Session) -> Synthesi
         raise errors.NotSupportedError(
             f"Unknown synthesizer {mechanism!r}", code="DP221", hint="USING " + " | ".join(MECHANISMS)
         )
+    if mechanism == "diffpart":
+        from dpgate.queries.synthetic import setvalued
+
+        return setvalued.plan(classified, catalog, session, _release_name(stmt.this, catalog))
     general, own = [], {}
     for opt in stmt.expressions or []:
         name = opt.option_name
@@ -341,15 +347,29 @@ class SyntheticQuery:
         return plan(classified, ctx.catalog, ctx.session)
 
     def bind_check(self, con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, probe: str) -> None:
+        if plan.mechanism == "diffpart":
+            from dpgate.queries.synthetic import setvalued
+
+            return setvalued.bind_check(con, plan, probe)
         bind_check(con, plan, probe)
 
     def answer(self, run) -> Answer:
+        if run.plan.mechanism == "diffpart":
+            from dpgate.queries.synthetic import setvalued
+
+            out = setvalued.answer(run.con, run.plan, run.debit, run.analyst, rng=run.rng, sampling=run.sampling)
+            out.notes += personalization_notes(run.plan, run.subjects, scaled_note=False)
+            return out
         out = answer(run.con, run.plan, run.debit, run.analyst, rng=run.rng, sampling=run.sampling,
                      progress=run.progress)
         out.notes += personalization_notes(run.plan, run.subjects, scaled_note=False)
         return out
 
     def explain_rows(self, plan: SynthesisPlan, subjects) -> list[tuple]:
+        if plan.mechanism == "diffpart":
+            from dpgate.queries.synthetic import setvalued
+
+            return _subject_rows(plan, subjects) + setvalued.explain_rows(plan)
         return _subject_rows(plan, subjects) + explain_rows(plan)
 
 

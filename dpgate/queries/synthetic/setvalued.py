@@ -1,0 +1,255 @@
+"""``CREATE SYNTHETIC TABLE name FROM baskets USING diffpart WITH (...)``: set-valued releases.
+
+The protected table holds (subject, item) rows: a subject's items are one record (a basket, a
+visit, a user's set of categories). The item column's declared domain is the public universe;
+DiffPart (``mechanisms.diffpart``) releases noisy multiplicities of itemsets over it.
+
+Plan (public facts only): the item column (the ``item`` option, or the table's only column
+besides the unit) and its declared domain, the taxonomy (fan-out), the thresholds C1 and C2 —
+a C2 at which fake partitions would multiply without end is refused here, free. Run, after the
+debit: the charged subjects' rows, at most ``max_rows`` items per subject (a keyed random
+choice, as in the counting class), as one boolean record per subject; DiffPart at the rule's
+ε — one subject is one record whatever ``max_rows`` is, so there is no group-privacy factor;
+then post-processing: each released itemset with multiplicity c becomes c synthetic subjects
+in ``name`` (long format: a new unit id and the item, one row per item) and one row in
+``name_itemsets`` (items, size, count). Both tables are public from then on, and the release
+registry records the pair.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import duckdb
+import numpy as np
+from sqlglot import exp
+
+from dpgate import errors
+from dpgate.catalog import releases as registry
+from dpgate.catalog.tables import Catalog
+from dpgate.frontend.classify import Classified
+from dpgate.frontend.dialect import to_sql
+from dpgate.frontend.nodes import DPOptions
+from dpgate.frontend.settings import Session, Spec, coerce, literal_value
+from dpgate.mechanisms import diffpart
+from dpgate.queries.base import bind
+from dpgate.queries.plans import SubjectCharge, SynthesisPlan
+from dpgate.release import Answer
+
+OPTIONS: dict[str, Spec] = {
+    "item": Spec("str", "the item column (default: the only column besides the unit)"),
+    "fanout": Spec("int", "fan-out of the taxonomy over the declared items", 2, diffpart.MAX_FANOUT),
+    "c1": Spec("float", "leaf threshold constant C1 (released when the noisy count ≥ √2·C1/ε_leaf)", 0.0, None,
+               low_open=True),
+    "c2": Spec("float", "partition threshold constant C2 (expanded when the noisy count ≥ √2·C2·h/α)", 0.0, None,
+               low_open=True),
+}  # fmt: skip
+GENERAL = ("epsilon", "personalization", "max_rows_contributed", "privacy_unit_column")
+
+
+def _q(name: str) -> str:
+    return exp.to_identifier(name, quoted=True).sql(dialect="duckdb")
+
+
+def plan(classified: Classified, catalog: Catalog, session: Session, name: str) -> SynthesisPlan:
+    stmt = classified.statement
+    table = classified.protected
+    general, own = [], {}
+    for opt in stmt.expressions or []:
+        oname = opt.option_name
+        if oname in own or any(o.option_name == oname for o in general):
+            raise errors.ProgrammingError(f"Option {oname} is given twice", code="DP205", hint="give each option once")
+        if oname in OPTIONS:
+            own[oname] = coerce(oname, literal_value(opt.expression, oname), OPTIONS)
+        elif oname in GENERAL:
+            general.append(opt)
+        else:
+            raise errors.ProgrammingError(
+                f"{oname} is not an option of CREATE SYNTHETIC TABLE ... USING diffpart", code="DP204",
+                hint="options: " + ", ".join(sorted([*GENERAL, *OPTIONS])),
+            )  # fmt: skip
+    settings = session.query_settings(DPOptions(expressions=general))
+    if settings.privacy_unit is not None and settings.privacy_unit != table.unit:
+        raise errors.PolicyError(
+            f"privacy_unit_column = {settings.privacy_unit} does not match {table.name}'s unit {table.unit}",
+            code="DP301", hint=f"drop the option or write privacy_unit_column = {table.unit}",
+        )  # fmt: skip
+    if settings.personalization in ("partition", "t_round"):
+        raise errors.UnsupportedQueryError(
+            f"A set-valued release is made once, from one set of subjects; personalization = "
+            f"'{settings.personalization}' would need several", code="DP219",
+            hint="use personalization 'sample' (the default), 'threshold' or 'minimum'",
+        )  # fmt: skip
+    others = [c for c in table.columns if c != table.unit]
+    item = own.get("item", "").strip().lower() or (others[0] if len(others) == 1 else None)
+    if item is None:
+        raise errors.ProgrammingError(
+            f"{table.name} has several columns besides its unit: say which holds the items", code="DP205",
+            hint=f"WITH (item = '{others[0] if others else 'item'}', ...)",
+        )  # fmt: skip
+    if item not in table.columns or item == table.unit:
+        raise errors.ProgrammingError(
+            f"{item!r} is not an item column of {table.name}", code="DP218",
+            hint="columns besides the unit: " + ", ".join(others),
+        )  # fmt: skip
+    domain = table.columns[item].domain
+    if not domain:
+        raise errors.PolicyError(
+            f"{table.name}.{item} has no declared domain: DiffPart needs the public universe of items", code="DP312",
+            hint=f"the owner declares it (policy: [tables.{table.name}.columns.{item}] domain = [...])",
+        )  # fmt: skip
+    fanout = own.get("fanout", diffpart.DEFAULT_FANOUT)
+    c2 = own.get("c2", diffpart.DEFAULT_C2)
+    c1 = own.get("c1", diffpart.DEFAULT_C1)
+    critical = diffpart.critical_c2(fanout)
+    if c2 <= critical:
+        raise errors.ProgrammingError(
+            f"c2 = {c2:g} is at or below {critical:.3g}, where fake partitions of fan-out {fanout} multiply "
+            "without end", code="DP205",
+            hint=f"raise c2 above {critical:.3g} (default {diffpart.DEFAULT_C2:g}) or lower the fan-out",
+        )  # fmt: skip
+    if c1 > c2:
+        raise errors.ProgrammingError(f"c1 = {c1:g} must not exceed c2 = {c2:g}", code="DP205",
+                                      hint="the paper takes C1 in [1, C2]")  # fmt: skip
+    extra = f"{name}_itemsets"
+    if extra in catalog.relation_names or extra in catalog.views or catalog.protected(extra) is not None:
+        raise errors.ProgrammingError(f"A table or view named {extra} already exists", code="DP226",
+                                      hint="choose another name: the release writes NAME and NAME_itemsets")  # fmt: skip
+    values = tuple(v for v in domain if v is not None)
+    taxonomy = diffpart.Taxonomy.build(len(values), fanout)
+    max_rows = settings.max_rows or table.max_rows
+    return SynthesisPlan(
+        table=table, settings=settings, statement_sql=to_sql(stmt), name=name, mechanism="diffpart", codings=(),
+        options={"item": item, "items": values, "fanout": fanout, "c1": c1, "c2": c2, "taxonomy": taxonomy},
+        rows=None, bins=0, max_rows=max_rows, charge=SubjectCharge(settings.personalization, settings.epsilon, 0.0),
+        notes=(f"at most {max_rows} item(s) per subject; one subject is one record, so DiffPart runs at the whole ε",),
+    )  # fmt: skip
+
+
+def source_sql(plan: SynthesisPlan, charged: str, salt: int) -> str:
+    """(record number, item number) of the charged subjects, at most ``max_rows`` items each."""
+    t = plan.table
+    item = plan.options["item"]
+    values = plan.options["items"]
+    lookup = "SELECT * FROM (VALUES " + ", ".join(f"({exp.convert(v).sql(dialect='duckdb')}, {i})"
+                                                   for i, v in enumerate(values)) + ") AS __d(v, i)"  # fmt: skip
+    rows = (
+        f"SELECT __s.{_q(t.unit)} AS __unit, __d.i AS __item FROM main.{_q(t.name)} __s "
+        f"JOIN (SELECT DISTINCT unit FROM {charged}) __c ON __s.{_q(t.unit)} = __c.unit "
+        f"JOIN ({lookup}) __d ON __s.{_q(item)} = __d.v"
+    )
+    rank = f"hash(xor(hash(__unit, __item), {int(salt)}::UBIGINT))"
+    kept = f"SELECT DISTINCT __unit, __item FROM ({rows}) QUALIFY row_number() OVER (PARTITION BY __unit ORDER BY {rank}, __item) <= {plan.max_rows}"
+    return f"SELECT dense_rank() OVER (ORDER BY __unit) - 1 AS r, __item FROM ({kept})"
+
+
+def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str) -> None:
+    bind(con, source_sql(plan, charged, 0))
+
+
+def answer(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, debit, analyst: str, *,
+           rng: np.random.Generator, sampling: np.random.Generator) -> Answer:  # fmt: skip
+    subjects = debit.subjects
+    if subjects is None:
+        raise errors.InternalError("a set-valued release needs the personalization plan of its subjects")
+    eps = float(subjects.parts[0].epsilon)
+    o = plan.options
+    taxonomy: diffpart.Taxonomy = o["taxonomy"]
+    salt = int(rng.integers(0, 2**62))
+    got = con.execute(source_sql(plan, debit.charged, salt)).fetchnumpy()
+    r, i = np.asarray(got["r"], dtype=np.int64), np.asarray(got["__item"], dtype=np.int64)
+    records = np.zeros((int(r.max()) + 1 if len(r) else 0, taxonomy.n_items), dtype=bool)
+    records[r, i] = True
+    trace = diffpart.Trace()
+    itemsets = diffpart.release(records, taxonomy, eps, rng=rng, c1=o["c1"], c2=o["c2"], trace=trace)
+    del records
+    written = _write(con, plan, itemsets, sampling, debit, analyst, eps, trace)
+    itemset_table = f"{plan.name}_itemsets"
+    notes = [
+        f"{len(itemsets):,} itemsets released ({written:,} synthetic subjects) after {len(trace.operations):,} "
+        f"partition operations; {itemset_table} holds each itemset's noisy count",
+        "counts of rare itemsets are 0 or missing (pruned) and a few itemsets may be fakes; totals are biased low "
+        "when many records fall in pruned partitions",
+        f"{plan.name} and {itemset_table} are public from now on: queries over them are free",
+    ]
+    message = (f"CREATE SYNTHETIC TABLE {plan.name}: {written:,} synthetic {plan.table.unit} values, "
+               f"{len(itemsets):,} itemsets (DiffPart)")  # fmt: skip
+    return Answer([], [], [], [], {}, notes, message=message, released_rows=written)
+
+
+def _write(con, plan: SynthesisPlan, itemsets: dict, sampling, debit, analyst: str, eps: float, trace) -> int:
+    """Both public tables and the registry row, in one transaction; returns the synthetic subjects."""
+    from dpgate.queries.synthetic.coding import relation_exists
+
+    t = plan.table
+    o = plan.options
+    name, itemsets_name = plan.name, f"{plan.name}_itemsets"
+    for n in (name, itemsets_name):
+        if relation_exists(con, n):
+            raise errors.ProgrammingError(f"A table or view named {n!r} already exists", code="DP226",
+                                          hint="choose another name for the release")  # fmt: skip
+    keys = sorted(itemsets, key=lambda k: (len(k), k))
+    counts = [int(itemsets[k]) for k in keys]
+    owner_of = np.repeat(np.arange(1, len(keys) + 1), counts)  # itemset id of each synthetic subject
+    sampling.shuffle(owner_of)  # post-processing: the order of synthetic subjects means nothing
+    item_type = t.columns[o["item"]].type
+    domain = "[" + ", ".join(exp.convert(v).sql(dialect="duckdb") for v in o["items"]) + f"]::{item_type}[]"
+    unit_type = t.columns[t.unit].type.upper()
+    unit_sql = unit_type if unit_type in ("INTEGER", "BIGINT", "HUGEINT") else "BIGINT"
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute(
+            f"CREATE TABLE main.{_q(itemsets_name)} AS SELECT id AS itemset_id, "
+            f"list_transform(idx, lambda x: ({domain})[x + 1]) AS items, len(idx) AS size, n AS count "
+            "FROM (SELECT unnest($1) AS id, unnest($2) AS idx, unnest($3) AS n) ORDER BY id",
+            [list(range(1, len(keys) + 1)), [list(k) for k in keys], counts],
+        )
+        con.execute(
+            f"CREATE TABLE main.{_q(name)} AS SELECT CAST(s.unit AS {unit_sql}) AS {_q(t.unit)}, "
+            f"unnest(i.items) AS {_q(o['item'])} FROM (SELECT unnest($1) AS unit, unnest($2) AS itemset_id) s "
+            f"JOIN main.{_q(itemsets_name)} i USING (itemset_id) ORDER BY 1, 2",
+            [list(range(1, len(owner_of) + 1)), owner_of.tolist()],
+        )
+        tax = o["taxonomy"]
+        parameters = {
+            "item": o["item"], "fanout": o["fanout"], "c1": o["c1"], "c2": o["c2"], "max_rows": plan.max_rows,
+            "personalization": plan.charge.rule, "epsilon_run": eps, "taxonomy": tax.describe(),
+            "itemsets": len(keys), "operations": len(trace.operations), "extra_tables": [itemsets_name],
+        }  # fmt: skip
+        registry.record(
+            con, entry_id=debit.entry_id, name=name, kind="synthetic table", sources=[t.name], mechanism="diffpart",
+            parameters=parameters, epsilon=debit.epsilon, delta=0.0, analyst=analyst, row_count=len(owner_of),
+        )  # fmt: skip
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+    return int(len(owner_of))
+
+
+def explain_rows(plan: SynthesisPlan) -> list[tuple]:
+    o = plan.options
+    tax: diffpart.Taxonomy = o["taxonomy"]
+    eps = plan.epsilon
+    root_alpha = eps / 2 / tax.n_internal if tax.n_internal else None
+    root_h = tax.height[tax.root]
+    rows = [
+        ("model", "diffpart", eps, 0.0, None, None,
+         f"set-valued release of {plan.table.name}.{o['item']}: top-down partitioning over a context-free "
+         f"taxonomy; ε/2 for partitioning (α = unused / internal nodes of the cut, along each chain), ε/2 plus "
+         f"what is left for the leaf counts (discrete Laplace); every chain spends exactly ε"),
+        ("taxonomy", None, None, None, None, None, tax.describe() + " (items grouped in their declared order)"),
+    ]  # fmt: skip
+    if root_alpha is not None:
+        rows.append(("thresholds", None, None, None, None, None,
+                     f"root operation: α = {root_alpha:.4g}, a sub-partition is expanded when its noisy size ≥ "
+                     f"{diffpart.thresholds(root_h, root_alpha, o['c2']):,} (√2·C2·h/α, C2 = {o['c2']:g}, h = {root_h}); "
+                     f"an itemset is released when its noisy count ≥ √2·C1/ε_leaf (C1 = {o['c1']:g}, ε_leaf ≥ ε/2: "
+                     f"at most {diffpart.thresholds(1, eps / 2, o['c1']):,})"))  # fmt: skip
+    rows.append(("release", None, None, None, None, None,
+                 f"{plan.name} (one row per synthetic {plan.table.unit} and item) and {plan.name}_itemsets "
+                 "(items, size, count)"))  # fmt: skip
+    rows.append(("bounding", None, None, None, None, None,
+                 f"at most {plan.max_rows} item(s) per subject, chosen at random; one subject is one record"))
+    return rows
