@@ -1,0 +1,133 @@
+"""PrivTree: a private spatial decomposition with no depth limit, and its noisy leaf counts.
+
+Zhang, Xiao, Xie, "PrivTree: A Differentially Private Algorithm for Hierarchical
+Decompositions", SIGMOD 2016 (thesis chapter 4, Algorithm 4.2 and Corollary 4.1).
+
+**Guarantee.** ε-differential privacy (pure) for ``epsilon = ε_tree + ε_count`` (the thesis
+splits ε in half). **Neighbouring relation.** Add or remove one subject, who contributes at
+most ``x`` points (``max_rows``); the thesis's proof is for x = 1 and scales λ by x when one
+tuple can touch x leaves (§4.2.5). **Sensitivity.** The tree: each point changes the counts of
+the nodes on its root-to-leaf path by 1; the bias makes their privacy costs a geometric series
+(below). The leaf counts: a subject's points lie in at most x leaves, L1 sensitivity x.
+
+**Algorithm (4.2).** The domain Ω is the owner's declared bounds on 1–4 numeric columns (public:
+never the data's own min/max); a node covers a half-open box and splits into β = 2^d equal
+boxes (every dimension halved). Node v at depth d with count c(v) has the biased count
+``b(v) = max(θ − δ, c(v) − d·δ)`` and splits iff ``b(v) + Z > θ``, Z discrete Laplace of scale λ
+(``P(z) ∝ exp(−|z|/λ)``), with ``λ = (2β − 1)/(β − 1) · x/ε_tree``, ``δ = λ·ln β``, ``θ = 0``.
+There is no depth limit for privacy: along a path the unclamped biased counts fall by δ per
+level, so the log-ratios of the split decisions sum to at most
+``(1/λ)·(1 + 1/(1 − e^{−δ/λ})) = (1/λ)(2β − 1)/(β − 1)``, and clamped nodes (b = θ − δ) cost
+nothing; a clamped node splits with probability 1/(2β), so growth stops almost surely. A depth
+cap (``MAX_DEPTH``, data-independent) only removes decisions and keeps float boxes distinct.
+
+**Discrete noise (our reading).** dpgate draws integer noise everywhere (no floating-point
+Laplace). With Z discrete Laplace the split test is ``Z ≥ ⌊θ − b⌋ + 1``; the thesis's proof is for
+continuous Laplace, so ``tests/mechanisms/test_privtree.py`` computes the exact worst-case
+log-ratio of the split decisions over every non-increasing count sequence on a path (a dynamic
+program, depths up to 40, counts up to 400) and checks it is at most ε_tree for the fan-outs and
+ε used here.
+
+**Leaf counts.** ``c(leaf) + DLap(x/ε_count)``; internal counts are sums of leaves
+(post-processing). Range counts from the synopsis assume points spread uniformly inside a
+leaf; that assumption's error is unknown, so those answers carry no interval.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from dpgate import noise
+
+MAX_DIMENSIONS = 4
+MAX_DEPTH = 48
+
+
+def parameters(epsilon_tree: float, beta: int, contributions: int = 1) -> tuple[float, float, float]:
+    """(λ, δ, θ) of Corollary 4.1 for fan-out ``beta`` (λ scaled by the points one subject may add)."""
+    lam = (2 * beta - 1) / (beta - 1) * contributions / epsilon_tree
+    return lam, lam * math.log(beta), 0.0
+
+
+def split_probability(b: float, lam: float, theta: float = 0.0) -> float:
+    """P(b + Z > θ) for Z discrete Laplace of scale λ (the sampler actually run)."""
+    return math.exp(log_split(b, lam, theta)[0])
+
+
+def log_split(b: float, lam: float, theta: float = 0.0) -> tuple[float, float]:
+    """(ln P(split), ln P(no split)) of a node with biased count b, in log space (no rounding to 1)."""
+    c = math.log(1 / noise.discrete_laplace_alpha(1.0, lam))  # a = e^−c
+    k = math.floor(theta - b) + 1  # split iff Z ≥ k
+    log_tail = lambda m: -c * m - math.log1p(math.exp(-c))  # noqa: E731  ln P(Z ≥ m) = ln a^m/(1+a), m ≥ 1
+    if k >= 1:
+        t = log_tail(k)
+        return t, math.log1p(-math.exp(t))
+    t = log_tail(1 - k)  # P(Z < k) = P(Z ≥ 1 − k) by symmetry
+    return math.log1p(-math.exp(t)), t
+
+
+@dataclass
+class Synopsis:
+    """The leaves: boxes ``lo[i] ≤ x < hi[i]`` (the last box of a dimension closed at its max),
+    their depth, and their noisy counts."""
+
+    lo: np.ndarray  # (leaves, d)
+    hi: np.ndarray
+    depth: np.ndarray
+    counts: np.ndarray  # noisy, integers (may be negative: unbiased range sums)
+
+    def range_count(self, qlo: np.ndarray, qhi: np.ndarray) -> float:
+        """Σ noisy · |q ∩ leaf| / |leaf| over the leaves (uniform spreading inside a leaf)."""
+        overlap = np.clip(np.minimum(self.hi, qhi) - np.maximum(self.lo, qlo), 0, None) / (self.hi - self.lo)
+        return float((self.counts * overlap.prod(axis=1)).sum())
+
+
+def grow(points: np.ndarray, lower: np.ndarray, upper: np.ndarray, epsilon_tree: float, *, rng: np.random.Generator,
+         contributions: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:  # fmt: skip
+    """Algorithm 4.2: the leaves' boxes, depths and the indices of their points (exact)."""
+    n, d = points.shape
+    if not 1 <= d <= MAX_DIMENSIONS:
+        raise ValueError(f"PrivTree takes 1 to {MAX_DIMENSIONS} dimensions, got {d}")
+    beta = 2**d
+    lam, delta, theta = parameters(epsilon_tree, beta, contributions)
+    a = noise.discrete_laplace_alpha(1.0, lam)
+    del a
+    frontier = [(lower.astype(float), upper.astype(float), 0, np.arange(n))]
+    leaves_lo, leaves_hi, leaves_depth, leaves_ids = [], [], [], []
+    bits = 1 << np.arange(d)
+    while frontier:
+        # one level at a time: the split decisions of a level are drawn together
+        b = np.array([max(theta - delta, len(ids) - depth * delta) for _, _, depth, ids in frontier])
+        z = noise.discrete_laplace(1.0, lam, len(frontier), rng)
+        split = (b + z > theta) & np.array([depth < MAX_DEPTH for _, _, depth, _ in frontier])
+        nxt = []
+        for (lo, hi, depth, ids), s in zip(frontier, split.tolist()):
+            if not s:
+                leaves_lo.append(lo), leaves_hi.append(hi), leaves_depth.append(depth), leaves_ids.append(ids)
+                continue
+            mid = (lo + hi) / 2
+            code = ((points[ids] >= mid) * bits).sum(axis=1) if len(ids) else np.zeros(0, dtype=np.int64)
+            order = np.argsort(code, kind="stable")
+            starts = np.searchsorted(code[order], np.arange(beta + 1))
+            for child in range(beta):
+                upper_half = (child & bits) > 0
+                clo = np.where(upper_half, mid, lo)
+                chi = np.where(upper_half, hi, mid)
+                nxt.append((clo, chi, depth + 1, ids[order[starts[child] : starts[child + 1]]]))
+        frontier = nxt
+    return np.array(leaves_lo), np.array(leaves_hi), np.array(leaves_depth), leaves_ids
+
+
+def release(points: np.ndarray, lower, upper, epsilon: float, *, rng: np.random.Generator, contributions: int = 1,
+            tree_share: float = 0.5) -> Synopsis:  # fmt: skip
+    """PrivTree at ``tree_share·ε`` and discrete Laplace leaf counts at the rest."""
+    lower, upper = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
+    pts = np.clip(np.asarray(points, dtype=float), lower, np.nextafter(upper, lower))  # the last cell is closed
+    eps_tree, eps_count = epsilon * tree_share, epsilon * (1 - tree_share)
+    lo, hi, depth, ids = grow(pts, lower, upper, eps_tree, rng=rng, contributions=contributions)
+    exact = np.array([len(i) for i in ids], dtype=np.int64)
+    noisy = exact + noise.discrete_laplace(eps_count, contributions, len(exact), rng)
+    return Synopsis(lo, hi, depth, noisy)

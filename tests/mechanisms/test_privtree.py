@@ -1,0 +1,116 @@
+"""PrivTree: the exact privacy of the tree-growing decisions, leaf counts, range counts, termination."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from dpgate import noise
+from dpgate.mechanisms.privtree import MAX_DEPTH, grow, log_split, parameters, release, split_probability
+
+
+def worst_log_ratio(beta: int, eps_tree: float, depths: int = 40, counts: int = 400) -> tuple[float, float]:
+    """max and min over every path and every non-increasing count sequence of ln P_D(T) / P_D'(T).
+
+    D has the point (counts c on its path), D' does not (c − 1); off-path nodes cancel. Internal
+    path nodes split, the leaf does not. A dynamic program over (depth, count) with a suffix max.
+    """
+    lam, delta, theta = parameters(eps_tree, beta)
+    c = np.arange(1, counts + 1)
+
+    def b(cnt, depth):
+        return np.maximum(theta - delta, cnt - depth * delta)
+
+    def logs(bv):
+        out = np.array([log_split(x, lam, theta) for x in bv])
+        return out[:, 0], out[:, 1]
+
+    hi_best = lo_best = None
+    top, bottom = -math.inf, math.inf
+    for depth in range(depths + 1):
+        (s1, n1), (s0, n0) = logs(b(c, depth)), logs(b(c - 1, depth))
+        split, leaf = s1 - s0, n1 - n0
+        if hi_best is None:
+            prev_hi = prev_lo = np.zeros(counts)
+        else:  # best over parents with a count ≥ c (suffix max / min)
+            prev_hi = np.maximum.accumulate(hi_best[::-1])[::-1]
+            prev_lo = np.minimum.accumulate(lo_best[::-1])[::-1]
+        top = max(top, float((prev_hi + leaf).max()))
+        bottom = min(bottom, float((prev_lo + leaf).min()))
+        hi_best, lo_best = prev_hi + split, prev_lo + split
+    return top, bottom
+
+
+@pytest.mark.parametrize("beta", [2, 4, 16])
+@pytest.mark.parametrize("eps_tree", [0.05, 0.5, 2.0])
+def test_split_decisions_are_eps_tree_dp_with_discrete_noise(beta, eps_tree):
+    top, bottom = worst_log_ratio(beta, eps_tree)
+    assert top <= eps_tree and -bottom <= eps_tree
+    assert top > 0.5 * eps_tree  # the bound is nearly reached: the test has teeth
+
+
+def test_without_the_bias_the_same_check_fails():
+    # δ = 0 (SimpleTree with no depth limit): the path costs grow with depth, far past ε
+    lam, _, theta = parameters(0.5, 4)
+    total = sum(math.log(split_probability(100 - 0, lam, theta) / split_probability(99, lam, theta)) for _ in range(1))
+    per_level = math.log(split_probability(0, lam, theta) / split_probability(-1, lam, theta))
+    assert per_level * 40 > 0.5 and total >= 0  # 40 levels at the unbiased rate: ≈ 40/λ ≫ ε_tree
+
+
+def test_a_clamped_node_splits_with_probability_one_over_two_beta():
+    for beta in (2, 4, 16):
+        lam, delta, theta = parameters(1.0, beta)
+        p = split_probability(theta - delta, lam, theta)
+        assert p == pytest.approx(1 / (2 * beta), rel=0.35)  # discrete: the tail at ⌊δ⌋ + 1, close to 1/(2β)
+
+
+def test_leaves_partition_the_domain_and_every_point_is_in_one_leaf():
+    rng = np.random.default_rng(1)
+    pts = np.concatenate([rng.normal(0.3, 0.05, (3000, 2)), rng.uniform(0, 1, (500, 2)), [[1.0, 1.0], [0.0, 0.0]]])
+    pts = np.clip(pts, 0, np.nextafter(1.0, 0))
+    lo, hi, depth, ids = grow(pts, np.zeros(2), np.ones(2), 1.0, rng=rng)
+    assert np.isclose(((hi - lo).prod(axis=1)).sum(), 1.0)
+    assert sorted(np.concatenate(ids).tolist()) == list(range(len(pts)))
+    for box_lo, box_hi, i in zip(lo, hi, ids):
+        assert ((pts[i] >= box_lo) & (pts[i] < box_hi)).all()
+    assert depth.max() >= 4 and len(lo) > 20  # the dense cluster is refined
+
+
+def test_duplicates_stop_and_the_tree_stays_small_on_empty_data():
+    rng = np.random.default_rng(2)
+    same = np.full((60, 2), 0.123)  # 60 identical points: clamped once depth·δ ≥ 60 + δ (δ = 3.2)
+    lo, hi, depth, ids = grow(same, np.zeros(2), np.ones(2), 1.0, rng=rng)
+    assert depth.max() < MAX_DEPTH
+    lo, hi, depth, ids = grow(np.full((10000, 2), 0.123), np.zeros(2), np.ones(2), 1.0, rng=rng)
+    assert depth.max() == MAX_DEPTH and len(lo) < 2000  # a heap too big to clamp in time: the cap ends it
+    sizes = np.array([len(grow(np.zeros((0, 2)), np.zeros(2), np.ones(2), 1.0, rng=rng)[0]) for _ in range(4000)])
+    # No points: the root has b = 0, every node below is clamped (b = −δ) and splits with p ≈ 1/(2β):
+    # expected leaves below a clamped node L = (1 − p)/(1 − 4p), and the root's (1 − p0) + 4·p0·L.
+    lam, delta, theta = parameters(1.0, 4)
+    p0, p = split_probability(0.0, lam, theta), split_probability(-delta, lam, theta)
+    expected = (1 - p0) + 4 * p0 * (1 - p) / (1 - 4 * p)
+    assert abs(sizes.mean() - expected) < 4 * sizes.std() / math.sqrt(len(sizes))
+    assert sizes.max() < 400
+
+
+def test_range_counts_are_close_on_a_large_sample():
+    rng = np.random.default_rng(3)
+    pts = rng.uniform(0, 1, (200_000, 2)) ** 2  # skewed toward the origin
+    syn = release(pts, [0, 0], [1, 1], 1.0, rng=rng)
+    for qlo, qhi in (([0, 0], [0.5, 0.5]), ([0.1, 0.2], [0.9, 0.4]), ([0, 0], [1, 1])):
+        true = ((pts >= qlo) & (pts < qhi)).all(axis=1).sum()
+        est = syn.range_count(np.array(qlo, float), np.array(qhi, float))
+        assert abs(est - true) < 0.02 * len(pts)
+
+
+def test_leaf_noise_is_the_declared_discrete_laplace():
+    # the leaf count noise, pooled over many leaves of an empty tree: its variance is the sampler's
+    rng = np.random.default_rng(4)
+    z = []
+    for _ in range(3000):
+        s = release(np.zeros((0, 1)), [0], [1], 1.0, rng=rng)
+        z.extend(s.counts.tolist())
+    std = noise.discrete_laplace_std(0.5, 1)
+    assert abs(np.std(z) - std) < 4 * std / math.sqrt(2 * len(z)) * 3
