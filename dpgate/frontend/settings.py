@@ -54,6 +54,7 @@ SPECS: dict[str, Spec] = {
     "min_partition_size": Spec("int", "smallest partition of subjects", 1, None),
     "topk_method": Spec("str", "mechanism for ORDER BY COUNT(*) DESC LIMIT k queries", choices=TOPK_METHODS),
     "interval_share": Spec("float", "share of a subgraph count's ε spent on a tighter error bar (0: public bound)", 0.0, 1.0),
+    "from_synopsis": Spec("str", "answer range counts free from this PrivTree synopsis (a release name)"),
     "confirm_share": Spec("float", "share of remaining quota above which the shell asks first", 0.0, 1.0, session=True),
 }
 

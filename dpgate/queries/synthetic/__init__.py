@@ -1,6 +1,7 @@
 """Synthetic releases: ``CREATE SYNTHETIC TABLE name FROM t USING privbayes WITH (...)``.
 
-(``USING diffpart`` releases set-valued data: ``setvalued.py``.)
+(``USING diffpart`` releases set-valued data: ``setvalued.py``; ``USING privtree`` a spatial synopsis:
+``synopsis.py``.)
 
 Plan (public facts only): the columns and their code spaces (``synthesis.coding_for``: declared
 domains, integer and real bounds cut into ``bins`` equi-width bins; a column with neither is
@@ -41,7 +42,7 @@ from dpgate.queries.plans import SubjectCharge, SynthesisPlan
 from dpgate.release import Answer
 from dpgate.frontend.settings import Session, Spec, coerce, literal_value
 
-MECHANISMS = ("privbayes", "diffpart")
+MECHANISMS = ("privbayes", "diffpart", "privtree")
 DEFAULT_BINS = 16
 #: Options of the mechanism (the rest are the usual DP options listed in GENERAL).
 SYNTHESIS_OPTIONS: dict[str, Spec] = {
@@ -83,6 +84,10 @@ def plan(classified: Classified, catalog: Catalog, session: Session) -> Synthesi
         from dpgate.queries.synthetic import setvalued
 
         return setvalued.plan(classified, catalog, session, _release_name(stmt.this, catalog))
+    if mechanism == "privtree":
+        from dpgate.queries.synthetic import synopsis
+
+        return synopsis.plan(classified, catalog, session, _release_name(stmt.this, catalog))
     general, own = [], {}
     for opt in stmt.expressions or []:
         name = opt.option_name
@@ -351,6 +356,10 @@ class SyntheticQuery:
             from dpgate.queries.synthetic import setvalued
 
             return setvalued.bind_check(con, plan, probe)
+        if plan.mechanism == "privtree":
+            from dpgate.queries.synthetic import synopsis
+
+            return synopsis.bind_check(con, plan, probe)
         bind_check(con, plan, probe)
 
     def answer(self, run) -> Answer:
@@ -358,6 +367,12 @@ class SyntheticQuery:
             from dpgate.queries.synthetic import setvalued
 
             out = setvalued.answer(run.con, run.plan, run.debit, run.analyst, rng=run.rng, sampling=run.sampling)
+            out.notes += personalization_notes(run.plan, run.subjects, scaled_note=False)
+            return out
+        if run.plan.mechanism == "privtree":
+            from dpgate.queries.synthetic import synopsis
+
+            out = synopsis.answer(run.con, run.plan, run.debit, run.analyst, rng=run.rng)
             out.notes += personalization_notes(run.plan, run.subjects, scaled_note=False)
             return out
         out = answer(run.con, run.plan, run.debit, run.analyst, rng=run.rng, sampling=run.sampling,
@@ -370,6 +385,10 @@ class SyntheticQuery:
             from dpgate.queries.synthetic import setvalued
 
             return _subject_rows(plan, subjects) + setvalued.explain_rows(plan)
+        if plan.mechanism == "privtree":
+            from dpgate.queries.synthetic import synopsis
+
+            return _subject_rows(plan, subjects) + synopsis.explain_rows(plan)
         return _subject_rows(plan, subjects) + explain_rows(plan)
 
 

@@ -1,0 +1,344 @@
+"""PrivTree synopses: ``CREATE SYNTHETIC TABLE t_tree FROM t USING privtree WITH (columns = 'lon, lat')``.
+
+A synopsis is released once (``mechanisms.privtree``) as an ordinary public table of leaves —
+``leaf_id, depth, <col>_lo, <col>_hi`` per column, ``count`` and its 95% interval — and then
+answers range counts for free: a counting query over the source table whose WHERE is a
+conjunction of ranges on the synopsis's columns is rewritten into
+``Σ count · |query ∩ leaf| / |leaf|`` over the leaves when the analyst asks for it
+(``OPTIONS (from_synopsis = 't_tree')``, or ``SET dp_from_synopsis = 't_tree'`` for a session).
+
+Plan (public facts only): 1–4 numeric columns, each with declared bounds (the domain Ω; never
+the data's min/max), fan-out 2^d. Integer columns use unit cells: Ω = [lo, hi + 1) and a value v
+stands for [v, v + 1), so ``BETWEEN a AND b`` is [a, b + 1). Run, after the debit: the charged
+subjects' rows, at most ``max_rows`` each (keyed random choice), values clamped into Ω, rows
+with a NULL coordinate dropped; PrivTree with λ scaled by ``max_rows`` (one subject adds up to
+that many points) and leaf counts with sensitivity ``max_rows``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import duckdb
+import numpy as np
+from sqlglot import exp
+
+from dpgate import errors, noise
+from dpgate.catalog import releases as registry
+from dpgate.catalog.tables import Catalog
+from dpgate.frontend.classify import Classified
+from dpgate.frontend.dialect import to_sql
+from dpgate.frontend.nodes import DPOptions, dp_options
+from dpgate.frontend.settings import Session, Spec, coerce, literal_value
+from dpgate.mechanisms import privtree
+from dpgate.queries.base import bind
+from dpgate.queries.plans import SubjectCharge, SynthesisPlan
+from dpgate.release import Answer, Result
+
+OPTIONS: dict[str, Spec] = {
+    "columns": Spec("str", "1 to 4 comma-separated numeric columns with declared bounds"),
+    "tree_share": Spec("float", "share of ε spent on the tree (the rest on leaf counts)", 0.0, 1.0, low_open=True),
+}
+GENERAL = ("epsilon", "personalization", "max_rows_contributed", "privacy_unit_column", "alpha")
+_INTEGER = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT"}
+_NUMERIC = _INTEGER | {"FLOAT", "DOUBLE", "REAL"}
+
+
+def _q(name: str) -> str:
+    return exp.to_identifier(name, quoted=True).sql(dialect="duckdb")
+
+
+def _is_numeric(typ: str) -> bool:
+    t = typ.upper()
+    return t in _NUMERIC or t.startswith("DECIMAL")
+
+
+def plan(classified: Classified, catalog: Catalog, session: Session, name: str) -> SynthesisPlan:
+    stmt = classified.statement
+    table = classified.protected
+    general, own = [], {}
+    for opt in stmt.expressions or []:
+        oname = opt.option_name
+        if oname in own or any(o.option_name == oname for o in general):
+            raise errors.ProgrammingError(f"Option {oname} is given twice", code="DP205", hint="give each option once")
+        if oname in OPTIONS:
+            own[oname] = coerce(oname, literal_value(opt.expression, oname), OPTIONS)
+        elif oname in GENERAL:
+            general.append(opt)
+        else:
+            raise errors.ProgrammingError(
+                f"{oname} is not an option of CREATE SYNTHETIC TABLE ... USING privtree", code="DP204",
+                hint="options: " + ", ".join(sorted([*GENERAL, *OPTIONS])),
+            )  # fmt: skip
+    settings = session.query_settings(DPOptions(expressions=general))
+    if settings.privacy_unit is not None and settings.privacy_unit != table.unit:
+        raise errors.PolicyError(f"privacy_unit_column = {settings.privacy_unit} does not match {table.unit}",
+                                 code="DP301", hint=f"drop the option or write privacy_unit_column = {table.unit}")  # fmt: skip
+    if settings.personalization in ("partition", "t_round"):
+        raise errors.UnsupportedQueryError(
+            f"A synopsis is built once, from one set of subjects; personalization = '{settings.personalization}' "
+            "would need several", code="DP219", hint="use personalization 'sample' (the default), 'threshold' or 'minimum'",
+        )  # fmt: skip
+    if "columns" not in own:
+        numeric = [c for c, col in table.columns.items() if c != table.unit and _is_numeric(col.type) and col.bounded]
+        raise errors.ProgrammingError(
+            "A PrivTree synopsis needs the columns it covers", code="DP205",
+            hint=f"WITH (columns = '{', '.join(numeric[:2]) or 'x, y'}')  -- numeric columns with declared bounds",
+        )  # fmt: skip
+    names = [c.strip().lower() for c in own["columns"].split(",") if c.strip()]
+    if not 1 <= len(names) <= privtree.MAX_DIMENSIONS or len(set(names)) != len(names):
+        raise errors.ProgrammingError(f"columns must name 1 to {privtree.MAX_DIMENSIONS} different columns",
+                                      code="DP205", hint="columns = 'lon, lat'")  # fmt: skip
+    lower, upper, integer = [], [], []
+    for c in names:
+        col = table.columns.get(c)
+        if col is None or c == table.unit:
+            raise errors.ProgrammingError(f"{table.name} has no column {c!r} to cover", code="DP218",
+                                          hint="columns are: " + ", ".join(x for x in table.columns if x != table.unit))  # fmt: skip
+        if not _is_numeric(col.type):
+            raise errors.UnsupportedQueryError(f"{c} is {col.type}: a synopsis covers numeric columns", code="DP212",
+                                               hint="choose numeric columns with declared bounds")  # fmt: skip
+        if not col.bounded:
+            raise errors.PolicyError(f"{table.name}.{c} has no declared bounds: the synopsis's domain must be public",
+                                     code="DP312", hint=f"the owner declares them (--bounds {c}=LO,HI)")  # fmt: skip
+        is_int = col.is_integer
+        lo, hi = float(col.lower), float(col.upper)
+        lower.append(lo), upper.append(hi + 1 if is_int else hi), integer.append(is_int)
+        if not upper[-1] > lo:
+            raise errors.PolicyError(f"{table.name}.{c}'s bounds are empty", code="DP312")
+    tree_share = own.get("tree_share", 0.5)
+    if tree_share >= 1.0:
+        raise errors.ProgrammingError("tree_share must leave some ε for the leaf counts", code="DP205",
+                                      hint="tree_share = 0.5 (the thesis's split)")  # fmt: skip
+    extra = name
+    del extra
+    max_rows = settings.max_rows or table.max_rows
+    return SynthesisPlan(
+        table=table, settings=settings, statement_sql=to_sql(stmt), name=name, mechanism="privtree", codings=(),
+        options={"columns": names, "lower": lower, "upper": upper, "integer": integer, "tree_share": tree_share},
+        rows=None, bins=0, max_rows=max_rows, charge=SubjectCharge(settings.personalization, settings.epsilon, 0.0),
+        notes=((f"at most {max_rows} point(s) per subject: λ and the leaf noise are scaled by {max_rows}",)
+               if max_rows > 1 else ()),
+    )  # fmt: skip
+
+
+def source_sql(plan: SynthesisPlan, charged: str, salt: int) -> str:
+    """The charged subjects' points, at most ``max_rows`` each (keyed random choice); NULLs dropped."""
+    t = plan.table
+    cols = plan.options["columns"]
+    sel = ", ".join(f"CAST(__s.{_q(c)} AS DOUBLE) AS {_q(c)}" for c in cols)
+    where = " AND ".join(f"__s.{_q(c)} IS NOT NULL" for c in cols)
+    rows = (
+        f"SELECT __s.{_q(t.unit)} AS __unit, {sel} FROM main.{_q(t.name)} __s "
+        f"JOIN (SELECT DISTINCT unit FROM {charged}) __c ON __s.{_q(t.unit)} = __c.unit WHERE {where}"
+    )
+    names = ", ".join(_q(c) for c in cols)
+    if t.unique_unit:
+        return f"SELECT {names} FROM ({rows})"
+    dup = f"SELECT *, row_number() OVER (PARTITION BY __unit, {names}) AS __dup FROM ({rows})"
+    rank = f"hash(xor(hash(__unit, {names}, __dup), {int(salt)}::UBIGINT))"
+    return (f"SELECT {names} FROM ({dup}) "
+            f"QUALIFY row_number() OVER (PARTITION BY __unit ORDER BY {rank}, __dup) <= {plan.max_rows}")  # fmt: skip
+
+
+def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str) -> None:
+    bind(con, source_sql(plan, charged, 0))
+
+
+def answer(con, plan: SynthesisPlan, debit, analyst: str, *, rng: np.random.Generator) -> Answer:
+    subjects = debit.subjects
+    if subjects is None:
+        raise errors.InternalError("a synopsis needs the personalization plan of its subjects")
+    eps = float(subjects.parts[0].epsilon)
+    o = plan.options
+    salt = int(rng.integers(0, 2**62))
+    got = con.execute(source_sql(plan, debit.charged, salt)).fetchnumpy()
+    points = np.column_stack([np.asarray(got[c], dtype=float) for c in o["columns"]]) if len(got[o["columns"][0]]) \
+        else np.zeros((0, len(o["columns"])))  # fmt: skip
+    syn = privtree.release(points, o["lower"], o["upper"], eps, rng=rng, contributions=plan.max_rows,
+                           tree_share=o["tree_share"])  # fmt: skip
+    del points
+    eps_count = eps * (1 - o["tree_share"])
+    alpha = plan.settings.alpha
+    half = noise.discrete_laplace_half_width(eps_count, plan.max_rows, alpha)
+    _write(con, plan, syn, half, debit, analyst, eps)
+    lam, delta, _ = privtree.parameters(eps * o["tree_share"], 2 ** len(o["columns"]), plan.max_rows)
+    notes = [
+        f"{len(syn.counts):,} leaves, depth up to {int(syn.depth.max())}; λ = {lam:.3g}, δ = {delta:.3g}; each leaf "
+        f"count ± {half} ({1 - alpha:.0%})",
+        f"{plan.name} is public from now on; counts over {', '.join(o['columns'])} ranges of {plan.table.name} are "
+        f"free with OPTIONS (from_synopsis = '{plan.name}')",
+    ]
+    message = f"CREATE SYNTHETIC TABLE {plan.name}: {len(syn.counts):,} leaves (PrivTree synopsis)"
+    return Answer([], [], [], [], {}, notes, message=message, released_rows=len(syn.counts))
+
+
+def _write(con, plan: SynthesisPlan, syn: privtree.Synopsis, half: int, debit, analyst: str, eps: float) -> None:
+    from dpgate.queries.synthetic.coding import relation_exists
+
+    o = plan.options
+    if relation_exists(con, plan.name):
+        raise errors.ProgrammingError(f"A table or view named {plan.name!r} already exists", code="DP226")
+    cols = []
+    params: list[Any] = [list(range(1, len(syn.counts) + 1)), syn.depth.astype(int).tolist()]
+    for j, c in enumerate(o["columns"]):
+        params += [syn.lo[:, j].tolist(), syn.hi[:, j].tolist()]
+        cols += [f"unnest(${len(params) - 1}) AS {_q(c + '_lo')}", f"unnest(${len(params)}) AS {_q(c + '_hi')}"]
+    params.append(syn.counts.astype(int).tolist())
+    n = len(params)
+    sql = (f"CREATE TABLE main.{_q(plan.name)} AS SELECT unnest($1) AS leaf_id, unnest($2) AS depth, {', '.join(cols)}, "
+           f"unnest(${n}) AS count, unnest(${n}) - {half} AS count_ci_low, unnest(${n}) + {half} AS count_ci_high")  # fmt: skip
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute(sql, params)
+        parameters = {
+            "columns": o["columns"], "lower": o["lower"], "upper": o["upper"], "integer": o["integer"],
+            "tree_share": o["tree_share"], "max_rows": plan.max_rows, "epsilon_run": eps,
+            "personalization": plan.charge.rule, "leaves": len(syn.counts),
+        }  # fmt: skip
+        registry.record(
+            con, entry_id=debit.entry_id, name=plan.name, kind="synopsis", sources=[plan.table.name],
+            mechanism="privtree", parameters=parameters, epsilon=debit.epsilon, delta=0.0, analyst=analyst,
+            row_count=len(syn.counts),
+        )  # fmt: skip
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+
+
+def explain_rows(plan: SynthesisPlan) -> list[tuple]:
+    o = plan.options
+    eps = plan.epsilon
+    d = len(o["columns"])
+    lam, delta, _ = privtree.parameters(eps * o["tree_share"], 2**d, plan.max_rows)
+    doms = ", ".join(f"{c} in [{lo:g}, {hi:g})" for c, lo, hi in zip(o["columns"], o["lower"], o["upper"]))
+    return [
+        ("model", "privtree", eps, 0.0, None, None,
+         f"PrivTree over {doms} (declared bounds), fan-out {2**d}: ε×{o['tree_share']:g} for the tree "
+         f"(λ = {lam:.3g}, δ = λ·ln {2**d} = {delta:.3g}, θ = 0, no depth limit), the rest for the leaf counts "
+         f"(discrete Laplace, sensitivity {plan.max_rows})"),
+        ("release", None, None, None, None, None,
+         f"{plan.name}: one row per leaf (leaf_id, depth, bounds, count with its interval); range counts over "
+         f"these columns are then free with OPTIONS (from_synopsis = '{plan.name}')"),
+    ]  # fmt: skip
+
+
+# -- answering from a synopsis ------------------------------------------------------------------
+def requested(classified: Classified, session: Session) -> tuple[str | None, bool]:
+    """(synopsis name, strict): the statement's OPTIONS (from_synopsis) or the session's setting."""
+    opts = dp_options(classified.statement)
+    for opt in (opts.expressions if opts is not None else []):
+        if opt.option_name == "from_synopsis":
+            return coerce("from_synopsis", literal_value(opt.expression, "from_synopsis")), True
+    value = session.values.get("from_synopsis")
+    return (value or None), False
+
+
+def _ranges(where: exp.Expr | None, columns: list[str], integer: list[bool]) -> dict[str, list[float]] | None:
+    """The WHERE as one [lo, hi) per column (None: not a conjunction of ranges on these columns)."""
+    box = {c: [-math.inf, math.inf] for c in columns}
+    if where is None:
+        return box
+    parts = list(where.flatten()) if isinstance(where, exp.And) else [where]
+    for p in parts:
+        if isinstance(p, exp.Paren):
+            inner = _ranges(p.this, columns, integer)
+            if inner is None:
+                return None
+            for c in columns:
+                box[c] = [max(box[c][0], inner[c][0]), min(box[c][1], inner[c][1])]
+            continue
+        col = p.this if isinstance(p, (exp.Between, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.EQ)) else None
+        if not isinstance(col, exp.Column) or col.name.lower() not in box:
+            return None
+        c = col.name.lower()
+        is_int = integer[columns.index(c)]
+
+        def num(node) -> float | None:
+            if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal) and not node.this.is_string:
+                return -float(node.this.this)
+            if isinstance(node, exp.Literal) and not node.is_string:
+                return float(node.this)
+            return None
+
+        step = 1.0 if is_int else 0.0
+        if isinstance(p, exp.Between):
+            a, b = num(p.args["low"]), num(p.args["high"])
+            if a is None or b is None:
+                return None
+            lo, hi = (math.ceil(a), math.floor(b) + 1) if is_int else (a, b)
+        else:
+            v = num(p.expression)
+            if v is None:
+                return None
+            if isinstance(p, exp.GTE):
+                lo, hi = (math.ceil(v) if is_int else v), math.inf
+            elif isinstance(p, exp.GT):
+                lo, hi = (math.floor(v) + step if is_int else v), math.inf
+            elif isinstance(p, exp.LTE):
+                lo, hi = -math.inf, (math.floor(v) + step if is_int else v)
+            elif isinstance(p, exp.LT):
+                lo, hi = -math.inf, (math.ceil(v) if is_int else v)
+            else:  # EQ: a unit cell of an integer column; a point (no mass) of a real one
+                if not is_int:
+                    return None
+                lo, hi = v, v + 1
+        box[c] = [max(box[c][0], lo), min(box[c][1], hi)]
+    return box
+
+
+def from_synopsis(con, classified: Classified, catalog: Catalog, session: Session) -> Result | None:
+    """The statement answered from the synopsis it names, or None (session setting that does not fit)."""
+    name, strict = requested(classified, session)
+    if name is None:
+        return None
+    rec = registry.active(con, name)
+
+    def refuse(message: str, hint: str) -> None:
+        if strict:
+            raise errors.UnsupportedQueryError(message, code="DP227", hint=hint)
+
+    if rec is None or rec.mechanism != "privtree":
+        refuse(f"No PrivTree synopsis named {name!r}", "SHOW RELEASES lists the synopses (kind 'synopsis')")
+        return None
+    stmt = classified.statement
+    table = classified.protected
+    p = rec.parameters
+    shape = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (from_synopsis = ...) COUNT(*) FROM t WHERE <ranges on its columns>"
+    if table is None or table.name not in rec.sources or len(classified.refs) != 1:
+        refuse(f"Synopsis {name} was built from {', '.join(rec.sources)}, and answers counts over that table only",
+               shape)  # fmt: skip
+        return None
+    exprs = stmt.expressions
+    if (not isinstance(stmt, exp.Select) or len(exprs) != 1 or stmt.args.get("group") or stmt.args.get("having")
+            or stmt.args.get("joins") or stmt.args.get("distinct")):  # fmt: skip
+        refuse("A synopsis answers one COUNT(*) with a WHERE of ranges (no GROUP BY, joins or other aggregates)", shape)
+        return None
+    agg = exprs[0].this if isinstance(exprs[0], exp.Alias) else exprs[0]
+    if not (isinstance(agg, exp.Count) and isinstance(agg.this, exp.Star)):
+        refuse("A synopsis answers COUNT(*) only", shape)
+        return None
+    where = stmt.args.get("where")
+    box = _ranges(where.this if where is not None else None, p["columns"], p["integer"])
+    if box is None:
+        refuse(f"The WHERE must be a conjunction of ranges (BETWEEN, <, <=, >, >=, = on integers) on "
+               f"{', '.join(p['columns'])} with numbers", shape)  # fmt: skip
+        return None
+    alias = exprs[0].alias if isinstance(exprs[0], exp.Alias) else "count_star()"
+    terms, params = [], []
+    for c, lo, hi in zip(p["columns"], p["lower"], p["upper"]):
+        qlo, qhi = max(box[c][0], lo), min(box[c][1], hi)
+        params += [qlo, qhi]
+        a, b = f"${len(params) - 1}", f"${len(params)}"
+        terms.append(f"greatest(0, least({_q(c + '_hi')}, {b}) - greatest({_q(c + '_lo')}, {a})) / "
+                     f"({_q(c + '_hi')} - {_q(c + '_lo')})")  # fmt: skip
+    sql = f"SELECT coalesce(sum(count * {' * '.join(terms)}), 0)::DOUBLE FROM main.{_q(rec.name)}"
+    (value,) = con.execute(sql, params).fetchone()
+    notes = [
+        f"answered from synopsis {rec.name} (PrivTree, made with ε {rec.epsilon:g}): free; points are taken as "
+        "spread evenly inside each leaf",
+        "no interval: the error of that assumption is not known (each leaf's own noise is in the synopsis table)",
+    ]
+    return Result([alias], ["DOUBLE"], [(round(float(value), 1),)], None, message="\n".join(notes))
