@@ -29,8 +29,9 @@ DEMO_ANALYST = "demo"
 
 
 #: The protected tables of the current demo; an older demo database without them is rebuilt.
-DEMO_TABLES = {"adult", "baskets", "basket_flags", "karate", "wormnet"}
-DATA_FILES = {"adult": "adult.parquet", "baskets": "supermarket_baskets.parquet", "wormnet": "wormnet_edges.parquet"}
+DEMO_TABLES = {"adult", "baskets", "basket_flags", "karate", "wormnet", "cities"}
+DATA_FILES = {"adult": "adult.parquet", "baskets": "supermarket_baskets.parquet", "wormnet": "wormnet_edges.parquet",
+              "cities": "cities_points.parquet"}
 
 
 def flag_column(item: str) -> str:
@@ -154,6 +155,11 @@ TOUR = [
      "CREATE SYNTHETIC TABLE adult_syn FROM adult USING privbayes WITH (epsilon = 0.5)"),
     ("Queries over a release are free, SELECT * included",
      "SELECT age, education, occupation, sex, hours_per_week, income FROM adult_syn LIMIT 3"),
+    ("A PrivTree synopsis of 170,391 places (ε = 0.5): a table of leaves, dense where the places are",
+     "CREATE SYNTHETIC TABLE cities_tree FROM cities USING privtree WITH (epsilon = 0.5, columns = 'lon, lat')"),
+    ("Range counts from the synopsis are free: places in a box around Europe",
+     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (from_synopsis = 'cities_tree') COUNT(*) AS places FROM cities "
+     "WHERE lon BETWEEN -10 AND 30 AND lat BETWEEN 35 AND 70"),
     ("What would a query cost? EXPLAIN PRIVACY spends nothing",
      "EXPLAIN PRIVACY SELECT sex, SUM(hours_per_week) FROM adult GROUP BY sex"),
     ("Raw rows never leave: this is refused, and charges nothing",
@@ -165,6 +171,12 @@ TOUR = [
 
 def _reads_adult(sql: str) -> bool:
     return re.search(r"\bFROM adult\b", sql) is not None and not sql.startswith("EXPLAIN")
+
+
+def _made(sql: str) -> str | None:
+    """The release a tour statement creates (None for other statements)."""
+    m = re.match(r"CREATE SYNTHETIC TABLE (\w+)", sql)
+    return m.group(1) if m else None
 
 
 def _smallest_left(path: str | os.PathLike) -> float:
@@ -193,7 +205,7 @@ def tour(path: str | os.PathLike, out: Callable[[str], None] = print) -> None:
         eps, delta = con.budget()
         out(f"Connected to {path} as analyst '{DEMO_ANALYST}': ε quota left {eps:g}, δ left {delta:g}\n")
         releases = con.gateway.catalog().releases
-        todo = [sql for _, sql in TOUR if not (sql.startswith("CREATE SYNTHETIC TABLE adult_syn") and "adult_syn" in releases)]
+        todo = [sql for _, sql in TOUR if _made(sql) not in releases]
         costs = [_cost(con, sql) for sql in todo]
         analyst_cost = sum(c[0] for c in costs if c is not None)
         adult_cost = sum(c[0] for sql, c in zip(todo, costs) if c is not None and _reads_adult(sql))
@@ -203,8 +215,8 @@ def tour(path: str | os.PathLike, out: Callable[[str], None] = print) -> None:
                 + (f"; it spends ε {analyst_cost:g} of your quota, which has {eps:g} left" if eps < analyst_cost else "")
                 + ". Some answers will leave people out or be refused; `dpgate demo` without --keep starts afresh.\n")  # fmt: skip
         for title, sql in TOUR:
-            if sql.startswith("CREATE SYNTHETIC TABLE adult_syn") and "adult_syn" in releases:
-                out(f"-- {title}\n(adult_syn exists from an earlier tour: SHOW RELEASES lists it)\n")
+            if _made(sql) in releases:
+                out(f"-- {title}\n({_made(sql)} exists from an earlier tour: SHOW RELEASES lists it)\n")
                 continue
             out(f"-- {title}\n{sql};")
             cur = con.cursor()

@@ -282,6 +282,8 @@ def format_result(
     if status:
         parts.append(status_line(result))
         parts += release_lines(result)[1:]
+        if result.release is None and result.message:  # a free answer's own notes (e.g. from a synopsis)
+            parts += [f"note: {line}" for line in result.message.splitlines()]
     return "\n".join(parts)
 
 

@@ -86,48 +86,65 @@ class Synopsis:
 
 
 def grow(points: np.ndarray, lower: np.ndarray, upper: np.ndarray, epsilon_tree: float, *, rng: np.random.Generator,
-         contributions: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:  # fmt: skip
-    """Algorithm 4.2: the leaves' boxes, depths and the indices of their points (exact)."""
+         contributions: int = 1, integer: np.ndarray | None = None,
+         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:  # fmt: skip
+    """Algorithm 4.2: the leaves' boxes, depths and the indices of their points (exact).
+
+    ``integer`` marks dimensions of unit cells (bounds and points integers): they split at
+    integer midpoints and stop splitting at width 1, so a leaf is always a union of whole cells
+    (a node with no dimension left to split is a leaf; that depends on its box alone, and the
+    privacy argument does not depend on how many children a node has).
+    """
     n, d = points.shape
     if not 1 <= d <= MAX_DIMENSIONS:
         raise ValueError(f"PrivTree takes 1 to {MAX_DIMENSIONS} dimensions, got {d}")
-    beta = 2**d
-    lam, delta, theta = parameters(epsilon_tree, beta, contributions)
-    a = noise.discrete_laplace_alpha(1.0, lam)
-    del a
+    integer = np.zeros(d, dtype=bool) if integer is None else np.asarray(integer, dtype=bool)
+    lam, delta, theta = parameters(epsilon_tree, 2**d, contributions)
     frontier = [(lower.astype(float), upper.astype(float), 0, np.arange(n))]
     leaves_lo, leaves_hi, leaves_depth, leaves_ids = [], [], [], []
-    bits = 1 << np.arange(d)
     while frontier:
         # one level at a time: the split decisions of a level are drawn together
         b = np.array([max(theta - delta, len(ids) - depth * delta) for _, _, depth, ids in frontier])
         z = noise.discrete_laplace(1.0, lam, len(frontier), rng)
-        split = (b + z > theta) & np.array([depth < MAX_DEPTH for _, _, depth, _ in frontier])
+        can = [depth < MAX_DEPTH and bool((~integer | (hi - lo > 1)).any()) for lo, hi, depth, _ in frontier]
+        split = (b + z > theta) & np.array(can)
         nxt = []
         for (lo, hi, depth, ids), s in zip(frontier, split.tolist()):
             if not s:
                 leaves_lo.append(lo), leaves_hi.append(hi), leaves_depth.append(depth), leaves_ids.append(ids)
                 continue
-            mid = (lo + hi) / 2
-            code = ((points[ids] >= mid) * bits).sum(axis=1) if len(ids) else np.zeros(0, dtype=np.int64)
+            dims = np.flatnonzero(~integer | (hi - lo > 1))
+            mid = np.where(integer, lo + np.floor((hi - lo) / 2), (lo + hi) / 2)
+            k = len(dims)
+            bits = 1 << np.arange(k)
+            code = ((points[ids][:, dims] >= mid[dims]) * bits).sum(axis=1) if len(ids) else np.zeros(0, dtype=np.int64)
             order = np.argsort(code, kind="stable")
-            starts = np.searchsorted(code[order], np.arange(beta + 1))
-            for child in range(beta):
-                upper_half = (child & bits) > 0
-                clo = np.where(upper_half, mid, lo)
-                chi = np.where(upper_half, hi, mid)
+            starts = np.searchsorted(code[order], np.arange(2**k + 1))
+            for child in range(2**k):
+                upper_half = np.zeros(d, dtype=bool)
+                upper_half[dims] = (child & bits) > 0
+                in_dims = np.zeros(d, dtype=bool)
+                in_dims[dims] = True
+                clo = np.where(in_dims & upper_half, mid, lo)
+                chi = np.where(in_dims & ~upper_half, mid, hi)
                 nxt.append((clo, chi, depth + 1, ids[order[starts[child] : starts[child + 1]]]))
         frontier = nxt
     return np.array(leaves_lo), np.array(leaves_hi), np.array(leaves_depth), leaves_ids
 
 
 def release(points: np.ndarray, lower, upper, epsilon: float, *, rng: np.random.Generator, contributions: int = 1,
-            tree_share: float = 0.5) -> Synopsis:  # fmt: skip
-    """PrivTree at ``tree_share·ε`` and discrete Laplace leaf counts at the rest."""
+            tree_share: float = 0.5, integer=None) -> Synopsis:  # fmt: skip
+    """PrivTree at ``tree_share·ε`` and discrete Laplace leaf counts at the rest.
+
+    Integer dimensions take bounds [lo, hi + 1) from the caller and integer points (cell v is [v, v + 1)).
+    """
     lower, upper = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
-    pts = np.clip(np.asarray(points, dtype=float), lower, np.nextafter(upper, lower))  # the last cell is closed
+    pts = np.asarray(points, dtype=float)
+    if integer is not None:
+        pts = np.where(np.asarray(integer, dtype=bool), np.floor(pts), pts)
+    pts = np.clip(pts, lower, np.nextafter(upper, lower))  # the last cell is closed
     eps_tree, eps_count = epsilon * tree_share, epsilon * (1 - tree_share)
-    lo, hi, depth, ids = grow(pts, lower, upper, eps_tree, rng=rng, contributions=contributions)
+    lo, hi, depth, ids = grow(pts, lower, upper, eps_tree, rng=rng, contributions=contributions, integer=integer)
     exact = np.array([len(i) for i in ids], dtype=np.int64)
     noisy = exact + noise.discrete_laplace(eps_count, contributions, len(exact), rng)
     return Synopsis(lo, hi, depth, noisy)

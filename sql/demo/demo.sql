@@ -1,8 +1,9 @@
 -- The demo database: UCI Adult as the protected table `adult`, a budget table, and a public
--- lookup table; supermarket baskets (long and wide); two graphs. Run by `dpgate demo` with
--- {adult}, {baskets} and {wormnet} replaced by the paths of the files shipped in examples/data/
--- (licences there: Adult CC BY 4.0, UCI Machine Learning Repository, Becker & Kohavi 1996;
--- baskets GPL-2+, Weka's supermarket.arff; WormNet v3 via networkx, BSD-3-Clause). The wide
+-- lookup table; supermarket baskets (long and wide); places; two graphs. Run by `dpgate demo` with
+-- {adult}, {baskets}, {cities} and {wormnet} replaced by the paths of the files shipped in
+-- examples/data/ (licences there: Adult CC BY 4.0, UCI Machine Learning Repository, Becker & Kohavi
+-- 1996; baskets GPL-2+, Weka's supermarket.arff; places: GeoNames cities1000, CC BY 4.0; WormNet v3
+-- via networkx, BSD-3-Clause). The wide
 -- table basket_flags is built by dpgate/demo.py from the item catalogue declared in
 -- policy.toml, and the karate club graph (Zachary 1977) from networkx.karate_club_graph().
 
@@ -92,3 +93,10 @@ CREATE TABLE wormnet AS SELECT src, dst FROM read_parquet({wormnet}) ORDER BY sr
 -- graph's node count is never read from the edges by dpgate).
 CREATE TABLE wormnet_genes (gene VARCHAR PRIMARY KEY);
 INSERT INTO wormnet_genes SELECT gene FROM (SELECT src AS gene FROM wormnet UNION SELECT dst FROM wormnet) ORDER BY gene;
+
+-- Places (GeoNames cities1000, CC BY 4.0): one row per place, with a synthetic privacy unit
+-- place_id (1..170,391 in GeoNames id order). Their coordinates are what a PrivTree synopsis covers.
+CREATE TABLE cities AS
+SELECT CAST(row_number() OVER (ORDER BY city_id) AS INTEGER) AS place_id, name, country, lon, lat, population
+FROM read_parquet({cities}) ORDER BY place_id;
+ALTER TABLE cities ALTER COLUMN place_id SET NOT NULL;

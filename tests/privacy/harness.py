@@ -357,6 +357,14 @@ def _synthetic(con, plan: SynthesisPlan, charged: str, salt: int) -> Exact:
             key = tuple(sorted(items))
             counts[key] = counts.get(key, 0) + 1
         return Exact("synthetic", plan, {"records": Statistic("records", counts, l1=1)}, {"rows": len(records)})
+    if plan.mechanism == "privtree":  # the points: one subject moves at most max_rows of them
+        from dpgate.queries.synthetic import synopsis
+
+        got = con.execute(synopsis.source_sql(plan, charged, salt)).fetchall()
+        counts: dict = {}
+        for row in got:
+            counts[row] = counts.get(row, 0) + 1
+        return Exact("synthetic", plan, {"points": Statistic("points", counts, l1=plan.max_rows)}, {"rows": len(got)})
     source = synthetic_mod.source_sql(plan, charged, salt)
     codes = synthesis.fetch_codes(con, synthesis.encode_query(source, list(plan.codings)))
     m = plan.max_rows

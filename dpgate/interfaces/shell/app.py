@@ -226,7 +226,8 @@ class Shell:
             text = format_result(result, intervals=self.intervals, mode="csv")
             if text:
                 self.emit(text)
-            side = ([result.message] if result.message and not result.columns else []) + release_lines(result)
+            side = (result.message.splitlines() if result.message and (not result.columns or result.release is None)
+                    else []) + release_lines(result)  # fmt: skip
             for line in side:
                 self.emit(f"# {line}", "class:status", err=True)
             return

@@ -104,7 +104,9 @@ def plan(classified: Classified, catalog: Catalog, session: Session, name: str) 
                                      code="DP312", hint=f"the owner declares them (--bounds {c}=LO,HI)")  # fmt: skip
         is_int = col.is_integer
         lo, hi = float(col.lower), float(col.upper)
-        lower.append(lo), upper.append(hi + 1 if is_int else hi), integer.append(is_int)
+        if is_int:  # unit cells [v, v + 1) of the integers within the bounds
+            lo, hi = math.ceil(lo), math.floor(hi) + 1
+        lower.append(float(lo)), upper.append(float(hi)), integer.append(is_int)
         if not upper[-1] > lo:
             raise errors.PolicyError(f"{table.name}.{c}'s bounds are empty", code="DP312")
     tree_share = own.get("tree_share", 0.5)
@@ -157,7 +159,7 @@ def answer(con, plan: SynthesisPlan, debit, analyst: str, *, rng: np.random.Gene
     points = np.column_stack([np.asarray(got[c], dtype=float) for c in o["columns"]]) if len(got[o["columns"][0]]) \
         else np.zeros((0, len(o["columns"])))  # fmt: skip
     syn = privtree.release(points, o["lower"], o["upper"], eps, rng=rng, contributions=plan.max_rows,
-                           tree_share=o["tree_share"])  # fmt: skip
+                           tree_share=o["tree_share"], integer=o["integer"])  # fmt: skip
     del points
     eps_count = eps * (1 - o["tree_share"])
     alpha = plan.settings.alpha

@@ -1,0 +1,107 @@
+"""PrivTree synopses through SQL: the release, free range counts from it, EXPLAIN, refusals."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+import dpgate
+
+MAKE = "CREATE SYNTHETIC TABLE cities_tree FROM cities USING privtree WITH (epsilon = 1, columns = 'lon, lat')"
+EUROPE = ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (from_synopsis = 'cities_tree') COUNT(*) AS n FROM cities "
+          "WHERE lon BETWEEN -10 AND 30 AND lat BETWEEN 35 AND 70")  # fmt: skip
+
+
+def _truth(db, where: str) -> int:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(f"SELECT count(*) FROM cities WHERE {where}").fetchone()[0]
+    finally:
+        con.close()
+
+
+def test_a_synopsis_is_released_once_and_then_answers_for_free(demo_db):
+    true = _truth(demo_db, "lon BETWEEN -10 AND 30 AND lat BETWEEN 35 AND 70")
+    with dpgate.connect(str(demo_db), analyst="demo", test_seed=3) as con:
+        cur = con.execute(MAKE)
+        assert cur.release.epsilon == 1.0 and "leaves (PrivTree synopsis)" in cur.message
+        cols = [d[0] for d in con.execute("SELECT * FROM cities_tree LIMIT 1").description]
+        assert cols == ["leaf_id", "depth", "lon_lo", "lon_hi", "lat_lo", "lat_hi", "count", "count_ci_low", "count_ci_high"]
+        # the leaves tile the declared domain exactly
+        area = con.execute("SELECT sum((lon_hi - lon_lo) * (lat_hi - lat_lo)) FROM cities_tree").fetchone()[0]
+        assert area == pytest.approx(360 * 180)
+        before = con.budget()
+        cur = con.execute(EUROPE)
+        (n,) = cur.fetchone()
+        assert abs(n - true) < 0.02 * true and cur.release is None and con.budget() == before
+        assert any("answered from synopsis cities_tree" in m for m in cur.messages)
+        explain = con.execute("EXPLAIN PRIVACY " + EUROPE).fetchall()
+        assert explain[0][1] == "synopsis" and "free" in explain[0][6]
+        (rel,) = [r for r in con.execute("SHOW RELEASES").fetchall() if r[0] == "cities_tree"]
+        assert rel[1] == "synopsis" and rel[3] == "privtree"
+
+
+def test_the_session_setting_answers_what_fits_and_charges_the_rest(demo_db):
+    with dpgate.connect(str(demo_db), analyst="demo", test_seed=4) as con:
+        con.execute(MAKE)
+        con.execute("SET dp_from_synopsis = 'cities_tree'")
+        before = con.budget()
+        cur = con.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS () COUNT(*) FROM cities WHERE lat > 0")
+        assert cur.release is None and con.budget() == before
+        cur = con.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.1) COUNT(*) FROM cities WHERE population > 100000")
+        assert cur.release is not None and con.budget()[0] == pytest.approx(before[0] - 0.1)
+
+
+@pytest.mark.parametrize("where, words", [
+    ("population > 100000", "conjunction of ranges"),  # not a synopsis column
+    ("lon > -10 OR lat > 35", "conjunction of ranges"),
+    ("lon > lat", "conjunction of ranges"),
+])  # fmt: skip
+def test_a_query_the_synopsis_cannot_answer_is_refused_free(demo_db, where, words):
+    with dpgate.connect(str(demo_db), analyst="demo") as con:
+        con.execute(MAKE)
+        before = con.budget()
+        with pytest.raises(dpgate.UnsupportedQueryError) as e:
+            con.execute(f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (from_synopsis = 'cities_tree') COUNT(*) FROM cities WHERE {where}")
+        assert e.value.code == "DP227" and words in e.value.message and con.budget() == before
+        for sql, code in (
+            ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (from_synopsis = 'nope') COUNT(*) FROM cities", "DP227"),
+            ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (from_synopsis = 'cities_tree') SUM(lon) FROM cities", "DP227"),
+            ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (from_synopsis = 'cities_tree') country, COUNT(*) FROM cities "
+             "GROUP BY country", "DP227"),
+            ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (from_synopsis = 'cities_tree') COUNT(*) FROM adult", "DP227"),
+        ):  # fmt: skip
+            with pytest.raises(dpgate.Error) as e:
+                con.execute(sql)
+            assert e.value.code == code
+        assert con.budget() == before
+
+
+def test_integer_columns_use_unit_cells(make_db):
+    db = make_db("CREATE TABLE t AS SELECT i AS u, i % 10 AS x FROM range(20000) r(i)",
+                 protect={"t": {"unit": "u", "epsilon": 1000.0, "bounds": {"x": (0, 9)}}},
+                 analysts={"alice": {"epsilon": 1000.0}})  # fmt: skip
+    with dpgate.connect(str(db), analyst="alice", test_seed=1) as con:
+        con.execute("CREATE SYNTHETIC TABLE t_tree FROM t USING privtree WITH (epsilon = 50, columns = 'x')")
+        assert con.execute("SELECT min(x_lo), max(x_hi) FROM t_tree").fetchone() == (0.0, 10.0)
+        for where, true in (("x BETWEEN 2 AND 4", 6000), ("x = 7", 2000), ("x > 7", 4000), ("x < 3", 6000),
+                            ("x >= 9 AND x <= 9", 2000)):  # fmt: skip
+            (n,) = con.execute(f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (from_synopsis = 't_tree') COUNT(*) FROM t WHERE {where}").fetchone()
+            assert abs(n - true) < 60, where
+
+
+@pytest.mark.parametrize("options, code", [
+    ("epsilon = 1", "DP205"),  # no columns
+    ("columns = 'nope'", "DP218"),
+    ("columns = 'country'", "DP212"),
+    ("columns = 'lon, lat, lon'", "DP205"),
+    ("columns = 'lon', tree_share = 1", "DP205"),
+    ("columns = 'lon', bins = 3", "DP204"),
+])  # fmt: skip
+def test_refusals_charge_nothing(demo_db, options, code):
+    with dpgate.connect(str(demo_db), analyst="demo") as con:
+        before = con.budget()
+        with pytest.raises(dpgate.Error) as e:
+            con.execute(f"CREATE SYNTHETIC TABLE s FROM cities USING privtree WITH ({options})")
+        assert e.value.code == code, e.value
+        assert con.budget() == before
