@@ -198,10 +198,8 @@ class Gateway:
         )
 
     def _dp(self, classified: Classified, cat: catalog_mod.Catalog, sql: str) -> Result:
-        if classified.kind == "dp":  # a range count a PrivTree synopsis answers: free, nothing protected is read
-            from dpgate.queries.synthetic import synopsis
-
-            answered = synopsis.from_synopsis(self._con, classified, cat, self.session)
+        if classified.kind == "dp":  # answered from a public release (a synopsis): free, nothing protected is read
+            answered = queries.free_answer(classified, self._context(cat), self._con)
             if answered is not None:
                 return answered
         qc, plan = self._plan(classified, cat)
@@ -459,14 +457,10 @@ class Gateway:
         if inner.kind == "public":
             return Result(cols, types, [("query", "none", 0.0, 0.0, None, None, "reads no protected table: free")])
         if inner.kind == "dp":
-            from dpgate.queries.synthetic import synopsis
-
-            answered = synopsis.from_synopsis(self._con, inner, cat, self.session)
+            answered = queries.free_answer(inner, self._context(cat), self._con)
             if answered is not None:
-                name, _ = synopsis.requested(inner, self.session)
-                return Result(cols, types, [("query", "synopsis", 0.0, 0.0, None, None,
-                                             f"answered from synopsis {name}: free (a sum over its leaves, points "
-                                             "spread evenly inside each leaf; no interval)")])  # fmt: skip
+                detail = (answered.message or "answered from a release: free").splitlines()[0]
+                return Result(cols, types, [("query", "release", 0.0, 0.0, None, None, detail)])
         qc, plan = self._plan(inner, cat)
         try:
             subjects = self.ledger.subject_plan(self._cost(plan, "", True))

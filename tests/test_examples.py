@@ -71,3 +71,10 @@ def test_setvalued_release_prints_the_error_table():
     assert len(rows) == 8, "one row per (dataset, B)"
     msnbc = rows[4:]
     assert all(float(r[1]) < float(r[2]) for r in msnbc), "DiffPart beats Basic on the 17-item set"
+
+
+def test_privtree_cities_prints_the_error_table():
+    out = _run("privtree_cities.py", "--queries", "100", "--runs", "1", "--seed", "1")
+    rows = [line.split() for line in out.splitlines() if re.match(r"^\s*[0-9.]+\s+(small|medium|large)\s", line)]
+    assert len(rows) == 18, "one row per (ε, query set)"
+    assert "privtree beats the uniform grid in" in out

@@ -44,3 +44,15 @@ def for_statement(classified, ctx):
         hint="COUNT/SUM/AVG with GROUP BY, top-k (ORDER BY COUNT(*) DESC LIMIT k), subgraph counts on a graph, "
         "or CREATE SYNTHETIC TABLE",
     )  # fmt: skip
+
+
+def free_answer(classified, ctx, con):
+    """A DP statement answered from a public release for free (e.g. a range count from a PrivTree
+    synopsis), or None: each class may offer ``answer_from_release``; nothing protected is read."""
+    for qc in classes():
+        answer = getattr(qc, "answer_from_release", None)
+        if answer is not None:
+            out = answer(classified, ctx, con)
+            if out is not None:
+                return out
+    return None

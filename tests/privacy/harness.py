@@ -638,15 +638,24 @@ def build_demo_world(template: str | Path, workdir: str | Path) -> DemoWorld:
                             "AND income = '>50K' AND sex = 'Male'")  # fmt: skip
         heavy_b = _one(con, "SELECT min(basket_id) FROM baskets WHERE basket_id % 3 = 0 AND basket_id IN "
                             "(SELECT basket_id FROM baskets GROUP BY 1 HAVING count(*) >= 30)")  # fmt: skip
+        places = [  # the densest spot, the domain's corners, a repeated coordinate, an ordinary place
+            _one(con, "SELECT min(place_id) FROM cities WHERE lon BETWEEN 2.2 AND 2.5 AND lat BETWEEN 48.8 AND 48.9"),
+            _one(con, "SELECT min(place_id) FROM cities WHERE lon = (SELECT max(lon) FROM cities)"),
+            _one(con, "SELECT min(place_id) FROM cities WHERE (lon, lat) IN (SELECT (lon, lat) FROM cities "
+                      "GROUP BY lon, lat HAVING count(*) > 1)"),
+            _one(con, "SELECT min(place_id) FROM cities WHERE lat = (SELECT min(lat) FROM cities)"),
+            _one(con, "SELECT min(place_id) FROM cities WHERE country = 'NA'"),
+        ]  # fmt: skip
+        heavy_c = _one(con, "SELECT min(place_id) FROM cities WHERE place_id % 3 = 0 AND country = 'FR'")
         columns = "SELECT column_name FROM duckdb_columns() WHERE table_name = ? ORDER BY column_index"
         flag_cols = [r[0] for r in con.execute(columns, ["basket_flags"]).fetchall() if r[0] != "basket_id"]
         adult_cols = [r[0] for r in con.execute(columns, ["adult"]).fetchall()]
     finally:
         con.close()
 
-    def remove_subject(a: int, b: int) -> list[str]:
+    def remove_subject(a: int, b: int, c: int) -> list[str]:
         return [f"DELETE FROM adult WHERE person_id = {a}", f"DELETE FROM baskets WHERE basket_id = {b}",
-                f"DELETE FROM basket_flags WHERE basket_id = {b}"]  # fmt: skip
+                f"DELETE FROM basket_flags WHERE basket_id = {b}", f"DELETE FROM cities WHERE place_id = {c}"]  # fmt: skip
 
     def edge_sql(table: str, edge: tuple, add: bool) -> str:
         u, v = (_lit(x) for x in edge)
@@ -666,11 +675,11 @@ def build_demo_world(template: str | Path, workdir: str | Path) -> DemoWorld:
         ({}, []),
     ]  # fmt: skip
     neighbours = []
-    for i, (a, b) in enumerate(zip(adult, baskets)):
+    for i, (a, b, c) in enumerate(zip(adult, baskets, places)):
         changed, sql = graph_edits[i]
         changed = {"adult": f"person {a} removed", "baskets": f"basket {b} removed",
-                   "basket_flags": f"basket {b} removed", **changed}  # fmt: skip
-        path = mutate(copy_db(base, workdir / f"n{i + 1}.duckdb"), remove_subject(a, b) + sql)
+                   "basket_flags": f"basket {b} removed", "cities": f"place {c} removed", **changed}  # fmt: skip
+        path = mutate(copy_db(base, workdir / f"n{i + 1}.duckdb"), remove_subject(a, b, c) + sql)
         neighbours.append(Neighbour(path, changed))
 
     # The heavy world: a person with 5 rows (extreme, out-of-bounds and out-of-domain values; max_rows = 1),
@@ -699,15 +708,22 @@ def build_demo_world(template: str | Path, workdir: str | Path) -> DemoWorld:
         *[f"INSERT INTO baskets SELECT {u}, item FROM (SELECT DISTINCT item FROM baskets)" for u in OFF_ROSTER],
         f"INSERT INTO basket_flags VALUES ({heavy_b}, {flags_true})",
         *[f"INSERT INTO basket_flags VALUES ({u}, {flags_true})" for u in OFF_ROSTER],
+        # a place with three rows (max_rows = 1): outside the globe, a NULL coordinate, a copy; off-roster places
+        f"INSERT INTO cities SELECT place_id, name, country, 500.0, -300.0, population FROM cities WHERE place_id = {heavy_c}",
+        f"INSERT INTO cities SELECT place_id, name, country, NULL, lat, population FROM cities WHERE place_id = {heavy_c}",
+        f"INSERT INTO cities SELECT * FROM cities WHERE place_id = {heavy_c} LIMIT 1",
+        *[f"INSERT INTO cities SELECT {u}, name, country, lon, lat, population FROM cities WHERE place_id <= 40"
+          for u in OFF_ROSTER],
         # the shipped demo exhausts nobody; a tenth of people with 0.5 left exercises every rule
         "UPDATE dpgate.roster_adult SET epsilon_budget = 0.5 WHERE unit % 10 = 1",
     ]  # fmt: skip
     heavy = mutate(copy_db(base, workdir / "heavy.duckdb"), heavy_rows)
-    heavy_n = mutate(copy_db(heavy, workdir / "heavy_n.duckdb"), remove_subject(heavy_a, heavy_b))
+    heavy_n = mutate(copy_db(heavy, workdir / "heavy_n.duckdb"), remove_subject(heavy_a, heavy_b, heavy_c))
     restricted = mutate(
         copy_db(heavy, workdir / "restricted.duckdb"),
         [f"DELETE FROM {t} WHERE {u} % 3 <> 0 OR {u} >= {min(OFF_ROSTER)}"
-         for t, u in (("adult", "person_id"), ("baskets", "basket_id"), ("basket_flags", "basket_id"))],
+         for t, u in (("adult", "person_id"), ("baskets", "basket_id"), ("basket_flags", "basket_id"),
+                      ("cities", "place_id"))],
     )  # fmt: skip
     return DemoWorld(
         base=base,
@@ -715,10 +731,11 @@ def build_demo_world(template: str | Path, workdir: str | Path) -> DemoWorld:
         heavy=heavy,
         heavy_neighbour=Neighbour(heavy_n, {"adult": f"heavy person {heavy_a} removed",
                                             "baskets": f"heavy basket {heavy_b} removed",
-                                            "basket_flags": f"heavy basket {heavy_b} removed"}),  # fmt: skip
+                                            "basket_flags": f"heavy basket {heavy_b} removed",
+                                            "cities": f"heavy place {heavy_c} removed"}),  # fmt: skip
         restricted=restricted,
-        subjects={"adult": adult, "baskets": baskets},
-        heavy_subjects={"adult": heavy_a, "baskets": heavy_b},
+        subjects={"adult": adult, "baskets": baskets, "cities": places},
+        heavy_subjects={"adult": heavy_a, "baskets": heavy_b, "cities": heavy_c},
     )
 
 

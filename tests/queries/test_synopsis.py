@@ -36,7 +36,7 @@ def test_a_synopsis_is_released_once_and_then_answers_for_free(demo_db):
         assert abs(n - true) < 0.02 * true and cur.release is None and con.budget() == before
         assert any("answered from synopsis cities_tree" in m for m in cur.messages)
         explain = con.execute("EXPLAIN PRIVACY " + EUROPE).fetchall()
-        assert explain[0][1] == "synopsis" and "free" in explain[0][6]
+        assert explain[0][1] == "release" and "answered from synopsis cities_tree" in explain[0][6] and "free" in explain[0][6]
         (rel,) = [r for r in con.execute("SHOW RELEASES").fetchall() if r[0] == "cities_tree"]
         assert rel[1] == "synopsis" and rel[3] == "privtree"
 

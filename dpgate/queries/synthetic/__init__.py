@@ -39,7 +39,7 @@ from dpgate.queries.base import _subject_rows, bind, personalization_notes
 from dpgate.mechanisms import pdp, privbayes
 from dpgate.frontend.nodes import DPOptions
 from dpgate.queries.plans import SubjectCharge, SynthesisPlan
-from dpgate.release import Answer
+from dpgate.release import Answer, Result
 from dpgate.frontend.settings import Session, Spec, coerce, literal_value
 
 MECHANISMS = ("privbayes", "diffpart", "privtree")
@@ -379,6 +379,12 @@ class SyntheticQuery:
                      progress=run.progress)
         out.notes += personalization_notes(run.plan, run.subjects, scaled_note=False)
         return out
+
+    def answer_from_release(self, classified: Classified, ctx, con) -> Result | None:
+        """A range count a PrivTree synopsis answers for free (``OPTIONS (from_synopsis = ...)``)."""
+        from dpgate.queries.synthetic import synopsis
+
+        return synopsis.from_synopsis(con, classified, ctx.catalog, ctx.session)
 
     def explain_rows(self, plan: SynthesisPlan, subjects) -> list[tuple]:
         if plan.mechanism == "diffpart":
