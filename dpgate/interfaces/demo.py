@@ -29,9 +29,9 @@ DEMO_ANALYST = "demo"
 
 
 #: The protected tables of the current demo; an older demo database without them is rebuilt.
-DEMO_TABLES = {"adult", "baskets", "basket_flags", "karate", "wormnet", "cities"}
+DEMO_TABLES = {"adult", "baskets", "basket_flags", "karate", "wormnet", "cities", "careers"}
 DATA_FILES = {"adult": "adult.parquet", "baskets": "supermarket_baskets.parquet", "wormnet": "wormnet_edges.parquet",
-              "cities": "cities_points.parquet"}
+              "cities": "cities_points.parquet", "careers": "mvad_sequences.parquet"}
 
 
 def flag_column(item: str) -> str:

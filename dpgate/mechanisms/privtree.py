@@ -148,3 +148,156 @@ def release(points: np.ndarray, lower, upper, epsilon: float, *, rng: np.random.
     exact = np.array([len(i) for i in ids], dtype=np.int64)
     noisy = exact + noise.discrete_laplace(eps_count, contributions, len(exact), rng)
     return Synopsis(lo, hi, depth, noisy)
+
+
+# -- sequences: a private prediction suffix tree (thesis §4.3) ------------------------------------
+START = -1  # '$', the begin marker in contexts
+
+
+@dataclass
+class SequenceModel:
+    """A prediction suffix tree: each node's context (a tuple of symbols, oldest first, START for
+    '$'), its children by the symbol prepended, and its noisy next-symbol histogram (length
+    |I| + 1: the symbols, then END). Leaves' histograms are noisy; internal ones are the sums of
+    their children's, negatives then set to 0 (post-processing)."""
+
+    n_symbols: int
+    max_length: int
+    contexts: list[tuple[int, ...]]
+    children: dict[int, dict[int, int]]  # node -> {prepended symbol (START for '$'): child node}
+    hist: np.ndarray  # (nodes, n_symbols + 1)
+    leaf: np.ndarray  # (nodes,) bool
+    estimate: float = 0.0  # noisy number of sequences, before negatives are set to 0 (unbiased)
+
+    @property
+    def end(self) -> int:
+        return self.n_symbols
+
+    def node_for(self, history: list[int]) -> int:
+        """The deepest node whose context is a suffix of ``history`` (which starts with START)."""
+        v = 0
+        for sym in reversed(history):
+            child = self.children.get(v, {}).get(sym)
+            if child is None:
+                break
+            v = child
+        return v
+
+    def sample(self, n: int, rng: np.random.Generator) -> list[list[int]]:
+        """``n`` synthetic sequences (post-processing); a node with an empty histogram backs off
+        to a shorter context."""
+        parent = {c: p for p, kids in self.children.items() for c in kids.values()}
+        cum = np.cumsum(self.hist, axis=1)
+        usable = {}
+        out = []
+        for _ in range(n):
+            history, seq = [START], []
+            while len(seq) < self.max_length:
+                v = self.node_for(history)
+                if v not in usable:
+                    u = v
+                    while cum[u, -1] <= 0 and u in parent:
+                        u = parent[u]
+                    usable[v] = u
+                v = usable[v]
+                total = cum[v, -1]
+                if total <= 0:
+                    break
+                x = int(np.searchsorted(cum[v], rng.random() * total, side="right"))
+                if x >= self.end:
+                    break
+                seq.append(x)
+                history.append(x)
+            out.append(seq)
+        return out
+
+    def expected_sequences(self) -> int:
+        """How many sequences to draw (free): the noisy count of occurrences right after '$' (every
+        sequence has one), or of END when the tree has no '$' context (each finished sequence has one)."""
+        return int(round(max(0.0, self.estimate)))
+
+
+def sequence_parameters(epsilon: float, n_symbols: int, max_length: int) -> dict[str, float]:
+    """Theorem 4.2 / 4.3 with the thesis's split: ε/β on the tree, the rest on the histograms."""
+    beta = n_symbols + 1
+    eps_tree = epsilon / beta
+    lam, delta, theta = parameters(eps_tree, beta, max_length)
+    return {"beta": beta, "epsilon_tree": eps_tree, "epsilon_hist": epsilon - eps_tree, "lambda": lam,
+            "delta": delta, "theta": theta, "hist_scale": max_length / (epsilon - eps_tree)}  # fmt: skip
+
+
+def sequence_release(sequences: list[np.ndarray], n_symbols: int, max_length: int, epsilon: float, *,
+                     rng: np.random.Generator) -> SequenceModel:  # fmt: skip
+    """Algorithm 4.3 on sequences of symbols 0..n−1, truncated to ``max_length`` (counting END).
+
+    **Neighbouring relation:** add or remove one sequence (a subject's). After truncation a sequence
+    holds at most ``max_length`` predicted occurrences (its symbols and END when it fits), and
+    inserting it one occurrence at a time changes the score ``c(v) = ‖hist(v)‖₁ − max hist(v)`` by 0
+    or 1 along one path per step, so λ is scaled by ``max_length`` (Theorem 4.2); each occurrence
+    lands in one leaf histogram, sensitivity ``max_length`` (Theorem 4.3).
+    """
+    p = sequence_parameters(epsilon, n_symbols, max_length)
+    end = n_symbols
+    flat, nxt_index = [], []
+    for s in sequences:
+        s = [int(x) for x in s[:max_length]]
+        padded = [START] + s + ([end] if len(s) < max_length else [])
+        base = len(flat)
+        flat.extend(padded)
+        nxt_index.extend(range(base + 1, base + len(padded)))  # every predicted occurrence
+    flat = np.array(flat, dtype=np.int64)
+    occ = np.array(nxt_index, dtype=np.int64)
+    contexts: list[tuple[int, ...]] = [()]
+    children: dict[int, dict[int, int]] = {}
+    occurrences = [occ]
+    depth_of = [0]
+    is_leaf: list[bool] = []
+    frontier = [0]
+    lam, delta, theta = p["lambda"], p["delta"], p["theta"]
+    symbols_and_start = list(range(n_symbols)) + [START]
+    leaf_flags: dict[int, bool] = {}
+    while frontier:
+        scores = []
+        for v in frontier:
+            h = np.bincount(flat[occurrences[v]], minlength=n_symbols + 1) if len(occurrences[v]) else np.zeros(n_symbols + 1)
+            scores.append(float(h.sum() - h.max()))
+        z = noise.discrete_laplace(1.0, lam, len(frontier), rng)
+        nxt = []
+        for v, c, zi in zip(frontier, scores, z.tolist()):
+            ctx = contexts[v]
+            if (ctx and ctx[0] == START) or depth_of[v] >= max_length:  # '$…' is never extended (data-independent)
+                leaf_flags[v] = True
+                continue
+            b = max(theta - delta, c - depth_of[v] * delta)
+            if not b + zi > theta:
+                leaf_flags[v] = True
+                continue
+            leaf_flags[v] = False
+            o = occurrences[v]
+            before = flat[o - len(ctx) - 1]  # the symbol preceding the context (START at a sequence start)
+            children[v] = {}
+            for sym in symbols_and_start:
+                u = len(contexts)
+                contexts.append((sym, *ctx))
+                occurrences.append(o[before == sym])
+                depth_of.append(depth_of[v] + 1)
+                children[v][sym] = u
+                nxt.append(u)
+        frontier = nxt
+    n_nodes = len(contexts)
+    leaf = np.array([leaf_flags[v] for v in range(n_nodes)])
+    hist = np.zeros((n_nodes, n_symbols + 1))
+    leaves = np.flatnonzero(leaf)
+    for v in leaves:
+        if len(occurrences[v]):
+            hist[v] = np.bincount(flat[occurrences[v]], minlength=n_symbols + 1)
+    hist[leaves] += noise.discrete_laplace(p["epsilon_hist"], max_length, len(leaves) * (n_symbols + 1), rng).reshape(
+        len(leaves), n_symbols + 1
+    )
+    for v in sorted(children, key=lambda x: -depth_of[x]):  # bottom-up sums (children first)
+        hist[v] = sum(hist[u] for u in children[v].values())
+    start = children.get(0, {}).get(START)
+    estimate = float(hist[start].sum()) if start is not None else float(hist[0][end])
+    hist = np.maximum(hist, 0)
+    del is_leaf
+    return SequenceModel(n_symbols, max_length, contexts, children, hist, leaf, estimate)

@@ -1,9 +1,10 @@
 -- The demo database: UCI Adult as the protected table `adult`, a budget table, and a public
 -- lookup table; supermarket baskets (long and wide); places; two graphs. Run by `dpgate demo` with
--- {adult}, {baskets}, {cities} and {wormnet} replaced by the paths of the files shipped in
+-- {adult}, {baskets}, {cities}, {careers} and {wormnet} replaced by the paths of the files shipped in
 -- examples/data/ (licences there: Adult CC BY 4.0, UCI Machine Learning Repository, Becker & Kohavi
--- 1996; baskets GPL-2+, Weka's supermarket.arff; places: GeoNames cities1000, CC BY 4.0; WormNet v3
--- via networkx, BSD-3-Clause). The wide
+-- 1996; baskets GPL-2+, Weka's supermarket.arff; places: GeoNames cities1000, CC BY 4.0; careers:
+-- the mvad school-to-work sequences via sequenzo, BSD-3-Clause; WormNet v3 via networkx,
+-- BSD-3-Clause). The wide
 -- table basket_flags is built by dpgate/demo.py from the item catalogue declared in
 -- policy.toml, and the karate club graph (Zachary 1977) from networkx.karate_club_graph().
 
@@ -100,3 +101,9 @@ CREATE TABLE cities AS
 SELECT CAST(row_number() OVER (ORDER BY city_id) AS INTEGER) AS place_id, name, country, lon, lat, population
 FROM read_parquet({cities}) ORDER BY place_id;
 ALTER TABLE cities ALTER COLUMN place_id SET NOT NULL;
+
+-- School-to-work careers (McVicar & Anyadike-Danes' mvad data, via sequenzo, BSD-3-Clause): one row
+-- per person and month (month 1 = July 1993 .. 72 = June 1999), the person's state that month.
+CREATE TABLE careers AS
+SELECT person_id, t AS month, state FROM read_parquet({careers}) ORDER BY person_id, month;
+ALTER TABLE careers ALTER COLUMN person_id SET NOT NULL;

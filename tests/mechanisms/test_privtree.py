@@ -114,3 +114,58 @@ def test_leaf_noise_is_the_declared_discrete_laplace():
         z.extend(s.counts.tolist())
     std = noise.discrete_laplace_std(0.5, 1)
     assert abs(np.std(z) - std) < 4 * std / math.sqrt(2 * len(z)) * 3
+
+
+# -- sequences ---------------------------------------------------------------------------------------
+from dpgate.mechanisms.privtree import START, sequence_parameters, sequence_release  # noqa: E402
+
+
+@pytest.mark.parametrize("n_symbols, max_length", [(6, 73), (17, 20)])
+def test_sequence_tree_decisions_are_eps_tree_dp(n_symbols, max_length):
+    # Theorem 4.2: one sequence is inserted one occurrence at a time (≤ l⊤ steps); each step moves the
+    # scores by 0 or 1 along one path, so each step must cost ≤ ε_tree / l⊤ — the same exact path check
+    p = sequence_parameters(1.0, n_symbols, max_length)
+    beta, step = p["beta"], p["epsilon_tree"] / max_length
+    lam, _, _ = parameters(step, beta)
+    assert lam == pytest.approx(p["lambda"])
+    top, bottom = worst_log_ratio(beta, step, depths=25, counts=300)
+    assert top <= step and -bottom <= step
+
+
+def test_leaf_histograms_move_by_at_most_l_top_and_the_model_recovers_a_markov_source():
+    rng = np.random.default_rng(7)
+    P = np.array([[0.7, 0.2, 0.05, 0.05], [0.1, 0.6, 0.2, 0.1], [0.3, 0.3, 0.3, 0.1]])  # 3 symbols + END
+    seqs = []
+    for _ in range(30000):
+        s, prev = [], 0
+        while len(s) < 40:
+            x = rng.choice(4, p=P[prev])
+            if x == 3:
+                break
+            s.append(int(x))
+            prev = x
+        seqs.append(np.array(s, dtype=np.int64))
+    model = sequence_release(seqs, 3, 12, 4.0, rng=rng)
+    v = model.node_for([START, 1])  # context ending in symbol 1
+    h = model.hist[v] / model.hist[v].sum()
+    assert np.abs(h - P[1]).max() < 0.05
+    assert abs(model.expected_sequences() - 30000) < 2000
+    syn = model.sample(3000, np.random.default_rng(1))
+    assert all(len(s) <= 12 for s in syn) and 0.5 < np.mean([len(s) for s in syn]) / np.mean([min(len(s), 12) for s in seqs]) < 1.5
+
+
+def test_one_sequence_moves_the_exact_histograms_by_at_most_l_top():
+    # the leaf histograms of a fixed tree (huge ε: no noise, so the tree is the exact one) on D and
+    # D + one sequence differ by at most l⊤ in L1: the sensitivity the histogram noise is scaled to
+    rng = np.random.default_rng(3)
+    base = [rng.integers(0, 3, rng.integers(0, 8)) for _ in range(300)]
+    compared = 0
+    for extra in (np.array([0, 0, 0, 0, 0, 0, 0, 0, 0, 0]), np.array([2]), np.array([], dtype=np.int64),
+                  np.array([1, 2, 1, 2, 1])):  # fmt: skip
+        m1 = sequence_release(base, 3, 6, 1e9, rng=np.random.default_rng(0))
+        m2 = sequence_release(base + [extra], 3, 6, 1e9, rng=np.random.default_rng(0))
+        if m1.contexts == m2.contexts:
+            moved = np.abs(m2.hist[m2.leaf] - m1.hist[m1.leaf]).sum()
+            assert 1 <= moved <= 6
+            compared += 1
+    assert compared >= 2

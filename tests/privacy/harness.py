@@ -357,6 +357,17 @@ def _synthetic(con, plan: SynthesisPlan, charged: str, salt: int) -> Exact:
             key = tuple(sorted(items))
             counts[key] = counts.get(key, 0) + 1
         return Exact("synthetic", plan, {"records": Statistic("records", counts, l1=1)}, {"rows": len(records)})
+    if plan.mechanism == "privtree_markov":  # the sequences: one subject is one sequence
+        from dpgate.queries.synthetic import sequences
+
+        got = con.execute(sequences.source_sql(plan, charged)).fetchall()
+        seqs: dict[int, list[int]] = {}
+        for r, _, sym in got:
+            seqs.setdefault(r, []).append(sym)
+        counts: dict = {}
+        for s in seqs.values():
+            counts[tuple(s)] = counts.get(tuple(s), 0) + 1
+        return Exact("synthetic", plan, {"sequences": Statistic("sequences", counts, l1=1)}, {"rows": len(got)})
     if plan.mechanism == "privtree":  # the points: one subject moves at most max_rows of them
         from dpgate.queries.synthetic import synopsis
 
@@ -647,15 +658,24 @@ def build_demo_world(template: str | Path, workdir: str | Path) -> DemoWorld:
             _one(con, "SELECT min(place_id) FROM cities WHERE country = 'NA'"),
         ]  # fmt: skip
         heavy_c = _one(con, "SELECT min(place_id) FROM cities WHERE place_id % 3 = 0 AND country = 'FR'")
+        careers = [  # a school leaver into work, the longest HE spell, a jobless one, the first and the last person
+            _one(con, "SELECT min(person_id) FROM careers WHERE month = 1 AND state = 'school'"),
+            _one(con, "SELECT person_id FROM careers WHERE state = 'HE' GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1"),
+            _one(con, "SELECT min(person_id) FROM careers WHERE state = 'joblessness'"),
+            _one(con, "SELECT min(person_id) FROM careers"),
+            _one(con, "SELECT max(person_id) FROM careers"),
+        ]  # fmt: skip
+        heavy_s = _one(con, "SELECT min(person_id) FROM careers WHERE person_id % 3 = 0 AND month = 72 AND state = 'employment'")
         columns = "SELECT column_name FROM duckdb_columns() WHERE table_name = ? ORDER BY column_index"
         flag_cols = [r[0] for r in con.execute(columns, ["basket_flags"]).fetchall() if r[0] != "basket_id"]
         adult_cols = [r[0] for r in con.execute(columns, ["adult"]).fetchall()]
     finally:
         con.close()
 
-    def remove_subject(a: int, b: int, c: int) -> list[str]:
+    def remove_subject(a: int, b: int, c: int, s: int) -> list[str]:
         return [f"DELETE FROM adult WHERE person_id = {a}", f"DELETE FROM baskets WHERE basket_id = {b}",
-                f"DELETE FROM basket_flags WHERE basket_id = {b}", f"DELETE FROM cities WHERE place_id = {c}"]  # fmt: skip
+                f"DELETE FROM basket_flags WHERE basket_id = {b}", f"DELETE FROM cities WHERE place_id = {c}",
+                f"DELETE FROM careers WHERE person_id = {s}"]  # fmt: skip
 
     def edge_sql(table: str, edge: tuple, add: bool) -> str:
         u, v = (_lit(x) for x in edge)
@@ -675,11 +695,12 @@ def build_demo_world(template: str | Path, workdir: str | Path) -> DemoWorld:
         ({}, []),
     ]  # fmt: skip
     neighbours = []
-    for i, (a, b, c) in enumerate(zip(adult, baskets, places)):
+    for i, (a, b, c, q) in enumerate(zip(adult, baskets, places, careers)):
         changed, sql = graph_edits[i]
         changed = {"adult": f"person {a} removed", "baskets": f"basket {b} removed",
-                   "basket_flags": f"basket {b} removed", "cities": f"place {c} removed", **changed}  # fmt: skip
-        path = mutate(copy_db(base, workdir / f"n{i + 1}.duckdb"), remove_subject(a, b, c) + sql)
+                   "basket_flags": f"basket {b} removed", "cities": f"place {c} removed",
+                   "careers": f"person {q} removed", **changed}  # fmt: skip
+        path = mutate(copy_db(base, workdir / f"n{i + 1}.duckdb"), remove_subject(a, b, c, q) + sql)
         neighbours.append(Neighbour(path, changed))
 
     # The heavy world: a person with 5 rows (extreme, out-of-bounds and out-of-domain values; max_rows = 1),
@@ -714,16 +735,20 @@ def build_demo_world(template: str | Path, workdir: str | Path) -> DemoWorld:
         f"INSERT INTO cities SELECT * FROM cities WHERE place_id = {heavy_c} LIMIT 1",
         *[f"INSERT INTO cities SELECT {u}, name, country, lon, lat, population FROM cities WHERE place_id <= 40"
           for u in OFF_ROSTER],
+        # a career with 10 extra months (over max_rows = 72), an unknown state, and off-roster people
+        f"INSERT INTO careers SELECT person_id, month + 72, CASE WHEN month = 3 THEN 'prison' ELSE state END FROM careers "
+        f"WHERE person_id = {heavy_s} AND month <= 10",
+        *[f"INSERT INTO careers SELECT {u}, month, state FROM careers WHERE person_id = 1" for u in OFF_ROSTER],
         # the shipped demo exhausts nobody; a tenth of people with 0.5 left exercises every rule
         "UPDATE dpgate.roster_adult SET epsilon_budget = 0.5 WHERE unit % 10 = 1",
     ]  # fmt: skip
     heavy = mutate(copy_db(base, workdir / "heavy.duckdb"), heavy_rows)
-    heavy_n = mutate(copy_db(heavy, workdir / "heavy_n.duckdb"), remove_subject(heavy_a, heavy_b, heavy_c))
+    heavy_n = mutate(copy_db(heavy, workdir / "heavy_n.duckdb"), remove_subject(heavy_a, heavy_b, heavy_c, heavy_s))
     restricted = mutate(
         copy_db(heavy, workdir / "restricted.duckdb"),
         [f"DELETE FROM {t} WHERE {u} % 3 <> 0 OR {u} >= {min(OFF_ROSTER)}"
          for t, u in (("adult", "person_id"), ("baskets", "basket_id"), ("basket_flags", "basket_id"),
-                      ("cities", "place_id"))],
+                      ("cities", "place_id"), ("careers", "person_id"))],
     )  # fmt: skip
     return DemoWorld(
         base=base,
@@ -732,10 +757,11 @@ def build_demo_world(template: str | Path, workdir: str | Path) -> DemoWorld:
         heavy_neighbour=Neighbour(heavy_n, {"adult": f"heavy person {heavy_a} removed",
                                             "baskets": f"heavy basket {heavy_b} removed",
                                             "basket_flags": f"heavy basket {heavy_b} removed",
-                                            "cities": f"heavy place {heavy_c} removed"}),  # fmt: skip
+                                            "cities": f"heavy place {heavy_c} removed",
+                                            "careers": f"heavy career {heavy_s} removed"}),  # fmt: skip
         restricted=restricted,
-        subjects={"adult": adult, "baskets": baskets, "cities": places},
-        heavy_subjects={"adult": heavy_a, "baskets": heavy_b, "cities": heavy_c},
+        subjects={"adult": adult, "baskets": baskets, "cities": places, "careers": careers},
+        heavy_subjects={"adult": heavy_a, "baskets": heavy_b, "cities": heavy_c, "careers": heavy_s},
     )
 
 

@@ -1,7 +1,7 @@
 """Synthetic releases: ``CREATE SYNTHETIC TABLE name FROM t USING privbayes WITH (...)``.
 
 (``USING diffpart`` releases set-valued data: ``setvalued.py``; ``USING privtree`` a spatial synopsis:
-``synopsis.py``.)
+``synopsis.py``; ``USING privtree_markov`` a sequence model: ``sequences.py``.)
 
 Plan (public facts only): the columns and their code spaces (``synthesis.coding_for``: declared
 domains, integer and real bounds cut into ``bins`` equi-width bins; a column with neither is
@@ -42,7 +42,7 @@ from dpgate.queries.plans import SubjectCharge, SynthesisPlan
 from dpgate.release import Answer, Result
 from dpgate.frontend.settings import Session, Spec, coerce, literal_value
 
-MECHANISMS = ("privbayes", "diffpart", "privtree")
+MECHANISMS = ("privbayes", "diffpart", "privtree", "privtree_markov")
 DEFAULT_BINS = 16
 #: Options of the mechanism (the rest are the usual DP options listed in GENERAL).
 SYNTHESIS_OPTIONS: dict[str, Spec] = {
@@ -88,6 +88,10 @@ def plan(classified: Classified, catalog: Catalog, session: Session) -> Synthesi
         from dpgate.queries.synthetic import synopsis
 
         return synopsis.plan(classified, catalog, session, _release_name(stmt.this, catalog))
+    if mechanism == "privtree_markov":
+        from dpgate.queries.synthetic import sequences
+
+        return sequences.plan(classified, catalog, session, _release_name(stmt.this, catalog))
     general, own = [], {}
     for opt in stmt.expressions or []:
         name = opt.option_name
@@ -360,6 +364,10 @@ class SyntheticQuery:
             from dpgate.queries.synthetic import synopsis
 
             return synopsis.bind_check(con, plan, probe)
+        if plan.mechanism == "privtree_markov":
+            from dpgate.queries.synthetic import sequences
+
+            return sequences.bind_check(con, plan, probe)
         bind_check(con, plan, probe)
 
     def answer(self, run) -> Answer:
@@ -373,6 +381,12 @@ class SyntheticQuery:
             from dpgate.queries.synthetic import synopsis
 
             out = synopsis.answer(run.con, run.plan, run.debit, run.analyst, rng=run.rng)
+            out.notes += personalization_notes(run.plan, run.subjects, scaled_note=False)
+            return out
+        if run.plan.mechanism == "privtree_markov":
+            from dpgate.queries.synthetic import sequences
+
+            out = sequences.answer(run.con, run.plan, run.debit, run.analyst, rng=run.rng, sampling=run.sampling)
             out.notes += personalization_notes(run.plan, run.subjects, scaled_note=False)
             return out
         out = answer(run.con, run.plan, run.debit, run.analyst, rng=run.rng, sampling=run.sampling,
@@ -395,6 +409,10 @@ class SyntheticQuery:
             from dpgate.queries.synthetic import synopsis
 
             return _subject_rows(plan, subjects) + synopsis.explain_rows(plan)
+        if plan.mechanism == "privtree_markov":
+            from dpgate.queries.synthetic import sequences
+
+            return _subject_rows(plan, subjects) + sequences.explain_rows(plan)
         return _subject_rows(plan, subjects) + explain_rows(plan)
 
 

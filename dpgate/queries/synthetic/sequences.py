@@ -1,0 +1,226 @@
+"""``CREATE SYNTHETIC TABLE trips_syn FROM trips USING privtree_markov WITH (...)``: sequences.
+
+The protected table holds (subject, position, symbol) rows: a subject's rows ordered by the
+position column are one sequence over the symbol column's **declared domain**. The release
+(``mechanisms.privtree.sequence_release``) is a private prediction suffix tree (a variable-order
+Markov model, thesis §4.3) and synthetic sequences sampled from it.
+
+Plan (public facts only): the position and symbol columns (``position`` / ``symbol`` options,
+or the table's only orderable column and only column with a domain), the truncation length
+l⊤ (``max_length``; default the table's ``max_rows`` + 1: the rows a subject may have and the end
+marker), the model's
+parameters. Run, after the debit: the charged subjects' first l⊤ rows by position (their
+symbol mapped to the domain; rows with a symbol outside it are dropped), the model at the
+rule's ε (one subject = one sequence), then post-processing: ``rows`` sequences (default: the
+model's own estimate of how many there are) sampled into ``name`` (unit, position, symbol) and
+the model itself as ``name_model`` (context, next symbol, noisy count). Both are public.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+import numpy as np
+from sqlglot import exp
+
+from dpgate import errors
+from dpgate.catalog import releases as registry
+from dpgate.catalog.tables import Catalog
+from dpgate.frontend.classify import Classified
+from dpgate.frontend.dialect import to_sql
+from dpgate.frontend.nodes import DPOptions
+from dpgate.frontend.settings import Session, Spec, coerce, literal_value
+from dpgate.mechanisms import privtree
+from dpgate.queries.base import bind
+from dpgate.queries.plans import SubjectCharge, SynthesisPlan
+from dpgate.release import Answer
+
+OPTIONS: dict[str, Spec] = {
+    "position": Spec("str", "the column that orders a subject's rows"),
+    "symbol": Spec("str", "the column of symbols (needs a declared domain)"),
+    "max_length": Spec("int", "truncation length l⊤ (symbols plus the end marker; default the table's max_rows + 1)", 1, 10_000),
+    "rows": Spec("int", "sequences to sample (default: the model's estimate)", 0, 10_000_000),
+}  # fmt: skip
+GENERAL = ("epsilon", "personalization", "privacy_unit_column")
+
+
+def _q(name: str) -> str:
+    return exp.to_identifier(name, quoted=True).sql(dialect="duckdb")
+
+
+def plan(classified: Classified, catalog: Catalog, session: Session, name: str) -> SynthesisPlan:
+    stmt = classified.statement
+    table = classified.protected
+    general, own = [], {}
+    for opt in stmt.expressions or []:
+        oname = opt.option_name
+        if oname in own or any(o.option_name == oname for o in general):
+            raise errors.ProgrammingError(f"Option {oname} is given twice", code="DP205", hint="give each option once")
+        if oname in OPTIONS:
+            own[oname] = coerce(oname, literal_value(opt.expression, oname), OPTIONS)
+        elif oname in GENERAL:
+            general.append(opt)
+        else:
+            raise errors.ProgrammingError(
+                f"{oname} is not an option of CREATE SYNTHETIC TABLE ... USING privtree_markov", code="DP204",
+                hint="options: " + ", ".join(sorted([*GENERAL, *OPTIONS])),
+            )  # fmt: skip
+    settings = session.query_settings(DPOptions(expressions=general))
+    if settings.privacy_unit is not None and settings.privacy_unit != table.unit:
+        raise errors.PolicyError(f"privacy_unit_column = {settings.privacy_unit} does not match {table.unit}",
+                                 code="DP301", hint=f"drop the option or write privacy_unit_column = {table.unit}")  # fmt: skip
+    if settings.personalization in ("partition", "t_round"):
+        raise errors.UnsupportedQueryError(
+            f"A sequence model is fit once, to one set of subjects; personalization = '{settings.personalization}' "
+            "would need several", code="DP219", hint="use personalization 'sample' (the default), 'threshold' or 'minimum'",
+        )  # fmt: skip
+    others = [c for c in table.columns if c != table.unit]
+    with_domain = [c for c in others if table.columns[c].domain]
+    symbol = own.get("symbol", "").strip().lower() or (with_domain[0] if len(with_domain) == 1 else None)
+    if symbol is None or symbol not in table.columns or symbol == table.unit:
+        raise errors.ProgrammingError(
+            "Say which column holds the symbols", code="DP205",
+            hint=f"WITH (symbol = '{with_domain[0] if with_domain else 'state'}', position = '...')",
+        )  # fmt: skip
+    domain = table.columns[symbol].domain
+    if not domain:
+        raise errors.PolicyError(f"{table.name}.{symbol} has no declared domain: the alphabet must be public",
+                                 code="DP312", hint=f"the owner declares it ([tables.{table.name}.columns.{symbol}] domain = [...])")  # fmt: skip
+    rest = [c for c in others if c != symbol]
+    position = own.get("position", "").strip().lower() or (rest[0] if len(rest) == 1 else None)
+    if position is None or position not in table.columns or position in (table.unit, symbol):
+        raise errors.ProgrammingError("Say which column orders a subject's rows", code="DP205",
+                                      hint=f"WITH (position = '{rest[0] if rest else 'month'}')")  # fmt: skip
+    values = tuple(v for v in domain if v is not None)
+    max_length = own.get("max_length", table.max_rows + 1)  # a subject's rows and the end marker
+    if len(values) > 64:
+        raise errors.UnsupportedQueryError(f"{len(values)} symbols: the model's fan-out would be {len(values) + 1}",
+                                           code="DP212", hint="declare at most 64 symbols")  # fmt: skip
+    return SynthesisPlan(
+        table=table, settings=settings, statement_sql=to_sql(stmt), name=name, mechanism="privtree_markov",
+        codings=(), options={"symbol": symbol, "position": position, "symbols": values, "max_length": max_length},
+        rows=own.get("rows"), bins=0, max_rows=max_length,
+        charge=SubjectCharge(settings.personalization, settings.epsilon, 0.0),
+        notes=(f"each subject's first {max_length - 1} row(s) by {position} and the end (a longer sequence is "
+               f"truncated to {max_length} without its end)",),
+    )  # fmt: skip
+
+
+def source_sql(plan: SynthesisPlan, charged: str) -> str:
+    """(sequence number, position 1.., symbol number) of the charged subjects' first l⊤ rows."""
+    t = plan.table
+    o = plan.options
+    lookup = "SELECT * FROM (VALUES " + ", ".join(f"({exp.convert(v).sql(dialect='duckdb')}, {i})"
+                                                   for i, v in enumerate(o["symbols"])) + ") AS __d(v, i)"  # fmt: skip
+    rows = (
+        f"SELECT __s.{_q(t.unit)} AS __unit, __s.{_q(o['position'])} AS __pos, __d.i AS __sym "
+        f"FROM main.{_q(t.name)} __s JOIN (SELECT DISTINCT unit FROM {charged}) __c ON __s.{_q(t.unit)} = __c.unit "
+        f"JOIN ({lookup}) __d ON __s.{_q(o['symbol'])} = __d.v"
+    )
+    ranked = (f"SELECT __unit, __sym, row_number() OVER (PARTITION BY __unit ORDER BY __pos NULLS LAST, __sym) AS k "
+              f"FROM ({rows})")  # fmt: skip
+    return (f"SELECT dense_rank() OVER (ORDER BY __unit) - 1 AS r, k, __sym FROM ({ranked}) "
+            f"WHERE k <= {int(o['max_length'])} ORDER BY r, k")  # fmt: skip  (a row past l⊤ − 1 only drops the end)
+
+
+def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str) -> None:
+    bind(con, source_sql(plan, charged))
+
+
+def answer(con, plan: SynthesisPlan, debit, analyst: str, *, rng: np.random.Generator,
+           sampling: np.random.Generator) -> Answer:  # fmt: skip
+    subjects = debit.subjects
+    if subjects is None:
+        raise errors.InternalError("a sequence model needs the personalization plan of its subjects")
+    eps = float(subjects.parts[0].epsilon)
+    o = plan.options
+    got = con.execute(source_sql(plan, debit.charged)).fetchnumpy()
+    r, sym = np.asarray(got["r"], dtype=np.int64), np.asarray(got["__sym"], dtype=np.int64)
+    cuts = np.flatnonzero(np.diff(r)) + 1 if len(r) else np.array([], dtype=np.int64)
+    sequences = np.split(sym, cuts) if len(r) else []
+    model = privtree.sequence_release(sequences, len(o["symbols"]), o["max_length"], eps, rng=rng)
+    del sequences, got
+    n = plan.rows if plan.rows is not None else model.expected_sequences()
+    synthetic = model.sample(n, sampling)
+    _write(con, plan, model, synthetic, debit, analyst, eps)
+    p = privtree.sequence_parameters(eps, len(o["symbols"]), o["max_length"])
+    notes = [
+        f"model: {len(model.contexts):,} contexts ({int(model.leaf.sum()):,} leaves, longest "
+        f"{max(len(c) for c in model.contexts)}); λ = {p['lambda']:.4g}, δ = {p['delta']:.4g}; histograms with "
+        f"noise of scale {p['hist_scale']:.4g}",
+        f"{len(synthetic):,} synthetic sequences in {plan.name}; the model in {plan.name}_model; both are public "
+        "from now on",
+    ]
+    message = f"CREATE SYNTHETIC TABLE {plan.name}: {len(synthetic):,} sequences (PrivTree Markov model)"
+    return Answer([], [], [], [], {}, notes, message=message, released_rows=sum(len(s) for s in synthetic))
+
+
+def _write(con, plan: SynthesisPlan, model: privtree.SequenceModel, synthetic: list[list[int]], debit, analyst: str,
+           eps: float) -> None:  # fmt: skip
+    from dpgate.queries.synthetic.coding import relation_exists
+
+    t, o = plan.table, plan.options
+    name, model_name = plan.name, f"{plan.name}_model"
+    for nm in (name, model_name):
+        if relation_exists(con, nm):
+            raise errors.ProgrammingError(f"A table or view named {nm!r} already exists", code="DP226",
+                                          hint="choose another name: the release writes NAME and NAME_model")  # fmt: skip
+    sym_type = t.columns[o["symbol"]].type
+    domain = "([" + ", ".join(exp.convert(v).sql(dialect="duckdb") for v in o["symbols"]) + f"]::{sym_type}[])"
+    units = [i + 1 for i, s in enumerate(synthetic) for _ in s]
+    positions = [k + 1 for s in synthetic for k in range(len(s))]
+    symbols = [x for s in synthetic for x in s]
+    node, ctx, start, depth, leaf, nxt, cnt = [], [], [], [], [], [], []
+    k = len(o["symbols"])
+    for v, c in enumerate(model.contexts):
+        body = [x for x in c if x != privtree.START]
+        for x in range(k + 1):
+            node.append(v), ctx.append(body), start.append(bool(c) and c[0] == privtree.START)
+            depth.append(len(c)), leaf.append(bool(model.leaf[v])), nxt.append(x if x < k else None)
+            cnt.append(float(model.hist[v][x]))
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute(
+            f"CREATE TABLE main.{_q(name)} AS SELECT CAST(u AS BIGINT) AS {_q(t.unit)}, CAST(p AS INTEGER) AS "
+            f"{_q(o['position'])}, {domain}[s + 1] AS {_q(o['symbol'])} "
+            "FROM (SELECT unnest($1) AS u, unnest($2) AS p, unnest($3) AS s) ORDER BY 1, 2",
+            [units, positions, symbols],
+        )
+        con.execute(
+            f"CREATE TABLE main.{_q(model_name)} AS SELECT n AS node, list_transform(c, lambda x: {domain}[x + 1]) "
+            f"AS context, st AS from_start, d AS depth, l AS is_leaf, CASE WHEN x IS NULL THEN NULL ELSE "
+            f"{domain}[x + 1] END AS next, cnt AS count FROM (SELECT unnest($1) AS n, unnest($2) AS c, "
+            "unnest($3) AS st, unnest($4) AS d, unnest($5) AS l, unnest($6) AS x, unnest($7) AS cnt) ORDER BY n, x NULLS LAST",
+            [node, ctx, start, depth, leaf, nxt, cnt],
+        )  # fmt: skip
+        parameters = {
+            "symbol": o["symbol"], "position": o["position"], "max_length": o["max_length"], "epsilon_run": eps,
+            "personalization": plan.charge.rule, "contexts": len(model.contexts), "sequences": len(synthetic),
+            "extra_tables": [model_name],
+        }  # fmt: skip
+        registry.record(
+            con, entry_id=debit.entry_id, name=name, kind="synthetic table", sources=[t.name],
+            mechanism="privtree_markov", parameters=parameters, epsilon=debit.epsilon, delta=0.0, analyst=analyst,
+            row_count=len(units),
+        )  # fmt: skip
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+
+
+def explain_rows(plan: SynthesisPlan) -> list[tuple]:
+    o = plan.options
+    p = privtree.sequence_parameters(plan.epsilon, len(o["symbols"]), o["max_length"])
+    return [
+        ("model", "privtree_markov", plan.epsilon, 0.0, None, None,
+         f"prediction suffix tree over {len(o['symbols'])} symbols of {plan.table.name}.{o['symbol']} ordered by "
+         f"{o['position']} (fan-out β = {p['beta']}): ε/β = {p['epsilon_tree']:.4g} for the tree (λ = {p['lambda']:.4g}, "
+         f"δ = {p['delta']:.4g}, θ = 0, score = total − largest next-symbol count), the rest for the leaf "
+         f"histograms (discrete Laplace, sensitivity l⊤ = {o['max_length']})"),
+        ("release", None, None, None, None, None,
+         f"{plan.name} ({plan.table.unit}, {o['position']}, {o['symbol']}): "
+         + (f"{plan.rows:,} sampled sequences" if plan.rows is not None else "as many sequences as the model estimates")
+         + f"; {plan.name}_model: context, next symbol (NULL: the end), noisy count"),
+    ]  # fmt: skip

@@ -1,0 +1,54 @@
+"""CREATE SYNTHETIC TABLE ... USING privtree_markov: sequences and their model as public tables."""
+
+from __future__ import annotations
+
+import pytest
+
+import dpgate
+
+MAKE = "CREATE SYNTHETIC TABLE careers_syn FROM careers USING privtree_markov WITH (epsilon = 2)"
+
+
+def test_the_release_writes_sequences_and_the_model(demo_db):
+    with dpgate.connect(str(demo_db), analyst="demo", test_seed=5) as con:
+        explain = "\n".join(str(r) for r in con.execute("EXPLAIN PRIVACY " + MAKE).fetchall())
+        assert "fan-out β = 7" in explain and "sensitivity l⊤ = 73" in explain
+        cur = con.execute(MAKE)
+        assert cur.release.epsilon == 2.0 and "sequences (PrivTree Markov model)" in cur.message
+        cols = [d[0] for d in con.execute("SELECT * FROM careers_syn LIMIT 1").description]
+        assert cols == ["person_id", "month", "state"]
+        n, longest, states = con.execute(
+            "SELECT count(DISTINCT person_id), max(month), count(DISTINCT state) FROM careers_syn").fetchone()
+        assert 300 < n < 1500 and longest <= 73 and states == 6  # about the 712 people, never past l⊤
+        model = con.execute("SELECT context, from_start, next, count FROM careers_syn_model WHERE depth = 0").fetchall()
+        assert len(model) == 7 and {r[2] for r in model} == {"employment", "FE", "HE", "joblessness", "school",
+                                                               "training", None}  # fmt: skip
+        assert all(r[3] >= 0 for r in model)
+        (rel,) = [r for r in con.execute("SHOW RELEASES").fetchall() if r[0] == "careers_syn"]
+        assert rel[3] == "privtree_markov"
+        con.execute("DROP SYNTHETIC TABLE careers_syn")
+        names = {r[0] for r in con.execute("SHOW TABLES").fetchall()}
+        assert "careers_syn" not in names and "careers_syn_model" not in names
+
+
+@pytest.mark.parametrize("options, code", [
+    ("symbol = 'month'", "DP312"),  # no domain
+    ("position = 'person_id'", "DP205"),
+    ("rows = 10, bins = 3", "DP204"),
+    ("personalization = 'partition'", "DP219"),
+])  # fmt: skip
+def test_refusals_charge_nothing(demo_db, options, code):
+    with dpgate.connect(str(demo_db), analyst="demo") as con:
+        before = con.budget()
+        with pytest.raises(dpgate.Error) as e:
+            con.execute(f"CREATE SYNTHETIC TABLE s FROM careers USING privtree_markov WITH ({options})")
+        assert e.value.code == code, e.value
+        assert con.budget() == before
+
+
+def test_rows_sets_the_number_of_sequences(demo_db):
+    with dpgate.connect(str(demo_db), analyst="demo", test_seed=6) as con:
+        con.execute("CREATE SYNTHETIC TABLE s FROM careers USING privtree_markov WITH (epsilon = 1, rows = 50, "
+                    "max_length = 24)")  # fmt: skip
+        n, longest = con.execute("SELECT count(DISTINCT person_id), max(month) FROM s").fetchone()
+        assert n <= 50 and longest <= 24
