@@ -78,3 +78,10 @@ def test_privtree_cities_prints_the_error_table():
     rows = [line.split() for line in out.splitlines() if re.match(r"^\s*[0-9.]+\s+(small|medium|large)\s", line)]
     assert len(rows) == 18, "one row per (ε, query set)"
     assert "privtree beats the uniform grid in" in out
+
+
+def test_privtree_sequences_prints_both_tables():
+    out = _run("privtree_sequences.py", "--sequences", "3000", "--runs", "1", "--seed", "1")
+    assert "careers (mvad): 712 sequences, 6 symbols" in out and "msnbc-shaped: 3,000 sequences, 17 symbols" in out
+    rows = [line for line in out.splitlines() if re.match(r"^\s*(0\.1|0\.2|0\.4|0\.8|1\.6)\s", line)]
+    assert len(rows) == 10 and out.count("truncate: top-10") == 2
