@@ -190,7 +190,8 @@ def test_show_tables_and_describe(con):
     kinds = {r[0]: r[1] for r in rows}
     assert kinds == {
         "adult": "protected", "baskets": "protected", "basket_flags": "protected", "country_regions": "public",
-        "karate": "graph", "wormnet": "graph", "wormnet_genes": "public",
+        "karate": "graph", "wormnet": "graph", "wormnet_genes": "public", "cities": "protected",
+        "careers": "protected",
     }  # fmt: skip
     desc = cur.execute("DESCRIBE adult").fetchall()
     by_name = {r[0]: r for r in desc}
