@@ -251,7 +251,6 @@ def sequence_release(sequences: list[np.ndarray], n_symbols: int, max_length: in
     children: dict[int, dict[int, int]] = {}
     occurrences = [occ]
     depth_of = [0]
-    is_leaf: list[bool] = []
     frontier = [0]
     lam, delta, theta = p["lambda"], p["delta"], p["theta"]
     symbols_and_start = list(range(n_symbols)) + [START]
@@ -299,5 +298,4 @@ def sequence_release(sequences: list[np.ndarray], n_symbols: int, max_length: in
     start = children.get(0, {}).get(START)
     estimate = float(hist[start].sum()) if start is not None else float(hist[0][end])
     hist = np.maximum(hist, 0)
-    del is_leaf
     return SequenceModel(n_symbols, max_length, contexts, children, hist, leaf, estimate)

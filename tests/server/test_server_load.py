@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from dpgate.catalog.owner import Owner
-from pgserver import PASSWORD, ProcessServer, ThreadServer, add_logins
+from pgserver import ProcessServer, ThreadServer, add_logins
 
 QUERY = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.001) g, COUNT(*) AS n FROM t GROUP BY g"
 SETUP = "CREATE TABLE t AS SELECT i AS uid, i % 5 AS g FROM range(200) r(i)"
@@ -175,7 +175,7 @@ def test_malformed_and_hostile_bytes_leave_the_server_serving(small_db):
             sock.close()
 
         # a client that disconnects in the middle of a query
-        with socket.create_connection(("127.0.0.1", server.port)) as s:
+        with socket.create_connection(("127.0.0.1", server.port)):
             with psycopg.connect(server.url("alice"), autocommit=True) as con:
                 sock = socket.socket(fileno=socket.dup(con.pgconn.socket))
                 query = b"SELECT count(*) FROM range(300000000)\x00"

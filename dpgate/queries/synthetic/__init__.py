@@ -37,10 +37,9 @@ from dpgate.frontend.classify import Classified
 from dpgate.frontend.dialect import to_sql
 from dpgate.queries.base import _subject_rows, bind, personalization_notes
 from dpgate.mechanisms import pdp, privbayes
-from dpgate.frontend.nodes import DPOptions
 from dpgate.queries.plans import SubjectCharge, SynthesisPlan
 from dpgate.release import Answer, Result
-from dpgate.frontend.settings import Session, Spec, coerce, literal_value
+from dpgate.frontend.settings import Session, Spec
 
 MECHANISMS = ("privbayes", "diffpart", "privtree", "privtree_markov")
 DEFAULT_BINS = 16
@@ -92,30 +91,9 @@ def plan(classified: Classified, catalog: Catalog, session: Session) -> Synthesi
         from dpgate.queries.synthetic import sequences
 
         return sequences.plan(classified, catalog, session, _release_name(stmt.this, catalog))
-    general, own = [], {}
-    for opt in stmt.expressions or []:
-        name = opt.option_name
-        if name in own or any(o.option_name == name for o in general):
-            raise errors.ProgrammingError(f"Option {name} is given twice", code="DP205", hint="give each option once")
-        if name in SYNTHESIS_OPTIONS:
-            own[name] = coerce(name, literal_value(opt.expression, name), SYNTHESIS_OPTIONS)
-        elif name in GENERAL:
-            general.append(opt)
-        else:
-            raise _bad_option(name)
-    settings = session.query_settings(DPOptions(expressions=general))
-    if settings.privacy_unit is not None and settings.privacy_unit != table.unit:
-        raise errors.PolicyError(
-            f"privacy_unit_column = {settings.privacy_unit} does not match {table.name}'s unit {table.unit}",
-            code="DP301", hint=f"drop the option or write privacy_unit_column = {table.unit}",
-        )  # fmt: skip
-    if settings.personalization in ("partition", "t_round"):
-        raise errors.UnsupportedQueryError(
-            f"A synthetic release is fit once, to one set of subjects; personalization = "
-            f"'{settings.personalization}' would need several",
-            code="DP219",
-            hint="use personalization 'sample' (the default), 'threshold' or 'minimum'",
-        )
+    from dpgate.queries.synthetic import options as synthetic_options
+
+    settings, own = synthetic_options.parse(stmt, table, session, SYNTHESIS_OPTIONS, GENERAL, mechanism)
     name = _release_name(stmt.this, catalog)
     bins = own.get("bins", DEFAULT_BINS)
     columns = _columns(own.get("columns"), table)

@@ -18,8 +18,6 @@ registry records the pair.
 
 from __future__ import annotations
 
-import math
-from typing import Any
 
 import duckdb
 import numpy as np
@@ -30,11 +28,11 @@ from dpgate.catalog import releases as registry
 from dpgate.catalog.tables import Catalog
 from dpgate.frontend.classify import Classified
 from dpgate.frontend.dialect import to_sql
-from dpgate.frontend.nodes import DPOptions
-from dpgate.frontend.settings import Session, Spec, coerce, literal_value
+from dpgate.frontend.settings import Session, Spec
 from dpgate.mechanisms import diffpart
 from dpgate.queries.base import bind
 from dpgate.queries.plans import SubjectCharge, SynthesisPlan
+from dpgate.queries.synthetic import options
 from dpgate.release import Answer
 
 OPTIONS: dict[str, Spec] = {
@@ -55,32 +53,7 @@ def _q(name: str) -> str:
 def plan(classified: Classified, catalog: Catalog, session: Session, name: str) -> SynthesisPlan:
     stmt = classified.statement
     table = classified.protected
-    general, own = [], {}
-    for opt in stmt.expressions or []:
-        oname = opt.option_name
-        if oname in own or any(o.option_name == oname for o in general):
-            raise errors.ProgrammingError(f"Option {oname} is given twice", code="DP205", hint="give each option once")
-        if oname in OPTIONS:
-            own[oname] = coerce(oname, literal_value(opt.expression, oname), OPTIONS)
-        elif oname in GENERAL:
-            general.append(opt)
-        else:
-            raise errors.ProgrammingError(
-                f"{oname} is not an option of CREATE SYNTHETIC TABLE ... USING diffpart", code="DP204",
-                hint="options: " + ", ".join(sorted([*GENERAL, *OPTIONS])),
-            )  # fmt: skip
-    settings = session.query_settings(DPOptions(expressions=general))
-    if settings.privacy_unit is not None and settings.privacy_unit != table.unit:
-        raise errors.PolicyError(
-            f"privacy_unit_column = {settings.privacy_unit} does not match {table.name}'s unit {table.unit}",
-            code="DP301", hint=f"drop the option or write privacy_unit_column = {table.unit}",
-        )  # fmt: skip
-    if settings.personalization in ("partition", "t_round"):
-        raise errors.UnsupportedQueryError(
-            f"A set-valued release is made once, from one set of subjects; personalization = "
-            f"'{settings.personalization}' would need several", code="DP219",
-            hint="use personalization 'sample' (the default), 'threshold' or 'minimum'",
-        )  # fmt: skip
+    settings, own = options.parse(stmt, table, session, OPTIONS, GENERAL, "diffpart")
     others = [c for c in table.columns if c != table.unit]
     item = own.get("item", "").strip().lower() or (others[0] if len(others) == 1 else None)
     if item is None:

@@ -29,11 +29,12 @@ from dpgate.catalog import releases as registry
 from dpgate.catalog.tables import Catalog
 from dpgate.frontend.classify import Classified
 from dpgate.frontend.dialect import to_sql
-from dpgate.frontend.nodes import DPOptions, dp_options
+from dpgate.frontend.nodes import dp_options
 from dpgate.frontend.settings import Session, Spec, coerce, literal_value
 from dpgate.mechanisms import privtree
 from dpgate.queries.base import bind
 from dpgate.queries.plans import SubjectCharge, SynthesisPlan
+from dpgate.queries.synthetic import options
 from dpgate.release import Answer, Result
 
 OPTIONS: dict[str, Spec] = {
@@ -57,29 +58,7 @@ def _is_numeric(typ: str) -> bool:
 def plan(classified: Classified, catalog: Catalog, session: Session, name: str) -> SynthesisPlan:
     stmt = classified.statement
     table = classified.protected
-    general, own = [], {}
-    for opt in stmt.expressions or []:
-        oname = opt.option_name
-        if oname in own or any(o.option_name == oname for o in general):
-            raise errors.ProgrammingError(f"Option {oname} is given twice", code="DP205", hint="give each option once")
-        if oname in OPTIONS:
-            own[oname] = coerce(oname, literal_value(opt.expression, oname), OPTIONS)
-        elif oname in GENERAL:
-            general.append(opt)
-        else:
-            raise errors.ProgrammingError(
-                f"{oname} is not an option of CREATE SYNTHETIC TABLE ... USING privtree", code="DP204",
-                hint="options: " + ", ".join(sorted([*GENERAL, *OPTIONS])),
-            )  # fmt: skip
-    settings = session.query_settings(DPOptions(expressions=general))
-    if settings.privacy_unit is not None and settings.privacy_unit != table.unit:
-        raise errors.PolicyError(f"privacy_unit_column = {settings.privacy_unit} does not match {table.unit}",
-                                 code="DP301", hint=f"drop the option or write privacy_unit_column = {table.unit}")  # fmt: skip
-    if settings.personalization in ("partition", "t_round"):
-        raise errors.UnsupportedQueryError(
-            f"A synopsis is built once, from one set of subjects; personalization = '{settings.personalization}' "
-            "would need several", code="DP219", hint="use personalization 'sample' (the default), 'threshold' or 'minimum'",
-        )  # fmt: skip
+    settings, own = options.parse(stmt, table, session, OPTIONS, GENERAL, "privtree")
     if "columns" not in own:
         numeric = [c for c, col in table.columns.items() if c != table.unit and _is_numeric(col.type) and col.bounded]
         raise errors.ProgrammingError(
@@ -113,8 +92,6 @@ def plan(classified: Classified, catalog: Catalog, session: Session, name: str) 
     if tree_share >= 1.0:
         raise errors.ProgrammingError("tree_share must leave some ε for the leaf counts", code="DP205",
                                       hint="tree_share = 0.5 (the thesis's split)")  # fmt: skip
-    extra = name
-    del extra
     max_rows = settings.max_rows or table.max_rows
     return SynthesisPlan(
         table=table, settings=settings, statement_sql=to_sql(stmt), name=name, mechanism="privtree", codings=(),
