@@ -146,6 +146,8 @@ def answer(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, debit, analyst: 
         "when many records fall in pruned partitions",
         f"{plan.name} and {itemset_table} are public from now on: queries over them are free",
     ]
+    if trace.stopped:
+        notes.insert(0, "partitioning stopped at its operation cap (fake partitions were multiplying): raise c2")
     if not itemsets:
         notes.insert(0, "no itemset reached its threshold: the records are spread over too many distinct "
                         "itemsets for this ε (each one rare); a larger ε, fewer declared items, or top-k / "
