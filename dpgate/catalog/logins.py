@@ -39,9 +39,9 @@ def set_login(con: duckdb.DuckDBPyConnection, name: str, *, role: str, password:
     if (password is None) == (verifier is None):
         raise errors.PolicyError("Give a password or a SCRAM verifier", code="DP325")
     if password is not None:
-        if not password:
-            raise errors.PolicyError("An empty password cannot log in", code="DP325",
-                                     hint="choose a password of at least 8 characters")  # fmt: skip
+        if len(password) < 8:
+            raise errors.PolicyError("A login password needs at least 8 characters", code="DP325",
+                                     hint="choose a longer password (or send a SCRAM verifier: psql's \\password)")  # fmt: skip
         verifier = scram.make_verifier(password)
     try:
         scram.parse_verifier(verifier)
