@@ -47,7 +47,7 @@ _NUMERIC = _INTEGER | {"FLOAT", "DOUBLE", "REAL"}
 
 
 def _q(name: str) -> str:
-    return exp.to_identifier(name, quoted=True).sql(dialect="duckdb")
+    return '"' + name.replace('"', '""') + '"'  # a quoted DuckDB identifier
 
 
 def _is_numeric(typ: str) -> bool:
@@ -273,7 +273,7 @@ def from_synopsis(con, classified: Classified, catalog: Catalog, session: Sessio
     name, strict = requested(classified, session)
     if name is None:
         return None
-    rec = registry.active(con, name)
+    rec = registry.active(con, name) if name in catalog.releases else None
 
     def refuse(message: str, hint: str) -> None:
         if strict:
