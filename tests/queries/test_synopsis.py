@@ -105,3 +105,31 @@ def test_refusals_charge_nothing(demo_db, options, code):
             con.execute(f"CREATE SYNTHETIC TABLE s FROM cities USING privtree WITH ({options})")
         assert e.value.code == code, e.value
         assert con.budget() == before
+
+
+def test_a_heat_map_of_bins_lists_every_bin_and_adds_up(demo_db):
+    heat = ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (from_synopsis = 'cities_tree') FLOOR(lon / 30) AS x, "
+            "FLOOR((lat + 90) / 30) AS y, COUNT(*) AS n FROM cities WHERE lat > 0 GROUP BY x, y")  # fmt: skip
+    con_raw = duckdb.connect(str(demo_db), read_only=True)
+    truth = {(x, y): n for x, y, n in con_raw.execute(
+        "SELECT FLOOR(lon / 30), FLOOR((lat + 90) / 30), count(*) FROM cities WHERE lat > 0 GROUP BY ALL").fetchall()}
+    con_raw.close()
+    with dpgate.connect(str(demo_db), analyst="demo", test_seed=8) as con:
+        con.execute(MAKE)
+        before = con.budget()
+        cur = con.execute(heat)
+        rows = cur.fetchall()
+        assert [d[0] for d in cur.description] == ["x", "y", "n"] and con.budget() == before
+        assert len(rows) == 12 * 3  # every 30° bin north of the equator, empty ones included
+        (total,) = con.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (from_synopsis = 'cities_tree') COUNT(*) "
+                               "FROM cities WHERE lat > 0").fetchone()  # fmt: skip
+        assert sum(n for *_, n in rows) == pytest.approx(total, abs=1)
+        big = [(x, y) for (x, y), n in truth.items() if n > 5000]
+        got = {(x, y): n for x, y, n in rows}
+        assert big and all(abs(got[k] - truth[k]) < 0.05 * truth[k] for k in big)
+        for bad in (heat + " ORDER BY n DESC", heat.replace("FLOOR(lon / 30)", "ROUND(lon / 30)"),
+                    heat.replace("FLOOR((lat + 90) / 30)", "FLOOR(lon / 10)"), heat.replace("GROUP BY x, y", "GROUP BY x")):  # fmt: skip
+            with pytest.raises(dpgate.UnsupportedQueryError) as e:
+                con.execute(bad)
+            assert e.value.code == "DP227"
+        assert con.budget() == before

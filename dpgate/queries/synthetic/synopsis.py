@@ -285,19 +285,16 @@ def from_synopsis(con, classified: Classified, catalog: Catalog, session: Sessio
     stmt = classified.statement
     table = classified.protected
     p = rec.parameters
-    shape = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (from_synopsis = ...) COUNT(*) FROM t WHERE <ranges on its columns>"
+    shape = ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (from_synopsis = ...) [FLOOR(col / w) AS x, ...,] COUNT(*) "
+             "FROM t WHERE <ranges on its columns> [GROUP BY x, ...]")
     if table is None or table.name not in rec.sources or len(classified.refs) != 1:
         refuse(f"Synopsis {name} was built from {', '.join(rec.sources)}, and answers counts over that table only",
                shape)  # fmt: skip
         return None
-    exprs = stmt.expressions
-    if (not isinstance(stmt, exp.Select) or len(exprs) != 1 or stmt.args.get("group") or stmt.args.get("having")
-            or stmt.args.get("joins") or stmt.args.get("distinct")):  # fmt: skip
-        refuse("A synopsis answers one COUNT(*) with a WHERE of ranges (no GROUP BY, joins or other aggregates)", shape)
-        return None
-    agg = exprs[0].this if isinstance(exprs[0], exp.Alias) else exprs[0]
-    if not (isinstance(agg, exp.Count) and isinstance(agg.this, exp.Star)):
-        refuse("A synopsis answers COUNT(*) only", shape)
+    if not isinstance(stmt, exp.Select) or any(stmt.args.get(k) for k in ("having", "joins", "distinct", "order",
+                                                                           "limit", "offset", "qualify")):  # fmt: skip
+        refuse("A synopsis answers COUNT(*) with a WHERE of ranges, optionally per bin (GROUP BY FLOOR(col / w)); "
+               "no HAVING, ORDER BY, LIMIT or joins", shape)  # fmt: skip
         return None
     where = stmt.args.get("where")
     box = _ranges(where.this if where is not None else None, p["columns"], p["integer"])
@@ -305,19 +302,112 @@ def from_synopsis(con, classified: Classified, catalog: Catalog, session: Sessio
         refuse(f"The WHERE must be a conjunction of ranges (BETWEEN, <, <=, >, >=, = on integers) on "
                f"{', '.join(p['columns'])} with numbers", shape)  # fmt: skip
         return None
-    alias = exprs[0].alias if isinstance(exprs[0], exp.Alias) else "count_star()"
-    terms, params = [], []
-    for c, lo, hi in zip(p["columns"], p["lower"], p["upper"]):
+    bins = _bins(stmt, p["columns"])
+    if bins is None:
+        refuse("A synopsis answers COUNT(*), or COUNT(*) per bin: SELECT FLOOR(col / w) AS x, ..., COUNT(*) ... "
+               "GROUP BY x, ... on its columns (w and an offset a in FLOOR((col - a) / w) numbers)", shape)  # fmt: skip
+        return None
+    keys, count_name = bins
+    terms, params, ranges = [], [], []
+    cols = p["columns"]
+    for j, (c, lo, hi) in enumerate(zip(cols, p["lower"], p["upper"])):
         qlo, qhi = max(box[c][0], lo), min(box[c][1], hi)
         params += [qlo, qhi]
         a, b = f"${len(params) - 1}", f"${len(params)}"
+        key = next((k for k in keys if k[1] == c), None)
+        if key is not None:  # the bin's own range, within the WHERE's
+            _, _, w, off = key
+            first, last = math.floor((qlo - off) / w), math.ceil((qhi - off) / w) - 1
+            if qhi <= qlo:
+                first, last = 0, -1
+            ranges.append((first, last))
+            a = f"greatest({a}, {off!r} + __b{j} * {w!r})"
+            b = f"least({b}, {off!r} + (__b{j} + 1) * {w!r})"
         terms.append(f"greatest(0, least({_q(c + '_hi')}, {b}) - greatest({_q(c + '_lo')}, {a})) / "
                      f"({_q(c + '_hi')} - {_q(c + '_lo')})")  # fmt: skip
-    sql = f"SELECT coalesce(sum(count * {' * '.join(terms)}), 0)::DOUBLE FROM main.{_q(rec.name)}"
-    (value,) = con.execute(sql, params).fetchone()
+    if math.prod(max(0, hi - lo + 1) for lo, hi in ranges) > 1_000_000:
+        refuse("More than a million bins", "use wider bins or a narrower WHERE")
+        return None
+    if not keys:
+        sql = f"SELECT coalesce(sum(count * {' * '.join(terms)}), 0)::DOUBLE FROM main.{_q(rec.name)}"
+        (value,) = con.execute(sql, params).fetchone()
+        names, types, rows = [count_name], ["DOUBLE"], [(round(float(value), 1),)]
+    else:
+        grid = " CROSS JOIN ".join(f"range({lo}, {hi + 1}) AS __r{j}(__b{cols.index(k[1])})"
+                                   for j, ((lo, hi), k) in enumerate(zip(ranges, keys)))  # fmt: skip
+        bvars = [f"__b{cols.index(k[1])}" for k in keys]
+        sql = (f"SELECT {', '.join(bvars)}, coalesce(sum(count * {' * '.join(terms)}), 0)::DOUBLE "
+               f"FROM {grid} LEFT JOIN main.{_q(rec.name)} ON true GROUP BY ALL ORDER BY ALL")  # fmt: skip
+        got = con.execute(sql, params).fetchall()
+        names = [k[0] for k in keys] + [count_name]
+        types = ["DOUBLE"] * len(keys) + ["DOUBLE"]
+        rows = [tuple(float(v) for v in r[:-1]) + (round(float(r[-1]), 1),) for r in got]
     notes = [
         f"answered from synopsis {rec.name} (PrivTree, made with ε {rec.epsilon:g}): free; points are taken as "
-        "spread evenly inside each leaf",
+        "spread evenly inside each leaf" + ("; every bin is listed, empty ones included" if keys else ""),
         "no interval: the error of that assumption is not known (each leaf's own noise is in the synopsis table)",
     ]
-    return Result([alias], ["DOUBLE"], [(round(float(value), 1),)], None, message="\n".join(notes))
+    return Result(names, types, rows, None, message="\n".join(notes))
+
+
+def _bins(stmt: exp.Select, columns: list[str]) -> tuple[list[tuple[str, str, float, float]], str] | None:
+    """([(output name, column, width w, offset a)] of FLOOR((col − a) / w) keys, the COUNT(*)'s name)."""
+    keys, count_name = [], None
+    for i, e in enumerate(stmt.expressions):
+        node = e.this if isinstance(e, exp.Alias) else e
+        if isinstance(node, exp.Count) and isinstance(node.this, exp.Star) and count_name is None:
+            count_name = e.alias if isinstance(e, exp.Alias) else "count_star()"
+            continue
+        key = _bin_key(node, columns)
+        if key is None or not isinstance(e, exp.Alias):
+            return None
+        keys.append((e.alias, *key))
+    group = stmt.args.get("group")
+    if count_name is None or (bool(keys) != bool(group)) or len({k[1] for k in keys}) != len(keys):
+        return None
+    if group:  # GROUP BY names every key (by alias, position or the same expression) and nothing else
+        named = set()
+        for g in group.expressions:
+            if isinstance(g, exp.Literal) and not g.is_string and g.this.isdigit():
+                idx = int(g.this) - 1
+                sel = stmt.expressions[idx] if 0 <= idx < len(stmt.expressions) else None
+                named.add(sel.alias if isinstance(sel, exp.Alias) else None)
+            elif isinstance(g, exp.Column) and not g.table:
+                named.add(g.name)
+            else:
+                match = [k[0] for k, e in zip(keys, [x for x in stmt.expressions if isinstance(x, exp.Alias)])
+                         if e.this == g]  # fmt: skip
+                named.add(match[0] if match else None)
+        if named != {k[0] for k in keys}:
+            return None
+    return keys, count_name
+
+
+def _bin_key(node: exp.Expr, columns: list[str]) -> tuple[str, float, float] | None:
+    """(column, w, a) of ``FLOOR(col / w)``, ``FLOOR((col - a) / w)`` or ``FLOOR((col + b) / w)``, w > 0."""
+    if not isinstance(node, exp.Floor) or not isinstance(node.this, exp.Div):
+        return None
+    num, den = node.this.this, node.this.expression
+
+    def number(x) -> float | None:
+        if isinstance(x, exp.Neg):
+            v = number(x.this)
+            return None if v is None else -v
+        if isinstance(x, exp.Literal) and not x.is_string:
+            return float(x.this)
+        return None
+
+    w = number(den)
+    if w is None or not w > 0:
+        return None
+    offset = 0.0
+    if isinstance(num, exp.Paren):
+        num = num.this
+    if isinstance(num, (exp.Sub, exp.Add)):  # (col − a) or (col + b): offset a = −b
+        o = number(num.expression)
+        if o is None:
+            return None
+        offset, num = (o if isinstance(num, exp.Sub) else -o), num.this
+    if not isinstance(num, exp.Column) or num.name.lower() not in columns:
+        return None
+    return num.name.lower(), w, offset
