@@ -55,7 +55,8 @@ def print_result(result, *, mode: str = "table", intervals: bool = True, max_wid
     if text:
         print(text, file=out)
     out.flush()
-    side = ([result.message] if result.message and not result.columns else []) + release_lines(result)
+    free_notes = result.message and (not result.columns or result.release is None)  # e.g. from a synopsis
+    side = (result.message.splitlines() if free_notes else []) + release_lines(result)
     for line in side:
         print(f"# {line}", file=err)
 

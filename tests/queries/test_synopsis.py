@@ -133,3 +133,17 @@ def test_a_heat_map_of_bins_lists_every_bin_and_adds_up(demo_db):
                 con.execute(bad)
             assert e.value.code == "DP227"
         assert con.budget() == before
+
+
+def test_csv_output_keeps_a_free_answers_notes_on_the_side(demo_db):
+    import io
+
+    from dpgate.interfaces.cli import print_result
+
+    with dpgate.connect(str(demo_db), analyst="demo", test_seed=9) as con:
+        con.execute(MAKE)
+        result = con.execute(EUROPE).result
+    out, err = io.StringIO(), io.StringIO()
+    print_result(result, mode="csv", out=out, err=err)
+    assert out.getvalue().startswith("n\n") and "# answered from synopsis cities_tree" in err.getvalue()
+    assert "# no interval" in err.getvalue()
