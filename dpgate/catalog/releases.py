@@ -8,6 +8,8 @@ dropping it keeps the registry row, so the lineage of everything ever published 
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import json
 from dataclasses import dataclass
 from datetime import datetime
@@ -115,8 +117,7 @@ def drop(con: duckdb.DuckDBPyConnection, name: str, *, by: str, owner: bool = Fa
             hint="ask its creator or the owner",
         )
     table = '"' + rec.name.replace('"', '""') + '"'
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         con.execute(f"DROP TABLE IF EXISTS main.{table}")
         for extra in (rec.parameters or {}).get("extra_tables", []):  # e.g. a set-valued release's itemsets
             quoted = '"' + str(extra).replace('"', '""') + '"'
@@ -124,8 +125,16 @@ def drop(con: duckdb.DuckDBPyConnection, name: str, *, by: str, owner: bool = Fa
         con.execute(
             f"UPDATE {TABLE} SET dropped_at = current_timestamp, dropped_by = ? WHERE entry_id = ?", [by, rec.entry_id]
         )
+    return rec
+
+
+@contextmanager
+def transaction(con: duckdb.DuckDBPyConnection):
+    """A release's tables and its registry row: written together, or not at all."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield con
     except BaseException:
         con.execute("ROLLBACK")
         raise
     con.execute("COMMIT")
-    return rec

@@ -262,18 +262,13 @@ def answer(
         "charges": [list(c) for c in model.charges],
         "network": model.describe(names),
     }
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with registry.transaction(con):
         written = synthesis.write_table(con, plan.name, list(plan.codings), synth, rng=sampling)
         registry.record(
             con, entry_id=debit.entry_id, name=plan.name, kind="synthetic table", sources=[plan.table.name],
             mechanism=plan.mechanism, parameters=parameters, epsilon=debit.epsilon, delta=0.0, analyst=analyst,
             row_count=written,
         )  # fmt: skip
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    con.execute("COMMIT")
     report(1.0, "done")
     notes = [
         f"network: {len(model.network)} attribute(s), degree {model.degree}, score {model.score}, "

@@ -156,8 +156,7 @@ def _write(con, plan: SynthesisPlan, model: privtree.SequenceModel, synthetic: l
             node.append(v), ctx.append(body), start.append(bool(c) and c[0] == privtree.START)
             depth.append(len(c)), leaf.append(bool(model.leaf[v])), nxt.append(x if x < k else None)
             cnt.append(float(model.hist[v][x]))
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with registry.transaction(con):
         con.execute(
             f"CREATE TABLE main.{_q(name)} AS SELECT CAST(u AS BIGINT) AS {_q(t.unit)}, CAST(p AS INTEGER) AS "
             f"{_q(o['position'])}, {domain}[s + 1] AS {_q(o['symbol'])} "
@@ -181,10 +180,6 @@ def _write(con, plan: SynthesisPlan, model: privtree.SequenceModel, synthetic: l
             mechanism="privtree_markov", parameters=parameters, epsilon=debit.epsilon, delta=0.0, analyst=analyst,
             row_count=len(units),
         )  # fmt: skip
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    con.execute("COMMIT")
 
 
 def explain_rows(plan: SynthesisPlan) -> list[tuple]:

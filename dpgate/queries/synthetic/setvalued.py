@@ -176,8 +176,7 @@ def _write(con, plan: SynthesisPlan, itemsets: dict, sampling, debit, analyst: s
     domain = "[" + ", ".join(exp.convert(v).sql(dialect="duckdb") for v in o["items"]) + f"]::{item_type}[]"
     unit_type = t.columns[t.unit].type.upper()
     unit_sql = unit_type if unit_type in ("INTEGER", "BIGINT", "HUGEINT") else "BIGINT"
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with registry.transaction(con):
         con.execute(
             f"CREATE TABLE main.{_q(itemsets_name)} AS SELECT id AS itemset_id, "
             f"list_transform(idx, lambda x: ({domain})[x + 1]) AS items, len(idx) AS size, n AS count "
@@ -200,10 +199,6 @@ def _write(con, plan: SynthesisPlan, itemsets: dict, sampling, debit, analyst: s
             con, entry_id=debit.entry_id, name=name, kind="synthetic table", sources=[t.name], mechanism="diffpart",
             parameters=parameters, epsilon=debit.epsilon, delta=0.0, analyst=analyst, row_count=len(owner_of),
         )  # fmt: skip
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    con.execute("COMMIT")
     return int(len(owner_of))
 
 

@@ -168,8 +168,7 @@ def _write(con, plan: SynthesisPlan, syn: privtree.Synopsis, half: int, debit, a
     n = len(params)
     sql = (f"CREATE TABLE main.{_q(plan.name)} AS SELECT unnest($1) AS leaf_id, unnest($2) AS depth, {', '.join(cols)}, "
            f"unnest(${n}) AS count, unnest(${n}) - {half} AS count_ci_low, unnest(${n}) + {half} AS count_ci_high")  # fmt: skip
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with registry.transaction(con):
         con.execute(sql, params)
         parameters = {
             "columns": o["columns"], "lower": o["lower"], "upper": o["upper"], "integer": o["integer"],
@@ -181,10 +180,6 @@ def _write(con, plan: SynthesisPlan, syn: privtree.Synopsis, half: int, debit, a
             mechanism="privtree", parameters=parameters, epsilon=debit.epsilon, delta=0.0, analyst=analyst,
             row_count=len(syn.counts),
         )  # fmt: skip
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    con.execute("COMMIT")
 
 
 def explain_rows(plan: SynthesisPlan) -> list[tuple]:
