@@ -20,6 +20,10 @@ and any PostgreSQL client share it while it runs. Each connection:
 
 Statements run in worker threads (``Session``); the asyncio loop only moves bytes, so a slow
 query, a client that never reads or a malformed message affects only its own connection.
+Before login a connection may send at most 64 KB per message and must finish within
+``login_timeout``; at most ``max_pending`` connections (``max_pending_per_host`` per address)
+may be logging in at once, and ``max_connections`` counts logged-in sessions. After login a
+statement's text is at most 1 MB and any message at most 16 MB.
 Errors become ErrorResponse (SQLSTATE from the PEP 249 class, the dpgate code in the detail,
 the hint in the hint); an answer's cost, population and notes arrive as NoticeResponse.
 """
@@ -104,10 +108,14 @@ class Server:
     def __init__(self, path: str, *, host: str = "127.0.0.1", port: int = 5433, tls: ssl.SSLContext | None = None,
                  workers: int = 32, guard: LoginGuard | None = None, write_timeout: float = 300.0,
                  test_seed: int | None = None, max_connections: int = 100,
-                 login_timeout: float = 30.0):  # fmt: skip
+                 login_timeout: float = 10.0, max_pending: int = 64, max_pending_per_host: int = 16):  # fmt: skip
         self.path = os.path.abspath(path)
         self.max_connections = max_connections
-        self.login_timeout = login_timeout  # startup and SCRAM must finish within it (slow clients hold no slot)
+        # Logged-in sessions count against max_connections; connections still logging in have their
+        # own caps (in total and per address) and must finish within login_timeout.
+        self.login_timeout = login_timeout
+        self.max_pending, self.max_pending_per_host = max_pending, max_pending_per_host
+        self._pending: dict[str, int] = {}
         self._open = 0
         self.host, self.port, self.tls = host, port, tls
         self.guard = guard or LoginGuard()
@@ -161,12 +169,31 @@ class Server:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         client = _Client(reader, writer)
         pid = None
-        self._open += 1
+        peer = writer.get_extra_info("peername")
+        host = peer[0] if isinstance(peer, tuple) else str(peer)
+        pending = self._pending.get(host, 0)
+        if pending >= self.max_pending_per_host or sum(self._pending.values()) >= self.max_pending:
+            writer.close()  # too many connections still logging in: refuse before reading a byte
+            return
+        self._pending[host] = pending + 1
+        logged_in = False
         try:
-            login = await asyncio.wait_for(self._login(client), self.login_timeout)
+            try:
+                login = await asyncio.wait_for(self._login(client), self.login_timeout)
+            finally:
+                self._pending[host] -= 1
+                if not self._pending[host]:
+                    del self._pending[host]
             if login is None:
                 return
             params, name, role = login
+            if self._open >= self.max_connections:
+                client.send(wire.error("53300", f"too many connections (at most {self.max_connections})",
+                                       severity="FATAL"))  # fmt: skip
+                await self._flush(client, quiet=True)
+                return
+            self._open += 1
+            logged_in = True
             try:
                 session = await asyncio.get_running_loop().run_in_executor(
                     self._auth_pool, lambda: Session(self.path, name, role, test_seed=self.test_seed)
@@ -190,7 +217,8 @@ class Server:
         except Exception:  # a bug must not take the server down: this connection ends
             log.exception("connection failed")
         finally:
-            self._open -= 1
+            if logged_in:
+                self._open -= 1
             if pid is not None:
                 self._sessions.pop(pid, None)
             if client.session is not None:
@@ -204,10 +232,6 @@ class Server:
     async def _login(self, client: _Client) -> tuple[dict[str, str], str, str] | None:
         params = await self._startup(client)
         if params is None:
-            return None
-        if self._open > self.max_connections:
-            client.send(wire.error("53300", f"too many connections (at most {self.max_connections})", severity="FATAL"))
-            await self._flush(client, quiet=True)
             return None
         found = await self._authenticate(client, params)
         return None if found is None else (params, *found)
@@ -223,11 +247,12 @@ class Server:
             if not quiet:
                 raise
 
-    async def _read(self, client: _Client) -> tuple[bytes, bytes]:
+    async def _read(self, client: _Client, limit: int = wire.MAX_MESSAGE) -> tuple[bytes, bytes]:
         head = await client.reader.readexactly(5)
         kind, n = head[:1], struct.unpack("!i", head[1:])[0]
-        if n < 4 or n > wire.MAX_MESSAGE:
-            raise wire.ProtocolViolation(f"message length {n} out of range (at most {wire.MAX_MESSAGE})")
+        if n < 4 or n > limit or (kind in (b"Q", b"P") and n > wire.MAX_QUERY + 4096):
+            raise wire.ProtocolViolation(f"message length {n} out of range (at most {limit}; statements "
+                                         f"at most {wire.MAX_QUERY} bytes)")  # fmt: skip
         return kind, await client.reader.readexactly(n - 4)
 
     async def _startup(self, client: _Client) -> dict[str, str] | None:
@@ -296,7 +321,7 @@ class Server:
         verifier = found[0] if found else scram.fake_verifier(user, self._secret)
         client.send(wire.auth(10, wire.cstr(scram.MECHANISM) + b"\x00"))
         await self._flush(client)
-        kind, payload = await self._read(client)
+        kind, payload = await self._read(client, wire.MAX_AUTH_MESSAGE)
         if kind != b"p":
             raise wire.ProtocolViolation("expected a SASLInitialResponse")
         r = wire.Reader(payload)
@@ -309,7 +334,7 @@ class Server:
             exchange = scram.ServerExchange(verifier, real=found is not None)
             client.send(wire.auth(11, exchange.first(first).encode("utf-8")))
             await self._flush(client)
-            kind, payload = await self._read(client)
+            kind, payload = await self._read(client, wire.MAX_AUTH_MESSAGE)
             if kind != b"p":
                 raise wire.ProtocolViolation("expected a SASLResponse")
             final = exchange.final(payload.decode("utf-8", "replace"))
@@ -447,7 +472,7 @@ class Server:
         return portal["outcome"]
 
     async def _simple(self, client: _Client, sql: str) -> None:
-        parts = split_statements(sql)
+        parts = await self._call(split_statements, sql) if len(sql) > 4096 else split_statements(sql)
         if not parts:
             client.send(wire.EMPTY_QUERY)
         for part in parts:

@@ -23,7 +23,9 @@ GSSENC_REQUEST = 80877104
 CANCEL_REQUEST = 80877102
 
 MAX_STARTUP = 10_000
-MAX_MESSAGE = 64 * 1024 * 1024
+MAX_AUTH_MESSAGE = 65_535  # a SASL message before login (PostgreSQL's PG_MAX_AUTH_TOKEN_LENGTH)
+MAX_MESSAGE = 16 * 1024 * 1024  # any message after login (a Bind with its parameters)
+MAX_QUERY = 1024 * 1024  # the text of a Query or a Parse: dpgate statements are short
 
 # -- types ----------------------------------------------------------------------------------------
 OID = {

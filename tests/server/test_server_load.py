@@ -202,3 +202,37 @@ def test_connections_beyond_the_limit_are_refused_and_the_rest_served(small_db):
             c.close()
     finally:
         server.stop()
+
+
+def test_connections_still_logging_in_have_their_own_caps(small_db):
+    # Three silent sockets fill this address's pre-login slots: a fourth connection is closed at once,
+    # and once they time out, a real client logs in. Logged-in sessions are not pre-login slots.
+    server = ThreadServer(small_db, max_pending_per_host=3, login_timeout=1.0)
+    try:
+        held = psycopg.connect(server.url("alice"), autocommit=True)  # logged in: not a pending slot
+        idle = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(3)]
+        time.sleep(0.2)
+        with pytest.raises(psycopg.OperationalError):
+            psycopg.connect(server.url("alice"), connect_timeout=5)
+        assert held.execute("SELECT 1").fetchone() == (1,)
+        time.sleep(1.5)  # the silent ones are cut at login_timeout
+        _still_serves(server)
+        for sock in idle:
+            sock.close()
+        held.close()
+    finally:
+        server.stop()
+
+
+def test_oversized_messages_are_refused_before_they_are_read(small_db):
+    server = ThreadServer(small_db)
+    try:
+        # a SASL message over 64 KB before login, a statement over 1 MB after it
+        sasl = _startup("nobody") + b"p" + struct.pack("!i", 10_000_000)
+        assert b"08P01" in _raw(server, sasl)
+        with psycopg.connect(server.url("alice"), autocommit=True) as con:
+            with pytest.raises(psycopg.OperationalError):
+                con.execute("SELECT 1 " + " " * (2 * 1024 * 1024))
+        _still_serves(server)
+    finally:
+        server.stop()
