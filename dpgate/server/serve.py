@@ -23,7 +23,8 @@ query, a client that never reads or a malformed message affects only its own con
 Before login a connection may send at most 64 KB per message and must finish within
 ``login_timeout``; at most ``max_pending`` connections (``max_pending_per_host`` per address)
 may be logging in at once, and ``max_connections`` counts logged-in sessions. After login a
-statement's text is at most 1 MB and any message at most 16 MB.
+statement's text is at most 1 MB, any message at most 16 MB, and a statement that runs longer
+than ``statement_timeout`` is interrupted, so endless statements cannot hold every worker.
 Errors become ErrorResponse (SQLSTATE from the PEP 249 class, the dpgate code in the detail,
 the hint in the hint); an answer's cost, population and notes arrive as NoticeResponse.
 """
@@ -108,13 +109,15 @@ class Server:
     def __init__(self, path: str, *, host: str = "127.0.0.1", port: int = 5433, tls: ssl.SSLContext | None = None,
                  workers: int = 32, guard: LoginGuard | None = None, write_timeout: float = 300.0,
                  test_seed: int | None = None, max_connections: int = 100,
-                 login_timeout: float = 10.0, max_pending: int = 64, max_pending_per_host: int = 16):  # fmt: skip
+                 login_timeout: float = 10.0, max_pending: int = 64, max_pending_per_host: int = 16,
+                 statement_timeout: float = 600.0):  # fmt: skip
         self.path = os.path.abspath(path)
         self.max_connections = max_connections
         # Logged-in sessions count against max_connections; connections still logging in have their
         # own caps (in total and per address) and must finish within login_timeout.
         self.login_timeout = login_timeout
         self.max_pending, self.max_pending_per_host = max_pending, max_pending_per_host
+        self.statement_timeout = statement_timeout  # a statement running longer is interrupted (its debit stands)
         self._pending: dict[str, int] = {}
         self._open = 0
         self.host, self.port, self.tls = host, port, tls
@@ -510,11 +513,19 @@ class Server:
                 "current transaction is aborted, commands ignored until end of transaction block", code="DP707",
                 hint="send ROLLBACK (a debit is final whatever you send)",
             )  # fmt: skip
+        future = asyncio.get_running_loop().run_in_executor(self.pool, client.session.run, sql, params)
+        timed_out = False
         try:
-            return await self._call(client.session.run, sql, params)
+            try:
+                return await asyncio.wait_for(asyncio.shield(future), self.statement_timeout)
+            except asyncio.TimeoutError:  # stop it, and wait until its worker is free again
+                timed_out = True
+                client.session.interrupt()
+                return await future
         except errors.Error as e:
             if "interrupted" in e.message.lower():
-                raise errors.OperationalError("canceling statement due to user request", code="DP708") from e
+                why = "statement timeout" if timed_out else "user request"
+                raise errors.OperationalError(f"canceling statement due to {why}", code="DP708") from e
             raise
         except Exception as e:
             if "interrupt" in str(e).lower():

@@ -301,3 +301,18 @@ def test_tls_is_required_when_the_server_has_a_certificate(demo_db, tmp_path):
             psycopg.connect(s.url("demo") + "?sslmode=disable", connect_timeout=5)
     finally:
         s.stop()
+
+
+
+def test_a_statement_that_runs_too_long_is_interrupted(demo_db):
+    add_logins(demo_db, ["demo"])
+    s = ThreadServer(demo_db, statement_timeout=1.0)
+    try:
+        with psycopg.connect(s.url("demo"), autocommit=True) as con:
+            start = time.monotonic()
+            with pytest.raises(psycopg.errors.QueryCanceled, match="statement timeout"):
+                con.execute("SELECT count(*) FROM range(100000000000) a")
+            assert time.monotonic() - start < 10
+            assert con.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        s.stop()
