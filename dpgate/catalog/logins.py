@@ -7,6 +7,8 @@ server). The table lives in dpgate's schema, which analysts' SQL can never read.
 
 from __future__ import annotations
 
+import secrets
+
 import duckdb
 
 from dpgate import errors
@@ -67,3 +69,14 @@ def set_login(con: duckdb.DuckDBPyConnection, name: str, *, role: str, password:
 def names(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
     ensure(con)
     return con.execute(f"SELECT name, role FROM {catalog.SCHEMA}.logins ORDER BY name").fetchall()
+
+
+def server_secret(con: duckdb.DuckDBPyConnection) -> bytes:
+    """The key of the fake verifiers for names with no login, made once and kept in dpgate's
+    settings, so an unknown name's fake salt stays the same across restarts, like a real one."""
+    row = con.execute(f"SELECT value FROM {catalog.SCHEMA}.settings WHERE key = 'server_secret'").fetchone()
+    if row is None:
+        con.execute(f"INSERT INTO {catalog.SCHEMA}.settings VALUES ('server_secret', ?) ON CONFLICT DO NOTHING",
+                    [secrets.token_hex(32)])  # fmt: skip
+        row = con.execute(f"SELECT value FROM {catalog.SCHEMA}.settings WHERE key = 'server_secret'").fetchone()
+    return bytes.fromhex(row[0])

@@ -8,9 +8,9 @@ and any PostgreSQL client share it while it runs. Each connection:
    interrupts the statement of the session whose (pid, secret) it names.
 2. **Authentication**: SCRAM-SHA-256 against the verifier stored for the startup ``user``
    (``dpgate.catalog.logins``). The session's analyst is that authenticated name. Unknown
-   names run the same exchange against a fake verifier; failures are delayed and, after
-   ``max_failures`` within ``window`` seconds for a name or an address, refused outright until
-   the window passes.
+   names run the same exchange against a fake verifier (from a secret kept in the database, so
+   the fake salts survive restarts like real ones); failures are delayed, and a name from one
+   address, or an address trying many names, is locked out for a while (``LoginGuard``).
 3. **Queries**: simple query (several statements run in order, stopping at the first error)
    and extended query (Parse / Bind / Describe / Execute / Close / Sync / Flush, text-format
    parameters and results). A portal runs when it is first described or executed; a DP
@@ -22,7 +22,8 @@ Statements run in worker threads (``Session``); the asyncio loop only moves byte
 query, a client that never reads or a malformed message affects only its own connection.
 Before login a connection may send at most 64 KB per message and must finish within
 ``login_timeout``; at most ``max_pending`` connections (``max_pending_per_host`` per address)
-may be logging in at once, and ``max_connections`` counts logged-in sessions. After login a
+may be logging in at once, and ``max_connections`` counts logged-in sessions (at most
+``max_sessions_per_login`` of one login). After login a
 statement's text is at most 1 MB, any message at most 16 MB, and a statement that runs longer
 than ``statement_timeout`` is interrupted, so endless statements cannot hold every worker.
 Errors become ErrorResponse (SQLSTATE from the PEP 249 class, the dpgate code in the detail,
@@ -56,37 +57,79 @@ _BEGIN = re.compile(r"^\s*(begin|start\s+transaction)\b", re.I)
 _COMMIT = re.compile(r"^\s*(commit|end)\b", re.I)
 _ROLLBACK = re.compile(r"^\s*(rollback|abort)\b", re.I)
 _PLACEHOLDER = re.compile(r"\$(\d+)")
+MAX_PARAMETERS = 65_535  # as PostgreSQL (the protocol counts them in 16 bits)
+MAX_PREPARED = 1_000  # named statements and portals per session
 
 
 class LoginGuard:
-    """Failed logins per name and per address: each failure waits ``delay`` seconds, and
-    ``max_failures`` failures within ``window`` seconds lock that name or address out until the
-    window has passed (successful logins do not reset it: guessing must stay slow)."""
+    """Failed logins, so that guessing stays slow and nobody can lock others out cheaply.
+
+    - A name from one address: ``max_failures`` failures within ``window`` seconds lock that pair
+      out until the window has passed (a success does not reset it).
+    - One address: ``10 × max_failures`` failures (any names) lock the address out — a sprayer of
+      names, not a user who mistyped.
+    - One name from anywhere: never locked (that would let anyone lock a user out); each failure
+      makes its next answers slower, doubling from ``delay`` up to 8 s.
+
+    Attempts in flight count against the same limits (``begin`` waits while they would pass
+    them), so opening many connections at once does not buy more guesses than failures allowed,
+    while a pool of clients logging in together with the right password only queues briefly.
+    """
 
     def __init__(self, max_failures: int = 5, window: float = 60.0, delay: float = 0.5):
         self.max_failures, self.window, self.delay = max_failures, window, delay
-        self._failures: dict[str, collections.deque] = collections.defaultdict(collections.deque)
+        self._failures: dict[str, collections.deque] = {}
+        self._inflight: collections.Counter = collections.Counter()
 
-    def _recent(self, key: str, now: float) -> collections.deque:
-        q = self._failures[key]
+    def _recent(self, key: str, now: float) -> int:
+        q = self._failures.get(key)
         while q and q[0] <= now - self.window:
             q.popleft()
-        return q
+        if q is not None and not q:
+            del self._failures[key]
+        return len(q) if q else 0
 
-    def locked_for(self, keys: list[str]) -> float:
-        """Seconds until these keys may try again (0: now)."""
+    def _limits(self, user: str, host: str) -> tuple[tuple[str, int], ...]:
+        return (f"pair:{user}@{host}", self.max_failures), (f"host:{host}", 10 * self.max_failures)
+
+    def locked_for(self, user: str, host: str) -> float:
+        """Seconds until ``user`` may try again from ``host`` (0: now)."""
         now = time.monotonic()
         wait = 0.0
-        for key in keys:
-            q = self._recent(key, now)
-            if len(q) >= self.max_failures:
-                wait = max(wait, q[0] + self.window - now)
+        for key, limit in self._limits(user, host):
+            if self._recent(key, now) >= limit:
+                wait = max(wait, self._failures[key][0] + self.window - now)
         return wait
 
-    def failed(self, keys: list[str]) -> None:
+    async def begin(self, user: str, host: str) -> float:
+        """Start an attempt: 0 once it may go on (waiting while attempts in flight would pass the
+        limits), else the seconds the pair or address stays locked."""
+        while True:
+            wait = self.locked_for(user, host)
+            if wait > 0:
+                return wait
+            now = time.monotonic()
+            if all(self._recent(k, now) + self._inflight[k] < limit for k, limit in self._limits(user, host)):
+                for key, _ in self._limits(user, host):
+                    self._inflight[key] += 1
+                return 0.0
+            await asyncio.sleep(0.02)
+
+    def end(self, user: str, host: str, ok: bool) -> None:
+        """Finish an attempt begun with ``begin``; anything but a success counts as a failure."""
         now = time.monotonic()
-        for key in keys:
-            self._recent(key, now).append(now)
+        for key, _ in self._limits(user, host):
+            self._inflight[key] -= 1
+            if self._inflight[key] <= 0:
+                del self._inflight[key]
+        if not ok:
+            for key in (*(k for k, _ in self._limits(user, host)), f"user:{user}"):
+                self._failures.setdefault(key, collections.deque()).append(now)
+
+    def delay_for(self, user: str) -> float:
+        """How long a failed login for ``user`` waits before its answer."""
+        n = self._recent(f"user:{user}", time.monotonic())
+        return min(self.delay * 2 ** (n // self.max_failures), 8.0) if self.delay else 0.0
 
 
 class _Client:
@@ -107,10 +150,10 @@ class _Client:
 
 class Server:
     def __init__(self, path: str, *, host: str = "127.0.0.1", port: int = 5433, tls: ssl.SSLContext | None = None,
-                 workers: int = 32, guard: LoginGuard | None = None, write_timeout: float = 300.0,
+                 workers: int = 64, guard: LoginGuard | None = None, write_timeout: float = 300.0,
                  test_seed: int | None = None, max_connections: int = 100,
-                 login_timeout: float = 10.0, max_pending: int = 64, max_pending_per_host: int = 16,
-                 statement_timeout: float = 600.0):  # fmt: skip
+                 login_timeout: float = 10.0, max_pending: int = 128, max_pending_per_host: int = 32,
+                 statement_timeout: float = 600.0, max_sessions_per_login: int = 32):  # fmt: skip
         self.path = os.path.abspath(path)
         self.max_connections = max_connections
         # Logged-in sessions count against max_connections; connections still logging in have their
@@ -118,6 +161,9 @@ class Server:
         self.login_timeout = login_timeout
         self.max_pending, self.max_pending_per_host = max_pending, max_pending_per_host
         self.statement_timeout = statement_timeout  # a statement running longer is interrupted (its debit stands)
+        # one login holds at most half of the 64 statement workers
+        self.max_sessions_per_login = max_sessions_per_login
+        self._per_login: dict[str, int] = {}
         self._pending: dict[str, int] = {}
         self._open = 0
         self.host, self.port, self.tls = host, port, tls
@@ -127,7 +173,7 @@ class Server:
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dpgate-session")
         # logins have threads of their own: long statements filling the pool never block a login
         self._auth_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="dpgate-login")
-        self._secret = secrets.token_bytes(32)
+        self._secret = b""  # set below: the fake verifiers' key, kept in the database
         self._sessions: dict[int, tuple[int, Session]] = {}
         self._next_pid = 1000
         self._admin_lock = threading.Lock()
@@ -137,6 +183,7 @@ class Server:
         self._admin = Owner(self.path, create=False, read_only=True)  # holds the file for the server's life
         with self._admin_lock:
             logins.ensure(self._admin.con)
+            self._secret = logins.server_secret(self._admin.con)
 
     # -- lifecycle --------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -190,12 +237,14 @@ class Server:
             if login is None:
                 return
             params, name, role = login
-            if self._open >= self.max_connections:
-                client.send(wire.error("53300", f"too many connections (at most {self.max_connections})",
-                                       severity="FATAL"))  # fmt: skip
+            if self._open >= self.max_connections or self._per_login.get(name, 0) >= self.max_sessions_per_login:
+                limit = (f"at most {self.max_connections}" if self._open >= self.max_connections
+                         else f"at most {self.max_sessions_per_login} for {name}")  # fmt: skip
+                client.send(wire.error("53300", f"too many connections ({limit})", severity="FATAL"))
                 await self._flush(client, quiet=True)
                 return
             self._open += 1
+            self._per_login[name] = self._per_login.get(name, 0) + 1
             logged_in = True
             try:
                 session = await asyncio.get_running_loop().run_in_executor(
@@ -222,14 +271,20 @@ class Server:
         finally:
             if logged_in:
                 self._open -= 1
+                self._per_login[name] -= 1
             if pid is not None:
                 self._sessions.pop(pid, None)
             if client.session is not None:
                 session = client.session
                 try:
-                    await self._call(session.close)
+                    job = self.pool.submit(session.close)
                 except RuntimeError:  # the pool is shut down
                     session.close()
+                else:
+                    try:  # the close runs to its end even when the server stops meanwhile
+                        await asyncio.shield(asyncio.wrap_future(job))
+                    except asyncio.CancelledError:
+                        pass
             writer.close()
 
     async def _login(self, client: _Client) -> tuple[dict[str, str], str, str] | None:
@@ -309,13 +364,21 @@ class Server:
     async def _authenticate(self, client: _Client, params: dict[str, str]) -> tuple[str, str] | None:
         user = params["user"]
         peer = client.writer.get_extra_info("peername")
-        keys = [f"user:{user}", f"host:{peer[0] if isinstance(peer, tuple) else peer}"]
-        wait = self.guard.locked_for(keys)
+        host = peer[0] if isinstance(peer, tuple) else str(peer)
+        wait = await self.guard.begin(user, host)
         if wait > 0:
             client.send(wire.error("28000", f"too many failed logins; try again in {wait:.0f} s", severity="FATAL"))
             await self._flush(client)
             return None
+        ok = False
+        try:
+            found = await self._exchange(client, user)
+            ok = found is not None
+            return found
+        finally:  # a login abandoned half-way counts as a failure, as a wrong password does
+            self.guard.end(user, host, ok)
 
+    async def _exchange(self, client: _Client, user: str) -> tuple[str, str] | None:
         def lookup():
             with self._admin_lock:
                 return logins.lookup(self._admin.con, user)
@@ -342,8 +405,7 @@ class Server:
                 raise wire.ProtocolViolation("expected a SASLResponse")
             final = exchange.final(payload.decode("utf-8", "replace"))
         except scram.ScramError:
-            self.guard.failed(keys)
-            await asyncio.sleep(self.guard.delay)
+            await asyncio.sleep(self.guard.delay_for(user))
             client.send(wire.error("28P01", f'password authentication failed for user "{user}"', severity="FATAL"))
             await self._flush(client)
             return None
@@ -396,8 +458,15 @@ class Server:
         elif kind == b"P":
             name, query = r.string(), r.string()
             oids = [r.int32() for _ in range(max(r.int16(), 0))]
-            n = max((int(m) for m in _PLACEHOLDER.findall(query)), default=0)
-            client.statements[name] = (query, oids + [0] * (n - len(oids)))
+            numbers = [m for m in _PLACEHOLDER.findall(query) if len(m) <= 6]
+            if len(numbers) != len(_PLACEHOLDER.findall(query)) or any(int(m) > MAX_PARAMETERS for m in numbers):
+                raise errors.ProgrammingError(f"Parameter numbers go up to ${MAX_PARAMETERS}", code="DP602",
+                                              hint="number parameters $1, $2, ...")  # fmt: skip
+            n = max((int(m) for m in numbers), default=0)
+            if name and name not in client.statements and len(client.statements) >= MAX_PREPARED:
+                raise errors.ProgrammingError(f"At most {MAX_PREPARED} prepared statements per session", code="DP705",
+                                              hint="close statements you no longer need (DEALLOCATE / Close)")  # fmt: skip
+            client.statements[name] = (query, oids[:n] + [0] * (n - len(oids)))
             client.send(wire.PARSE_COMPLETE)
         elif kind == b"B":
             self._bind(client, r)
@@ -454,11 +523,15 @@ class Server:
         if len(values) != len(oids):
             raise errors.ProgrammingError(f"The statement has {len(oids)} parameters, {len(values)} were bound",
                                           code="DP602")  # fmt: skip
+        if len(formats) not in (0, 1, len(values)) or any(f not in (0, 1) for f in formats + results):
+            raise wire.ProtocolViolation("parameter or result format codes do not match the parameters")
 
         def fmt(i: int) -> bool:
             return (formats[i] if len(formats) > 1 else formats[0] if formats else 0) == 1
 
         params = [wire.param_value(v, oids[i], fmt(i)) for i, v in enumerate(values)]
+        if portal and portal not in client.portals and len(client.portals) >= MAX_PREPARED:
+            raise errors.ProgrammingError(f"At most {MAX_PREPARED} open portals per session", code="DP705")
         client.portals[portal] = {"sql": query, "params": params, "outcome": None, "pos": 0}
         client.send(wire.BIND_COMPLETE)
 
@@ -515,13 +588,20 @@ class Server:
             )  # fmt: skip
         future = asyncio.get_running_loop().run_in_executor(self.pool, client.session.run, sql, params)
         timed_out = False
+        deadline = time.monotonic() + self.statement_timeout
         try:
-            try:
-                return await asyncio.wait_for(asyncio.shield(future), self.statement_timeout)
-            except asyncio.TimeoutError:  # stop it, and wait until its worker is free again
-                timed_out = True
-                client.session.interrupt()
-                return await future
+            while not future.done():
+                await asyncio.wait({future}, timeout=0.25)
+                if future.done():
+                    break
+                # the peer closed its side (EOF seen, even with a Terminate still in the buffer)
+                gone = getattr(client.reader, "_eof", False) or client.reader.at_eof() or client.writer.is_closing()
+                if gone or time.monotonic() > deadline:  # stop it; its worker is free once it returns
+                    timed_out = not gone
+                    client.session.interrupt()
+                    await asyncio.wait({future})
+                    break
+            return future.result()
         except errors.Error as e:
             if "interrupted" in e.message.lower():
                 why = "statement timeout" if timed_out else "user request"

@@ -200,7 +200,8 @@ class Session:
         # the CLI commands take the database after the (sub)command words
         at = 2 if verb in ("analyst", "policy", "login") else 1
         argv = [w.lower() if i < at else w for i, w in enumerate(words[:at])] + [self.path] + words[at:]
-        if any(w == "--password-stdin" for w in argv):
+        # --password-stdin, or any abbreviation argparse would take for it: there is no stdin here
+        if any(len(w) > 2 and ("--password-stdin".startswith(w.split("=")[0]) or w.startswith("--password")) for w in argv):
             raise errors.ProgrammingError("There is no stdin over the server", code="DP704",
                                           hint="set passwords with ALTER ROLE name PASSWORD '...' (psql: \\password name)")  # fmt: skip
         out, err = io.StringIO(), io.StringIO()

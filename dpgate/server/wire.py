@@ -80,6 +80,14 @@ def param_value(raw: bytes | None, oid: int, binary: bool) -> Any:
     """A bound parameter as a Python value, by its declared type (text or binary format)."""
     if raw is None:
         return None
+    try:
+        return _param_value(raw, oid, binary)
+    except (ValueError, ArithmeticError, UnicodeDecodeError) as e:  # decimal.InvalidOperation is one
+        raise errors.DataError(f"A parameter is not a valid value of type oid {oid}", code="DP604",
+                               hint="send parameters as text of their declared type") from e
+
+
+def _param_value(raw: bytes, oid: int, binary: bool) -> Any:
     if binary:
         fmt = {16: "?", 21: "!h", 23: "!i", 20: "!q", 700: "!f", 701: "!d"}.get(oid)
         if fmt is not None and struct.calcsize(fmt) == len(raw):
@@ -91,21 +99,18 @@ def param_value(raw: bytes | None, oid: int, binary: bool) -> Any:
             hint="send the parameter in text format",
         )  # fmt: skip
     text = raw.decode("utf-8")
-    try:
-        if oid in (20, 21, 23, 26):
-            return int(text)
-        if oid in (700, 701):
-            return float(text)
-        if oid == 1700:
-            return decimal.Decimal(text)
-        if oid == 16:
-            return text.lower() in ("t", "true", "1", "on", "yes", "y")
-        if oid == 1082:
-            return datetime.date.fromisoformat(text)
-        if oid == 1114:
-            return datetime.datetime.fromisoformat(text)
-    except ValueError as e:
-        raise errors.DataError(f"Parameter {text!r} is not a valid value of type oid {oid}", code="DP604") from e
+    if oid in (20, 21, 23, 26):
+        return int(text)
+    if oid in (700, 701):
+        return float(text)
+    if oid == 1700:
+        return decimal.Decimal(text)
+    if oid == 16:
+        return text.lower() in ("t", "true", "1", "on", "yes", "y")
+    if oid == 1082:
+        return datetime.date.fromisoformat(text)
+    if oid == 1114:
+        return datetime.datetime.fromisoformat(text)
     return text
 
 
@@ -198,7 +203,7 @@ def command_complete(tag: str) -> bytes:
 
 
 def parameter_description(oids: list[int]) -> bytes:
-    return message(b"t", struct.pack("!h", len(oids)) + b"".join(struct.pack("!i", o) for o in oids))
+    return message(b"t", struct.pack("!H", len(oids)) + b"".join(struct.pack("!i", o) for o in oids))
 
 
 NO_DATA = message(b"n")
@@ -240,7 +245,7 @@ SQLSTATE: list[tuple[type, str]] = [
 
 
 #: Codes whose SQLSTATE says more than their class's.
-BY_CODE = {"DP708": "57014", "DP707": "25P02", "DP223": "42501", "DP713": "42501"}
+BY_CODE = {"DP708": "57014", "DP707": "25P02", "DP223": "42501", "DP713": "42501", "DP604": "22P02"}
 
 
 def sqlstate(e: errors.Error) -> str:

@@ -83,7 +83,9 @@ def test_wrong_and_unknown_logins_get_the_same_answer(server):
 
 
 def test_failed_logins_lock_the_name_out(demo_db):
-    add_logins(demo_db, ["demo"])
+    with Owner(demo_db, create=False) as o:
+        o.add_analyst("carol", epsilon=1.0)
+    add_logins(demo_db, ["demo", "carol"])
     s = ThreadServer(demo_db, guard=LoginGuard(max_failures=3, window=60, delay=0))
     try:
         for _ in range(3):
@@ -91,8 +93,39 @@ def test_failed_logins_lock_the_name_out(demo_db):
                 psycopg.connect(s.url("demo", "guess"), connect_timeout=5)
         with pytest.raises(psycopg.OperationalError, match="too many failed logins"):
             psycopg.connect(s.url("demo"), connect_timeout=5)  # even the right password waits
+        psycopg.connect(s.url("carol")).close()  # another name from the same address is not locked out
     finally:
         s.stop()
+
+
+def test_guessing_other_names_does_not_lock_a_user_out(demo_db):
+    add_logins(demo_db, ["demo"])
+    s = ThreadServer(demo_db, guard=LoginGuard(max_failures=3, window=60, delay=0))
+    try:
+        for i in range(20):  # below the address's limit (10 × 3)
+            with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+                psycopg.connect(s.url(f"nobody{i}", "guess"), connect_timeout=5)
+        psycopg.connect(s.url("demo"), connect_timeout=5).close()
+        for i in range(10):  # the address's limit: now it is locked out
+            with pytest.raises(psycopg.OperationalError):
+                psycopg.connect(s.url(f"other{i}", "guess"), connect_timeout=5)
+        with pytest.raises(psycopg.OperationalError, match="too many failed logins"):
+            psycopg.connect(s.url("demo"), connect_timeout=5)
+    finally:
+        s.stop()
+
+
+def test_a_bad_parse_or_bind_is_an_error_not_a_dropped_connection(server):
+    from psycopg import pq
+
+    with psycopg.connect(server.url("demo"), autocommit=True) as con:
+        with pytest.raises(psycopg.errors.SyntaxErrorOrAccessRuleViolation, match="Parameter numbers go up to"):
+            con.execute("SELECT $99999999 AS x", prepare=True)
+        for value, oid in ((b"abc", 1700), (b"\xff\xfe", 25), (b"12x", 20)):
+            res = con.pgconn.exec_params(b"SELECT count(*) FROM country_regions WHERE $1 IS NOT NULL", [value], [oid])
+            assert res.status == pq.ExecStatus.FATAL_ERROR
+            assert res.error_field(pq.DiagnosticField.SQLSTATE) == b"22P02"
+        assert con.execute("SELECT 1").fetchone() == (1,)  # the session goes on
 
 
 def test_the_analyst_is_who_logged_in(server, demo_db):
@@ -316,3 +349,10 @@ def test_a_statement_that_runs_too_long_is_interrupted(demo_db):
             assert con.execute("SELECT 1").fetchone() == (1,)
     finally:
         s.stop()
+
+
+def test_the_owner_cannot_make_the_server_read_its_stdin(server):
+    with psycopg.connect(server.url("boss", OWNER_PASSWORD), autocommit=True) as con:
+        for flag in ("--password-stdin", "--password-std", "--pass", "--p"):
+            with pytest.raises(psycopg.errors.SyntaxErrorOrAccessRuleViolation, match="no stdin"):
+                con.execute(f"dpgate login demo {flag}")

@@ -236,3 +236,64 @@ def test_oversized_messages_are_refused_before_they_are_read(small_db):
         _still_serves(server)
     finally:
         server.stop()
+
+
+def test_one_login_holds_at_most_its_share_of_sessions(small_db):
+    server = ThreadServer(small_db, max_sessions_per_login=2)
+    try:
+        held = [psycopg.connect(server.url("alice"), autocommit=True) for _ in range(2)]
+        with pytest.raises(psycopg.OperationalError, match="at most 2 for alice"):
+            psycopg.connect(server.url("alice"), connect_timeout=5)
+        held.pop().close()
+        time.sleep(0.2)
+        _still_serves(server)
+        for c in held:
+            c.close()
+    finally:
+        server.stop()
+
+
+def test_parallel_guesses_count_before_they_finish(small_db):
+    # 12 wrong passwords at once, then the right one: the lock (5 per name and address) holds
+    from dpgate.server.serve import LoginGuard
+
+    server = ThreadServer(small_db, guard=LoginGuard(max_failures=5, window=60, delay=0.5))
+    try:
+        results = []
+
+        def guess():
+            try:
+                psycopg.connect(server.url("alice", "wrong-guess"), connect_timeout=10).close()
+                results.append("in")
+            except psycopg.OperationalError as e:
+                results.append("locked" if "too many failed logins" in str(e) else "wrong")
+
+        threads = [threading.Thread(target=guess) for _ in range(12)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert results.count("wrong") <= 5 and results.count("locked") >= 7 and "in" not in results
+        with pytest.raises(psycopg.OperationalError, match="too many failed logins"):
+            psycopg.connect(server.url("alice"), connect_timeout=5)
+    finally:
+        server.stop()
+
+
+def test_a_statement_stops_when_its_client_goes_away(small_db):
+    server = ThreadServer(small_db)
+    try:
+        con = psycopg.connect(server.url("alice"), autocommit=True)
+        sock = socket.socket(fileno=socket.dup(con.pgconn.socket))
+        query = b"SELECT count(*) FROM range(100000000000)\x00"
+        sock.sendall(b"Q" + struct.pack("!i", len(query) + 4) + query)
+        time.sleep(0.5)
+        sock.close()
+        con.close()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and server.server._open:
+            time.sleep(0.1)
+        assert server.server._open == 0  # the session ended: its statement was interrupted
+        _still_serves(server)
+    finally:
+        server.stop()
