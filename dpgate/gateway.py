@@ -178,6 +178,13 @@ class Gateway:
     def _plan(self, classified: Classified, cat: catalog_mod.Catalog):
         """(query class, plan); the statement must pass the allowlist first."""
         allowlist.check(classified.statement)
+        if classified.statement.find(exp.DateDiff) is not None:  # only then are column types needed
+            types: dict[str, set[str]] = {}
+            for t in {t.name for t in classified.statement.find_all(exp.Table) if t.name}:
+                for name, dtype in self.facts.columns(t):
+                    types.setdefault(name.lower(), set()).add(dtype.upper())
+            allowlist.check_engine_hazards(classified.statement, types)
+        allowlist.rewrite_for_engine(classified.statement)
         ctx = self._context(cat)
         qc = queries.for_statement(classified, ctx)
         return qc, qc.plan(classified, ctx)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import ROUND_CEILING, Decimal
 
 import duckdb
 import numpy as np
@@ -34,6 +34,16 @@ _temp_ids = itertools.count(1)
 
 #: Buckets of remaining ε shown by SHOW BUDGET (never an individual's budget).
 BUCKETS = (0.0, 0.1, 0.5, 1.0, 2.0, 5.0)
+
+
+#: The ledger's resolution: quantities are stored as DECIMAL(38, 18).
+QUANTUM = Decimal(1).scaleb(-18)
+
+
+def charge(x: float | int | Decimal) -> Decimal:
+    """A charge as the ledger stores it: ``dec(x)`` rounded *up* to the ledger's 18 decimals, so
+    no charge is stored below what the mechanism spends (a δ of 4e-19 is charged 1e-18, not 0)."""
+    return dec(x).quantize(QUANTUM, rounding=ROUND_CEILING)
 
 
 def dec(x: float | int | Decimal) -> Decimal:
@@ -141,7 +151,7 @@ class Ledger:
         transaction.
         """
         eq, dq, ecap, dcap, es, ds = self.quota(cost.analyst)
-        eps, delta = dec(cost.epsilon), dec(cost.delta)
+        eps, delta = charge(cost.epsilon), charge(cost.delta)
         if eps > ecap:
             raise errors.PolicyError(
                 f"ε = {cost.epsilon:g} is above your per-query cap", code="DP303",
@@ -185,11 +195,11 @@ class Ledger:
         allowance = _allowance_sql()
         rows = self._con.execute(
             f"SELECT {allowance} AS a, count(*) FROM {table.roster_sql} GROUP BY a",
-            [dec(table.subject_delta), dec(cost.delta), dec(cost.epsilon), dec(cost.epsilon)],
+            [dec(table.subject_delta), charge(cost.delta), charge(cost.epsilon), charge(cost.epsilon)],
         ).fetchall()
         levels = [pdp.Level(Decimal(a), int(n)) for a, n in rows if a > 0]
         excluded = sum(int(n) for a, n in rows if a <= 0)
-        if table.kind == "graph" and not any(lv.allowance == dec(cost.epsilon) for lv in levels):
+        if table.kind == "graph" and not any(lv.allowance == charge(cost.epsilon) for lv in levels):
             left = self.graph_remaining(table)
             raise errors.BudgetExceededError(
                 f"The edge budget of graph {table.name} has ε={left:g} left; the query asks ε={cost.epsilon:g}",
@@ -199,7 +209,7 @@ class Ledger:
             )  # fmt: skip
         if not levels:
             raise self._nobody_left(cost)
-        return pdp.plan(cost.rule, sorted(levels, key=lambda lv: lv.allowance), dec(cost.epsilon),
+        return pdp.plan(cost.rule, sorted(levels, key=lambda lv: lv.allowance), charge(cost.epsilon),
                         excluded=excluded, **cost.options)  # fmt: skip
 
     def _nobody_left(self, cost: Cost) -> errors.BudgetExceededError:
@@ -209,7 +219,7 @@ class Ledger:
             f"SELECT count(*) FILTER (WHERE ? - delta_spent < ?), "
             f"count(*) FILTER (WHERE CAST(epsilon_budget AS DECIMAL(38, 18)) - epsilon_spent < ?), count(*) "
             f"FROM {table.roster_sql}",
-            [dec(table.subject_delta), dec(cost.delta), pdp.GRID],
+            [dec(table.subject_delta), charge(cost.delta), pdp.GRID],
         ).fetchone()  # fmt: skip
         lifetime = f"{float(table.subject_delta):g}"
         if total and no_delta == total:
@@ -250,7 +260,7 @@ class Ledger:
             con.execute("BEGIN TRANSACTION")
             try:
                 eps_left, delta_left = self.check(cost)
-                charge_eps = dec(cost.epsilon)
+                charge_eps = charge(cost.epsilon)
                 used = excluded = 0
                 subject_total = Decimal(0)
                 if cost.table is not None:
@@ -272,7 +282,7 @@ class Ledger:
                         con.execute(
                             f"UPDATE {SCHEMA}.roster_offsets SET epsilon_spent = epsilon_spent + ?, "
                             "delta_spent = delta_spent + ? WHERE roster = ?",
-                            [charge_eps, dec(cost.delta), cost.table.roster],
+                            [charge_eps, charge(cost.delta), cost.table.roster],
                         )
                     else:
                         charged = temp = f"__dp_charged_{next(_temp_ids)}"
@@ -285,7 +295,7 @@ class Ledger:
                             "unnest(CAST(? AS INTEGER[])) AS part, unnest(CAST(? AS DECIMAL(38, 18)[])) AS charge) m "
                             "ON v.a = m.a",
                             [
-                                dec(cost.table.subject_delta), dec(cost.delta), dec(cost.epsilon), dec(cost.epsilon),
+                                dec(cost.table.subject_delta), charge(cost.delta), charge(cost.epsilon), charge(cost.epsilon),
                                 [r[0] for r in mapping], [r[1] for r in mapping], [r[2] for r in mapping],
                                 [r[3] for r in mapping],
                             ],
@@ -294,12 +304,12 @@ class Ledger:
                             f"UPDATE {cost.table.roster_table_sql} AS r SET epsilon_spent = r.epsilon_spent + c.charge, "
                             f"delta_spent = r.delta_spent + ? FROM (SELECT DISTINCT unit, charge FROM {temp} "
                             "WHERE charge > 0) c WHERE r.unit = c.unit",
-                            [dec(cost.delta)],
+                            [charge(cost.delta)],
                         )
                 con.execute(
                     f"UPDATE {SCHEMA}.analysts SET epsilon_spent = epsilon_spent + ?, "
                     "delta_spent = delta_spent + ? WHERE name = ?",
-                    [charge_eps, dec(cost.delta), cost.analyst],
+                    [charge_eps, charge(cost.delta), cost.analyst],
                 )
                 entry_id = con.execute(
                     f"INSERT INTO {SCHEMA}.ledger (entry_id, analyst, query_hash, statement, query_class, "
@@ -308,7 +318,7 @@ class Ledger:
                     "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING entry_id",
                     [
                         cost.analyst, cost.query_hash, cost.statement, cost.query_class, cost.mechanism,
-                        cost.table.name if cost.table else None, charge_eps, dec(cost.delta),
+                        cost.table.name if cost.table else None, charge_eps, charge(cost.delta),
                         cost.rule if cost.table else None, used, excluded, subject_total, cost.private,
                     ],
                 ).fetchone()[0]  # fmt: skip
@@ -320,7 +330,7 @@ class Ledger:
             con.execute("COMMIT")
         return Debit(
             entry_id, charged, temp, used, excluded,
-            float(max(eps_left - charge_eps, Decimal(0))), float(max(delta_left - dec(cost.delta), Decimal(0))),
+            float(max(eps_left - charge_eps, Decimal(0))), float(max(delta_left - charge(cost.delta), Decimal(0))),
             float(charge_eps), splan, generation,
         )  # fmt: skip
 

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dpgate
-from dpgate import errors
+from dpgate import errors, ledger
 from dpgate.catalog.owner import Owner
 
 SUBJECTS_SQL = """
@@ -239,3 +239,21 @@ def test_a_subject_added_after_the_debit_is_not_used(make_db, monkeypatch):
     with Owner(db, create=False) as o:
         spent = dict(o.con.execute("SELECT unit, epsilon_spent FROM dpgate.subjects_t").fetchall())
     assert spent == {1: Decimal(50), 2: Decimal(50), 3: Decimal(50), 99: Decimal(0)}
+
+
+def test_charges_are_rounded_up_to_the_ledgers_resolution(make_db):
+    """A δ below the ledger's 18 decimals is charged one quantum, never 0 (red-team finding F1:
+    key selection ran with δ = 4e-19 and the ledger recorded nothing)."""
+    assert ledger.charge(4e-19) == Decimal("1E-18")
+    assert ledger.charge(1.5e-18) == Decimal("2E-18")
+    assert ledger.charge(0.25) == Decimal("0.25") and ledger.charge(0) == 0
+    db = make_db("CREATE TABLE s (uid INTEGER, city VARCHAR); INSERT INTO s SELECT i, 'c' || (i % 3) FROM range(1, 2001) r(i)",
+                 {"s": dict(unit="uid", epsilon=5.0)}, analysts={"alice": {"epsilon": 9.0, "delta": 1e-5}})  # fmt: skip
+    with dpgate.connect(str(db), analyst="alice") as con:
+        cur = con.cursor().execute(
+            "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 4, delta = 4e-19, personalization = 'threshold') "
+            "city, COUNT(*) FROM s GROUP BY city"
+        )  # no declared domain for city: DP key selection spends δ
+        assert cur.release.delta == 4e-19
+    eps, delta = analyst_spent(db)
+    assert eps == Decimal("4") and delta == Decimal("1E-18")

@@ -360,6 +360,87 @@ def _log_base(node: exp.Expr) -> None:
         )
 
 
+_DAY_PARTS = {"dow", "dayofweek", "isodow", "doy", "dayofyear"}
+
+
+def rewrite_for_engine(statement: exp.Expr) -> exp.Expr:
+    """Rewrite, in place, what DuckDB evaluates unsafely into an equivalent it evaluates safely.
+
+    Day-of-week and day-of-year parts are read from ``CAST(x AS TIMESTAMP)`` (below). ``COALESCE(a, b, ...)`` becomes ``CASE WHEN a IS NOT NULL THEN a WHEN b IS NOT NULL THEN b
+    ... ELSE z END``: DuckDB 1.4-1.5 crashes the whole process (a segmentation fault, not an
+    error TRY can catch) when an implicit cast between COALESCE's arguments fails under TRY —
+    ``COALESCE(timestamptz, timestamp)`` over the extreme timestamps, for one — so the crash
+    would depend on the data. CASE casts its branches the same way and fails cleanly. Same
+    result, same type; the statement passed ``check`` before."""
+    # date_part / EXTRACT of a day-of-week or day-of-year part: on an INTERVAL DuckDB 1.5 fails on
+    # every non-NULL value (so whether it fails depends on the data). Of CAST(x AS TIMESTAMP) the
+    # part is the same for dates and timestamps (TIMESTAMPTZ: in the session's time zone, as
+    # before) and NULL for what has no day (intervals, times) or lies beyond the TIMESTAMP range.
+    for node in list(statement.find_all(exp.Extract, exp.Anonymous)):
+        if isinstance(node, exp.Extract):
+            part, arg = node.this, node.expression
+        elif node.name.upper() == "DATE_PART" and len(node.expressions) == 2:
+            part, arg = node.expressions
+        else:
+            continue
+        name = (_string(part) or (part.name if isinstance(part, (exp.Var, exp.Column)) else "")).lower()
+        if name in _DAY_PARTS and arg is not None:
+            cast = exp.Cast(this=arg.copy(), to=exp.DataType.build("TIMESTAMP"))
+            node.replace(exp.Anonymous(this="date_part", expressions=[exp.Literal.string(name), cast]))
+    for node in reversed(list(statement.find_all(exp.Coalesce))):  # innermost first
+        args = [node.this, *node.expressions]
+        ifs = [exp.If(this=exp.Not(this=exp.Is(this=a.copy(), expression=exp.Null())), true=a.copy()) for a in args[:-1]]
+        node.replace(exp.Case(ifs=ifs, default=args[-1].copy()) if ifs else args[-1].copy())
+    return statement
+
+
+def check_engine_hazards(statement: exp.Expr, column_types: dict[str, set[str]]) -> None:
+    """Refuse what DuckDB cannot evaluate without invalidating the database, given the types of
+    the columns the statement can name (lower-case name -> types; a name in several tables has
+    all of them, so this errs towards refusing).
+
+    ``date_diff`` of TIMESTAMP WITH TIME ZONE values runs through ICU, which raises an internal
+    error (TRY does not catch it, and DuckDB then refuses every later statement until restarted)
+    for the extreme timestamps, so whether it happens would depend on the data. The same
+    difference of ``CAST(... AS TIMESTAMP)`` values is total under TRY."""
+    zoned_types = (exp.DataType.Type.TIMESTAMPTZ, exp.DataType.Type.TIMESTAMPLTZ)
+    for node in statement.find_all(exp.DateDiff):
+        for arg in (node.this, node.expression):
+            if arg is None:
+                continue
+            zoned = [c for c in arg.find_all(exp.Column) if "TIMESTAMP WITH TIME ZONE" in column_types.get(c.name.lower(), ())]
+            zoned += [c for c in arg.find_all(exp.Cast) if c.to.this in zoned_types]
+            if not all(_inside_cast_to_timestamp(z, arg) for z in zoned):
+                raise _refuse(
+                    CAST, f"{_sql(node)}: date_diff of TIMESTAMP WITH TIME ZONE values is not supported",
+                    "cast them first: date_diff('hour', CAST(a AS TIMESTAMP), CAST(b AS TIMESTAMP)) (wall times in "
+                    "the session's time zone)",
+                )  # fmt: skip
+
+
+_WALL_TIME_TYPES = {exp.DataType.Type.TIMESTAMP, exp.DataType.Type.TIMESTAMPNTZ, exp.DataType.Type.DATE,
+                    exp.DataType.Type.TIMESTAMP_S, exp.DataType.Type.TIMESTAMP_MS, exp.DataType.Type.TIMESTAMP_NS}
+
+
+def _inside_cast_to_timestamp(node: exp.Expr, root: exp.Expr) -> bool:
+    while node is not root and node.parent is not None:
+        node = node.parent
+        if isinstance(node, exp.Cast):
+            return node.to.this in _WALL_TIME_TYPES
+    return False
+
+
+def _coalesce_null(node: exp.Expr) -> None:
+    # A NULL argument picks nothing; and DuckDB (1.4-1.5) crashes the process on a leading NULL
+    # when a later argument's implicit cast fails under TRY (COALESCE(NULL, date, timestamp) with a
+    # date beyond the timestamp range): a crash that depends on the data, so it is refused.
+    for arg in (node.this, *node.expressions):
+        inner = arg.this if isinstance(arg, exp.Cast) else arg
+        if isinstance(inner, exp.Null):
+            raise _refuse(CONSTANT, f"{_sql(node)} has a NULL argument, which it can never pick",
+                          "leave the NULL out: coalesce(a, b)")  # fmt: skip
+
+
 def _replace_growth(node: exp.Expr) -> None:
     # Each occurrence of `from` becomes `to`: the output grows by len(to) / len(from) at most.
     old, new = _string(node.args.get("expression")), _string(node.args.get("replacement"))
@@ -388,9 +469,9 @@ RULES: tuple[Rule, ...] = (
          ("least({0}, {1})",),
          (("BIGINT", "DOUBLE"), ("VARCHAR", "VARCHAR"), ("DATE", "TIMESTAMP"), ("HUGEINT", "DECIMAL(18,3)")),
          args=("this", "expressions")),
-    Rule("coalesce", exp.Coalesce, "picks an argument", ("coalesce({0}, {1})", "coalesce(NULL, {0}, {1})"),
+    Rule("coalesce", exp.Coalesce, "picks an argument (no NULL argument; run as CASE WHEN ... IS NOT NULL)", ("coalesce({0}, {1})", "coalesce({0}, {1}, {0})"),
          (("BIGINT", "DOUBLE"), ("VARCHAR", "VARCHAR"), ("DATE", "TIMESTAMP")), args=("this", "expressions"),
-         aliases=("ifnull",)),
+         aliases=("ifnull",), extra=_coalesce_null),
     Rule("nullif", exp.Nullif, "a comparison", ("nullif({0}, {1})",),
          (("BIGINT", "DOUBLE"), ("VARCHAR", "VARCHAR"), ("DATE", "TIMESTAMP")), args=("this", "expression")),
     Rule("ln", exp.Ln, "NaN for negative input, -inf for 0", ("ln({0})",), N1),
@@ -475,16 +556,17 @@ RULES: tuple[Rule, ...] = (
     Rule("hour", exp.Hour, "a time part", ("hour({0})",), (*T1, ("TIME",))),
     Rule("minute", exp.Minute, "a time part", ("minute({0})",), (*T1, ("TIME",))),
     Rule("second", exp.Second, "a time part", ("second({0})",), (*T1, ("TIME",))),
-    Rule("date_part", "date_part", "a date part from the verified list",
+    Rule("date_part", "date_part", "a date part from the verified list (day-of-week and day-of-year parts read CAST(x AS TIMESTAMP))",
          ("date_part('{arg0}', {0})",), T1, consts={0: Part(*DATE_PARTS)}, arity=(2, 2), aliases=("datepart",)),
-    Rule("extract", exp.Extract, "a date part from the verified list", ("extract({this} FROM {0})",), T1,
+    Rule("extract", exp.Extract, "a date part from the verified list (day-of-week and day-of-year parts read CAST(x AS TIMESTAMP))", ("extract({this} FROM {0})",), T1,
          args=("expression",), consts={"this": Part(*DATE_PARTS)}),
     Rule("date_trunc", exp.TimestampTrunc, "truncation to a part from the verified list",
          ("date_trunc('{unit}', {0})", "date_trunc('{unit}', CAST({0} AS DATE))"), (*T1, ("INTERVAL",)),
          consts={"unit": Part(*TRUNC_PARTS)}, aliases=("datetrunc",), also=(exp.DateTrunc,)),
-    Rule("date_diff", exp.DateDiff, "a difference in a part from the verified list (overflow is caught)",
+    Rule("date_diff", exp.DateDiff, "a difference in a part from the verified list (overflow is caught); "
+         "TIMESTAMPTZ values need CAST(... AS TIMESTAMP) first",
          ("date_diff('{unit}', {0}, {1})",),
-         (("DATE", "DATE"), ("TIMESTAMP", "TIMESTAMP"), ("TIMESTAMPTZ", "TIMESTAMPTZ"), ("TIME", "TIME")),
+         (("DATE", "DATE"), ("TIMESTAMP", "TIMESTAMP"), ("TIME", "TIME")),  # TIMESTAMPTZ: check_engine_hazards
          args=("this", "expression"), consts={"unit": Part(*DIFF_PARTS)}, aliases=("datediff",)),
     Rule("strftime", exp.TimeToStr, "formats with a constant format of verified specifiers",
          ("strftime({0}, '{format}')",), T1, consts={"format": STRFTIME_FORMAT}),

@@ -85,14 +85,15 @@ class DPParser(DuckDBParser):
         if not self._match(TokenType.FROM):
             self.raise_error("Expected FROM <protected table> after CREATE SYNTHETIC TABLE <name>")
         source = self._parse_table_parts()
-        if not self._match(TokenType.USING):
-            self.raise_error("Expected USING <mechanism>, e.g. USING privbayes")
-        mechanism = self._parse_id_var(any_token=True)
-        if mechanism is None:
-            self.raise_error("Expected a mechanism name after USING")
+        mechanism = None  # no USING: the default synthesizer (queries.synthetic.DEFAULT_MECHANISM)
+        if self._match(TokenType.USING):
+            mechanism = self._parse_id_var(any_token=True)
+            if mechanism is None:
+                self.raise_error("Expected a mechanism name after USING")
         options = self._parse_dp_option_list("WITH") if self._match(TokenType.WITH) else []
         return self.expression(
-            CreateSynthetic(this=name, source=source, mechanism=exp.to_identifier(mechanism.name), expressions=options)
+            CreateSynthetic(this=name, source=source, mechanism=mechanism and exp.to_identifier(mechanism.name),
+                            expressions=options)  # fmt: skip
         )
 
     def _parse_hint(self) -> exp.Hint | None:
@@ -147,7 +148,8 @@ class DPGenerator(DuckDBGenerator):
         ShowBudget: lambda self, e: "SHOW BUDGET",
         ShowReleases: lambda self, e: "SHOW RELEASES",
         CreateSynthetic: lambda self, e: (
-            f"CREATE SYNTHETIC TABLE {self.sql(e, 'this')} FROM {self.sql(e, 'source')} USING {self.sql(e, 'mechanism')}"
+            f"CREATE SYNTHETIC TABLE {self.sql(e, 'this')} FROM {self.sql(e, 'source')}"
+            + (f" USING {self.sql(e, 'mechanism')}" if e.args.get("mechanism") else "")
             + (" WITH (" + ", ".join(self.sql(o) for o in e.expressions) + ")" if e.expressions else "")
         ),
         DropSynthetic: lambda self, e: f"DROP SYNTHETIC TABLE {'IF EXISTS ' if e.args.get('exists') else ''}{self.sql(e, 'this')}",

@@ -46,7 +46,7 @@ class ShowReleases(exp.Expression):
 class CreateSynthetic(exp.Expression):
     """``CREATE SYNTHETIC TABLE name FROM source USING mechanism WITH (option = value, ...)``."""
 
-    arg_types = {"this": True, "source": True, "mechanism": True, "expressions": False}
+    arg_types = {"this": True, "source": True, "mechanism": False, "expressions": False}
 
 
 class DropSynthetic(exp.Expression):

@@ -151,8 +151,9 @@ TOUR = [
      "GROUP BY item ORDER BY baskets DESC LIMIT 5"),
     ("Subgraph counts: triangles in the WormNet gene network (2,445 genes), edge-level DP with ladder functions",
      "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5) TRIANGLE_COUNT(src, dst) AS triangles FROM wormnet"),
-    ("A synthetic release: PrivBayes on Adult (ε = 0.5), written as an ordinary table, public from then on",
-     "CREATE SYNTHETIC TABLE adult_syn FROM adult USING privbayes WITH (epsilon = 0.5)"),
+    ("A synthetic release of Adult (ε = 0.5; the default synthesizer, MST), written as an ordinary table, "
+     "public from then on",
+     "CREATE SYNTHETIC TABLE adult_syn FROM adult WITH (epsilon = 0.5)"),
     ("Queries over a release are free, SELECT * included",
      "SELECT age, education, occupation, sex, hours_per_week, income FROM adult_syn LIMIT 3"),
     ("A PrivTree synopsis of 170,391 places (ε = 0.5): a table of leaves, dense where the places are",

@@ -189,6 +189,7 @@ class PrivBayesModel:
     encoding: str = DEFAULT_ENCODING
     columns: tuple[tuple[int, int], ...] = ()
     charges: tuple[tuple[str, float], ...] = field(default=())
+    kind: str = "PrivBayes"  # or "MST" (mechanisms.mst: a tree, same sampler)
 
     @property
     def encoded_sizes(self) -> tuple[int, ...]:
@@ -210,7 +211,7 @@ class PrivBayesModel:
         esizes = self.encoded_sizes
         th = "" if self.theta is None else f", θ={self.theta:g}"
         lines = [
-            f"PrivBayes: {len(self.sizes)} attributes, encoding {self.encoding}, score {self.score}, "
+            f"{self.kind}: {len(self.sizes)} attributes, encoding {self.encoding}, score {self.score}, "
             f"degree {self.degree}{th}, β={self.beta:g}",
             f"ε={self.epsilon:g}: rows {self.epsilon_rows:.4g} + network {self.epsilon_network:.4g} "
             f"+ conditionals {self.epsilon_conditionals:.4g} ({len(self.charges)} charged steps)",

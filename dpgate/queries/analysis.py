@@ -25,6 +25,7 @@ import datetime
 import difflib
 import hashlib
 import math
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -789,6 +790,11 @@ class Analysis:
         if timestamps:
             # A TIMESTAMP's inputs are its days: only an expression constant within each day
             # (date_trunc to a day or coarser, year(), month(), ts::DATE ...) gets this domain.
+            # Structurally first (every use of the column sits inside a day-level function), then
+            # by probing three instants of each day; either failing means DP key selection.
+            stamp_cols = {inputs[i][0] for i in timestamps}
+            if not all(_day_constant(c, e) for c in e.find_all(exp.Column) if c.sql(dialect="duckdb") in stamp_cols):
+                return None, "DP key selection"
             base = to_duckdb(_try(renamed()))
             moved = [to_duckdb(_try(renamed(s))) for s in ("12 hours", "86399.999999 seconds")]
             if self.facts.count_where(" OR ".join(f"({base}) IS DISTINCT FROM ({m})" for m in moved), domains):
@@ -1209,3 +1215,43 @@ def display_sql(node: exp.Expr) -> str:
 
 def query_hash(sql: str) -> str:
     return hashlib.sha256(sql.encode()).hexdigest()[:16]
+
+
+#: Functions of a TIMESTAMP that are constant within each day (their value depends on the day).
+_DAY_FUNCTIONS = (exp.Year, exp.Month, exp.Day, exp.DayOfWeek, exp.DayOfYear, exp.Quarter, exp.Week,
+                  exp.DayOfWeekIso, exp.WeekOfYear, exp.DayOfMonth, exp.LastDay, exp.Dayname, exp.Monthname)  # fmt: skip
+_DAY_UNITS = {"DAY", "WEEK", "MONTH", "QUARTER", "YEAR", "DECADE", "CENTURY", "MILLENNIUM"}
+_DAY_ANONYMOUS = {"YEARWEEK", "ISOYEAR"}
+_DAY_PARTS = _DAY_UNITS | {"DOW", "DOY", "ISODOW", "ISOYEAR", "DAYOFWEEK", "DAYOFYEAR", "DAYOFMONTH", "YEARWEEK"}
+_DAY_FORMAT = re.compile(r"^(?:[^%]|%[-]?[YymdbBaAjUWuwVGe%])*$")
+
+
+def _day_constant(col: exp.Column, root: exp.Expr) -> bool:
+    """Whether this use of a TIMESTAMP column sits inside a function whose value depends only on
+    the day (so a day-level domain of the column is the domain of the expression)."""
+    node = col
+    while node is not root and node.parent is not None:
+        node = node.parent
+        if isinstance(node, _DAY_FUNCTIONS):
+            return True
+        if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc, exp.DateDiff)):
+            unit = node.args.get("unit")
+            return unit is not None and unit.name.upper() in _DAY_UNITS
+        if isinstance(node, exp.Cast):
+            if node.to.this == exp.DataType.Type.DATE:
+                return True
+            continue
+        if isinstance(node, exp.Extract):
+            return node.this.name.upper() in _DAY_PARTS
+        if isinstance(node, exp.TimeToStr):
+            fmt = node.args.get("format")
+            return isinstance(fmt, exp.Literal) and fmt.is_string and bool(_DAY_FORMAT.match(fmt.this))
+        if isinstance(node, exp.Anonymous) and node.name.upper() in _DAY_ANONYMOUS:
+            return True
+        if isinstance(node, exp.Anonymous) and node.name.upper() == "DATE_PART":
+            part = node.expressions[0] if node.expressions else None
+            return isinstance(part, exp.Literal) and part.is_string and part.this.upper() in _DAY_PARTS
+        if isinstance(node, (exp.Paren, exp.Try)):
+            continue
+        return False  # any other function or operator applied to the instant itself
+    return False

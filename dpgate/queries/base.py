@@ -194,15 +194,18 @@ def explain_head(plan) -> tuple:
 
 
 def bind(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None, *, public: bool = False) -> None:
-    """DESCRIBE one statement a run will send (no execution), before anything is charged.
+    """EXPLAIN one statement a run will send (binder and optimizer, no execution), before
+    anything is charged.
 
     Every query class binds its statements this way: a statement DuckDB cannot bind fails the
-    same way whatever the data, so it must fail here, where a refusal costs nothing. A
+    same way whatever the data, so it must fail here, where a refusal costs nothing. EXPLAIN
+    rather than DESCRIBE: DuckDB 1.5 binds some calls only in the optimizer (``date_part('year',
+    TIME)`` passes DESCRIBE and fails every run, empty tables included). A
     ``public`` statement (one that reads no protected row, e.g. casting a declared domain)
     is run instead, so that its runtime errors are caught here too.
     """
     try:
-        con.execute(sql if public else f"DESCRIBE {sql}", params)
+        con.execute(sql if public else f"EXPLAIN {sql}", params)
     except duckdb.Error as e:
         raise errors.ProgrammingError(
             f"DuckDB cannot bind this query: {str(e).strip().splitlines()[0]}",

@@ -57,7 +57,7 @@ def _help(shell: Shell, arg: str) -> None:
     lines.append("SQL: end statements with ;  —  SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5) ...")
     lines.append("     SHOW BUDGET;  EXPLAIN PRIVACY <query>;  SET dp_epsilon = 0.5;  SHOW TABLES;  DESCRIBE <table>;")
     lines.append("     ... GROUP BY item ORDER BY COUNT(*) DESC LIMIT 10 (top-k);  TRIANGLE_COUNT(src, dst) (graphs);")
-    lines.append("     CREATE SYNTHETIC TABLE t FROM <table> USING privbayes WITH (epsilon = 1);  SHOW RELEASES;")
+    lines.append("     CREATE SYNTHETIC TABLE t FROM <table> WITH (epsilon = 1);  SHOW RELEASES;")
     shell.emit("\n".join(lines))
 
 

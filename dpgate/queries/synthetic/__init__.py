@@ -1,4 +1,9 @@
-"""Synthetic releases: ``CREATE SYNTHETIC TABLE name FROM t USING privbayes WITH (...)``.
+"""Synthetic releases: ``CREATE SYNTHETIC TABLE name FROM t [USING mst | privbayes | independent] WITH (...)``.
+
+Without ``USING`` the default synthesizer is MST (``mechanisms.mst``): on Adult and on a wide
+generated table it measured better than PrivBayes on 1- and 2-way marginals at every ε tried,
+and no worse than independent columns on the average of the 1-, 2- and 3-way errors, in a
+fraction of PrivBayes's time (``examples/privbayes_adult.py`` prints the comparison).
 
 (``USING diffpart`` releases set-valued data: ``setvalued.py``; ``USING privtree`` a spatial synopsis:
 ``synopsis.py``; ``USING privtree_markov`` a sequence model: ``sequences.py``.)
@@ -9,7 +14,7 @@ refused), the mechanism's parameters, the charge. Run, after the debit:
 
 1. the rows of the charged subjects, at most ``max_rows`` per subject (a keyed random choice, as
    in the counting class), encoded in one DuckDB pass;
-2. the model (``mechanisms.privbayes``) at ``ε / max_rows``: one subject's rows are at most
+2. the model (``mechanisms.mst``, ``mechanisms.privbayes`` or the independent-columns model) at ``ε / max_rows``: one subject's rows are at most
    ``max_rows`` added or removed tuples, and the model is ε-DP per tuple (group privacy);
 3. sampling and decoding (post-processing), written as an ordinary table in schema ``main``
    together with its row in the release registry, in one transaction.
@@ -36,12 +41,16 @@ from dpgate.catalog.tables import MAIN, Catalog
 from dpgate.frontend.classify import Classified
 from dpgate.frontend.dialect import to_sql
 from dpgate.queries.base import _subject_rows, bind, personalization_notes
-from dpgate.mechanisms import pdp, privbayes
+from dpgate.mechanisms import mst, pdp, privbayes
 from dpgate.queries.plans import SubjectCharge, SynthesisPlan
 from dpgate.release import Answer, Result
 from dpgate.frontend.settings import Session, Spec
 
-MECHANISMS = ("privbayes", "diffpart", "privtree", "privtree_markov")
+MECHANISMS = ("mst", "privbayes", "independent", "diffpart", "privtree", "privtree_markov")
+#: ``CREATE SYNTHETIC TABLE t FROM src WITH (...)`` without ``USING``.
+DEFAULT_MECHANISM = "mst"
+#: Mechanisms whose model is a network sampled into the source's columns (a PrivBayesModel).
+NETWORK_MECHANISMS = ("mst", "privbayes", "independent")
 DEFAULT_BINS = 16
 #: Options of the mechanism (the rest are the usual DP options listed in GENERAL).
 SYNTHESIS_OPTIONS: dict[str, Spec] = {
@@ -54,6 +63,8 @@ SYNTHESIS_OPTIONS: dict[str, Spec] = {
     "bins": Spec("int", "equi-width bins per numeric column", 2, 1025),
     "columns": Spec("str", "comma-separated columns to synthesize (default: all but the privacy unit)"),
 }
+#: The options of MST and of the independent-columns model (no network parameters).
+COLUMN_OPTIONS = ("rows", "bins", "columns")
 GENERAL = ("epsilon", "personalization", "max_rows_contributed", "privacy_unit_column")
 
 
@@ -74,7 +85,7 @@ def plan(classified: Classified, catalog: Catalog, session: Session) -> Synthesi
             f"{table.name} is a graph: it answers subgraph counts, not synthetic tables", code="DP219",
             hint="synthesize an ordinary protected table",
         )  # fmt: skip
-    mechanism = stmt.args["mechanism"].name.lower()
+    mechanism = stmt.args["mechanism"].name.lower() if stmt.args.get("mechanism") else DEFAULT_MECHANISM
     if mechanism not in MECHANISMS:
         raise errors.NotSupportedError(
             f"Unknown synthesizer {mechanism!r}", code="DP221", hint="USING " + " | ".join(MECHANISMS)
@@ -93,18 +104,22 @@ def plan(classified: Classified, catalog: Catalog, session: Session) -> Synthesi
         return sequences.plan(classified, catalog, session, _release_name(stmt.this, catalog))
     from dpgate.queries.synthetic import options as synthetic_options
 
-    settings, own = synthetic_options.parse(stmt, table, session, SYNTHESIS_OPTIONS, GENERAL, mechanism)
+    specs = SYNTHESIS_OPTIONS if mechanism == "privbayes" else {k: SYNTHESIS_OPTIONS[k] for k in COLUMN_OPTIONS}
+    settings, own = synthetic_options.parse(stmt, table, session, specs, GENERAL, mechanism)
     name = _release_name(stmt.this, catalog)
     bins = own.get("bins", DEFAULT_BINS)
     columns = _columns(own.get("columns"), table)
     codings = tuple(synthesis.coding_for(table.columns[c], bins=bins) for c in columns)
-    options = {
-        "degree": own.get("degree"),
-        "theta": own.get("theta", 4.0),
-        "score": own.get("score", "r").upper(),
-        "beta": own.get("beta", 0.3),
-        "encoding": own.get("encoding", "vanilla"),
-    }
+    if mechanism == "privbayes":
+        options = {
+            "degree": own.get("degree"),
+            "theta": own.get("theta", 4.0),
+            "score": own.get("score", "r").upper(),
+            "beta": own.get("beta", 0.3),
+            "encoding": own.get("encoding", "vanilla"),
+        }
+    else:
+        options = {"split": "by noisy row count"} if mechanism == "mst" else {}
     max_rows = settings.max_rows or table.max_rows
     synth_plan = SynthesisPlan(
         table=table,
@@ -177,19 +192,31 @@ def _fit_kwargs(plan: SynthesisPlan, population: int) -> dict[str, Any]:
     }
 
 
+def _fit(plan: SynthesisPlan, codes: np.ndarray, epsilon: float, *, population: int, rng, progress=None,
+         noisy_rows: float | None = None) -> privbayes.PrivBayesModel:  # fmt: skip
+    sizes = [c.size for c in plan.codings]
+    if plan.mechanism == "mst":
+        return mst.fit(codes, sizes, epsilon, rng=rng, progress=progress)
+    if plan.mechanism == "independent":
+        return privbayes.independent_baseline(codes, sizes, epsilon, rng=rng)
+    return privbayes.fit(codes, sizes, epsilon, rng=rng, progress=progress, noisy_rows=noisy_rows,
+                         **_fit_kwargs(plan, population))  # fmt: skip
+
+
 def _dry_run(plan: SynthesisPlan) -> None:
     """Fit to an empty table: every refusal of the mechanism's parameters happens here, free."""
     sizes = [c.size for c in plan.codings]
     try:
-        privbayes.fit(
-            np.zeros((0, len(sizes)), dtype=np.int64), sizes, plan.fit_epsilon, noisy_rows=1.0,
-            rng=np.random.default_rng(0), **_fit_kwargs(plan, 1),
-        )  # fmt: skip
+        _fit(plan, np.zeros((0, len(sizes)), dtype=np.int64), plan.fit_epsilon, population=1,
+             rng=np.random.default_rng(0), noisy_rows=1.0)  # fmt: skip
     except (errors.DataError, errors.NotSupportedError) as e:
         raise errors.ProgrammingError(
-            f"PrivBayes cannot run with these parameters: {e.message}", code="DP205",
+            f"{_LABEL[plan.mechanism]} cannot run with these parameters: {e.message}", code="DP205",
             hint=e.hint or "change the WITH (...) options",
         ) from e  # fmt: skip
+
+
+_LABEL = {"mst": "MST", "privbayes": "PrivBayes", "independent": "The independent-columns model"}
 
 
 # -- running -------------------------------------------------------------------------------------
@@ -238,11 +265,8 @@ def answer(
     report(0.0, f"reading {plan.table.name}")
     salt = int(rng.integers(0, 2**62))
     codes = synthesis.fetch_codes(con, synthesis.encode_query(source_sql(plan, debit.charged, salt), list(plan.codings)))
-    sizes = [c.size for c in plan.codings]
     population = subjects.population  # public: the roster, never the rows
-    model = privbayes.fit(
-        codes, sizes, fit_eps, rng=rng, progress=lambda f, m: report(0.05 + 0.8 * f, m), **_fit_kwargs(plan, population)
-    )  # fmt: skip
+    model = _fit(plan, codes, fit_eps, population=population, rng=rng, progress=lambda f, m: report(0.05 + 0.8 * f, m))
     del codes
     scale = pdp.population_scale(subjects, 1.0, 0.25)
     n_rows = plan.rows if plan.rows is not None else max(0, int(round(model.noisy_rows * scale)))
@@ -270,14 +294,21 @@ def answer(
             row_count=written,
         )  # fmt: skip
     report(1.0, "done")
+    if plan.mechanism == "privbayes":
+        shape = (f"network: {len(model.network)} attribute(s), degree {model.degree}, score {model.score}, "
+                 f"encoding {model.encoding}")  # fmt: skip
+    elif plan.mechanism == "mst":
+        pairs = [f"{names[p[0]]}–{names[x]}" for x, p in model.network if p]
+        shape = f"tree of {len(pairs)} measured pair(s): " + (", ".join(pairs) if pairs else "none")
+    else:
+        shape = f"independent columns: {len(names)} noisy 1-way marginal(s)"
     notes = [
-        f"network: {len(model.network)} attribute(s), degree {model.degree}, score {model.score}, "
-        f"encoding {model.encoding}; ε {fit_eps:.4g} for the model",
+        f"{shape}; ε {fit_eps:.4g} for the model",
         f"{plan.name} is public from now on: queries over it are free (SHOW RELEASES lists its lineage)",
     ]
     if scale != 1.0 and plan.rows is None:
         notes.append("the row count is scaled from the sampled subjects to everyone with budget")
-    message = f"CREATE SYNTHETIC TABLE {plan.name}: {written:,} rows, {len(names)} columns (PrivBayes)"
+    message = f"CREATE SYNTHETIC TABLE {plan.name}: {written:,} rows, {len(names)} columns ({_LABEL[plan.mechanism].replace('The i', 'i')})"
     return Answer([], [], [], [], {}, notes, message=message, released_rows=written)
 
 
@@ -295,15 +326,32 @@ def coding_from_dict(d: dict[str, Any]) -> synthesis.ColumnCoding:
     )  # fmt: skip
 
 
-def explain_rows(plan: SynthesisPlan) -> list[tuple]:
-    o = plan.options
+def _model_row(plan: SynthesisPlan) -> tuple:
+    o, eps, d = plan.options, plan.fit_epsilon, len(plan.codings)
+    if plan.mechanism == "mst":
+        if d == 1:
+            return ("model", "mst", eps, 0.0, None, None, "1 column: its noisy 1-way marginal (discrete Laplace)")
+        lo, hi = mst.ONE_WAY_SHARES
+        return ("model", "mst", eps, 0.0, None, None,
+                f"{d} column(s): ε×{mst.ROWS_SHARE:g} for a noisy row count that sets the split; of the rest "
+                f"{hi:.0%} to {lo:.0%} (more when rows × ε / columns is small) for every column's noisy 1-way "
+                f"marginal, then 1 : 4 between choosing up to {d - 1} pairs of columns that form a tree "
+                f"(exponential mechanism) and measuring their 2-way marginals (discrete Laplace); the tables "
+                f"are made consistent, then sampled along the tree")  # fmt: skip
+    if plan.mechanism == "independent":
+        return ("model", "independent", eps, 0.0, None, None,
+                f"{d} column(s), each sampled from its own noisy 1-way marginal at ε/{d} (discrete Laplace): "
+                f"no correlations between columns are kept")  # fmt: skip
     degree = f"degree {o['degree']}" if o["degree"] is not None else f"degree by θ-usefulness (θ={o['theta']:g})"
-    eps = plan.fit_epsilon
+    return ("model", "privbayes", eps, 0.0, None, None,
+            f"{d} column(s), {degree}, score {o['score']}, encoding {o['encoding']}, β={o['beta']:g}: "
+            f"ε×{privbayes.ROWS_SHARE:g} noisy row count, then ε×{o['beta']:g} for the network "
+            f"(exponential mechanism per attribute) and the rest for noisy marginals (discrete Laplace)")  # fmt: skip
+
+
+def explain_rows(plan: SynthesisPlan) -> list[tuple]:
     rows = [
-        ("model", "privbayes", eps, 0.0, None, None,
-         f"{len(plan.codings)} column(s), {degree}, score {o['score']}, encoding {o['encoding']}, β={o['beta']:g}: "
-         f"ε×{privbayes.ROWS_SHARE:g} noisy row count, then ε×{o['beta']:g} for the network "
-         f"(exponential mechanism per attribute) and the rest for noisy marginals (discrete Laplace)"),
+        _model_row(plan),
         ("release", None, None, None, None, None,
          f"{plan.rows:,} rows" if plan.rows is not None else "as many rows as the model's DP row estimate"),
     ]  # fmt: skip

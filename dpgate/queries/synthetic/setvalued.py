@@ -180,12 +180,12 @@ def _write(con, plan: SynthesisPlan, itemsets: dict, sampling, debit, analyst: s
         con.execute(
             f"CREATE TABLE main.{_q(itemsets_name)} AS SELECT id AS itemset_id, "
             f"list_transform(idx, lambda x: ({domain})[x + 1]) AS items, len(idx) AS size, n AS count "
-            "FROM (SELECT unnest($1) AS id, unnest($2) AS idx, unnest($3) AS n) ORDER BY id",
+            "FROM (SELECT unnest($1::INTEGER[]) AS id, unnest($2::INTEGER[][]) AS idx, unnest($3::BIGINT[]) AS n) ORDER BY id",
             [list(range(1, len(keys) + 1)), [list(k) for k in keys], counts],
         )
         con.execute(
             f"CREATE TABLE main.{_q(name)} AS SELECT CAST(s.unit AS {unit_sql}) AS {_q(t.unit)}, "
-            f"unnest(i.items) AS {_q(o['item'])} FROM (SELECT unnest($1) AS unit, unnest($2) AS itemset_id) s "
+            f"unnest(i.items) AS {_q(o['item'])} FROM (SELECT unnest($1::BIGINT[]) AS unit, unnest($2::INTEGER[]) AS itemset_id) s "
             f"JOIN main.{_q(itemsets_name)} i USING (itemset_id) ORDER BY 1, 2",
             [list(range(1, len(owner_of) + 1)), owner_of.tolist()],
         )

@@ -1,0 +1,60 @@
+"""DuckDB calls that crash the process, invalidate the database or fail on some values only
+(DuckDB 1.4-1.5): each accepted shape must behave the same whatever the data, so dpgate rewrites
+or refuses them before the debit (``allowlist.rewrite_for_engine``, ``check_engine_hazards``).
+Each test puts one extreme person in the table, so the answer must not depend on whether they
+are there."""
+
+from __future__ import annotations
+
+import pytest
+
+import dpgate
+from conftest import fetch
+
+EXTREME = "('290309-12-22 (BC) 00:00:00+00'::TIMESTAMPTZ, '294247-01-10 04:00:54.775806'::TIMESTAMP, " \
+          "'5881580-07-10'::DATE, INTERVAL 3 DAY)"  # fmt: skip
+
+
+@pytest.fixture(params=[False, True], ids=["ordinary", "with an extreme person"])
+def con(make_db, request):
+    extreme = f"INSERT INTO t SELECT 9999, {EXTREME[1:-1]};" if request.param else ""
+    db = make_db(
+        "CREATE TABLE t (uid INTEGER, z TIMESTAMPTZ, ts TIMESTAMP, d DATE, iv INTERVAL);"
+        "INSERT INTO t SELECT i, TIMESTAMPTZ '2020-01-01 00:00:00+00' + i * INTERVAL 1 HOUR, "
+        "TIMESTAMP '2020-01-01' + i * INTERVAL 1 DAY, DATE '2020-01-01' + CAST(i AS INTEGER), i * INTERVAL 1 MINUTE FROM range(300) r(i);"
+        + extreme,
+        protect={"t": {"unit": "uid", "epsilon": 100.0}},
+    )
+    with dpgate.connect(str(db), analyst="alice") as c:
+        yield c
+
+
+DP = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.1) "
+
+
+@pytest.mark.parametrize("expr", [
+    "COALESCE(z, ts)",  # a failing implicit cast inside COALESCE crashed the process
+    "COALESCE(d, ts)",
+    "date_part('dow', iv)",  # failed on every non-NULL interval
+    "extract(doy FROM iv)",
+    "date_part('isodow', z)",
+])  # fmt: skip
+def test_rewritten_shapes_answer_whatever_the_data(con, expr):
+    rows, _ = fetch(con, DP + f"COUNT({expr}) AS n FROM t")
+    assert len(rows) == 1
+
+
+def test_date_diff_of_zoned_timestamps_is_refused_for_free(con):
+    before = con.budget()
+    with pytest.raises(dpgate.Error) as e:
+        con.execute(DP + "COUNT(date_diff('hour', z, TIMESTAMPTZ '2020-01-01 00:00:00+00')) FROM t")
+    assert e.value.code == "DP256" and "CAST(a AS TIMESTAMP)" in e.value.hint
+    assert con.budget() == before
+    rows, _ = fetch(con, DP + "COUNT(date_diff('hour', CAST(z AS TIMESTAMP), TIMESTAMP '2020-01-01')) AS n FROM t")
+    assert len(rows) == 1
+
+
+def test_coalesce_with_a_null_argument_is_refused(con):
+    with pytest.raises(dpgate.Error) as e:
+        con.execute(DP + "COUNT(COALESCE(NULL, d, ts)) FROM t")
+    assert e.value.code == "DP254"
