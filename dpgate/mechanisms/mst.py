@@ -5,52 +5,63 @@ scalable and general approach to differentially private synthetic data", Journal
 and Confidentiality 11(3), 2021 (MST, the NIST 2018 winner). The paper measures with Gaussian
 noise under zero-concentrated DP and estimates a graphical model with Private-PGM; this module
 is a **pure ε-DP** reading that needs only numpy: discrete Laplace measurements, and, because
-the selected graph is a tree, closed-form consistency and sampling instead of Private-PGM.
+the selected graph is a tree (or forest), closed-form consistency and sampling.
 
 **Guarantee:** ε-DP for neighbouring tables that differ by adding or removing one tuple (the
 gateway hands over at most ``max_rows`` rows per subject and runs this at ``ε / max_rows``).
-The row count is not public; it is estimated from the noisy marginals' totals.
+The row count is not public; it is estimated from the noisy outputs.
 
-**Steps and sensitivities** (codes ``0 .. sizes[j] - 1``, ``d`` attributes, ε split by ``shares``):
+**Steps and sensitivities** (codes ``0 .. sizes[j] - 1``, ``d`` attributes):
 
+0. [rows] (unless ``shares`` are given) a noisy row count at ``ROWS_SHARE · ε`` (sensitivity 1);
+   from it, ``split_for`` chooses the shares (ε₁, ε_sel, ε₂) of the rest [split]: a function of
+   a DP output and public facts only.
 1. [one-way] every attribute's full-domain count vector (L1 sensitivity 1: one tuple adds 1 to
    one cell) plus exact discrete Laplace noise at ``ε₁ / d`` each.
 2. [compress] (post-processing of step 1) the values whose noisy count is below
    ``3 ×`` the noise's standard deviation are merged into one group per attribute (MST's
    domain compression), so that 2-way tables do not spend their budget on empty cells.
-3. [select] Kruskal's algorithm with the exponential mechanism: ``d - 1`` rounds at
-   ``ε_sel / (d - 1)`` each. Round ``r`` chooses among the pairs ``(i, j)`` that join two
-   components of the forest built so far (the candidates depend only on earlier outputs) with
-   score ``w_ij = Σ |c_ij - ĉ_ij|``: ``c_ij`` the compressed 2-way counts, ``ĉ_ij`` the integer-
-   rounded independence estimate from step 2 (a DP output, fixed). One tuple changes one cell
-   of ``c_ij`` by 1, so ``w_ij`` moves by at most **1** [sens-w]; the scores are integers, so
-   ``exponential.exponential_mechanism`` is exact.
-4. [two-way] the ``d - 1`` chosen pairs' compressed count tables (sensitivity 1 each) plus
-   discrete Laplace noise at ``ε₂ / (d - 1)`` each.
+3. [select] ``k = edge_count(...)`` [edges] (from DP outputs: the row estimate and the
+   compressed sizes), then Kruskal's algorithm with the exponential mechanism: ``k`` rounds at
+   ``ε_sel / k`` each. Round ``r`` chooses among the pairs ``(i, j)`` that join two components
+   of the forest built so far (the candidates depend only on earlier outputs) with score
+   ``w_ij = Σ |c_ij - ĉ_ij|``: ``c_ij`` the compressed 2-way counts, ``ĉ_ij`` the
+   integer-rounded independence estimate from step 2 (a DP output, fixed). One tuple changes
+   one cell of ``c_ij`` by 1, so ``w_ij`` moves by at most **1** [sens-w]; the scores are
+   integers, so ``exponential.exponential_mechanism`` is exact.
+4. [two-way] the ``k`` chosen pairs' compressed count tables (sensitivity 1 each) plus discrete
+   Laplace noise at ``ε₂ / k`` each.
 
-By sequential composition the output of steps 1-4 is ``ε₁ + ε_sel + ε₂ = ε``-DP [split];
-``model.charges`` lists every step. Everything after reads only those outputs [post]:
+Each step's ε is fixed by public facts and earlier outputs, and they add up to ε, so by
+(adaptive) sequential composition the output of steps 0-4 is ε-DP [split]; ``model.charges``
+lists every step. Everything after reads only those outputs [post]:
 
-- the row estimate ``n̂``: inverse-variance mean of every noisy table's total;
+- the row estimate ``n̂``: inverse-variance mean of the noisy row count and every noisy table's
+  total;
 - each attribute's compressed marginal: inverse-variance mean, cell by cell, of its noisy
   1-way counts and the row or column sums of each noisy 2-way table it is in, then Norm-Sub
   (non-negative, summing to ``n̂``);
-- each 2-way table: Norm-Sub to ``n̂``, then iterative proportional fitting to the two fused
-  marginals, so every table agrees with every other on shared attributes (on a tree, local
+- each 2-way table: shrunk towards the independence table of the fused marginals by the share
+  of its deviation the noise explains (James-Stein: ``1 - cells · variance / ‖deviation‖²``,
+  at least 0), Norm-Sub to ``n̂``, then iterative proportional fitting to the two fused
+  marginals, so every table agrees with every other on shared attributes (on a forest, local
   agreement is global: the tables are the marginals of one distribution);
-- sampling: the tree rooted at its first attribute, each attribute drawn from its table given
-  its parent; a merged group's mass is spread over its values by their noisy 1-way counts.
+- sampling: each tree of the forest rooted at its smallest attribute, each attribute drawn
+  from its table given its parent; a merged group's mass is spread over its values by their
+  noisy 1-way counts.
 
 **Accuracy:** each 1-way cell carries noise of standard deviation about ``√2 d / ε₁``, each
-2-way cell ``√2 (d - 1) / ε₂``; the fused marginals are better than either. As for PrivBayes
-there are no per-value error bars: the error of the synthetic table's marginals is measured
+2-way cell ``√2 k / ε₂``; the fused marginals are better than either. As for PrivBayes there
+are no per-value error bars: the error of the synthetic table's marginals is measured
 (``examples/privbayes_adult.py`` prints 1-, 2- and 3-way total variation distance).
 
-**Readings:** the paper's zCDP budget split is ρ/3 per step; pure ε composes linearly, so the
-default shares here are (0.5, 0.1, 0.4) for (1-way, selection, 2-way) — measured on Adult, see
-the example — and are a parameter. The paper's Private-PGM estimate is replaced by the
-closed-form fusion above, which is exact on consistent inputs but not the maximum-likelihood
-estimate under noise.
+**Readings:** the paper's zCDP budget split is ρ/3 per step and always d - 1 pairs; pure ε
+composes linearly, so here the 1-way marginals get 50-70% (``split_for``) and only as many pairs
+are measured as stay above their noise (``edge_count``; at small ε a forest). The constants
+(``ONE_WAY_SHARES``, ``SNR_LOW``/``SNR_HIGH``, ``DEPENDENCE``) were set on Adult and checked on a
+generated 42-column table (``tests/benchmarks/bench_synthesis.py``). Private-PGM's estimate is
+replaced by the closed-form steps above, which are exact on consistent inputs but not the
+maximum-likelihood estimate under noise.
 """
 
 from __future__ import annotations
@@ -195,6 +206,7 @@ def fit(
             progress(f, m)
 
     rows: list[tuple[np.ndarray, np.ndarray]] = []  # (estimate of n, its variance)
+    e_rows = 0.0
     if d == 1:  # nothing to select: the whole ε measures the one marginal
         s1, s_sel, s2 = 1.0, 0.0, 0.0
         rest = epsilon
@@ -342,6 +354,7 @@ def fit(
         network=tuple(network),
         conditionals=tuple(conds),
         epsilon=float(epsilon),
+        epsilon_rows=float(e_rows),
         epsilon_network=float(e_sel),
         epsilon_conditionals=float(e1 + e2),
         degree=1 if d > 1 else 0,

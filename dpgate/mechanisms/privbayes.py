@@ -210,6 +210,18 @@ class PrivBayesModel:
         label = _labeller(self, names)
         esizes = self.encoded_sizes
         th = "" if self.theta is None else f", θ={self.theta:g}"
+        if self.kind == "MST":
+            pairs = sum(1 for _, p in self.network if p)
+            lines = [
+                f"MST: {len(self.sizes)} attributes, {pairs} measured pair(s)",
+                f"ε={self.epsilon:g}: rows {self.epsilon_rows:.4g} + choosing pairs {self.epsilon_network:.4g} "
+                f"+ marginals {self.epsilon_conditionals:.4g} ({len(self.charges)} charged steps)",
+                f"noisy row count: {self.noisy_rows}",
+            ]
+            for i, (x, parents) in enumerate(self.network, 1):
+                ps = label(parents[0]) if parents else "∅ (a root)"
+                lines.append(f"{i:3d}. {label(x)} ← {ps}")
+            return lines
         lines = [
             f"{self.kind}: {len(self.sizes)} attributes, encoding {self.encoding}, score {self.score}, "
             f"degree {self.degree}{th}, β={self.beta:g}",

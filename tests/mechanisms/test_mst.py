@@ -278,3 +278,14 @@ def test_adult_at_epsilon_one_is_fast(adult):
     model = mst.fit(codes, sizes, 1.0, rng=rng)
     pb.sample(model, model.noisy_rows, rng=rng)
     assert time.perf_counter() - t0 < 10  # measured 0.1 s; a generous ceiling, not a benchmark
+
+
+def test_the_model_records_its_shares_and_describes_itself():
+    rng = np.random.default_rng(TEST_SEED)
+    sizes = (4, 3, 5)
+    model = mst.fit(correlated(2000, sizes, rng), sizes, 0.8, rng=rng)
+    assert model.epsilon_rows + model.epsilon_network + model.epsilon_conditionals == pytest.approx(0.8)
+    assert model.epsilon_rows == pytest.approx(mst.ROWS_SHARE * 0.8)
+    lines = model.describe(["colour", "size", "flag"])
+    assert lines[0].startswith("MST: 3 attributes") and "noisy row count" in lines[2]
+    assert len(lines) == 3 + 3 and all(any(n in line for line in lines[3:]) for n in ("colour", "size", "flag"))

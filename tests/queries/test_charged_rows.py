@@ -67,14 +67,16 @@ def test_top_k_reads_only_charged_rows(gw):
 
 
 def test_offset_zero_is_an_optimisation_fence_on_this_engine():
-    """DuckDB pushes filters into subqueries and materialised CTEs, but not through OFFSET."""
+    """DuckDB may push filters into subqueries and materialised CTEs (1.4 did for this subquery;
+    1.5 happens not to), but not through OFFSET: the fenced filter runs only on the rows the
+    subquery returns, whereas a filter next to the semi-join runs on every row."""
     c = duckdb.connect()
     c.execute("CREATE TABLE t AS SELECT i AS uid FROM range(1000) r(i); CREATE TABLE ch AS SELECT i AS unit FROM range(0, 1000, 2) r(i)")
     cond = "CASE WHEN uid % 2 = 1 THEN CAST(CAST(uid AS VARCHAR) || 'a' AS INTEGER) > 0 ELSE true END"
     fenced = f"SELECT count(*) FROM (SELECT * FROM t WHERE uid IN (SELECT unit FROM ch) OFFSET 0) s WHERE {cond}"
     assert c.execute(fenced).fetchone()[0] == 500
-    with pytest.raises(duckdb.Error):  # without the fence the filter runs on every row
-        c.execute(f"SELECT count(*) FROM (SELECT * FROM t WHERE uid IN (SELECT unit FROM ch)) s WHERE {cond}").fetchall()
+    with pytest.raises(duckdb.Error):  # what a pushed-down filter amounts to: it runs on every row
+        c.execute(f"SELECT count(*) FROM t WHERE uid IN (SELECT unit FROM ch) AND {cond}").fetchall()
 
 
 def test_the_gateway_refuses_the_probe_before_the_debit(gw):
