@@ -379,7 +379,7 @@ def rewrite_for_engine(statement: exp.Expr) -> exp.Expr:
     for node in list(statement.find_all(exp.Extract, exp.Anonymous)):
         if isinstance(node, exp.Extract):
             part, arg = node.this, node.expression
-        elif node.name.upper() == "DATE_PART" and len(node.expressions) == 2:
+        elif FUNCTIONS.get(node.name.lower()) is FUNCTIONS["date_part"] and len(node.expressions) == 2:  # aliases too
             part, arg = node.expressions
         else:
             continue
@@ -430,7 +430,19 @@ def _inside_cast_to_timestamp(node: exp.Expr, root: exp.Expr) -> bool:
     return False
 
 
+#: How many COALESCE a COALESCE may sit inside: ``rewrite_for_engine`` copies each argument
+#: twice, so the rewritten size grows by 4 per level (red-team finding: depth 18 took a minute).
+MAX_COALESCE_NESTING = 2
+
+
 def _coalesce_null(node: exp.Expr) -> None:
+    depth, up = 0, node.parent
+    while up is not None:
+        depth += isinstance(up, exp.Coalesce)
+        up = up.parent
+    if depth > MAX_COALESCE_NESTING:
+        raise _refuse(SHAPE, f"COALESCE inside more than {MAX_COALESCE_NESTING} other COALESCE ({_sql(node)})",
+                      "flatten it: coalesce(a, coalesce(b, c)) is coalesce(a, b, c)")  # fmt: skip
     # A NULL argument picks nothing; and DuckDB (1.4-1.5) crashes the process on a leading NULL
     # when a later argument's implicit cast fails under TRY (COALESCE(NULL, date, timestamp) with a
     # date beyond the timestamp range): a crash that depends on the data, so it is refused.
@@ -469,7 +481,7 @@ RULES: tuple[Rule, ...] = (
          ("least({0}, {1})",),
          (("BIGINT", "DOUBLE"), ("VARCHAR", "VARCHAR"), ("DATE", "TIMESTAMP"), ("HUGEINT", "DECIMAL(18,3)")),
          args=("this", "expressions")),
-    Rule("coalesce", exp.Coalesce, "picks an argument (no NULL argument; run as CASE WHEN ... IS NOT NULL)", ("coalesce({0}, {1})", "coalesce({0}, {1}, {0})"),
+    Rule("coalesce", exp.Coalesce, "picks an argument (no NULL argument, nested at most 3 deep; run as CASE WHEN ... IS NOT NULL)", ("coalesce({0}, {1})", "coalesce({0}, {1}, {0})"),
          (("BIGINT", "DOUBLE"), ("VARCHAR", "VARCHAR"), ("DATE", "TIMESTAMP")), args=("this", "expressions"),
          aliases=("ifnull",), extra=_coalesce_null),
     Rule("nullif", exp.Nullif, "a comparison", ("nullif({0}, {1})",),
