@@ -17,11 +17,11 @@ EXTREME = "('290309-12-22 (BC) 00:00:00+00'::TIMESTAMPTZ, '294247-01-10 04:00:54
 
 @pytest.fixture(params=[False, True], ids=["ordinary", "with an extreme person"])
 def con(make_db, request):
-    extreme = f"INSERT INTO t SELECT 9999, {EXTREME[1:-1]};" if request.param else ""
+    extreme = f"INSERT INTO t SELECT 9999, {EXTREME[1:-1]}, TIME '23:59';" if request.param else ""
     db = make_db(
-        "CREATE TABLE t (uid INTEGER, z TIMESTAMPTZ, ts TIMESTAMP, d DATE, iv INTERVAL);"
+        "CREATE TABLE t (uid INTEGER, z TIMESTAMPTZ, ts TIMESTAMP, d DATE, iv INTERVAL, tm TIME);"
         "INSERT INTO t SELECT i, TIMESTAMPTZ '2020-01-01 00:00:00+00' + i * INTERVAL 1 HOUR, "
-        "TIMESTAMP '2020-01-01' + i * INTERVAL 1 DAY, DATE '2020-01-01' + CAST(i AS INTEGER), i * INTERVAL 1 MINUTE FROM range(300) r(i);"
+        "TIMESTAMP '2020-01-01' + i * INTERVAL 1 DAY, DATE '2020-01-01' + CAST(i AS INTEGER), i * INTERVAL 1 MINUTE, TIME '10:00' FROM range(300) r(i);"
         + extreme,
         protect={"t": {"unit": "uid", "epsilon": 100.0}},
     )
@@ -79,3 +79,14 @@ def test_deeply_nested_coalesce_is_refused_before_the_rewrite(con):
     with pytest.raises(dpgate.Error) as e:
         con.execute(DP + "COUNT(COALESCE(d, COALESCE(d, COALESCE(d, COALESCE(d, d))))) FROM t")
     assert e.value.code == "DP257" and "flatten" in e.value.hint
+
+
+@pytest.mark.parametrize("name", ["date_part", "datepart"])
+def test_a_part_a_time_has_not_is_refused_for_free_in_every_spelling(con, name):
+    """DuckDB turns date_part('year', TIME) into year(TIME), a bind error; it left the datepart
+    spelling alone, which then failed at run time on every non-NULL TIME (red team 2)."""
+    before = con.budget()
+    with pytest.raises(dpgate.Error) as e:
+        con.execute(DP + f"COUNT({name}('year', CASE WHEN uid > 100 THEN tm END)) FROM t")
+    assert e.value.code == "DP230"
+    assert con.budget() == before
