@@ -10,29 +10,10 @@ import numpy as np
 import pytest
 
 from conftest import TEST_SEED
-from dpgate import errors, noise
-from dpgate.mechanisms import exponential, mst
+from dpgate import errors
+from dpgate.mechanisms import mst
 from dpgate.mechanisms import privbayes as pb
-from test_privbayes import correlated, load_adult, table_neighbours
-
-
-@pytest.fixture
-def recorded(monkeypatch):
-    """Every ε the mechanism spends, as (kind, ε, sensitivity)."""
-    calls: list[tuple[str, float, float]] = []
-    em, dl = exponential.exponential_mechanism, noise.discrete_laplace
-
-    def em_spy(utilities, epsilon, sensitivity, *, rng, monotonic=False):
-        calls.append(("em", epsilon, sensitivity))
-        return em(utilities, epsilon, sensitivity, rng=rng, monotonic=monotonic)
-
-    def dl_spy(epsilon, sensitivity, size, rng):
-        calls.append(("laplace", epsilon, sensitivity))
-        return dl(epsilon, sensitivity, size, rng)
-
-    monkeypatch.setattr(exponential, "exponential_mechanism", em_spy)
-    monkeypatch.setattr(noise, "discrete_laplace", dl_spy)
-    return calls
+from test_privbayes import correlated, load_adult, recorded, table_neighbours  # noqa: F401 (recorded: a fixture)
 
 
 @pytest.mark.parametrize("sizes", [(4, 3, 6, 2, 5), (3,), (2, 7)])

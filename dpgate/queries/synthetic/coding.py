@@ -632,16 +632,22 @@ def _write_from_arrays(con: duckdb.DuckDBPyConnection, name: str, codings: list[
     view = f"__dp_release_{secrets.token_hex(8)}"
     con.register(view, data)
     try:
-        con.execute(f"CREATE TABLE main.{_q(name)} AS SELECT {', '.join(selects)} FROM {view}")
+        _create(con, name, f"CREATE TABLE main.{_q(name)} AS SELECT {', '.join(selects)} FROM {view}")
+    finally:
+        con.unregister(view)
+    return int(arr.shape[0])
+
+
+def _create(con: duckdb.DuckDBPyConnection, name: str, sql: str, params: Any = None) -> None:
+    """Run the CREATE TABLE of a release, with dpgate's errors."""
+    try:
+        con.execute(sql, params)
     except duckdb.CatalogException as e:
         if relation_exists(con, name):
             raise errors.ProgrammingError(f"A table or view named {name!r} already exists", code="DP226") from e
         raise errors.InternalError(f"Creating the synthetic table {name!r} failed: {e}") from e
     except duckdb.Error as e:  # only synthetic (public) values are involved here
         raise errors.InternalError(f"Creating the synthetic table {name!r} failed: {e}") from e
-    finally:
-        con.unregister(view)
-    return int(arr.shape[0])
 
 
 def _fits_int64(lay: _Layout) -> bool:
@@ -686,15 +692,8 @@ def write_table(
         params.append(values)
         unnests.append(f"unnest(${j + 1}) AS __v{j}")
         selects.append(f"{value_sql} AS {_q(c.name)}")
-    sql = f"CREATE TABLE main.{_q(name)} AS SELECT {', '.join(selects)} FROM (SELECT {', '.join(unnests)})"
-    try:
-        con.execute(sql, params)
-    except duckdb.CatalogException as e:
-        if relation_exists(con, name):
-            raise errors.ProgrammingError(f"A table or view named {name!r} already exists", code="DP226") from e
-        raise errors.InternalError(f"Creating the synthetic table {name!r} failed: {e}") from e
-    except duckdb.Error as e:  # only synthetic (public) values are involved here
-        raise errors.InternalError(f"Creating the synthetic table {name!r} failed: {e}") from e
+    _create(con, name, f"CREATE TABLE main.{_q(name)} AS SELECT {', '.join(selects)} FROM (SELECT {', '.join(unnests)})",
+            params)  # fmt: skip
     return int(arr.shape[0])
 
 
