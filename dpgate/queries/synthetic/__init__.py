@@ -299,7 +299,8 @@ def answer(
                  f"encoding {model.encoding}")  # fmt: skip
     elif plan.mechanism == "mst":
         pairs = [f"{names[p[0]]}–{names[x]}" for x, p in model.network if p]
-        shape = f"tree of {len(pairs)} measured pair(s): " + (", ".join(pairs) if pairs else "none")
+        kind = "a tree over all columns" if len(pairs) == len(names) - 1 else "a forest: the other columns independent"
+        shape = f"{len(pairs)} measured pair(s) of columns ({kind}): " + (", ".join(pairs) if pairs else "none")
     else:
         shape = f"independent columns: {len(names)} noisy 1-way marginal(s)"
     notes = [
