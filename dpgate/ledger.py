@@ -260,7 +260,8 @@ class Ledger:
             con.execute("BEGIN TRANSACTION")
             try:
                 eps_left, delta_left = self.check(cost)
-                charge_eps = charge(cost.epsilon)
+                asked_eps = charge_eps = charge(cost.epsilon)
+                charge_delta = charge(cost.delta)
                 used = excluded = 0
                 subject_total = Decimal(0)
                 if cost.table is not None:
@@ -282,7 +283,7 @@ class Ledger:
                         con.execute(
                             f"UPDATE {SCHEMA}.roster_offsets SET epsilon_spent = epsilon_spent + ?, "
                             "delta_spent = delta_spent + ? WHERE roster = ?",
-                            [charge_eps, charge(cost.delta), cost.table.roster],
+                            [charge_eps, charge_delta, cost.table.roster],
                         )
                     else:
                         charged = temp = f"__dp_charged_{next(_temp_ids)}"
@@ -295,7 +296,7 @@ class Ledger:
                             "unnest(CAST(? AS INTEGER[])) AS part, unnest(CAST(? AS DECIMAL(38, 18)[])) AS charge) m "
                             "ON v.a = m.a",
                             [
-                                dec(cost.table.subject_delta), charge(cost.delta), charge(cost.epsilon), charge(cost.epsilon),
+                                dec(cost.table.subject_delta), charge_delta, asked_eps, asked_eps,
                                 [r[0] for r in mapping], [r[1] for r in mapping], [r[2] for r in mapping],
                                 [r[3] for r in mapping],
                             ],
@@ -304,12 +305,12 @@ class Ledger:
                             f"UPDATE {cost.table.roster_table_sql} AS r SET epsilon_spent = r.epsilon_spent + c.charge, "
                             f"delta_spent = r.delta_spent + ? FROM (SELECT DISTINCT unit, charge FROM {temp} "
                             "WHERE charge > 0) c WHERE r.unit = c.unit",
-                            [charge(cost.delta)],
+                            [charge_delta],
                         )
                 con.execute(
                     f"UPDATE {SCHEMA}.analysts SET epsilon_spent = epsilon_spent + ?, "
                     "delta_spent = delta_spent + ? WHERE name = ?",
-                    [charge_eps, charge(cost.delta), cost.analyst],
+                    [charge_eps, charge_delta, cost.analyst],
                 )
                 entry_id = con.execute(
                     f"INSERT INTO {SCHEMA}.ledger (entry_id, analyst, query_hash, statement, query_class, "
@@ -318,7 +319,7 @@ class Ledger:
                     "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING entry_id",
                     [
                         cost.analyst, cost.query_hash, cost.statement, cost.query_class, cost.mechanism,
-                        cost.table.name if cost.table else None, charge_eps, charge(cost.delta),
+                        cost.table.name if cost.table else None, charge_eps, charge_delta,
                         cost.rule if cost.table else None, used, excluded, subject_total, cost.private,
                     ],
                 ).fetchone()[0]  # fmt: skip
@@ -330,7 +331,7 @@ class Ledger:
             con.execute("COMMIT")
         return Debit(
             entry_id, charged, temp, used, excluded,
-            float(max(eps_left - charge_eps, Decimal(0))), float(max(delta_left - charge(cost.delta), Decimal(0))),
+            float(max(eps_left - charge_eps, Decimal(0))), float(max(delta_left - charge_delta, Decimal(0))),
             float(charge_eps), splan, generation,
         )  # fmt: skip
 

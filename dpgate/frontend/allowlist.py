@@ -360,22 +360,20 @@ def _log_base(node: exp.Expr) -> None:
         )
 
 
-_DAY_PARTS = {"dow", "dayofweek", "isodow", "doy", "dayofyear"}
+#: Parts DuckDB 1.5 fails on for every non-NULL INTERVAL (``rewrite_for_engine``).
+_WEEKDAY_PARTS = {"dow", "dayofweek", "isodow", "doy", "dayofyear"}
 
 
 def rewrite_for_engine(statement: exp.Expr) -> exp.Expr:
     """Rewrite, in place, what DuckDB evaluates unsafely into an equivalent it evaluates safely.
 
-    Day-of-week and day-of-year parts are read from ``CAST(x AS TIMESTAMP)`` (below). ``COALESCE(a, b, ...)`` becomes ``CASE WHEN a IS NOT NULL THEN a WHEN b IS NOT NULL THEN b
-    ... ELSE z END``: DuckDB 1.4-1.5 crashes the whole process (a segmentation fault, not an
+    Aliases take their rule's own name, day-of-week and day-of-year parts are read from
+    ``CAST(x AS TIMESTAMP)`` (comments below), and ``COALESCE(a, b, ...)`` becomes ``CASE WHEN a
+    IS NOT NULL THEN a WHEN b IS NOT NULL THEN b ... ELSE z END``: DuckDB 1.4-1.5 crashes the whole process (a segmentation fault, not an
     error TRY can catch) when an implicit cast between COALESCE's arguments fails under TRY —
     ``COALESCE(timestamptz, timestamp)`` over the extreme timestamps, for one — so the crash
     would depend on the data. CASE casts its branches the same way and fails cleanly. Same
     result, same type; the statement passed ``check`` before."""
-    # date_part / EXTRACT of a day-of-week or day-of-year part: on an INTERVAL DuckDB 1.5 fails on
-    # every non-NULL value (so whether it fails depends on the data). Of CAST(x AS TIMESTAMP) the
-    # part is the same for dates and timestamps (TIMESTAMPTZ: in the session's time zone, as
-    # before) and NULL for what has no day (intervals, times) or lies beyond the TIMESTAMP range.
     # Aliases first become the rule's own name: DuckDB's optimizer rewrites some spellings and
     # not others (date_part('year', TIME) becomes year(TIME), a bind error EXPLAIN catches for
     # free; datepart(...) stays and fails at run time on every non-NULL value).
@@ -383,15 +381,19 @@ def rewrite_for_engine(statement: exp.Expr) -> exp.Expr:
         rule = FUNCTIONS.get(node.name.lower())
         if rule is not None and isinstance(rule.node, str) and node.name.lower() != rule.node:
             node.set("this", rule.node)
+    # date_part / EXTRACT of a day-of-week or day-of-year part: on an INTERVAL DuckDB 1.5 fails on
+    # every non-NULL value (so whether it fails depends on the data). Of CAST(x AS TIMESTAMP) the
+    # part is the same for dates and timestamps (TIMESTAMPTZ: in the session's time zone, as
+    # before) and NULL for what has no day (intervals, times) or lies beyond the TIMESTAMP range.
     for node in list(statement.find_all(exp.Extract, exp.Anonymous)):
         if isinstance(node, exp.Extract):
             part, arg = node.this, node.expression
-        elif FUNCTIONS.get(node.name.lower()) is FUNCTIONS["date_part"] and len(node.expressions) == 2:  # aliases too
+        elif node.name.lower() == "date_part" and len(node.expressions) == 2:  # aliases renamed above
             part, arg = node.expressions
         else:
             continue
         name = (_string(part) or (part.name if isinstance(part, (exp.Var, exp.Column)) else "")).lower()
-        if name in _DAY_PARTS and arg is not None:
+        if name in _WEEKDAY_PARTS and arg is not None:
             cast = exp.Cast(this=arg.copy(), to=exp.DataType.build("TIMESTAMP"))
             node.replace(exp.Anonymous(this="date_part", expressions=[exp.Literal.string(name), cast]))
     for node in reversed(list(statement.find_all(exp.Coalesce))):  # innermost first
@@ -442,7 +444,7 @@ def _inside_cast_to_timestamp(node: exp.Expr, root: exp.Expr) -> bool:
 MAX_COALESCE_NESTING = 2
 
 
-def _coalesce_null(node: exp.Expr) -> None:
+def _coalesce_shape(node: exp.Expr) -> None:
     depth, up = 0, node.parent
     while up is not None:
         depth += isinstance(up, exp.Coalesce)
@@ -490,7 +492,7 @@ RULES: tuple[Rule, ...] = (
          args=("this", "expressions")),
     Rule("coalesce", exp.Coalesce, "picks an argument (no NULL argument, nested at most 3 deep; run as CASE WHEN ... IS NOT NULL)", ("coalesce({0}, {1})", "coalesce({0}, {1}, {0})"),
          (("BIGINT", "DOUBLE"), ("VARCHAR", "VARCHAR"), ("DATE", "TIMESTAMP")), args=("this", "expressions"),
-         aliases=("ifnull",), extra=_coalesce_null),
+         aliases=("ifnull",), extra=_coalesce_shape),
     Rule("nullif", exp.Nullif, "a comparison", ("nullif({0}, {1})",),
          (("BIGINT", "DOUBLE"), ("VARCHAR", "VARCHAR"), ("DATE", "TIMESTAMP")), args=("this", "expression")),
     Rule("ln", exp.Ln, "NaN for negative input, -inf for 0", ("ln({0})",), N1),

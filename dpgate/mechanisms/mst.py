@@ -74,7 +74,7 @@ import numpy as np
 
 from dpgate import errors, noise
 from dpgate.mechanisms import exponential
-from dpgate.mechanisms.privbayes import PrivBayesModel, _norm_sub
+from dpgate.mechanisms.privbayes import PrivBayesModel, _noisy_counts, _norm_sub
 
 #: Share of ε for the noisy row count that chooses the split (``split_for``).
 ROWS_SHARE = 0.01
@@ -86,12 +86,6 @@ COMPRESS_SIGMAS = 3.0
 IPF_ROUNDS = 30
 #: The total variation distance from independence of a pair worth measuring (``edge_count``).
 DEPENDENCE = 0.1
-
-
-def _noisy(counts: np.ndarray, epsilon: float, rng) -> np.ndarray:
-    """``counts + Z``, Z exact discrete Laplace ``P(z) ∝ exp(-ε|z|)`` per cell [noise]."""
-    z = noise.discrete_laplace(epsilon, 1, counts.size, rng).reshape(counts.shape)
-    return counts.astype(np.float64) + z
 
 
 def _check(codes, sizes, epsilon, shares) -> tuple[np.ndarray, tuple[int, ...], tuple[float, float, float] | None]:
@@ -136,6 +130,11 @@ def _ipf(table: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
     return t
 
 
+def _pair_counts(ccols: list[np.ndarray], csizes: list[int], i: int, j: int) -> np.ndarray:
+    """The compressed 2-way counts of attributes i and j, flat (row i-major)."""
+    return np.bincount(ccols[i] * csizes[j] + ccols[j], minlength=csizes[i] * csizes[j])
+
+
 def selection_scores(ccols: list[np.ndarray], csizes: list[int], mu1: list[np.ndarray],
                      n1: float) -> tuple[list[tuple[int, int]], np.ndarray]:  # fmt: skip
     """Every pair ``(i, j)`` and its integer score ``Σ |c_ij - round(μ_i μ_jᵀ / n̂)|`` [sens-w]:
@@ -145,7 +144,7 @@ def selection_scores(ccols: list[np.ndarray], csizes: list[int], mu1: list[np.nd
     pairs = [(i, j) for i in range(len(ccols)) for j in range(i + 1, len(ccols))]
     scores = np.empty(len(pairs), dtype=np.int64)
     for k, (i, j) in enumerate(pairs):
-        c = np.bincount(ccols[i] * csizes[j] + ccols[j], minlength=csizes[i] * csizes[j])
+        c = _pair_counts(ccols, csizes, i, j)
         est = np.rint(np.outer(mu1[i], mu1[j]).reshape(-1) / nn).astype(np.int64)
         scores[k] = int(np.abs(c - est).sum())
     return pairs, scores
@@ -225,11 +224,10 @@ def fit(
     # 1. [one-way]
     report(0.0, "noisy 1-way marginals")
     cols = [arr[:, j] for j in range(d)]
-    y1 = [_noisy(np.bincount(cols[j], minlength=sizes_t[j]), each1, rng) for j in range(d)]
+    y1 = [_noisy_counts(np.bincount(cols[j], minlength=sizes_t[j]), each1, rng).astype(np.float64) for j in range(d)]
     charges += [(f"1-way marginal {j + 1}", each1) for j in range(d)]
     var1 = noise.discrete_laplace_std(each1, 1) ** 2
     n1 = _fuse(rows + [(np.array(float(y.sum())), np.array(y.size * var1)) for y in y1])
-    mu_full = [_norm_sub(y, float(n1)) for y in y1]
 
     # 2. [compress] values below the noise floor share one code (post-processing)
     floor = COMPRESS_SIGMAS * np.sqrt(var1)
@@ -258,7 +256,7 @@ def fit(
         k = edge_count(e2, float(n1), [csizes[i] * csizes[j] for i, j in pairs], d)
         each_sel = e_sel / k
         for r in range(k):
-            cand = [k for k, (i, j) in enumerate(pairs) if comp[i] != comp[j]]
+            cand = [p for p, (i, j) in enumerate(pairs) if comp[i] != comp[j]]
             pick = cand[exponential.exponential_mechanism(scores[cand], each_sel, 1, rng=rng)]
             i, j = pairs[pick]
             edges.append((i, j))
@@ -272,8 +270,8 @@ def fit(
         var2 = noise.discrete_laplace_std(each2, 1) ** 2
         y2 = {}
         for i, j in edges:
-            c = np.bincount(ccols[i] * csizes[j] + ccols[j], minlength=csizes[i] * csizes[j])
-            y2[(i, j)] = _noisy(c.reshape(csizes[i], csizes[j]), each2, rng)
+            c = _pair_counts(ccols, csizes, i, j).reshape(csizes[i], csizes[j])
+            y2[(i, j)] = _noisy_counts(c, each2, rng).astype(np.float64)
         charges += [(f"2-way marginal {i + 1}×{j + 1}", each2) for i, j in edges]
         report(0.7, "making the tables agree")
 
@@ -281,7 +279,7 @@ def fit(
         totals = rows + [(np.array(float(y.sum())), np.array(y.size * var1)) for y in y1]
         totals += [(np.array(float(t.sum())), np.array(t.size * var2)) for t in y2.values()]
         n_hat = float(_fuse(totals))
-        est = {j: [(y1c[j], np.maximum(var1c[j], 1e-12))] for j in range(d)}
+        est = {j: [(y1c[j], var1c[j])] for j in range(d)}  # _fuse floors the variances
         for (i, j), t in y2.items():
             est[i].append((t.sum(axis=1), np.full(csizes[i], csizes[j] * var2)))
             est[j].append((t.sum(axis=0), np.full(csizes[j], csizes[i] * var2)))
@@ -294,10 +292,10 @@ def fit(
             energy = float((dev**2).sum())
             keep = max(0.0, 1.0 - t.size * var2 / energy) if energy > 0 else 0.0
             tables[(i, j)] = _ipf(_norm_sub(indep + keep * dev, n_hat), mu[i], mu[j])
-        mu_full = [_norm_sub(y, n_hat) for y in y1]
     else:
         n_hat = float(n1)
         mu = {0: _norm_sub(y1c[0], n_hat)}
+    mu_full = [_norm_sub(y, n_hat) for y in y1]
 
     # within-group shares of merged values, from the noisy 1-way counts
     share = []

@@ -458,11 +458,11 @@ class Server:
         elif kind == b"P":
             name, query = r.string(), r.string()
             oids = [r.int32() for _ in range(max(r.int16(), 0))]
-            numbers = [m for m in _PLACEHOLDER.findall(query) if len(m) <= 6]
-            if len(numbers) != len(_PLACEHOLDER.findall(query)) or any(int(m) > MAX_PARAMETERS for m in numbers):
+            placeholders = _PLACEHOLDER.findall(query)
+            if any(len(m) > 6 or int(m) > MAX_PARAMETERS for m in placeholders):
                 raise errors.ProgrammingError(f"Parameter numbers go up to ${MAX_PARAMETERS}", code="DP602",
                                               hint="number parameters $1, $2, ...")  # fmt: skip
-            n = max((int(m) for m in numbers), default=0)
+            n = max((int(m) for m in placeholders), default=0)
             if name and name not in client.statements and len(client.statements) >= MAX_PREPARED:
                 raise errors.ProgrammingError(f"At most {MAX_PREPARED} prepared statements per session", code="DP705",
                                               hint="close statements you no longer need (DEALLOCATE / Close)")  # fmt: skip

@@ -189,19 +189,30 @@ def test_malformed_and_hostile_bytes_leave_the_server_serving(small_db):
 def test_connections_beyond_the_limit_are_refused_and_the_rest_served(small_db):
     server = ThreadServer(small_db, max_connections=3, login_timeout=1.0)
     try:
-        held = [psycopg.connect(server.url("alice"), autocommit=True) for _ in range(3)]
-        with pytest.raises(psycopg.OperationalError, match="too many connections"):
-            psycopg.connect(server.url("alice"), connect_timeout=5)
+        held = _fill_then_refuse_one_more(server, 3, "too many connections")
         assert all(c.execute("SELECT 1").fetchone() == (1,) for c in held)
         with socket.create_connection(("127.0.0.1", server.port)) as idle:  # says nothing: timed out
             assert idle.recv(100) == b""
-        held.pop().close()
-        time.sleep(0.2)
-        _still_serves(server)
-        for c in held:
-            c.close()
+        _free_one_and_serve(server, held)
     finally:
         server.stop()
+
+
+def _fill_then_refuse_one_more(server, n: int, refusal: str) -> list:
+    """``n`` sessions of alice, and the refusal of one more (``refusal``: the expected message)."""
+    held = [psycopg.connect(server.url("alice"), autocommit=True) for _ in range(n)]
+    with pytest.raises(psycopg.OperationalError, match=refusal):
+        psycopg.connect(server.url("alice"), connect_timeout=5)
+    return held
+
+
+def _free_one_and_serve(server, held: list) -> None:
+    """Close one held session: the server takes a new one again; then close the rest."""
+    held.pop().close()
+    time.sleep(0.2)
+    _still_serves(server)
+    for c in held:
+        c.close()
 
 
 def test_connections_still_logging_in_have_their_own_caps(small_db):
@@ -241,14 +252,7 @@ def test_oversized_messages_are_refused_before_they_are_read(small_db):
 def test_one_login_holds_at_most_its_share_of_sessions(small_db):
     server = ThreadServer(small_db, max_sessions_per_login=2)
     try:
-        held = [psycopg.connect(server.url("alice"), autocommit=True) for _ in range(2)]
-        with pytest.raises(psycopg.OperationalError, match="at most 2 for alice"):
-            psycopg.connect(server.url("alice"), connect_timeout=5)
-        held.pop().close()
-        time.sleep(0.2)
-        _still_serves(server)
-        for c in held:
-            c.close()
+        _free_one_and_serve(server, _fill_then_refuse_one_more(server, 2, "at most 2 for alice"))
     finally:
         server.stop()
 

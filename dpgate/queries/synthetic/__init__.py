@@ -14,8 +14,8 @@ refused), the mechanism's parameters, the charge. Run, after the debit:
 
 1. the rows of the charged subjects, at most ``max_rows`` per subject (a keyed random choice, as
    in the counting class), encoded in one DuckDB pass;
-2. the model (``mechanisms.mst``, ``mechanisms.privbayes`` or the independent-columns model) at ``ε / max_rows``: one subject's rows are at most
-   ``max_rows`` added or removed tuples, and the model is ε-DP per tuple (group privacy);
+2. the model (``mechanisms.mst``, ``mechanisms.privbayes`` or independent columns) at
+   ``ε / max_rows``: one subject's rows are at most ``max_rows`` added or removed tuples, and the model is ε-DP per tuple (group privacy);
 3. sampling and decoding (post-processing), written as an ordinary table in schema ``main``
    together with its row in the release registry, in one transaction.
 
@@ -49,8 +49,6 @@ from dpgate.frontend.settings import Session, Spec
 MECHANISMS = ("mst", "privbayes", "independent", "diffpart", "privtree", "privtree_markov")
 #: ``CREATE SYNTHETIC TABLE t FROM src WITH (...)`` without ``USING``.
 DEFAULT_MECHANISM = "mst"
-#: Mechanisms whose model is a network sampled into the source's columns (a PrivBayesModel).
-NETWORK_MECHANISMS = ("mst", "privbayes", "independent")
 DEFAULT_BINS = 16
 #: Options of the mechanism (the rest are the usual DP options listed in GENERAL).
 SYNTHESIS_OPTIONS: dict[str, Spec] = {
@@ -216,7 +214,7 @@ def _dry_run(plan: SynthesisPlan) -> None:
         ) from e  # fmt: skip
 
 
-_LABEL = {"mst": "MST", "privbayes": "PrivBayes", "independent": "The independent-columns model"}
+_LABEL = {"mst": "MST", "privbayes": "PrivBayes", "independent": "independent columns"}
 
 
 # -- running -------------------------------------------------------------------------------------
@@ -309,7 +307,7 @@ def answer(
     ]
     if scale != 1.0 and plan.rows is None:
         notes.append("the row count is scaled from the sampled subjects to everyone with budget")
-    message = f"CREATE SYNTHETIC TABLE {plan.name}: {written:,} rows, {len(names)} columns ({_LABEL[plan.mechanism].replace('The i', 'i')})"
+    message = f"CREATE SYNTHETIC TABLE {plan.name}: {written:,} rows, {len(names)} columns ({_LABEL[plan.mechanism]})"
     return Answer([], [], [], [], {}, notes, message=message, released_rows=written)
 
 
