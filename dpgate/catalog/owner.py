@@ -151,6 +151,8 @@ class Owner:
         options: Mapping[str, Any] | None = None,
         subjects: str | None = None,
         public_roster: bool = False,
+        hierarchies: Mapping[str, Any] | None = None,
+        experimental: bool | None = None,
     ) -> None:
         """Declare ``table`` protected, with ``unit`` as its privacy unit.
 
@@ -170,6 +172,10 @@ class Owner:
         of the table; the smallest value per subject), or ``budget_table`` (a table of
         ``(budget_table_unit, budget_table_column)`` rows; subjects missing from it get
         ``epsilon`` if given, else are left off the roster and never used).
+
+        ``hierarchies`` maps columns to value generalization hierarchies (see
+        ``catalog.hierarchies``) for generalized releases; ``experimental=True`` lets analysts
+        use experimental mechanisms (``USING supermodular``) on this table.
 
         Re-declaring an existing protected table updates its bounds and declarations; its
         subjects keep what they have spent. Changing the privacy unit is refused.
@@ -229,8 +235,14 @@ class Owner:
             raise errors.PolicyError("epsilon budget must be finite and >= 0", code="DP313")
 
         existing = self.con.execute(
-            f"SELECT unit_column, kind FROM {catalog.SCHEMA}.protected_tables WHERE table_name = ?", [table]
+            f"SELECT unit_column, kind, options FROM {catalog.SCHEMA}.protected_tables WHERE table_name = ?", [table]
         ).fetchone()
+        kept = json.loads(existing[2]) if existing and existing[2] else {}
+        for key in ("hierarchies", "experimental"):  # declarations not repeated stay as they were
+            if key in kept and key not in options:
+                options[key] = kept[key]
+        if experimental is not None:
+            options["experimental"] = bool(experimental)
         if existing and existing[1] == "graph":
             raise errors.PolicyError(
                 f"{table!r} is protected as a graph", code="DP314",
@@ -301,6 +313,8 @@ class Owner:
                 self._declare(con, table, cols, col, domain=values)
             for col, (lo, hi) in (bounds or {}).items():
                 self._declare(con, table, cols, col, bounds=(lo, hi))
+            for col, spec in (hierarchies or {}).items():
+                self._declare_hierarchy(con, table, cols, col, spec)
             n = self._refresh_roster(con, table)
         if not public_roster:
             warnings.warn(
@@ -449,13 +463,47 @@ class Owner:
         *,
         domain: Sequence[Any] | None = None,
         bounds: tuple[float, float] | None = None,
+        hierarchy: Any = None,
     ) -> None:
-        """Declare the public domain or bounds of one column of a protected table."""
+        """Declare the public domain, bounds or generalization hierarchy of one column of a protected table."""
         table = table.lower()
         self._require_protected(table)
         cols = dict(catalog.table_columns(self.con, table))
         with self._transaction() as con:
-            self._declare(con, table, cols, column, domain=domain, bounds=bounds)
+            if domain is not None or bounds is not None:
+                self._declare(con, table, cols, column, domain=domain, bounds=bounds)
+            if hierarchy is not None:
+                self._declare_hierarchy(con, table, cols, column, hierarchy)
+
+    def _declare_hierarchy(self, con, table: str, cols: dict[str, str], column: str, spec: Any) -> None:
+        """Validate a hierarchy against the column's declared domain or bounds and store it."""
+        from dpgate.catalog import hierarchies
+
+        column = column.lower()
+        if column not in cols:
+            raise errors.PolicyError(f"Table {table!r} has no column {column!r}", code="DP311",
+                                     hint=f"columns are: {', '.join(cols)}")  # fmt: skip
+        row = con.execute(
+            f"SELECT lower, upper, domain FROM {catalog.SCHEMA}.columns WHERE table_name = ? AND column_name = ?",
+            [table, column],
+        ).fetchone()
+        lo, hi, dom = row if row else (None, None, None)
+        sql_type = cols[column]
+        if catalog.is_temporal_type(sql_type):
+            raise errors.PolicyError(f"Hierarchies of {sql_type} columns are not supported ({table}.{column})",
+                                     code="DP327", hint="generalize a derived integer or text column instead")  # fmt: skip
+        tree = hierarchies.build(
+            f"{table}.{column}", column, spec, sql_type=sql_type, numeric=catalog.is_numeric_type(sql_type),
+            integer=sql_type.upper() in catalog.INTEGER_TYPES, domain=json.loads(dom) if dom else None,
+            bounds=(lo, hi) if lo is not None and hi is not None else None,
+        )  # fmt: skip
+        (options,) = con.execute(
+            f"SELECT options FROM {catalog.SCHEMA}.protected_tables WHERE table_name = ?", [table]
+        ).fetchone()
+        options = json.loads(options) if options else {}
+        options.setdefault("hierarchies", {})[column] = json.loads(tree.to_json())
+        con.execute(f"UPDATE {catalog.SCHEMA}.protected_tables SET options = ? WHERE table_name = ?",
+                    [json.dumps(options), table])  # fmt: skip
 
     def _declare(self, con, table, cols, column, *, domain=None, bounds=None) -> None:
         column = column.lower()
@@ -779,7 +827,7 @@ class Owner:
                 f"[tables.{tname}]",
                 spec,
                 {"unit", "max_rows", "max_groups", "budget", "subject_delta", "columns", "options", "subjects",
-                 "public_roster"},
+                 "public_roster", "experimental"},
             )
             if "unit" not in spec:
                 raise errors.PolicyError(f"[tables.{tname}] needs unit = \"<column>\"", code="DP330")
@@ -787,9 +835,11 @@ class Owner:
             if not isinstance(budget, Mapping):
                 budget = {"default": budget}
             _check_keys(f"[tables.{tname}].budget", budget, {"default", "column", "table", "unit", "epsilon_column"})
-            domains, bounds = {}, {}
+            domains, bounds, trees = {}, {}, {}
             for cname, cspec in spec.get("columns", {}).items():
-                _check_keys(f"[tables.{tname}.columns.{cname}]", cspec, {"domain", "bounds", "nullable"})
+                _check_keys(f"[tables.{tname}.columns.{cname}]", cspec, {"domain", "bounds", "nullable", "hierarchy"})
+                if "hierarchy" in cspec:
+                    trees[cname] = cspec["hierarchy"]
                 if "domain" in cspec:
                     domains[cname] = list(cspec["domain"]) + ([None] if cspec.get("nullable") else [])
                 if "bounds" in cspec:
@@ -811,6 +861,8 @@ class Owner:
                 options=spec.get("options"),
                 subjects=spec.get("subjects"),
                 public_roster=bool(spec.get("public_roster", False)),
+                hierarchies=trees,
+                experimental=bool(spec["experimental"]) if "experimental" in spec else None,
             )
             done.append(f"protected {tname} (unit {spec['unit']})")
         for gname, spec in policy.get("graphs", {}).items():

@@ -156,6 +156,17 @@ class ProtectedTable:
         return not self.options.get("max_groups_default", False)
 
     @property
+    def experimental(self) -> bool:
+        """Whether the owner allowed experimental mechanisms on this table (``experimental = true``)."""
+        return bool(self.options.get("experimental", False))
+
+    def hierarchies(self) -> dict[str, Any]:
+        """The declared value generalization hierarchies, by column (``catalog.hierarchies``)."""
+        from dpgate.catalog import hierarchies
+
+        return hierarchies.from_options(self.options)
+
+    @property
     def graph(self) -> dict[str, Any] | None:
         """For a protected graph: src, dst, and the node universe (``nodes`` or ``node_table``)."""
         return self.options.get("graph") if self.kind == "graph" else None

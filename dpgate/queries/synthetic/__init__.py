@@ -6,7 +6,8 @@ and no worse than independent columns on the average of the 1-, 2- and 3-way err
 fraction of PrivBayes's time (``examples/privbayes_adult.py`` prints the comparison).
 
 (``USING diffpart`` releases set-valued data: ``setvalued.py``; ``USING privtree`` a spatial synopsis:
-``synopsis.py``; ``USING privtree_markov`` a sequence model: ``sequences.py``.)
+``synopsis.py``; ``USING privtree_markov`` a sequence model: ``sequences.py``; ``USING supermodular``,
+experimental, a generalized sample of the records: ``generalized.py``.)
 
 Plan (public facts only): the columns and their code spaces (``synthesis.coding_for``: declared
 domains, integer and real bounds cut into ``bins`` equi-width bins; a column with neither is
@@ -46,7 +47,10 @@ from dpgate.queries.plans import SubjectCharge, SynthesisPlan
 from dpgate.release import Answer, Result
 from dpgate.frontend.settings import Session, Spec
 
-MECHANISMS = ("mst", "privbayes", "independent", "diffpart", "privtree", "privtree_markov")
+MECHANISMS = ("mst", "privbayes", "independent", "diffpart", "privtree", "privtree_markov", "supermodular")
+#: Mechanisms with a module of their own: (module under queries.synthetic).
+OWN_MODULES = {"diffpart": "setvalued", "privtree": "synopsis", "privtree_markov": "sequences",
+               "supermodular": "generalized"}
 #: ``CREATE SYNTHETIC TABLE t FROM src WITH (...)`` without ``USING``.
 DEFAULT_MECHANISM = "mst"
 DEFAULT_BINS = 16
@@ -88,18 +92,8 @@ def plan(classified: Classified, catalog: Catalog, session: Session) -> Synthesi
         raise errors.NotSupportedError(
             f"Unknown synthesizer {mechanism!r}", code="DP221", hint="USING " + " | ".join(MECHANISMS)
         )
-    if mechanism == "diffpart":
-        from dpgate.queries.synthetic import setvalued
-
-        return setvalued.plan(classified, catalog, session, _release_name(stmt.this, catalog))
-    if mechanism == "privtree":
-        from dpgate.queries.synthetic import synopsis
-
-        return synopsis.plan(classified, catalog, session, _release_name(stmt.this, catalog))
-    if mechanism == "privtree_markov":
-        from dpgate.queries.synthetic import sequences
-
-        return sequences.plan(classified, catalog, session, _release_name(stmt.this, catalog))
+    if mechanism in OWN_MODULES:
+        return _module(mechanism).plan(classified, catalog, session, _release_name(stmt.this, catalog))
     from dpgate.queries.synthetic import options as synthetic_options
 
     specs = SYNTHESIS_OPTIONS if mechanism == "privbayes" else {k: SYNTHESIS_OPTIONS[k] for k in COLUMN_OPTIONS}
@@ -137,6 +131,12 @@ def plan(classified: Classified, catalog: Catalog, session: Session) -> Synthesi
     )
     _dry_run(synth_plan)
     return synth_plan
+
+
+def _module(mechanism: str):
+    import importlib
+
+    return importlib.import_module(f"dpgate.queries.synthetic.{OWN_MODULES[mechanism]}")
 
 
 def _release_name(node: exp.Table, catalog: Catalog) -> str:
@@ -220,15 +220,19 @@ _LABEL = {"mst": "MST", "privbayes": "PrivBayes", "independent": "independent co
 # -- running -------------------------------------------------------------------------------------
 def source_sql(plan: SynthesisPlan, charged: str, salt: int) -> str:
     """The charged subjects' rows, at most ``max_rows`` each (keyed random choice) [bound]."""
-    t = plan.table
+    return subject_rows_sql(plan.table, [c.name for c in plan.codings], plan.max_rows, charged, salt)
+
+
+def subject_rows_sql(t, columns: list[str], max_rows: int, charged: str, salt: int) -> str:
+    """``columns`` of the charged subjects' rows, at most ``max_rows`` each (keyed random choice)."""
     q = lambda n: exp.to_identifier(n, quoted=True).sql(dialect="duckdb")  # noqa: E731
-    cols = ", ".join(f"__s.{q(c.name)}" for c in plan.codings)
-    names = ", ".join(q(c.name) for c in plan.codings)
+    cols = ", ".join(f"__s.{q(c)}" for c in columns)
+    names = ", ".join(q(c) for c in columns)
     rows = (
         f"SELECT __s.{q(t.unit)} AS __unit, {cols} FROM main.{q(t.name)} __s "
         f"JOIN (SELECT DISTINCT unit FROM {charged}) __c ON __s.{q(t.unit)} = __c.unit"
     )
-    if t.unique_unit and plan.max_rows >= 1:
+    if t.unique_unit and max_rows >= 1:
         return f"SELECT {names} FROM ({rows})"
     # Rows equal in every column get distinct duplicate numbers, and the salt is re-hashed
     # (as in execute.py) so that the choice is uniform and independent across queries.
@@ -236,7 +240,7 @@ def source_sql(plan: SynthesisPlan, charged: str, salt: int) -> str:
     rank = f"hash(xor(hash(__unit, {names}, __dup), {int(salt)}::UBIGINT))"
     return (
         f"SELECT {names} FROM ({dup}) "
-        f"QUALIFY row_number() OVER (PARTITION BY __unit ORDER BY {rank}, __dup) <= {plan.max_rows}"
+        f"QUALIFY row_number() OVER (PARTITION BY __unit ORDER BY {rank}, __dup) <= {max_rows}"
     )
 
 
@@ -376,37 +380,20 @@ class SyntheticQuery:
         return plan(classified, ctx.catalog, ctx.session)
 
     def bind_check(self, con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, probe: str) -> None:
-        if plan.mechanism == "diffpart":
-            from dpgate.queries.synthetic import setvalued
-
-            return setvalued.bind_check(con, plan, probe)
-        if plan.mechanism == "privtree":
-            from dpgate.queries.synthetic import synopsis
-
-            return synopsis.bind_check(con, plan, probe)
-        if plan.mechanism == "privtree_markov":
-            from dpgate.queries.synthetic import sequences
-
-            return sequences.bind_check(con, plan, probe)
+        if plan.mechanism in OWN_MODULES:
+            return _module(plan.mechanism).bind_check(con, plan, probe)
         bind_check(con, plan, probe)
 
     def answer(self, run) -> Answer:
-        if run.plan.mechanism == "diffpart":
-            from dpgate.queries.synthetic import setvalued
-
-            out = setvalued.answer(run.con, run.plan, run.debit, run.analyst, rng=run.rng, sampling=run.sampling)
+        if run.plan.mechanism in ("diffpart", "supermodular", "privtree_markov"):
+            out = _module(run.plan.mechanism).answer(run.con, run.plan, run.debit, run.analyst, rng=run.rng,
+                                                     sampling=run.sampling)  # fmt: skip
             out.notes += personalization_notes(run.plan, run.subjects, scaled_note=False)
             return out
         if run.plan.mechanism == "privtree":
             from dpgate.queries.synthetic import synopsis
 
             out = synopsis.answer(run.con, run.plan, run.debit, run.analyst, rng=run.rng)
-            out.notes += personalization_notes(run.plan, run.subjects, scaled_note=False)
-            return out
-        if run.plan.mechanism == "privtree_markov":
-            from dpgate.queries.synthetic import sequences
-
-            out = sequences.answer(run.con, run.plan, run.debit, run.analyst, rng=run.rng, sampling=run.sampling)
             out.notes += personalization_notes(run.plan, run.subjects, scaled_note=False)
             return out
         out = answer(run.con, run.plan, run.debit, run.analyst, rng=run.rng, sampling=run.sampling,
@@ -421,18 +408,8 @@ class SyntheticQuery:
         return synopsis.from_synopsis(con, classified, ctx.catalog, ctx.session)
 
     def explain_rows(self, plan: SynthesisPlan, subjects) -> list[tuple]:
-        if plan.mechanism == "diffpart":
-            from dpgate.queries.synthetic import setvalued
-
-            return _subject_rows(plan, subjects) + setvalued.explain_rows(plan)
-        if plan.mechanism == "privtree":
-            from dpgate.queries.synthetic import synopsis
-
-            return _subject_rows(plan, subjects) + synopsis.explain_rows(plan)
-        if plan.mechanism == "privtree_markov":
-            from dpgate.queries.synthetic import sequences
-
-            return _subject_rows(plan, subjects) + sequences.explain_rows(plan)
+        if plan.mechanism in OWN_MODULES:
+            return _subject_rows(plan, subjects) + _module(plan.mechanism).explain_rows(plan)
         return _subject_rows(plan, subjects) + explain_rows(plan)
 
 

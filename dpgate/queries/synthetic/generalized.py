@@ -1,0 +1,338 @@
+"""``CREATE SYNTHETIC TABLE g FROM t USING supermodular WITH (...)``: EXPERIMENTAL generalized release.
+
+Each kept record is written as one node per column of the owner's value generalization
+hierarchies (``catalog.hierarchies``): a label such as ``25-29``, ``College`` or ``*``. The
+mechanism (``mechanisms.supermodular``, Fouad, Elbassioni and Bertino, TKDE 2014) claims
+(ε, δ)-DP but the paper does not prove it, so the release runs only on tables where the owner
+set ``experimental = true``, charges the declared δ (the ``delta`` option, else the session's),
+and says "experimental: (ε, δ) claimed by the paper, δ not verified" in EXPLAIN, in its notes
+and in SHOW RELEASES.
+
+Plan (public facts only): the columns (``columns``, default every column with a declared
+hierarchy) and their trees — a column with a declared domain and no tree gets the flat one
+(value or ``*``) — and the mechanism's parameters; all refusals happen here or in the free
+check before the debit (below: the size conditions at the roster's size, an upper bound of the
+rows). Run, after the debit: the charged subjects' rows, one per subject (``max_rows`` must be 1:
+the paper's unit is one record), each value mapped to its leaf (values outside a tree to
+``*``) in one DuckDB pass; a discrete-Laplace row count (``supermodular.ROWS_SHARE`` of ε)
+whose lower confidence bound must meet the paper's size conditions, else only the ``*`` row
+is released; then Algorithm 2. The release is ``g`` (one row per kept record plus the ``*``
+row, shuffled, VARCHAR labels) and ``g_hierarchy`` (every label with its parent, level and the
+leaves it covers), both public from then on and in the registry.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+
+import duckdb
+import numpy as np
+from sqlglot import exp
+
+from dpgate import errors, noise
+from dpgate.catalog import hierarchies as vgh
+from dpgate.catalog import releases as registry
+from dpgate.catalog.tables import Catalog
+from dpgate.frontend.classify import Classified
+from dpgate.frontend.dialect import to_sql
+from dpgate.frontend.settings import Session, Spec
+from dpgate.mechanisms import supermodular
+from dpgate.queries.base import bind
+from dpgate.queries.plans import SubjectCharge, SynthesisPlan
+from dpgate.queries.synthetic import options
+from dpgate.release import Answer
+
+OPTIONS: dict[str, Spec] = {
+    "columns": Spec("str", "comma-separated columns to generalize (default: those with a declared hierarchy)"),
+    "beta": Spec("float", "probability a record is left out (default e^(−ε/2); must exceed e^−ε)", 0.0, 1.0,
+                 low_open=True),
+    "theta0": Spec("float", "least frequency threshold: released cells cover ≥ θ·|D| records, θ ∈ (θ0, 1)",
+                   0.0, 1.0, low_open=True),
+    "lambda": Spec("float", "λ: weight of the risk term λ·|ρ(x)|/Φ(x) against the utility u(x)^κ", 0.0, None,
+                   low_open=True),
+    "kappa": Spec("int", "κ: power of the utility term", 1, 16),
+}  # fmt: skip
+GENERAL = ("epsilon", "delta", "personalization", "max_rows_contributed", "privacy_unit_column")
+DEFAULT_THETA0 = 0.05
+
+
+def _q(name: str) -> str:
+    return exp.to_identifier(name, quoted=True).sql(dialect="duckdb")
+
+
+def plan(classified: Classified, catalog: Catalog, session: Session, name: str) -> SynthesisPlan:
+    stmt = classified.statement
+    table = classified.protected
+    if not table.experimental:
+        raise errors.PolicyError(
+            f"USING supermodular is an experimental mechanism ({supermodular.CLAIM}), and the owner has not "
+            f"enabled experimental mechanisms for {table.name}", code="DP328",
+            hint=f"the data owner sets experimental = true in [tables.{table.name}] (or Owner.protect(..., "
+                 "experimental=True)); USING mst is the proved default",
+        )  # fmt: skip
+    settings, own = options.parse(stmt, table, session, OPTIONS, GENERAL, "supermodular")
+    if settings.personalization == "minimum":
+        raise errors.UnsupportedQueryError(
+            "personalization = 'minimum' would run the experimental mechanism at an ε known only after the debit",
+            code="DP219", hint="use personalization 'sample' (the default) or 'threshold'",
+        )  # fmt: skip
+    max_rows = settings.max_rows or table.max_rows
+    if max_rows != 1:
+        raise errors.PolicyError(
+            f"{table.name} keeps up to {max_rows} rows per subject; the supermodular release's unit is one record",
+            code="DP219", hint="add max_rows_contributed = 1 to WITH (...): one row per subject, chosen at random",
+        )  # fmt: skip
+    delta = settings.delta
+    if not delta > 0:
+        raise errors.ProgrammingError(
+            "USING supermodular claims (ε, δ)-DP and needs δ > 0", code="DP205",
+            hint="WITH (delta = 1e-6, ...) or SET dp_delta = 1e-6",
+        )  # fmt: skip
+    trees = _trees(own.get("columns"), table)
+    heights = [t.height for t in trees]
+    eps_mech = settings.epsilon * (1.0 - supermodular.ROWS_SHARE)
+    try:
+        params = supermodular.parameters(
+            eps_mech, heights, beta=own.get("beta"), theta0=own.get("theta0", DEFAULT_THETA0),
+            lam=own.get("lambda", 1.0), kappa=own.get("kappa", 1),
+        )  # fmt: skip
+    except errors.DataError as e:
+        raise errors.ProgrammingError(f"supermodular cannot run with these parameters: {e.message}", code="DP205",
+                                      hint=e.hint or "change the WITH (...) options") from e  # fmt: skip
+    for extra in (f"{name}_hierarchy",):
+        if extra in catalog.relation_names or extra in catalog.views or catalog.protected(extra) is not None:
+            raise errors.ProgrammingError(f"A table or view named {extra} already exists", code="DP226",
+                                          hint="choose another name: the release writes NAME and NAME_hierarchy")  # fmt: skip
+    opts = {
+        "status": supermodular.CLAIM,
+        "beta": own.get("beta"),  # None: e^(−ε/2) at the run's ε
+        "theta0": params.theta0,
+        "lambda": params.lam,
+        "kappa": params.kappa,
+        "trees": trees,
+    }
+    return SynthesisPlan(
+        table=table, settings=settings, statement_sql=to_sql(stmt), name=name, mechanism="supermodular", codings=(),
+        options=opts, rows=None, bins=0, max_rows=1,
+        charge=SubjectCharge(settings.personalization, settings.epsilon, delta),
+        notes=(supermodular.CLAIM,),
+    )  # fmt: skip
+
+
+def _trees(option: str | None, table) -> list[vgh.Hierarchy]:
+    declared = table.hierarchies()
+    if option is None:
+        names = [c for c in table.columns if c in declared]
+        if not names:
+            raise errors.PolicyError(
+                f"{table.name} has no declared generalization hierarchy", code="DP328",
+                hint=f"the owner declares them ([tables.{table.name}.columns.<column>] hierarchy = ...), or name "
+                     "columns with declared domains: WITH (columns = 'sex, income')",
+            )  # fmt: skip
+    else:
+        names = [c.strip().lower() for c in option.split(",") if c.strip()]
+        if not names or len(set(names)) != len(names):
+            raise errors.ProgrammingError("columns must name each column once", code="DP205",
+                                          hint="columns = 'age, education, sex'")  # fmt: skip
+    out = []
+    for c in names:
+        if c not in table.columns:
+            raise errors.ProgrammingError(f"{table.name} has no column {c!r}", code="DP218",
+                                          hint=f"columns are: {', '.join(table.columns)}")  # fmt: skip
+        if c == table.unit:
+            raise errors.PolicyError(f"{c} is the privacy unit: it is never released", code="DP211",
+                                     hint="leave it out of columns")  # fmt: skip
+        if c in declared:
+            out.append(declared[c])
+            continue
+        col = table.columns[c]
+        if col.domain is None:
+            raise errors.PolicyError(
+                f"{table.name}.{c} has neither a generalization hierarchy nor a declared domain", code="DP328",
+                hint=f"the owner declares one ([tables.{table.name}.columns.{c}] hierarchy = ...), or leave it out",
+            )  # fmt: skip
+        flat = [v for v in col.domain if v is not None]
+        out.append(vgh.build(f"{table.name}.{c}", c, flat, sql_type=col.type, numeric=False, integer=False,
+                             domain=col.domain, bounds=None))  # fmt: skip
+    return out
+
+
+# -- running -------------------------------------------------------------------------------------
+def source_sql(plan: SynthesisPlan, charged: str, salt: int) -> str:
+    """Each charged subject's row (one, at random) as leaf nodes; interval columns as DOUBLE."""
+    from dpgate.queries.synthetic import subject_rows_sql
+
+    t = plan.table
+    trees: list[vgh.Hierarchy] = plan.options["trees"]
+    inner = subject_rows_sql(t, [h.column for h in trees], 1, charged, salt)
+    cols = []
+    for j, h in enumerate(trees):
+        c = _q(h.column)
+        if h.kind == "intervals":
+            cols.append(f"CASE WHEN {c} IS NULL THEN 'NaN'::DOUBLE ELSE CAST({c} AS DOUBLE) END AS __c{j}")
+            continue
+        typ = t.columns[h.column].type
+        whens = []
+        for node, value in h.leaf_values:
+            if value is None:
+                whens.insert(0, f"WHEN {c} IS NULL THEN {node}")
+            else:
+                whens.append(f"WHEN {c} = CAST({exp.convert(value).sql(dialect='duckdb')} AS {typ}) THEN {node}")
+        cols.append(f"CASE {' '.join(whens)} ELSE 0 END AS __c{j}")
+    return f"SELECT {', '.join(cols)} FROM ({inner})"
+
+
+def fetch_leaves(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str, salt: int) -> np.ndarray:
+    trees: list[vgh.Hierarchy] = plan.options["trees"]
+    got = con.execute(source_sql(plan, charged, salt)).fetchnumpy()
+    cols = []
+    for j, h in enumerate(trees):
+        v = got[f"__c{j}"]
+        v = np.ma.filled(v, np.nan) if np.ma.isMaskedArray(v) else np.asarray(v)
+        cols.append(vgh.leaf_of_numbers(h, v) if h.kind == "intervals" else np.asarray(v, dtype=np.int64))
+    n = len(cols[0]) if cols else 0
+    return np.stack(cols, axis=1) if cols else np.zeros((n, 0), dtype=np.int64)
+
+
+def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str) -> None:
+    """The bind check, and the size conditions at the largest |D| possible (the roster), free."""
+    bind(con, source_sql(plan, charged, 0))
+    (roster,) = con.execute(f"SELECT count(*) FROM {plan.table.roster_table_sql}").fetchone()
+    params = _parameters(plan, plan.settings.epsilon)
+    need = _need(params, plan.charge.delta, plan.settings.epsilon)
+    if roster < need[1]:
+        raise errors.ProgrammingError(
+            f"{plan.table.name} has {roster:,} subjects; the paper's size condition {need[0]} needs at least "
+            f"{math.ceil(need[1]):,} rows at these settings", code="DP205",
+            hint="generalize fewer columns or flatter hierarchies, raise theta0, delta or epsilon",
+        )  # fmt: skip
+
+
+def _parameters(plan: SynthesisPlan, run_eps: float) -> supermodular.Parameters:
+    o = plan.options
+    eps_mech = run_eps * (1.0 - supermodular.ROWS_SHARE)
+    return supermodular.parameters(eps_mech, [t.height for t in o["trees"]], beta=o["beta"], theta0=o["theta0"],
+                                   lam=o["lambda"], kappa=o["kappa"])  # fmt: skip
+
+
+def _margin(run_eps: float, delta: float) -> int:
+    """w with P(Z ≥ w) ≤ δ/2 for the row count's discrete Laplace noise: n̂ − w ≤ |D| but rarely."""
+    a = noise.discrete_laplace_alpha(run_eps * supermodular.ROWS_SHARE, 1)
+    return max(1, math.ceil(math.log(delta / 2 * (1 + a)) / math.log(a)))
+
+
+def _need(params: supermodular.Parameters, delta: float, run_eps: float) -> tuple[str, float]:
+    """(the binding condition, the least noisy row count that meets every condition)."""
+    conditions = params.min_rows(delta)
+    name = max(conditions, key=conditions.get)
+    return name, conditions[name] + _margin(run_eps, delta)
+
+
+def answer(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, debit, analyst: str, *,
+           rng: np.random.Generator, sampling: np.random.Generator) -> Answer:  # fmt: skip
+    subjects = debit.subjects
+    if subjects is None:
+        raise errors.InternalError("a generalized release needs the personalization plan of its subjects")
+    run_eps = float(subjects.parts[0].epsilon)
+    params = _parameters(plan, run_eps)
+    delta = plan.charge.delta
+    trees: list[vgh.Hierarchy] = plan.options["trees"]
+    salt = int(rng.integers(0, 2**62))
+    leaves = fetch_leaves(con, plan, debit.charged, salt)
+    n_noisy = int(len(leaves) + noise.discrete_laplace(run_eps * supermodular.ROWS_SHARE, 1, 1, rng)[0])
+    condition, need = _need(params, delta, run_eps)
+    notes = [f"{supermodular.CLAIM}: the release is labelled so in SHOW RELEASES"]
+    if n_noisy < need:
+        rows = np.zeros((1, len(trees)), dtype=np.int64)  # only the all-suppressed row
+        notes.append(f"the noisy row count {n_noisy:,} is below the {math.ceil(need):,} the paper's condition "
+                     f"{condition} needs (with a margin for the count's noise): only the '*' row is released")  # fmt: skip
+    else:
+        ancestors = [t.ancestors() for t in trees]
+        rows = supermodular.release(leaves, ancestors, params, rng=rng)
+    del leaves
+    written = _write(con, plan, rows, debit, analyst, params, n_noisy)
+    notes += [
+        f"{written - 1:,} generalized record(s) and the '*' row; each released cell covers at least θ0 = "
+        f"{params.theta0:g} of the records; records kept with probability 1 − β = {1 - params.beta:.3g}",
+        f"ε {params.epsilon:.4g} for the mechanism (ε′ = {params.eps1:.3g}), {run_eps * supermodular.ROWS_SHARE:.3g} "
+        f"for the noisy row count {n_noisy:,}; δ {delta:g} charged as claimed",
+        f"{plan.name} and {plan.name}_hierarchy are public from now on: queries over them are free",
+    ]
+    if params.eps1 >= 1:
+        notes.append(f"ε′ = {params.eps1:.3g} is outside the paper's range (0, 1)")
+    message = (f"CREATE SYNTHETIC TABLE {plan.name}: {written:,} generalized rows, {len(trees)} columns "
+               f"(supermodular, EXPERIMENTAL)")  # fmt: skip
+    return Answer([], [], [], [], {}, notes, message=message, released_rows=written)
+
+
+def _write(con, plan: SynthesisPlan, rows: np.ndarray, debit, analyst: str, params, n_noisy: int) -> int:
+    """The release, its hierarchy table and the registry row, in one transaction."""
+    from dpgate.queries.synthetic.coding import _create
+
+    trees: list[vgh.Hierarchy] = plan.options["trees"]
+    name, tree_name = plan.name, f"{plan.name}_hierarchy"
+    data = {f"__v{j}": rows[:, j].astype(np.int64) + 1 for j in range(len(trees))}
+    selects = []
+    for j, h in enumerate(trees):
+        labels = "[" + ", ".join("NULL" if x is None else exp.convert(x).sql(dialect="duckdb") for x in h.labels) + "]"
+        selects.append(f"CAST(({labels})[__v{j}] AS VARCHAR) AS {_q(h.column)}")
+    column, label, parent, level, covers = [], [], [], [], []
+    for h in trees:
+        depth, under = h.depth, h.leaves_under()
+        for node, lab in enumerate(h.labels):
+            column.append(h.column)
+            label.append(lab)
+            parent.append(h.labels[h.parent[node]] if node else None)
+            level.append(int(depth[node]))
+            covers.append([h.labels[x] for x in under[node]])
+    view = f"__dp_release_{secrets.token_hex(8)}"
+    with registry.transaction(con):
+        con.register(view, data)
+        try:
+            _create(con, name, f"CREATE TABLE main.{_q(name)} AS SELECT {', '.join(selects)} FROM {view}")
+        finally:
+            con.unregister(view)
+        _create(con, tree_name,
+                f"CREATE TABLE main.{_q(tree_name)} AS SELECT unnest($1::VARCHAR[]) AS column_name, "
+                "unnest($2::VARCHAR[]) AS label, unnest($3::VARCHAR[]) AS parent, unnest($4::INTEGER[]) AS level, "
+                "unnest($5::VARCHAR[][]) AS covers", [column, label, parent, level, covers])  # fmt: skip
+        o = plan.options
+        parameters = {
+            "options": {"status": o["status"], "beta": round(params.beta, 6), "theta0": params.theta0,
+                        "lambda": params.lam, "kappa": params.kappa, "delta": plan.charge.delta},
+            "columns": [h.column for h in trees], "hierarchies": {h.column: h.describe() for h in trees},
+            "epsilon_mechanism": params.epsilon, "epsilon_prime": params.eps1, "noisy_rows": n_noisy,
+            "personalization": plan.charge.rule, "extra_tables": [tree_name],
+        }  # fmt: skip
+        registry.record(
+            con, entry_id=debit.entry_id, name=name, kind="synthetic table", sources=[plan.table.name],
+            mechanism="supermodular", parameters=parameters, epsilon=debit.epsilon, delta=plan.charge.delta,
+            analyst=analyst, row_count=len(rows),
+        )  # fmt: skip
+    return int(len(rows))
+
+
+def explain_rows(plan: SynthesisPlan) -> list[tuple]:
+    o = plan.options
+    trees: list[vgh.Hierarchy] = o["trees"]
+    params = _parameters(plan, plan.settings.epsilon)
+    beta = "e^(−ε/2)" if o["beta"] is None else f"{o['beta']:g}"
+    condition, need = _need(params, plan.charge.delta, plan.settings.epsilon)
+    rows = [
+        ("model", "supermodular", plan.epsilon, plan.charge.delta, None, None,
+         f"{supermodular.CLAIM}. Fouad et al. 2014, Algorithm 2 (exact): each record kept with probability 1 − β "
+         f"(β = {beta} = {params.beta:.4g}), θ uniform in ({params.theta0:g}, 1), each kept record becomes one of "
+         f"its generalizations covering ≥ θ·|D| records, drawn ∝ exp(ε′·f/|D|), f = λ|ρ|/Φ + u^κ (λ = "
+         f"{params.lam:g}, κ = {params.kappa}, ε′ = {params.eps1:.3g}); ε×{supermodular.ROWS_SHARE:g} for a noisy "
+         "row count that checks the paper's size conditions"),
+        ("conditions", None, None, None, None, None,
+         f"needs a noisy row count ≥ {math.ceil(need):,} (binding: {condition}); below it only the '*' row "
+         "is released"),
+        ("release", None, None, None, None, None,
+         f"{plan.name} (one row per kept record plus the '*' row, labels) and {plan.name}_hierarchy"),
+    ]  # fmt: skip
+    for h in trees:
+        rows.append((f"column {h.column}", None, None, None, None, None, "hierarchy: " + h.describe()))
+    rows.append(("bounding", None, None, None, None, None, "one row per subject, chosen at random"))
+    return rows
