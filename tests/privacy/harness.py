@@ -26,7 +26,8 @@ a FIXED salt so that the keyed per-subject row sample is drawn identically on D 
   property I_t(g) <= I_{t+1}(g′) both ways, the width statistic by at most 1;
 - synthetic releases: the encoded source (``source_sql`` + ``encode_query``) as a multiset
   of code tuples (add/remove distance <= ``max_rows``: the model runs at ε / max_rows), and
-  every 1- and 2-way marginal (L1 <= ``max_rows``).
+  every 1- and 2-way marginal (L1 <= ``max_rows``); for the supermodular release the records as
+  tuples of hierarchy leaves (L1 <= 1: one record per subject; every cube count is a sum of them).
 
 ``compare`` returns every violation with its numbers; ``assert_neighbours`` raises
 ``NeighbourViolation`` (an AssertionError) listing them.
@@ -368,6 +369,12 @@ def _synthetic(con, plan: SynthesisPlan, charged: str, salt: int) -> Exact:
         for s in seqs.values():
             counts[tuple(s)] = counts.get(tuple(s), 0) + 1
         return Exact("synthetic", plan, {"sequences": Statistic("sequences", counts, l1=1)}, {"rows": len(got)})
+    if plan.mechanism == "supermodular":  # the records as leaf tuples: one subject is one record
+        from dpgate.queries.synthetic import generalized
+
+        leaves = generalized.fetch_leaves(con, plan, charged, salt)
+        counts = _counts(leaves)
+        return Exact("synthetic", plan, {"records": Statistic("records", counts, l1=1)}, {"rows": len(leaves)})
     if plan.mechanism == "privtree":  # the points: one subject moves at most max_rows of them
         from dpgate.queries.synthetic import synopsis
 
