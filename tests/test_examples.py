@@ -85,3 +85,11 @@ def test_privtree_sequences_prints_both_tables():
     assert "careers (mvad): 712 sequences, 6 symbols" in out and "msnbc-shaped: 3,000 sequences, 17 symbols" in out
     rows = [line for line in out.splitlines() if re.match(r"^\s*(0\.1|0\.2|0\.4|0\.8|1\.6)\s", line)]
     assert len(rows) == 10 and out.count("truncate: top-10") == 2
+
+
+def test_supermodular_adult_prints_the_error_table():
+    out = _run("supermodular_adult.py", "--runs", "1", "--queries", "100", "--epsilons", "1")
+    rows = [line.split() for line in out.splitlines() if re.match(r"^\s*1\s+\w+\s+[0-9.]+\s+[0-9.]+", line)]
+    assert [r[1] for r in rows] == ["supermodular", "privbayes", "mst", "independent"]
+    assert all(float(r[2]) >= 0 and float(r[3]) >= 0 for r in rows)
+    assert "claimed by the paper, not proved" in out
