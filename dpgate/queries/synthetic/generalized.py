@@ -242,7 +242,7 @@ def answer(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, debit, analyst: 
     leaves = fetch_leaves(con, plan, debit.charged, salt)
     n_noisy = int(len(leaves) + noise.discrete_laplace(run_eps * supermodular.ROWS_SHARE, 1, 1, rng)[0])
     condition, need = _need(params, delta, run_eps)
-    notes = [f"{supermodular.CLAIM}: the release is labelled so in SHOW RELEASES"]
+    notes: list[str] = []  # the plan's note states the claim
     if n_noisy < need:
         rows = np.zeros((1, len(trees)), dtype=np.int64)  # only the all-suppressed row
         notes.append(f"the noisy row count {n_noisy:,} is below the {math.ceil(need):,} the paper's condition "
