@@ -30,7 +30,7 @@ from dpgate.frontend.dialect import parse_one, to_duckdb, to_sql
 from dpgate.frontend.settings import Session, literal_value
 from dpgate.ledger import Cost, Ledger
 from dpgate.queries.analysis import query_hash
-from dpgate.queries.base import Context, Run, explain_head
+from dpgate.queries.base import Context, Run, bind_scope, explain_head
 from dpgate.release import ReleaseInfo, Result
 
 
@@ -96,7 +96,7 @@ class Gateway:
         if self._catalog is None or fp != self._fingerprint:
             self._catalog = catalog_mod.load(self._con)
             self._fingerprint = fp
-        return dataclasses.replace(self._catalog, views=catalog_mod.Views(self._con))
+        return dataclasses.replace(self._catalog, views=catalog_mod.Views.from_fingerprint(fp))
 
     def _randomness(self) -> noise.Randomness:
         self._queries += 1
@@ -212,7 +212,8 @@ class Gateway:
         qc, plan = self._plan(classified, cat)
         randomness = self._randomness()
         cost = self._cost(plan, sql, randomness.private)
-        qc.bind_check(self._con, plan, f"(SELECT unit, 0 AS part FROM {plan.table.roster_table_sql})")
+        with bind_scope((self._instance.path, self._fingerprint)):  # tables and views as this statement saw them
+            qc.bind_check(self._con, plan, f"(SELECT unit, 0 AS part FROM {plan.table.roster_table_sql})")
         debit = self.ledger.reserve(cost)  # --- debit before release: from here on, charged
         try:
             if plan.charge.rule == "sample" and debit.temp:

@@ -174,10 +174,12 @@ class Ledger:
             )  # fmt: skip
         if delta > dq - ds:
             raise errors.BudgetExceededError(
-                f"Answering would exceed your analyst δ quota: δ={cost.delta:g} asked (for DP key selection), "
+                f"Answering would exceed your analyst δ quota: δ={cost.delta:g} asked"
+                f"{' (for DP key selection)' if cost.mechanism != 'supermodular' else ''}, "
                 f"{float(max(dq - ds, 0)):g} of your {float(dq):g} left", code="DP402",
                 hint=f"Requested: δ={cost.delta:g} / Remaining: δ={float(max(dq - ds, 0)):g}; "
-                "use declared domains (no δ) or a smaller delta (SHOW BUDGET shows your quota)",
+                + ("use declared domains (no δ) or a smaller delta" if cost.mechanism != "supermodular"
+                   else "ask the owner for more δ quota") + " (SHOW BUDGET shows your quota)",
                 requested=cost.delta, remaining=float(max(dq - ds, 0)),
             )  # fmt: skip
         return eq - es, dq - ds
@@ -240,7 +242,7 @@ class Ledger:
             )  # fmt: skip
         return errors.BudgetExceededError(
             f"No subject of {table.name} has budget left for this query: {no_eps:,} have spent their ε and "
-            f"{no_delta:,} have less than the δ={cost.delta:g} key selection needs of their lifetime δ ({lifetime})",
+            f"{no_delta:,} have less than the δ={cost.delta:g} this query needs of their lifetime δ ({lifetime})",
             code="DP403",
             hint="SHOW BUDGET shows subjects' ε and δ; GROUP BY a declared domain spends no δ",
             budget="subject epsilon and delta", requested=cost.epsilon,

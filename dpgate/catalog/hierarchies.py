@@ -101,13 +101,21 @@ class Hierarchy:
             "kind": self.kind, "labels": list(self.labels), "parent": list(self.parent),
             "leaf_values": [list(p) for p in self.leaf_values], "breaks": list(self.breaks),
             "lower": self.lower, "upper": self.upper,
-        })  # fmt: skip
+        })  # fmt: skip (``Owner`` stores the declaration beside it, as "spec")
 
     @classmethod
     def from_json(cls, column: str, text: str | Mapping) -> Hierarchy:
+        """A stored tree, checked for the shape every walk over it relies on (parents first)."""
         d = json.loads(text) if isinstance(text, str) else text
-        return cls(column, d["kind"], tuple(d["labels"]), tuple(d["parent"]),
-                   tuple((int(n), v) for n, v in d["leaf_values"]), tuple(d["breaks"]), d["lower"], d["upper"])  # fmt: skip
+        parent = tuple(int(p) for p in d["parent"])
+        labels = tuple(d["labels"])
+        ok = (len(parent) == len(labels) >= 1 and parent[0] == -1 and labels[0] == ROOT
+              and all(0 <= p < i for i, p in enumerate(parent) if i))  # fmt: skip
+        leaves = tuple((int(n), v) for n, v in d["leaf_values"])
+        ok = ok and all(0 < n < len(parent) for n, _ in leaves) and len({json.dumps(x) for x in labels}) == len(labels)
+        if not ok:
+            raise _bad(column, "the stored tree is malformed", "declare it again (Owner.declare(..., hierarchy=...))")
+        return cls(column, d["kind"], labels, parent, leaves, tuple(d["breaks"]), d["lower"], d["upper"])
 
 
 def _bad(where: str, message: str, hint: str | None = None) -> errors.Error:

@@ -125,6 +125,7 @@ class Owner:
         A seeded analyst can reproduce the noise, and so remove it: grant this only to test
         accounts, never on real data.
         """
+        _check_flag("allowed", allowed)
         with self._transaction() as con:
             if not con.execute(f"SELECT 1 FROM {catalog.SCHEMA}.analysts WHERE name = ?", [analyst]).fetchone():
                 raise errors.PolicyError(f"Unknown analyst {analyst!r}", code="DP302", hint="add_analyst() first")
@@ -196,6 +197,14 @@ class Owner:
             )
         _check_positive_int("max_rows", max_rows)
         options = dict(options or {})
+        reserved = sorted(set(options) & {"experimental", "hierarchies", "graph", "max_groups_default"})
+        if reserved:
+            raise errors.PolicyError(
+                f"{', '.join(reserved)} cannot be set through options", code="DP312",
+                hint="use protect(experimental=..., hierarchies=...) or the policy keys experimental / hierarchy",
+            )  # fmt: skip
+        if experimental is not None:
+            _check_flag("experimental", experimental)
         if max_groups is None:  # not declared: 1 for the counting class, unbiased top-k counts (see topk)
             max_groups = 1
             options["max_groups_default"] = True
@@ -315,6 +324,7 @@ class Owner:
                 self._declare(con, table, cols, col, bounds=(lo, hi))
             for col, spec in (hierarchies or {}).items():
                 self._declare_hierarchy(con, table, cols, col, spec)
+            self._revalidate_hierarchies(con, table, cols, skip=set(hierarchies or {}))
             n = self._refresh_roster(con, table)
         if not public_roster:
             warnings.warn(
@@ -474,6 +484,18 @@ class Owner:
                 self._declare(con, table, cols, column, domain=domain, bounds=bounds)
             if hierarchy is not None:
                 self._declare_hierarchy(con, table, cols, column, hierarchy)
+            self._revalidate_hierarchies(con, table, cols, skip={column.lower()} if hierarchy is not None else set())
+
+    def _revalidate_hierarchies(self, con, table: str, cols: dict[str, str], skip: set[str]) -> None:
+        """Rebuild every stored tree from its declaration against the column's current domain and
+        bounds: a re-declared domain or bounds must still fit the tree (else DP327), never leave it stale."""
+        (options,) = con.execute(
+            f"SELECT options FROM {catalog.SCHEMA}.protected_tables WHERE table_name = ?", [table]
+        ).fetchone()
+        stored = (json.loads(options) if options else {}).get("hierarchies") or {}
+        for column, tree in stored.items():
+            if column not in skip:
+                self._declare_hierarchy(con, table, cols, column, tree["spec"])
 
     def _declare_hierarchy(self, con, table: str, cols: dict[str, str], column: str, spec: Any) -> None:
         """Validate a hierarchy against the column's declared domain or bounds and store it."""
@@ -489,6 +511,12 @@ class Owner:
         ).fetchone()
         lo, hi, dom = row if row else (None, None, None)
         sql_type = cols[column]
+        intervals = isinstance(spec, Mapping) and bool(set(spec) & {"widths", "breaks"})
+        if dom is None and not intervals:
+            raise errors.PolicyError(
+                f"A hierarchy of values needs {table}.{column}'s declared domain: its leaves are those values",
+                code="DP327", hint="declare domain = [...] for the column too (from a codebook, not from the rows)",
+            )  # fmt: skip
         if catalog.is_temporal_type(sql_type):
             raise errors.PolicyError(f"Hierarchies of {sql_type} columns are not supported ({table}.{column})",
                                      code="DP327", hint="generalize a derived integer or text column instead")  # fmt: skip
@@ -501,7 +529,7 @@ class Owner:
             f"SELECT options FROM {catalog.SCHEMA}.protected_tables WHERE table_name = ?", [table]
         ).fetchone()
         options = json.loads(options) if options else {}
-        options.setdefault("hierarchies", {})[column] = json.loads(tree.to_json())
+        options.setdefault("hierarchies", {})[column] = {**json.loads(tree.to_json()), "spec": spec}
         con.execute(f"UPDATE {catalog.SCHEMA}.protected_tables SET options = ? WHERE table_name = ?",
                     [json.dumps(options), table])  # fmt: skip
 
@@ -860,9 +888,10 @@ class Owner:
                 bounds=bounds,
                 options=spec.get("options"),
                 subjects=spec.get("subjects"),
-                public_roster=bool(spec.get("public_roster", False)),
+                public_roster=_check_flag(f"[tables.{tname}] public_roster", spec.get("public_roster", False)),
                 hierarchies=trees,
-                experimental=bool(spec["experimental"]) if "experimental" in spec else None,
+                # the policy is authoritative: a table whose entry no longer says experimental = true is closed
+                experimental=_check_flag(f"[tables.{tname}] experimental", spec.get("experimental", False)),
             )
             done.append(f"protected {tname} (unit {spec['unit']})")
         for gname, spec in policy.get("graphs", {}).items():
@@ -877,7 +906,7 @@ class Owner:
                 nodes=spec["nodes"],
                 node_column=spec.get("node_column"),
                 epsilon=spec.get("epsilon"),
-                allow_kclique=bool(spec.get("allow_kclique", False)),
+                allow_kclique=_check_flag(f"[graphs.{gname}] allow_kclique", spec.get("allow_kclique", False)),
             )
             done.append(f"protected graph {gname} ({spec['src']} - {spec['dst']})")
         for aname, spec in policy.get("analysts", {}).items():
@@ -895,7 +924,7 @@ class Owner:
                 delta_per_query=spec.get("delta_per_query"),
             )
             if "allow_test_seed" in spec:
-                self.allow_test_seed(aname, bool(spec["allow_test_seed"]))
+                self.allow_test_seed(aname, _check_flag(f"[analysts.{aname}] allow_test_seed", spec["allow_test_seed"]))
             if "scram" in spec:  # a login for dpgate serve: a verifier, never a password, in a file
                 self.set_login(aname, verifier=spec["scram"])
             done.append(f"analyst {aname} (epsilon quota {spec['epsilon']})")
@@ -936,6 +965,13 @@ def _exists(con, name: str) -> bool:
 def _check_positive_int(label: str, value: Any) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise errors.PolicyError(f"{label} must be a positive integer, got {value!r}", code="DP312")
+
+
+def _check_flag(where: str, value: Any) -> bool:
+    """A true/false switch: only a real boolean (``"false"`` is a non-empty string, so truthy)."""
+    if not isinstance(value, bool):
+        raise errors.PolicyError(f"{where} must be true or false, got {value!r}", code="DP330")
+    return value
 
 
 def _check_keys(where: str, mapping: Any, allowed: Iterable[str]) -> None:

@@ -212,6 +212,10 @@ class Views:
         self._con = con
         self._sql = sql
 
+    @classmethod
+    def from_fingerprint(cls, fp: frozenset) -> Views:
+        return cls(sql={name: sql for kind, name, sql in fp if kind == "view"})
+
     def _load(self) -> dict[str, str]:
         if self._sql is None:
             self._sql = dict(
@@ -255,16 +259,19 @@ def subjects_view(roster: str) -> str:
 
 
 FINGERPRINT_SQL = f"""
-SELECT 'catalog_version', value FROM {SCHEMA}.settings WHERE key = 'catalog_version'
-UNION ALL SELECT lower(table_name), sql FROM duckdb_tables() WHERE database_name = current_database() AND NOT temporary
+SELECT 'setting', 'catalog_version', value FROM {SCHEMA}.settings WHERE key = 'catalog_version'
+UNION ALL SELECT 'table', lower(table_name), sql FROM duckdb_tables() WHERE database_name = current_database()
+  AND NOT temporary
+UNION ALL SELECT 'view', lower(view_name), sql FROM duckdb_views() WHERE database_name = current_database()
+  AND schema_name = 'main' AND NOT internal AND NOT temporary
 """
 
 
 def fingerprint(con: duckdb.DuckDBPyConnection) -> frozenset:
-    """Changes whenever the owner changes declarations or any table's definition.
+    """Changes whenever the owner changes declarations, any table's definition or any view.
 
-    (A table's ``sql`` is its CREATE statement, constraints included, so ALTER changes it.
-    Views are not part of it: they are read fresh for every statement, see ``Views``.)
+    (A table's ``sql`` is its CREATE statement, constraints included, so ALTER changes it; a
+    view's SQL is in it too, see ``Views.from_fingerprint``.)
     """
     return frozenset(con.execute(FINGERPRINT_SQL).fetchall())
 

@@ -9,7 +9,10 @@ explains the plan, and answers after the debit. The gateway iterates the registr
 
 from __future__ import annotations
 
+import contextvars
+import threading
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -193,6 +196,25 @@ def explain_head(plan) -> tuple:
     )
 
 
+#: The schema a statement's binds are checked against (set by the gateway around ``bind_check``):
+#: the catalog fingerprint (every table's CREATE statement and the owner's catalog version) and the
+#: views' SQL. A statement that bound once binds again while they are unchanged, so its EXPLAIN is
+#: skipped; failures are never cached.
+_BIND_SCOPE: contextvars.ContextVar[tuple | None] = contextvars.ContextVar("dpgate_bind_scope", default=None)
+_BOUND: dict[tuple, None] = {}
+_BOUND_LOCK = threading.Lock()
+_BOUND_MAX = 4096
+
+
+@contextmanager
+def bind_scope(scope: tuple):
+    token = _BIND_SCOPE.set(scope)
+    try:
+        yield
+    finally:
+        _BIND_SCOPE.reset(token)
+
+
 def bind(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None, *, public: bool = False) -> None:
     """EXPLAIN one statement a run will send (binder and optimizer, no execution), before
     anything is charged.
@@ -204,6 +226,10 @@ def bind(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None, *, public
     ``public`` statement (one that reads no protected row, e.g. casting a declared domain)
     is run instead, so that its runtime errors are caught here too.
     """
+    scope = None if public else _BIND_SCOPE.get()
+    key = (scope, sql, repr(params)) if scope is not None else None
+    if key is not None and key in _BOUND:
+        return
     try:
         con.execute(sql if public else f"EXPLAIN {sql}", params)
     except duckdb.Error as e:
@@ -212,6 +238,11 @@ def bind(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None, *, public
             code="DP230",
             hint="fix the SQL; nothing was charged",
         ) from e
+    if key is not None:
+        with _BOUND_LOCK:
+            if len(_BOUND) >= _BOUND_MAX:
+                _BOUND.clear()
+            _BOUND[key] = None
 
 
 def restrict_to_charged(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -135,7 +137,7 @@ def test_policy_files_declare_hierarchies_and_the_experimental_flag(make_db, tmp
         assert o.catalog().tables["people"].hierarchies()["job"].height == 1
         with pytest.raises(errors.PolicyError, match="not supported"):
             o.declare("people", "day", hierarchy={"widths": [7]})
-        with pytest.raises(errors.PolicyError, match="without a declared domain"):
+        with pytest.raises(errors.PolicyError, match="needs people.id's declared domain"):
             o.declare("people", "id", hierarchy=["1", "2"])
         with pytest.raises(errors.PolicyError, match="no column"):
             o.declare("people", "nope", hierarchy=["a"])
@@ -143,3 +145,43 @@ def test_policy_files_declare_hierarchies_and_the_experimental_flag(make_db, tmp
     bad.write_text(POLICY.replace('Clinic = ["nurse", "doctor"]', 'Clinic = ["nurse"]'))
     with Owner(db) as o, pytest.raises(errors.PolicyError, match="'doctor' is not a leaf"):
         o.apply_policy(bad)
+
+
+def test_trees_follow_their_column_and_cannot_be_smuggled_in(make_db, tmp_path):
+    db = make_db("CREATE TABLE people (id INTEGER, age INTEGER, job VARCHAR, day DATE)")
+    policy = tmp_path / "p.toml"
+    policy.write_text(POLICY)
+    with Owner(db) as o:
+        o.apply_policy(policy)
+        # a new declared value must find its place in the tree: the stored tree is checked again
+        with pytest.raises(errors.PolicyError, match="'vet' is not a leaf"):
+            o.declare("people", "job", domain=["cook", "chef", "nurse", "doctor", "vet"])
+        o.declare("people", "job", domain=["cook", "chef", "nurse", "doctor", "vet"],
+                  hierarchy={"Kitchen": ["cook", "chef"], "Clinic": ["nurse", "doctor", "vet"]})
+        assert o.catalog().tables["people"].hierarchies()["job"].labels[-1] == "vet"
+        # new bounds rebuild the interval ladder from its declaration
+        o.declare("people", "age", bounds=(0, 120))
+        assert o.catalog().tables["people"].hierarchies()["age"].upper == 120
+        # the tree and the switch are declared only through their own keys, never as raw options
+        for key in ("hierarchies", "experimental"):
+            with pytest.raises(errors.PolicyError, match="cannot be set through options"):
+                o.protect("people", unit="id", options={key: {"job": {"parent": [-1, 2, 1]}}})
+        # a policy re-applied without experimental = true closes the table again
+        policy.write_text(POLICY.replace("experimental = true\n", ""))
+        o.apply_policy(policy)
+        assert not o.catalog().tables["people"].experimental
+        for where, old, text in (("experimental", "experimental = true", 'experimental = "false"'),
+                                 ("public_roster", "public_roster = true", 'public_roster = "yes"')):
+            policy.write_text(POLICY.replace(old, text))
+            with pytest.raises(errors.PolicyError, match=f"{where} must be true or false"):
+                o.apply_policy(policy)
+        with pytest.raises(errors.PolicyError, match="true or false"):
+            o.allow_test_seed("alice", "false")
+
+
+def test_a_malformed_stored_tree_is_refused_when_used():
+    good = values({"G": ["a", "b"]})
+    data = json.loads(good.to_json())
+    data["parent"] = [-1, 2, 1, 1]  # a cycle would make every walk over it loop forever
+    with pytest.raises(errors.PolicyError, match="malformed"):
+        hierarchies.Hierarchy.from_json("c", data)

@@ -41,7 +41,12 @@ def test_parameter_formulas():
     assert q.max_generalizations == 8 and q.nu == 4
     assert q.t_prime() == pytest.approx(0.36 * 8 * math.exp(q.eps1 * (1 / q.phi_l + 1)) / 0.4)
     need = q.min_rows(1e-6)
-    assert need["max|a⁺| / |D|² ≤ δ/2"] == pytest.approx(4000.0) and need["|D| ≥ ν^κ"] == 4
+    assert need["max|a⁺| / |D|² ≤ δ/4"] == pytest.approx(math.sqrt(32e6)) and need["|D| ≥ ν^κ"] == 4
+    # the random threshold's bound at the least |D| the condition allows is δ/2, and it decreases
+    n = need["the random threshold's leak ≤ δ/2"]
+    assert q.threshold_delta(n) == pytest.approx(0.5e-6, rel=1e-9) and q.threshold_delta(2 * n) < 0.5e-6
+    # the count matrix's public bound: distinct records ≤ min(rows, Π (leaves + 1)), times max|a⁺|
+    assert sm.max_cells(q, [16, 2], 10**6) == 17 * 3 * 8 and sm.max_cells(q, [16, 2], 20) == 20 * 8
 
 
 @pytest.mark.parametrize("kwargs, words", [
@@ -49,6 +54,7 @@ def test_parameter_formulas():
     ({"beta": 0.2}, "must lie in"),
     ({"theta0": 1.0}, "theta0"),
     ({"lam": 0.0}, "lambda"),
+    ({"lam": 1e7}, "lambda"),  # unbounded λ overflowed λ·|ρ|/Φ into NaN, after the debit, only on large tables
     ({"kappa": 0}, "kappa"),
     ({"weights": [(0.5, 0.2)]}, "not decrease"),
 ])  # fmt: skip
@@ -199,3 +205,42 @@ def test_an_empty_table_releases_only_the_suppressed_row():
     params = sm.parameters(1.0, [2], beta=0.5)
     out = sm.release(np.zeros((0, 1), dtype=np.int64), [TOY.ancestors()], params, rng=np.random.default_rng(0))
     assert out.tolist() == [[0]]
+
+
+def _two_cell_lower_bound(c: int, eps: float, beta: float, theta0: float) -> tuple[float, float]:
+    """(δ needed at ε, threshold_delta) for one flat column, c records F and c − 1 records M, when
+    one F record is removed: the event "an F row and no M row" (the audit's counterexample).
+
+    On D, θ in ((c−1)/|D|, c/|D|] makes F frequent and M not; without the record both cross together.
+    """
+    flat = hierarchies.build("t.g", "g", ["F", "M"], sql_type="VARCHAR", numeric=False, integer=False,
+                             domain=None, bounds=None)  # fmt: skip
+    anc = [flat.ancestors()]
+    params = sm.parameters(eps, [1], beta=beta, theta0=theta0)
+    levels = sm.level_vectors(params.heights)
+    F, M = flat.labels.index("F"), flat.labels.index("M")
+
+    def p_event(n_f, n_m):
+        data = np.array([[F]] * n_f + [[M]] * n_m)
+        counts = sm.cube_counts(data, anc, levels)
+        n = n_f + n_m
+        cuts = sorted({theta0, 1.0} | {x / n for x in np.unique(counts.counts) if theta0 < x / n < 1.0})
+        total = 0.0
+        for lo, hi in zip(cuts, cuts[1:]):
+            law = sm.laws(counts, params, (lo + hi) / 2 * n)
+            pick = {int(counts.records[g, 0]): law[g, 1] for g in range(len(counts.records))}  # level 1: the value
+            some_f = 1 - (1 - (1 - beta) * pick[F]) ** n_f
+            no_m = (1 - (1 - beta) * pick[M]) ** n_m
+            total += (hi - lo) / (1 - theta0) * some_f * no_m
+        return total
+
+    delta = p_event(c, c - 1) - math.exp(eps) * p_event(c - 1, c - 1)
+    return delta, params.threshold_delta(2 * c - 1)
+
+
+@pytest.mark.parametrize("c", [100, 1000])
+def test_the_random_threshold_leaks_of_order_one_over_n_and_the_charged_bound_covers_it(c):
+    delta, bound = _two_cell_lower_bound(c, 2.0, 0.5, 0.05)
+    n = 2 * c - 1
+    assert delta > 0.8 / (n * (1 - 0.05))  # the paper's o(1) = h^k/|D|² would be ~1/n² here: far too small
+    assert delta <= bound  # what dpgate charges for (δ/2 ≥ threshold_delta) covers this leak

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -10,57 +11,93 @@ import dpgate
 from dpgate.catalog.owner import Owner
 from dpgate.mechanisms import supermodular
 
-STATEMENT = ("CREATE SYNTHETIC TABLE gen FROM adult USING supermodular WITH (epsilon = 1, "
-             "columns = 'age, education, sex, income')")  # fmt: skip
+ADULT = Path(__file__).resolve().parents[2] / "examples" / "data" / "adult.parquet"
+EDUCATION = {"No diploma": ["Preschool", "1st-4th", "5th-6th", "7th-8th", "9th", "10th", "11th", "12th"],
+             "Diploma": {"School": ["HS-grad"], "College": ["Some-college", "Assoc-voc", "Assoc-acdm"],
+                         "Degree": ["Bachelors", "Masters", "Prof-school", "Doctorate"]}}  # fmt: skip
+STATEMENT = ("CREATE SYNTHETIC TABLE gen FROM adult USING supermodular WITH (epsilon = 1, delta = 0.05, "
+             "columns = 'age, sex, income')")  # fmt: skip
 
 
-def test_a_release_writes_labels_of_the_declared_trees_and_says_it_is_experimental(demo_db):
-    with dpgate.connect(str(demo_db), analyst="demo", test_seed=3) as con:
+@pytest.fixture
+def adult(make_db):
+    """Adult with generalization hierarchies and a δ budget this mechanism can honestly be charged."""
+    domain = [v for group in (EDUCATION["No diploma"], *EDUCATION["Diploma"].values()) for v in group]
+    return make_db(
+        f"CREATE TABLE adult AS SELECT * FROM read_parquet('{ADULT}')",
+        protect={"adult": {
+            "unit": "person_id", "epsilon": 10.0, "subject_delta": 0.5, "experimental": True,
+            "domains": {"sex": ["Female", "Male"], "income": ["<=50K", ">50K"], "education": domain},
+            "bounds": {"age": (17, 90)},
+            "hierarchies": {"age": {"widths": [5, 10, 20]}, "education": EDUCATION, "sex": ["Female", "Male"]},
+        }},
+        analysts={"alice": {"epsilon": 100.0, "delta": 1.0, "delta_per_query": 0.5}},
+    )  # fmt: skip
+
+
+def test_a_release_writes_labels_of_the_declared_trees_and_says_it_is_experimental(adult):
+    with dpgate.connect(str(adult), analyst="alice", test_seed=3) as con:
         before = con.budget()
         cur = con.execute(STATEMENT)
         assert "EXPERIMENTAL" in cur.message
         assert any(supermodular.CLAIM in m for m in cur.messages), cur.messages
-        assert cur.release.epsilon == 1.0
+        assert cur.release.epsilon == 1.0 and cur.release.delta == 0.05
         labels = {}
         for column, label in con.execute("SELECT column_name, label FROM gen_hierarchy").fetchall():
             labels.setdefault(column, set()).add(label)
-        assert labels["education"] >= {"*", "No diploma", "Primary", "Doctorate"}
-        rows = con.execute("SELECT age, education, sex, income FROM gen").fetchall()
+        assert labels["age"] >= {"*", "17-19", "20-39", "90"} and labels["income"] == {"*", "<=50K", ">50K"}
+        rows = con.execute("SELECT age, sex, income FROM gen").fetchall()
         for row in rows:
-            for column, value in zip(("age", "education", "sex", "income"), row):
+            for column, value in zip(("age", "sex", "income"), row):
                 assert value in labels[column]
-        assert ("*", "*", "*", "*") in rows
+        assert ("*", "*", "*") in rows
         # Binomial(|D|, 1 − β) kept records plus the '*' row, |D| = 32,561, β = e^(−0.98/2)
         keep = 1 - math.exp(-0.49)
         assert abs(len(rows) - 1 - 32_561 * keep) < 5 * math.sqrt(32_561 * keep * (1 - keep))
         (rel,) = [r for r in con.execute("SHOW RELEASES").fetchall() if r[0] == "gen"]
-        assert rel[3] == "supermodular" and rel[5] == 1e-6 and supermodular.CLAIM in rel[10]
+        assert rel[3] == "supermodular" and rel[5] == 0.05 and supermodular.CLAIM in rel[10]
         after = con.budget()
-        assert after[1] == pytest.approx(before[1] - 1e-6) and after[0] == pytest.approx(before[0] - 1)
+        assert after[1] == pytest.approx(before[1] - 0.05) and after[0] == pytest.approx(before[0] - 1)
         con.execute("DROP SYNTHETIC TABLE gen")
         names = {r[0] for r in con.execute("SHOW TABLES").fetchall()}
         assert "gen" not in names and "gen_hierarchy" not in names
+    with Owner(adult, create=False) as o:  # every subject paid the δ as well as the ε
+        (spent,) = o.con.execute(f"SELECT DISTINCT delta_spent FROM {o.catalog().tables['adult'].roster_sql}").fetchall()[0]
+        assert float(spent) == pytest.approx(0.05)
 
 
-def test_explain_shows_the_claim_the_conditions_and_the_trees(demo_db):
-    with dpgate.connect(str(demo_db), analyst="demo") as con:
+def test_explain_shows_the_claim_the_conditions_and_the_trees(adult):
+    with dpgate.connect(str(adult), analyst="alice") as con:
         text = "\n".join(str(r) for r in con.execute("EXPLAIN PRIVACY " + STATEMENT).fetchall())
-    assert supermodular.CLAIM in text and "needs a noisy row count ≥" in text
-    assert "hierarchy: 16 leaf values in 26 nodes, height 3" in text  # education
+    assert supermodular.CLAIM in text and "needs a noisy row count ≥" in text and "personalization: threshold" in text
+    assert "hierarchy: 16 leaf intervals in 28 nodes, height 3" in text  # age
+
+
+def test_the_demo_refuses_it_at_its_delta_and_says_which_delta_it_needs(demo_db):
+    """The random threshold leaks with probability ~max|a⁺|/(θ0(1−θ0)|D|): no δ of 1e-6 covers it on Adult."""
+    with dpgate.connect(str(demo_db), analyst="demo") as con:
+        before = con.budget()
+        with pytest.raises(dpgate.Error) as e:
+            con.execute("CREATE SYNTHETIC TABLE g FROM adult USING supermodular WITH (epsilon = 1, columns = 'sex, income')")
+        assert e.value.code == "DP205" and "random threshold" in str(e.value) and "δ must be at least" in e.value.hint
+        assert con.budget() == before
 
 
 @pytest.mark.parametrize("options, code, words", [
-    ("epsilon = 1", "DP205", "size condition"),  # every hierarchy column: 31,104 generalizations per record
-    ("epsilon = 1, columns = 'sex, income', beta = 0.3", "DP205", "must lie in"),
-    ("epsilon = 1, columns = 'sex, income', max_rows_contributed = 2", "DP219", "one record"),
-    ("epsilon = 1, columns = 'sex, income', personalization = 'minimum'", "DP219", "after the debit"),
+    ("epsilon = 1, delta = 0.05, theta0 = 0.01", "DP205", "random threshold"),  # age, education, sex
+    ("epsilon = 1, delta = 0.05, columns = 'sex, income', beta = 0.3", "DP205", "must lie in"),
+    ("epsilon = 1, delta = 0.05, columns = 'sex, income', max_rows_contributed = 2", "DP219", "one record"),
+    ("epsilon = 1, delta = 0.05, columns = 'sex, income', personalization = 'sample'", "DP219", "threshold"),
+    ("epsilon = 1, delta = 0.05, columns = 'sex, income', personalization = 'minimum'", "DP219", "threshold"),
     ("epsilon = 1, columns = 'sex, income', delta = 0", "DP205", "δ > 0"),
-    ("epsilon = 1, columns = 'fnlwgt'", "DP328", "neither a generalization hierarchy"),
-    ("epsilon = 1, columns = 'person_id'", "DP211", "privacy unit"),
-    ("epsilon = 1, columns = 'sex', degree = 2", "DP204", "not an option"),
+    ("epsilon = 1, delta = 0.05, columns = 'sex, income', lambda = 1e7", "DP205", ""),
+    ("epsilon = 1, delta = 0.05, columns = 'fnlwgt'", "DP328", "neither a generalization hierarchy"),
+    ("epsilon = 1, delta = 0.05, columns = 'person_id'", "DP211", "privacy unit"),
+    ("epsilon = 1, delta = 0.05, columns = 'sex', degree = 2", "DP204", "not an option"),
+    ("epsilon = 1, delta = 0.0001, columns = 'sex, income'", "DP205", "δ must be at least"),
 ])  # fmt: skip
-def test_refusals_charge_nothing(demo_db, options, code, words):
-    with dpgate.connect(str(demo_db), analyst="demo") as con:
+def test_refusals_charge_nothing(adult, options, code, words):
+    with dpgate.connect(str(adult), analyst="alice") as con:
         before = con.budget()
         with pytest.raises(dpgate.Error) as e:
             con.execute(f"CREATE SYNTHETIC TABLE gen FROM adult USING supermodular WITH ({options})")
@@ -83,16 +120,22 @@ def test_only_tables_the_owner_opened_to_experiments(make_db):
         with pytest.raises(dpgate.Error) as e:
             con.execute("CREATE SYNTHETIC TABLE x FROM t USING supermodular WITH (epsilon = 1, columns = 'g')")
         assert e.value.code == "DP328" and "experimental = true" in e.value.hint
+    with Owner(db) as o:  # a string is not a switch: "false" would be truthy
+        with pytest.raises(dpgate.Error, match="true or false"):
+            o.protect("t", unit="id", max_rows=2, budget_column="budget", experimental="false")
+        with pytest.raises(dpgate.Error, match="cannot be set through options"):
+            o.protect("t", unit="id", max_rows=2, budget_column="budget", options={"experimental": True})
 
 
 def test_below_the_size_conditions_only_the_suppressed_row_is_released(make_db):
     # 5,000 subjects on the roster (the free check passes), but only 100 have ε = 1 left: under the
-    # threshold rule the noisy row count (~100) is far below the ~2,700 the conditions need.
-    db = make_db(SETUP, protect={"t": {"unit": "id", "max_rows": 2, "budget_column": "budget",
-                                       "domains": {"g": ["a", "b"]}, "experimental": True}})  # fmt: skip
+    # threshold rule the noisy row count (~100) is far below the ~2,000 the conditions need at δ = 0.3.
+    db = make_db(SETUP, protect={"t": {"unit": "id", "max_rows": 2, "budget_column": "budget", "subject_delta": 0.9,
+                                       "domains": {"g": ["a", "b"]}, "experimental": True}},
+                 analysts={"alice": {"epsilon": 100.0, "delta": 1.0, "delta_per_query": 0.5}})  # fmt: skip
     with dpgate.connect(str(db), analyst="alice", test_seed=4) as con:
-        cur = con.execute("CREATE SYNTHETIC TABLE x FROM t USING supermodular WITH (epsilon = 1, columns = 'g', "
-                          "max_rows_contributed = 1, personalization = 'threshold')")  # fmt: skip
+        cur = con.execute("CREATE SYNTHETIC TABLE x FROM t USING supermodular WITH (epsilon = 1, delta = 0.3, "
+                          "columns = 'g', max_rows_contributed = 1, theta0 = 0.5)")  # fmt: skip
         assert any("only the '*' row is released" in m for m in cur.messages), cur.messages
         assert con.execute("SELECT * FROM x").fetchall() == [("*",)]
     with Owner(db, create=False) as o:
@@ -103,10 +146,11 @@ def test_below_the_size_conditions_only_the_suppressed_row_is_released(make_db):
 def test_a_flat_tree_from_a_declared_domain_and_one_row_per_subject(make_db):
     db = make_db(SETUP.replace("THEN 10 ELSE 0.1", "THEN 10 ELSE 10"),
                  protect={"t": {"unit": "id", "max_rows": 2, "budget_column": "budget", "domains": {"g": ["a", "b"]},
-                                "experimental": True}})  # fmt: skip
+                                "experimental": True, "subject_delta": 0.9}},
+                 analysts={"alice": {"epsilon": 100.0, "delta": 1.0, "delta_per_query": 0.5}})  # fmt: skip
     with dpgate.connect(str(db), analyst="alice", test_seed=5) as con:
-        con.execute("CREATE SYNTHETIC TABLE x FROM t USING supermodular WITH (epsilon = 2, columns = 'g', "
-                    "max_rows_contributed = 1, theta0 = 0.1)")  # fmt: skip
+        con.execute("CREATE SYNTHETIC TABLE x FROM t USING supermodular WITH (epsilon = 2, delta = 0.3, columns = 'g', "
+                    "max_rows_contributed = 1, theta0 = 0.5)")  # fmt: skip
         got = dict(con.execute("SELECT g, count(*) FROM x GROUP BY g").fetchall())
         assert set(got) <= {"a", "b", "*"} and sum(got.values()) <= 5_001  # one record per subject at most
         assert con.execute("SELECT label, parent, level FROM x_hierarchy ORDER BY level, label").fetchall() == [

@@ -3,16 +3,18 @@
 Each kept record is written as one node per column of the owner's value generalization
 hierarchies (``catalog.hierarchies``): a label such as ``25-29``, ``College`` or ``*``. The
 mechanism (``mechanisms.supermodular``, Fouad, Elbassioni and Bertino, TKDE 2014) claims
-(ε, δ)-DP but the paper does not prove it, so the release runs only on tables where the owner
+(ε, δ)-DP but the paper does not prove it (and its δ is of order max|a⁺| / |D|, not the paper's
+h^k / |D|²: see the mechanism's docstring), so the release runs only on tables where the owner
 set ``experimental = true``, charges the declared δ (the ``delta`` option, else the session's),
+refuses it free when that δ cannot cover the random threshold's proved leak at the roster's size,
 and says "experimental: (ε, δ) claimed by the paper, δ not verified" in EXPLAIN, in its notes
-and in SHOW RELEASES.
+and in SHOW RELEASES. It runs under personalization 'threshold' (at exactly the ε asked).
 
 Plan (public facts only): the columns (``columns``, default every column with a declared
 hierarchy) and their trees — a column with a declared domain and no tree gets the flat one
 (value or ``*``) — and the mechanism's parameters; all refusals happen here or in the free
-check before the debit (below: the size conditions at the roster's size, an upper bound of the
-rows). Run, after the debit: the charged subjects' rows, one per subject (``max_rows`` must be 1:
+check before the debit (below: the size of the count matrix and the size conditions at the
+roster's size, an upper bound of the rows). Run, after the debit: the charged subjects' rows, one per subject (``max_rows`` must be 1:
 the paper's unit is one record), each value mapped to its leaf (values outside a tree to
 ``*``) in one DuckDB pass; a discrete-Laplace row count (``supermodular.ROWS_SHARE`` of ε)
 whose lower confidence bound must meet the paper's size conditions, else only the ``*`` row
@@ -23,6 +25,7 @@ leaves it covers), both public from then on and in the registry.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import secrets
 
@@ -49,8 +52,8 @@ OPTIONS: dict[str, Spec] = {
                  low_open=True),
     "theta0": Spec("float", "least frequency threshold: released cells cover ≥ θ·|D| records, θ ∈ (θ0, 1)",
                    0.0, 1.0, low_open=True),
-    "lambda": Spec("float", "λ: weight of the risk term λ·|ρ(x)|/Φ(x) against the utility u(x)^κ", 0.0, None,
-                   low_open=True),
+    "lambda": Spec("float", "λ: weight of the risk term λ·|ρ(x)|/Φ(x) against the utility u(x)^κ", 0.0,
+                   supermodular.MAX_LAMBDA, low_open=True),
     "kappa": Spec("int", "κ: power of the utility term", 1, 16),
 }  # fmt: skip
 GENERAL = ("epsilon", "delta", "personalization", "max_rows_contributed", "privacy_unit_column")
@@ -72,11 +75,16 @@ def plan(classified: Classified, catalog: Catalog, session: Session, name: str) 
                  "experimental=True)); USING mst is the proved default",
         )  # fmt: skip
     settings, own = options.parse(stmt, table, session, OPTIONS, GENERAL, "supermodular")
-    if settings.personalization == "minimum":
+    # The mechanism's parameters (β > e^−ε, the size conditions) must hold at the ε it runs at, known
+    # before the debit: under 'threshold' that is the ε asked (subjects with less are left out);
+    # 'sample' and 'minimum' may run at less when budgets are low.
+    if "personalization" in settings.explicit and settings.personalization != "threshold":
         raise errors.UnsupportedQueryError(
-            "personalization = 'minimum' would run the experimental mechanism at an ε known only after the debit",
-            code="DP219", hint="use personalization 'sample' (the default) or 'threshold'",
+            f"USING supermodular runs under personalization 'threshold'; '{settings.personalization}' could run "
+            "it at a smaller ε than its parameters were checked for", code="DP219",
+            hint="drop the personalization option (threshold is used: subjects with less than ε left are left out)",
         )  # fmt: skip
+    settings = dataclasses.replace(settings, personalization="threshold")
     max_rows = settings.max_rows or table.max_rows
     if max_rows != 1:
         raise errors.PolicyError(
@@ -116,7 +124,8 @@ def plan(classified: Classified, catalog: Catalog, session: Session, name: str) 
         table=table, settings=settings, statement_sql=to_sql(stmt), name=name, mechanism="supermodular", codings=(),
         options=opts, rows=None, bins=0, max_rows=1,
         charge=SubjectCharge(settings.personalization, settings.epsilon, delta),
-        notes=(supermodular.CLAIM,),
+        notes=(supermodular.CLAIM,
+               "personalization 'threshold': subjects with less than the ε asked left are left out"),
     )  # fmt: skip
 
 
@@ -196,17 +205,37 @@ def fetch_leaves(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: s
 
 
 def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str) -> None:
-    """The bind check, and the size conditions at the largest |D| possible (the roster), free."""
+    """The bind check, and what the roster's size (public; |D| is at most it) already rules out, free."""
     bind(con, source_sql(plan, charged, 0))
     (roster,) = con.execute(f"SELECT count(*) FROM {plan.table.roster_table_sql}").fetchone()
     params = _parameters(plan, plan.settings.epsilon)
+    trees: list[vgh.Hierarchy] = plan.options["trees"]
+    cells = supermodular.max_cells(params, [_leaf_count(t) for t in trees], int(roster))
+    if cells > supermodular.MAX_CELLS:
+        raise errors.ProgrammingError(
+            f"up to {cells:,} (distinct records × generalizations) counts to hold, above the cap of "
+            f"{supermodular.MAX_CELLS:,}", code="DP205", hint="generalize fewer columns, or declare flatter hierarchies",
+        )  # fmt: skip
     need = _need(params, plan.charge.delta, plan.settings.epsilon)
     if roster < need[1]:
         raise errors.ProgrammingError(
-            f"{plan.table.name} has {roster:,} subjects; the paper's size condition {need[0]} needs at least "
-            f"{math.ceil(need[1]):,} rows at these settings", code="DP205",
-            hint="generalize fewer columns or flatter hierarchies, raise theta0, delta or epsilon",
+            f"{plan.table.name} has {roster:,} subjects; the condition {need[0]} needs at least "
+            f"{math.ceil(need[1]):,} rows at δ = {plan.charge.delta:g}", code="DP205",
+            hint=_need_hint(params, plan.charge.delta, int(roster)),
         )  # fmt: skip
+
+
+def _leaf_count(h: vgh.Hierarchy) -> int:
+    parents = set(h.parent)
+    return sum(1 for i in range(len(h.parent)) if i not in parents)
+
+
+def _need_hint(params: supermodular.Parameters, delta: float, roster: int) -> str:
+    """What would be accepted: the δ the random threshold needs at the roster's size, and the other levers."""
+    smallest = 2 * params.threshold_delta(roster)
+    return (f"the random frequency threshold alone leaks with probability up to {smallest / 2:.3g} at {roster:,} "
+            f"records, so δ must be at least {smallest:.3g} here; or generalize fewer columns, or raise theta0 "
+            "toward 0.5")  # fmt: skip
 
 
 def _parameters(plan: SynthesisPlan, run_eps: float) -> supermodular.Parameters:
@@ -217,9 +246,9 @@ def _parameters(plan: SynthesisPlan, run_eps: float) -> supermodular.Parameters:
 
 
 def _margin(run_eps: float, delta: float) -> int:
-    """w with P(Z ≥ w) ≤ δ/2 for the row count's discrete Laplace noise: n̂ − w ≤ |D| but rarely."""
+    """w with P(Z ≥ w) ≤ δ/4 for the row count's discrete Laplace noise: n̂ − w ≤ |D| but rarely."""
     a = noise.discrete_laplace_alpha(run_eps * supermodular.ROWS_SHARE, 1)
-    return max(1, math.ceil(math.log(delta / 2 * (1 + a)) / math.log(a)))
+    return max(1, math.ceil(math.log(delta / 4 * (1 + a)) / math.log(a)))
 
 
 def _need(params: supermodular.Parameters, delta: float, run_eps: float) -> tuple[str, float]:
@@ -245,7 +274,7 @@ def answer(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, debit, analyst: 
     notes: list[str] = []  # the plan's note states the claim
     if n_noisy < need:
         rows = np.zeros((1, len(trees)), dtype=np.int64)  # only the all-suppressed row
-        notes.append(f"the noisy row count {n_noisy:,} is below the {math.ceil(need):,} the paper's condition "
+        notes.append(f"the noisy row count {n_noisy:,} is below the {math.ceil(need):,} the condition "
                      f"{condition} needs (with a margin for the count's noise): only the '*' row is released")  # fmt: skip
     else:
         ancestors = [t.ancestors() for t in trees]
