@@ -212,8 +212,16 @@ class Gateway:
         qc, plan = self._plan(classified, cat)
         randomness = self._randomness()
         cost = self._cost(plan, sql, randomness.private)
-        with bind_scope((self._instance.path, self._fingerprint)):  # tables and views as this statement saw them
-            qc.bind_check(self._con, plan, f"(SELECT unit, 0 AS part FROM {plan.table.roster_table_sql})")
+        probe = f"(SELECT unit, 0 AS part FROM {plan.table.roster_table_sql})"
+        with bind_scope((self._instance.path, self._fingerprint)) as scope:  # tables and views as this statement saw them
+            qc.bind_check(self._con, plan, probe)
+        if scope.hits and catalog_mod.fingerprint(self._con) != self._fingerprint:
+            # The owner changed a table or view since this statement read the catalog: what the cache
+            # answered (or stored) may not describe the schema the run will see. Check again, uncached.
+            # (Without a cache hit every EXPLAIN ran against the schema of its moment, as before.)
+            scope.forget()
+            with bind_scope(None):
+                qc.bind_check(self._con, plan, probe)
         debit = self.ledger.reserve(cost)  # --- debit before release: from here on, charged
         try:
             if plan.charge.rule == "sample" and debit.temp:

@@ -284,4 +284,10 @@ def leaf_of_numbers(h: Hierarchy, values: np.ndarray) -> np.ndarray:
 
 
 def from_options(options: Mapping[str, Any]) -> dict[str, Hierarchy]:
-    return {c: Hierarchy.from_json(c, d) for c, d in (options.get("hierarchies") or {}).items()}
+    out = {}
+    for c, d in (options.get("hierarchies") or {}).items():
+        if not isinstance(d, Mapping) or "spec" not in d:  # stored without its declaration: cannot be re-checked
+            raise _bad(c, "the stored tree has no declaration to check it against",
+                       "the owner declares it again (Owner.declare(..., hierarchy=...))")
+        out[c] = Hierarchy.from_json(c, d)
+    return out

@@ -494,8 +494,14 @@ class Owner:
         ).fetchone()
         stored = (json.loads(options) if options else {}).get("hierarchies") or {}
         for column, tree in stored.items():
-            if column not in skip:
-                self._declare_hierarchy(con, table, cols, column, tree["spec"])
+            if column in skip:
+                continue
+            if not isinstance(tree, Mapping) or "spec" not in tree:
+                raise errors.PolicyError(
+                    f"The hierarchy of {table}.{column} was stored without its declaration", code="DP327",
+                    hint=f"declare it again: Owner.declare({table!r}, {column!r}, hierarchy=...)",
+                )  # fmt: skip
+            self._declare_hierarchy(con, table, cols, column, tree["spec"])
 
     def _declare_hierarchy(self, con, table: str, cols: dict[str, str], column: str, spec: Any) -> None:
         """Validate a hierarchy against the column's declared domain or bounds and store it."""

@@ -158,7 +158,7 @@ class ProtectedTable:
     @property
     def experimental(self) -> bool:
         """Whether the owner allowed experimental mechanisms on this table (``experimental = true``)."""
-        return bool(self.options.get("experimental", False))
+        return self.options.get("experimental") is True  # a stored string, even "false", is not a switch
 
     def hierarchies(self) -> dict[str, Any]:
         """The declared value generalization hierarchies, by column (``catalog.hierarchies``)."""

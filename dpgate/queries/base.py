@@ -200,17 +200,37 @@ def explain_head(plan) -> tuple:
 #: the catalog fingerprint (every table's CREATE statement and the owner's catalog version) and the
 #: views' SQL. A statement that bound once binds again while they are unchanged, so its EXPLAIN is
 #: skipped; failures are never cached.
-_BIND_SCOPE: contextvars.ContextVar[tuple | None] = contextvars.ContextVar("dpgate_bind_scope", default=None)
+@dataclass
+class BindScope:
+    """One statement's binds: the schema key, and which binds the cache answered or stored."""
+
+    key: tuple
+    hits: int = 0
+    added: list = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        self.added = []
+
+    def forget(self) -> None:
+        """Drop what this statement stored (the schema moved under it: the key no longer described it)."""
+        with _BOUND_LOCK:
+            for k in self.added:
+                _BOUND.pop(k, None)
+
+
+_BIND_SCOPE: contextvars.ContextVar[BindScope | None] = contextvars.ContextVar("dpgate_bind_scope", default=None)
 _BOUND: dict[tuple, None] = {}
 _BOUND_LOCK = threading.Lock()
 _BOUND_MAX = 4096
 
 
 @contextmanager
-def bind_scope(scope: tuple):
+def bind_scope(key: tuple | None):
+    """Binds inside use the cache under ``key`` (None: no cache); yields the ``BindScope``."""
+    scope = BindScope(key) if key is not None else None
     token = _BIND_SCOPE.set(scope)
     try:
-        yield
+        yield scope
     finally:
         _BIND_SCOPE.reset(token)
 
@@ -227,8 +247,9 @@ def bind(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None, *, public
     is run instead, so that its runtime errors are caught here too.
     """
     scope = None if public else _BIND_SCOPE.get()
-    key = (scope, sql, repr(params)) if scope is not None else None
+    key = (scope.key, sql, repr(params)) if scope is not None else None
     if key is not None and key in _BOUND:
+        scope.hits += 1
         return
     try:
         con.execute(sql if public else f"EXPLAIN {sql}", params)
@@ -243,6 +264,7 @@ def bind(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None, *, public
             if len(_BOUND) >= _BOUND_MAX:
                 _BOUND.clear()
             _BOUND[key] = None
+        scope.added.append(key)
 
 
 def restrict_to_charged(

@@ -59,3 +59,27 @@ def test_failures_are_never_cached(make_db):
             with pytest.raises(dpgate.Error) as e:  # DuckDB binds date_part('year', TIME) only in its optimizer
                 con.execute(sql)
             assert e.value.code == "DP230" and con.budget() == before  # refused free both times
+
+
+def test_a_schema_change_after_the_catalog_read_is_caught_before_the_debit(make_db, monkeypatch):
+    """The owner renames a column between the statement's catalog read and its (cached) bind check:
+    the statement is refused free, as without the cache, never charged and failed after the debit."""
+    db = make_db("CREATE TABLE t AS SELECT i AS uid, CASE WHEN i % 2 = 0 THEN 'a' ELSE 'b' END AS g FROM range(100) r(i)",
+                 protect={"t": {"unit": "uid", "epsilon": 100.0, "domains": {"g": ["a", "b"]}}})  # fmt: skip
+    with dpgate.connect(str(db), analyst="alice") as con:
+        con.execute(QUERY)  # cached
+        gateway = con.gateway
+        real = gateway._plan
+
+        def plan_then_rename(classified, cat):
+            out = real(classified, cat)
+            raw = gateway._instance.root.cursor()
+            raw.execute("ALTER TABLE t RENAME COLUMN g TO h")
+            raw.close()
+            return out
+
+        monkeypatch.setattr(gateway, "_plan", plan_then_rename)
+        before = con.budget()
+        with pytest.raises(dpgate.Error) as e:
+            con.execute(QUERY)
+        assert e.value.code == "DP230" and con.budget() == before

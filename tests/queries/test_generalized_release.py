@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
+import duckdb
 import pytest
 
 import dpgate
@@ -155,3 +157,37 @@ def test_a_flat_tree_from_a_declared_domain_and_one_row_per_subject(make_db):
         assert set(got) <= {"a", "b", "*"} and sum(got.values()) <= 5_001  # one record per subject at most
         assert con.execute("SELECT label, parent, level FROM x_hierarchy ORDER BY level, label").fetchall() == [
             ("*", None, 0), ("a", "*", 1), ("b", "*", 1)]
+
+
+def test_a_column_whose_type_changed_under_its_tree_never_fails_on_a_row(make_db):
+    """Red team 2: with a domain value that no longer casts to the column's type, the CASE's cast was
+    evaluated only for rows reaching it, so one subject's value decided success or DP404 after the debit."""
+    setup = "CREATE TABLE t AS SELECT i AS id, '1' AS g FROM range(20000) r(i); UPDATE t SET g = '{first}' WHERE id = 0"
+    outcomes = []
+    for first in ("1", "3"):
+        db = make_db(setup.format(first=first),
+                     protect={"t": {"unit": "id", "epsilon": 10.0, "subject_delta": 0.9, "experimental": True,
+                                    "domains": {"g": ["1", "x"]}, "hierarchies": {"g": ["1", "x"]}}},
+                     analysts={"alice": {"epsilon": 100.0, "delta": 1.0, "delta_per_query": 0.9}})  # fmt: skip
+        raw = duckdb.connect(str(db))
+        raw.execute("ALTER TABLE t ALTER g TYPE INTEGER")  # the declared 'x' no longer casts
+        raw.close()
+        with dpgate.connect(str(db), analyst="alice", test_seed=6) as con:
+            try:
+                con.execute("CREATE SYNTHETIC TABLE s FROM t USING supermodular WITH (epsilon = 1, delta = 0.5, "
+                            "theta0 = 0.5, columns = 'g')")  # fmt: skip
+                outcomes.append("ok")
+            except dpgate.Error as e:
+                outcomes.append(e.code)
+    assert outcomes == ["ok", "ok"]
+
+
+def test_stored_switches_and_trees_must_be_what_the_owner_declared(adult):
+    with Owner(adult, create=False) as o:
+        for options, words in (({"experimental": "false"}, "experimental"),
+                               ({"hierarchies": {"sex": {"kind": "values"}}}, "declaration")):
+            o.con.execute("UPDATE dpgate.protected_tables SET options = ? WHERE table_name = 'adult'",
+                          [json.dumps({**o.catalog().tables["adult"].options, **options})])
+            with dpgate.connect(str(adult), analyst="alice") as con, pytest.raises(dpgate.Error) as e:
+                con.execute(STATEMENT)
+            assert e.value.code in ("DP327", "DP328") and (words in str(e.value) or e.value.code == "DP328")

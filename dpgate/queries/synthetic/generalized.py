@@ -36,6 +36,7 @@ from sqlglot import exp
 from dpgate import errors, noise
 from dpgate.catalog import hierarchies as vgh
 from dpgate.catalog import releases as registry
+from dpgate.catalog import tables as catalog_types
 from dpgate.catalog.tables import Catalog
 from dpgate.frontend.classify import Classified
 from dpgate.frontend.dialect import to_sql
@@ -152,10 +153,19 @@ def _trees(option: str | None, table) -> list[vgh.Hierarchy]:
         if c == table.unit:
             raise errors.PolicyError(f"{c} is the privacy unit: it is never released", code="DP211",
                                      hint="leave it out of columns")  # fmt: skip
-        if c in declared:
-            out.append(declared[c])
-            continue
         col = table.columns[c]
+        if catalog_types.is_temporal_type(col.type):
+            raise errors.PolicyError(f"{table.name}.{c} is {col.type}: generalization hierarchies are not supported for it",
+                                     code="DP327", hint="leave it out of columns")  # fmt: skip
+        if c in declared:
+            tree = declared[c]
+            if tree.kind == "intervals" and not catalog_types.is_numeric_type(col.type):
+                raise errors.PolicyError(
+                    f"{table.name}.{c} is {col.type} now, but its hierarchy is a numeric ladder", code="DP327",
+                    hint="the owner declares the column's hierarchy again",
+                )  # fmt: skip
+            out.append(tree)
+            continue
         if col.domain is None:
             raise errors.PolicyError(
                 f"{table.name}.{c} has neither a generalization hierarchy nor a declared domain", code="DP328",
@@ -178,8 +188,10 @@ def source_sql(plan: SynthesisPlan, charged: str, salt: int) -> str:
     cols = []
     for j, h in enumerate(trees):
         c = _q(h.column)
+        # TRY_CAST everywhere: no cast can fail on a row (a column whose type the owner changed after
+        # declaring its tree maps its values to '*' instead of failing for some rows after the debit).
         if h.kind == "intervals":
-            cols.append(f"CASE WHEN {c} IS NULL THEN 'NaN'::DOUBLE ELSE CAST({c} AS DOUBLE) END AS __c{j}")
+            cols.append(f"coalesce(TRY_CAST({c} AS DOUBLE), 'NaN'::DOUBLE) AS __c{j}")
             continue
         typ = t.columns[h.column].type
         whens = []
@@ -187,7 +199,7 @@ def source_sql(plan: SynthesisPlan, charged: str, salt: int) -> str:
             if value is None:
                 whens.insert(0, f"WHEN {c} IS NULL THEN {node}")
             else:
-                whens.append(f"WHEN {c} = CAST({exp.convert(value).sql(dialect='duckdb')} AS {typ}) THEN {node}")
+                whens.append(f"WHEN {c} = TRY_CAST({exp.convert(value).sql(dialect='duckdb')} AS {typ}) THEN {node}")
         cols.append(f"CASE {' '.join(whens)} ELSE 0 END AS __c{j}")
     return f"SELECT {', '.join(cols)} FROM ({inner})"
 
