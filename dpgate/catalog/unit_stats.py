@@ -3,13 +3,15 @@
 Whether any subject has more rows than a bound, and whether rows exist whose unit is NULL or not
 on the roster, depends on the table and the roster, not on the query. Counting rows per subject
 for every query was most of a DP query's time on large tables. ``current`` answers from a cache
-keyed by a **fingerprint** of the unit column and of the roster — the row count and two sums of
-64-bit hashes of the unit values (one scan, no grouping) — and recomputes the facts (one GROUP BY)
-when the fingerprint is new.
+keyed by a **fingerprint** of the unit column and of the roster — the row count, the sum of the
+64-bit hashes of the unit values and the sum of the values themselves (for an integer unit; else
+of a second hash) — one scan, no grouping — and recomputes the facts (one GROUP BY) when the
+fingerprint is new.
 
 Soundness: the facts are a function of the multiset of unit values of the table and of the
 roster's units. Any change to either changes the row count or, except with probability about
-2^-128 over the two independent hashes, one of the hash sums; a change that keeps the multiset
+2^-64 over the hash (the table's changes come from its owner, not from analysts, who cannot write
+to protected tables), one of the sums; a change that keeps the multiset
 (rows moved between columns other than the unit, updates of other columns) cannot change the
 facts. The cache is content-addressed, so a stale entry is never used for changed data, and
 the caller reads the fingerprint and the rows in one transaction (one snapshot). These facts only
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 
 import duckdb
 
-from dpgate.catalog.tables import ProtectedTable
+from dpgate.catalog.tables import INTEGER_TYPES, ProtectedTable
 
 _CACHE: dict[tuple, "UnitStats"] = {}
 _LOCK = threading.Lock()
@@ -51,15 +53,24 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def _second(column: str, sql_type: str | None) -> str:
+    """The fingerprint's second sum: the values themselves for an integer unit (exact, and a fifth of
+    a hash's cost), else a second, independent hash."""
+    if sql_type is not None and sql_type.upper() in INTEGER_TYPES:
+        return f"sum({column}::HUGEINT)"
+    return f"sum(hash({column}, 7919))::HUGEINT"
+
+
 def fingerprint(con: duckdb.DuckDBPyConnection, table: ProtectedTable) -> tuple:
-    """(rows, two hash sums) of the table's unit column and of the roster's units."""
+    """(rows, a hash sum, a second sum) of the table's unit column and of the roster's units."""
     u = _quote(table.unit)
     t = f"main.{_quote(table.name)}"
-    rows = con.execute(
-        f"SELECT count(*), sum(hash({u}))::HUGEINT, sum(hash({u}, 7919))::HUGEINT FROM {t}"
-    ).fetchone()
+    col = table.columns.get(table.unit)
+    second = _second(u, col.type if col is not None else None)
+    rows = con.execute(f"SELECT count(*), sum(hash({u}))::HUGEINT, {second} FROM {t}").fetchone()
     roster = con.execute(
-        f"SELECT count(*), sum(hash(unit))::HUGEINT, sum(hash(unit, 7919))::HUGEINT FROM {table.roster_table_sql}"
+        f"SELECT count(*), sum(hash(unit))::HUGEINT, {_second('unit', col.type if col is not None else None)} "
+        f"FROM {table.roster_table_sql}"
     ).fetchone()
     return (table.name, table.unit, table.roster, tuple(int(v or 0) for v in rows), tuple(int(v or 0) for v in roster))
 

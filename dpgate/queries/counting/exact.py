@@ -124,9 +124,12 @@ def _positions(plan: CountPlan, params: dict[str, Any]) -> list[str | None]:
             continue
         params[f"dom{j}"] = list(key.domain)  # NULL entries never match a value in list_position
         null_pos = key.domain.index(None) + 1 if None in key.domain else "NULL"
+        # The list as a scalar subquery: DuckDB evaluates it once. As a plain CAST of the parameter it
+        # was cast again for every row once the optimizer pushed this filter below the GROUP BY into
+        # the scan (a third of the aggregation's time at 1M rows).
         out.append(
             f"CASE WHEN __k{j} IS NULL THEN {null_pos} "
-            f"ELSE list_position(CAST($dom{j} AS {key.sql_type}[]), __k{j}) END"
+            f"ELSE list_position((SELECT CAST($dom{j} AS {key.sql_type}[])), __k{j}) END"
         )
     return out
 
