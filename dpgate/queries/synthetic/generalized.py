@@ -231,8 +231,8 @@ def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str
     need = _need(params, plan.charge.delta, plan.settings.epsilon)
     if roster < need[1]:
         raise errors.ProgrammingError(
-            f"{plan.table.name} has {roster:,} subjects; the condition {need[0]} needs at least "
-            f"{math.ceil(need[1]):,} rows at δ = {plan.charge.delta:g}", code="DP205",
+            f"{plan.table.name} has {roster:,} subjects; at δ = {plan.charge.delta:g} this release needs at least "
+            f"{math.ceil(need[1]):,} rows (condition: {need[0]})", code="DP205",
             hint=_need_hint(params, plan.charge.delta, int(roster)),
         )  # fmt: skip
 
@@ -286,8 +286,8 @@ def answer(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, debit, analyst: 
     notes: list[str] = []  # the plan's note states the claim
     if n_noisy < need:
         rows = np.zeros((1, len(trees)), dtype=np.int64)  # only the all-suppressed row
-        notes.append(f"the noisy row count {n_noisy:,} is below the {math.ceil(need):,} the condition "
-                     f"{condition} needs (with a margin for the count's noise): only the '*' row is released")  # fmt: skip
+        notes.append(f"the noisy row count {n_noisy:,} is below the {math.ceil(need):,} rows this release needs "
+                     f"(condition: {condition}; with a margin for the count's noise): only the '*' row is released")  # fmt: skip
     else:
         ancestors = [t.ancestors() for t in trees]
         rows = supermodular.release(leaves, ancestors, params, rng=rng)
