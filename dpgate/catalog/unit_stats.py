@@ -54,10 +54,11 @@ def _quote(name: str) -> str:
 
 
 def _second(column: str, sql_type: str | None) -> str:
-    """The fingerprint's second sum: the values themselves for an integer unit (exact, and a fifth of
-    a hash's cost), else a second, independent hash."""
-    if sql_type is not None and sql_type.upper() in INTEGER_TYPES:
-        return f"sum({column}::HUGEINT)"
+    """The fingerprint's second sum: the values themselves for an integer unit of at most 64 bits
+    (DuckDB sums them exactly into a HUGEINT, at a fifth of a hash's cost; a cast to HUGEINT first
+    would cost as much as the hash), else a second, independent hash (a HUGEINT sum could overflow)."""
+    if sql_type is not None and sql_type.upper() in INTEGER_TYPES - {"HUGEINT", "UHUGEINT"}:
+        return f"sum({column})"
     return f"sum(hash({column}, 7919))::HUGEINT"
 
 
