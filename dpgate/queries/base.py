@@ -100,7 +100,7 @@ def personalization_notes(plan, subjects, *, scaled_note: bool = True) -> list[s
     if subjects.excluded:
         spent = "their privacy budget"
         if plan.delta:
-            spent += f" (ε, or the δ={plan.delta:g} that key selection needs)"
+            spent += f" (ε, or the δ={plan.delta:g} that this query needs)"
         notes.append(f"{subjects.excluded:,} {who} have used up {spent} and are not in this answer (they paid nothing)")
     if subjects.left_out:
         notes.append(

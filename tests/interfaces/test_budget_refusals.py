@@ -95,7 +95,7 @@ def test_both_subject_budgets_run_out(make_db):
             con.execute(SELECTION)  # only the 1000 with ε left take part, and spend their δ
         e = refused(con, SELECTION)
     assert e.code == "DP403"
-    assert "1,000 have spent their ε and 1,000 have less than the δ=1e-06 key selection needs" in e.message
+    assert "1,000 have spent their ε and 1,000 have less than the δ=1e-06 this query needs" in e.message
 
 
 def test_analyst_quotas_and_caps_are_named(make_db):

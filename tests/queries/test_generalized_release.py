@@ -92,7 +92,7 @@ def test_the_demo_refuses_it_at_its_delta_and_says_which_delta_it_needs(demo_db)
     ("epsilon = 1, delta = 0.05, columns = 'sex, income', personalization = 'sample'", "DP219", "threshold"),
     ("epsilon = 1, delta = 0.05, columns = 'sex, income', personalization = 'minimum'", "DP219", "threshold"),
     ("epsilon = 1, columns = 'sex, income', delta = 0", "DP205", "δ > 0"),
-    ("epsilon = 1, delta = 0.05, columns = 'sex, income', lambda = 1e7", "DP205", ""),
+    ("epsilon = 1, delta = 0.05, columns = 'sex, income', lambda = 1e7", "DP205", "lambda"),
     ("epsilon = 1, delta = 0.05, columns = 'fnlwgt'", "DP328", "neither a generalization hierarchy"),
     ("epsilon = 1, delta = 0.05, columns = 'person_id'", "DP211", "privacy unit"),
     ("epsilon = 1, delta = 0.05, columns = 'sex', degree = 2", "DP204", "not an option"),
