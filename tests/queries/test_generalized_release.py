@@ -79,6 +79,10 @@ def test_the_demo_refuses_it_at_its_delta_and_says_which_delta_it_needs(demo_db)
     """The random threshold leaks with probability ~max|a⁺|/(θ0(1−θ0)|D|): no δ of 1e-6 covers it on Adult."""
     with dpgate.connect(str(demo_db), analyst="demo") as con:
         before = con.budget()
+        rows = con.execute("EXPLAIN PRIVACY CREATE SYNTHETIC TABLE g FROM adult USING supermodular "
+                           "WITH (epsilon = 1, columns = 'sex, income')").fetchall()  # fmt: skip
+        (refused,) = [r for r in rows if r[0] == "refused"]  # EXPLAIN says so, and plans it all the same
+        assert "would be refused" in refused[6] and "δ must be at least" in refused[6]
         with pytest.raises(dpgate.Error) as e:
             con.execute("CREATE SYNTHETIC TABLE g FROM adult USING supermodular WITH (epsilon = 1, columns = 'sex, income')")
         assert e.value.code == "DP205" and "random threshold" in str(e.value) and "δ must be at least" in e.value.hint

@@ -408,6 +408,10 @@ class SyntheticQuery:
         return synopsis.from_synopsis(con, classified, ctx.catalog, ctx.session)
 
     def explain_rows(self, plan: SynthesisPlan, subjects) -> list[tuple]:
+        if plan.mechanism == "supermodular":  # its size conditions are checked against the roster's size
+            from dpgate.queries.synthetic import generalized
+
+            return _subject_rows(plan, subjects) + generalized.explain_rows(plan, subjects)
         if plan.mechanism in OWN_MODULES:
             return _subject_rows(plan, subjects) + _module(plan.mechanism).explain_rows(plan)
         return _subject_rows(plan, subjects) + explain_rows(plan)

@@ -237,6 +237,16 @@ def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str
         )  # fmt: skip
 
 
+def _refusal_row(plan: SynthesisPlan, params, need: float, subjects) -> list[tuple]:
+    """When the subjects (at most one row each) cannot meet the conditions: the free refusal to expect."""
+    population = getattr(subjects, "population", None)
+    if population is None or population >= need:
+        return []
+    return [("refused", None, None, None, None, None,
+             f"at δ = {plan.charge.delta:g} it would be refused: {population:,} subjects, fewer than the rows needed; "
+             + _need_hint(params, plan.charge.delta, int(population)))]  # fmt: skip
+
+
 def _leaf_count(h: vgh.Hierarchy) -> int:
     parents = set(h.parent)
     return sum(1 for i in range(len(h.parent)) if i not in parents)
@@ -354,7 +364,7 @@ def _write(con, plan: SynthesisPlan, rows: np.ndarray, debit, analyst: str, para
     return int(len(rows))
 
 
-def explain_rows(plan: SynthesisPlan) -> list[tuple]:
+def explain_rows(plan: SynthesisPlan, subjects=None) -> list[tuple]:
     o = plan.options
     trees: list[vgh.Hierarchy] = o["trees"]
     params = _parameters(plan, plan.settings.epsilon)
@@ -370,6 +380,7 @@ def explain_rows(plan: SynthesisPlan) -> list[tuple]:
         ("conditions", None, None, None, None, None,
          f"needs a noisy row count ≥ {math.ceil(need):,} (binding: {condition}); below it only the '*' row "
          "is released"),
+        *_refusal_row(plan, params, need, subjects),
         ("release", None, None, None, None, None,
          f"{plan.name} (one row per kept record plus the '*' row, labels) and {plan.name}_hierarchy"),
     ]  # fmt: skip
