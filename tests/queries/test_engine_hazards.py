@@ -6,6 +6,7 @@ are there."""
 
 from __future__ import annotations
 
+import duckdb
 import pytest
 
 import dpgate
@@ -90,3 +91,30 @@ def test_a_part_a_time_has_not_is_refused_for_free_in_every_spelling(con, name):
         con.execute(DP + f"COUNT({name}('year', CASE WHEN uid > 100 THEN tm END)) FROM t")
     assert e.value.code == "DP230"
     assert con.budget() == before
+
+
+def test_a_sum_over_a_huge_unsigned_input_never_fails_on_one_subjects_value(make_db):
+    """Red team (helper-22): with a negative bound, the clamp compared a UHUGEINT with a BIGINT
+    bound, DuckDB cast the value to BIGINT, and a value ≥ 2^63 failed the query after the debit."""
+    db = make_db("CREATE TABLE t AS SELECT i AS uid, CAST(i AS UHUGEINT) AS y FROM range(50) r(i); "
+                 "INSERT INTO t VALUES (999, 18446744073709551615::UHUGEINT)",
+                 protect={"t": {"unit": "uid", "epsilon": 100.0, "bounds": {"y": (0, 100)}}})  # fmt: skip
+    with dpgate.connect(str(db), analyst="alice", test_seed=1) as con:
+        for where in ("", " WHERE uid <> 999"):  # D and its neighbour without the subject
+            got = con.execute(f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) SUM(y - 50) AS s FROM t{where}")
+            assert got.fetchone()[0] is not None
+
+
+def test_a_domain_that_no_longer_casts_is_refused_before_the_debit(make_db):
+    """Red team (helper-22): the owner changed a column's type and its declared domain no longer
+    casts; every query was charged and then failed. The domain's cast is now part of the free check."""
+    db = make_db("CREATE TABLE t AS SELECT i AS uid, CAST(i % 2 AS VARCHAR) AS g FROM range(50) r(i)",
+                 protect={"t": {"unit": "uid", "epsilon": 100.0, "domains": {"g": ["0", "1", "x"]}}})  # fmt: skip
+    raw = duckdb.connect(str(db))
+    raw.execute("ALTER TABLE t ALTER g TYPE INTEGER")
+    raw.close()
+    with dpgate.connect(str(db), analyst="alice") as con:
+        before = con.budget()
+        with pytest.raises(dpgate.Error) as e:
+            con.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) g, COUNT(*) FROM t GROUP BY g")
+        assert e.value.code == "DP230" and con.budget() == before

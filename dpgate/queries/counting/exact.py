@@ -83,9 +83,13 @@ def _agg_sql(agg: AggSpec) -> list[tuple[str, str]]:
     # The clamp is a CASE, not least(greatest(...)): the same value for every non-NULL input (NaN
     # compares above everything in DuckDB, so it clamps to the upper bound either way; NULLs are
     # handled below) at about a quarter of the cost per row [clamp-case].
+    # Integer inputs are compared as DOUBLE: exact against the bounds (|bound| < 2^53) whatever the
+    # input type, where comparing a UHUGEINT with a negative bound made DuckDB cast the value to
+    # BIGINT, which failed for values ≥ 2^63 — a failure after the debit that one subject's value
+    # decided. Only values inside the bounds reach the ELSE branch, whose cast cannot fail.
     if agg.grid == 1.0 and agg.integer:
-        lo, hi = int(agg.lower), int(agg.upper)
-        scaled = f"CAST(CASE WHEN {v} < {lo} THEN {lo} WHEN {v} > {hi} THEN {hi} ELSE {v} END AS BIGINT)"
+        lo, hi, d = int(agg.lower), int(agg.upper), f"CAST({v} AS DOUBLE)"
+        scaled = f"(CASE WHEN {d} < {lo} THEN {lo} WHEN {d} > {hi} THEN {hi} ELSE TRY_CAST({v} AS BIGINT) END)"
     else:
         x, lo, hi = f"CAST({v} AS DOUBLE)", repr(float(agg.lower)), repr(float(agg.upper))
         clamped = f"(CASE WHEN {x} < {lo} THEN {lo} WHEN {x} > {hi} THEN {hi} ELSE {x} END)"
@@ -248,6 +252,9 @@ def bind_check(
         q.sampled(plan, f"SELECT {q.cols} FROM ({q.src}) WHERE __unit IN (SELECT __unit FROM {special} WHERE __eligible)"),
     ]
     params = dict(q.params, salt=0)  # $salt is a UBIGINT below 2^62
+    for j, key in enumerate(plan.keys):  # the declared domains cast to the keys' types now, or refuse free
+        if f"dom{j}" in q.params:
+            bind(con, f"SELECT CAST($dom{j} AS {key.sql_type}[])", {f"dom{j}": q.params[f"dom{j}"]}, public=True)
     bind(con, f"SELECT count(*) FILTER (WHERE {q.over}) FROM {q.per_unit}")
     bind(con, q.aggregate(" UNION ALL ".join(f"({p})" for p in parts)), params)
 
