@@ -64,8 +64,7 @@ def load() -> tuple[list[hierarchies.Hierarchy], np.ndarray]:
 
 
 def leaf_ids(tree: hierarchies.Hierarchy) -> list[int]:
-    parents = set(tree.parent)
-    return [i for i in range(len(tree.parent)) if i not in parents]
+    return sorted(node for node, _ in tree.leaf_values)
 
 
 def workload(trees, rng, n_queries: int) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:

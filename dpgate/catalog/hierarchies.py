@@ -91,8 +91,7 @@ class Hierarchy:
 
     def describe(self) -> str:
         kids = sum(1 for p in self.parent if p == 0)
-        parents = set(self.parent)
-        leaves = sum(1 for i in range(len(self.parent)) if i not in parents)
+        leaves = len(self.leaf_values)  # every node without children is a leaf, listed there
         what = "intervals" if self.kind == "intervals" else "values"
         return f"{leaves} leaf {what} in {len(self.parent)} nodes, height {self.height}, {kids} under *"
 

@@ -247,9 +247,8 @@ class Owner:
             f"SELECT unit_column, kind, options FROM {catalog.SCHEMA}.protected_tables WHERE table_name = ?", [table]
         ).fetchone()
         kept = json.loads(existing[2]) if existing and existing[2] else {}
-        for key in ("hierarchies", "experimental"):  # declarations not repeated stay as they were
-            if key in kept and key not in options:
-                options[key] = kept[key]
+        # declarations not repeated stay as they were (``options`` cannot carry these keys: reserved above)
+        options.update({key: kept[key] for key in ("hierarchies", "experimental") if key in kept})
         if experimental is not None:
             options["experimental"] = bool(experimental)
         if existing and existing[1] == "graph":

@@ -67,11 +67,10 @@ def fingerprint(con: duckdb.DuckDBPyConnection, table: ProtectedTable) -> tuple:
     u = _quote(table.unit)
     t = f"main.{_quote(table.name)}"
     col = table.columns.get(table.unit)
-    second = _second(u, col.type if col is not None else None)
-    rows = con.execute(f"SELECT count(*), sum(hash({u}))::HUGEINT, {second} FROM {t}").fetchone()
+    unit_type = col.type if col is not None else None
+    rows = con.execute(f"SELECT count(*), sum(hash({u}))::HUGEINT, {_second(u, unit_type)} FROM {t}").fetchone()
     roster = con.execute(
-        f"SELECT count(*), sum(hash(unit))::HUGEINT, {_second('unit', col.type if col is not None else None)} "
-        f"FROM {table.roster_table_sql}"
+        f"SELECT count(*), sum(hash(unit))::HUGEINT, {_second('unit', unit_type)} FROM {table.roster_table_sql}"
     ).fetchone()
     return (table.name, table.unit, table.roster, tuple(int(v or 0) for v in rows), tuple(int(v or 0) for v in roster))
 

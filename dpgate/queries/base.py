@@ -13,7 +13,7 @@ import contextvars
 import threading
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import duckdb
@@ -206,10 +206,7 @@ class BindScope:
 
     key: tuple
     hits: int = 0
-    added: list = None  # type: ignore[assignment]
-
-    def __post_init__(self) -> None:
-        self.added = []
+    added: list = field(default_factory=list)
 
     def forget(self) -> None:
         """Drop what this statement stored (the schema moved under it: the key no longer described it)."""

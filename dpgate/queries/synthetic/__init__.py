@@ -148,13 +148,23 @@ def _release_name(node: exp.Table, catalog: Catalog) -> str:
     name = node.name.lower()
     if not name or name.startswith("__"):
         raise errors.ProgrammingError(f"{node.name!r} is not a valid release name", code="DP226", hint="use a plain name")
-    taken = name in catalog.relation_names or name in catalog.views or catalog.protected(name) is not None
-    if taken:
-        raise errors.ProgrammingError(
-            f"A table or view named {name} already exists", code="DP226",
-            hint="choose another name (SHOW RELEASES lists the releases; DROP SYNTHETIC TABLE drops one you made)",
-        )  # fmt: skip
+    require_free_name(
+        catalog, name, "choose another name (SHOW RELEASES lists the releases; DROP SYNTHETIC TABLE drops one you made)"
+    )
     return name
+
+
+def require_free_name(catalog: Catalog, name: str, hint: str) -> None:
+    """Refuse (free, at planning) a release table name that a table, view or protected table has."""
+    if name in catalog.relation_names or name in catalog.views or catalog.protected(name) is not None:
+        raise errors.ProgrammingError(f"A table or view named {name} already exists", code="DP226", hint=hint)
+
+
+def run_epsilon(debit, release: str) -> float:
+    """The ε a release runs at: its personalization plan's (every release is made from one part)."""
+    if debit.subjects is None:  # every protected table has a roster; the row count must never stand in for it
+        raise errors.InternalError(f"{release} needs the personalization plan of its subjects")
+    return float(debit.subjects.parts[0].epsilon)
 
 
 def _columns(option: str | None, table) -> list[str]:
@@ -259,10 +269,8 @@ def answer(
         if progress is not None:
             progress(min(1.0, max(0.0, fraction)), message)
 
+    run_eps = run_epsilon(debit, "a synthetic release")
     subjects = debit.subjects
-    if subjects is None:  # every protected table has a roster; the row count must never stand in for it
-        raise errors.InternalError("a synthetic release needs the personalization plan of its subjects")
-    run_eps = float(subjects.parts[0].epsilon)
     fit_eps = run_eps / plan.max_rows
     report(0.0, f"reading {plan.table.name}")
     salt = int(rng.integers(0, 2**62))

@@ -44,7 +44,7 @@ from dpgate.frontend.settings import Session, Spec
 from dpgate.mechanisms import supermodular
 from dpgate.queries.base import bind
 from dpgate.queries.plans import SubjectCharge, SynthesisPlan
-from dpgate.queries.synthetic import options
+from dpgate.queries.synthetic import options, require_free_name, run_epsilon, subject_rows_sql
 from dpgate.release import Answer
 
 OPTIONS: dict[str, Spec] = {
@@ -98,29 +98,20 @@ def plan(classified: Classified, catalog: Catalog, session: Session, name: str) 
             "USING supermodular claims (ε, δ)-DP and needs δ > 0", code="DP205",
             hint="WITH (delta = 1e-6, ...) or SET dp_delta = 1e-6",
         )  # fmt: skip
-    trees = _trees(own.get("columns"), table)
-    heights = [t.height for t in trees]
-    eps_mech = settings.epsilon * (1.0 - supermodular.ROWS_SHARE)
-    try:
-        params = supermodular.parameters(
-            eps_mech, heights, beta=own.get("beta"), theta0=own.get("theta0", DEFAULT_THETA0),
-            lam=own.get("lambda", 1.0), kappa=own.get("kappa", 1),
-        )  # fmt: skip
-    except errors.DataError as e:
-        raise errors.ProgrammingError(f"supermodular cannot run with these parameters: {e.message}", code="DP205",
-                                      hint=e.hint or "change the WITH (...) options") from e  # fmt: skip
-    for extra in (f"{name}_hierarchy",):
-        if extra in catalog.relation_names or extra in catalog.views or catalog.protected(extra) is not None:
-            raise errors.ProgrammingError(f"A table or view named {extra} already exists", code="DP226",
-                                          hint="choose another name: the release writes NAME and NAME_hierarchy")  # fmt: skip
     opts = {
         "status": supermodular.CLAIM,
         "beta": own.get("beta"),  # None: e^(−ε/2) at the run's ε
-        "theta0": params.theta0,
-        "lambda": params.lam,
-        "kappa": params.kappa,
-        "trees": trees,
+        "theta0": own.get("theta0", DEFAULT_THETA0),
+        "lambda": own.get("lambda", 1.0),
+        "kappa": own.get("kappa", 1),
+        "trees": _trees(own.get("columns"), table),
     }
+    try:
+        _parameters(opts, settings.epsilon)
+    except errors.DataError as e:
+        raise errors.ProgrammingError(f"supermodular cannot run with these parameters: {e.message}", code="DP205",
+                                      hint=e.hint or "change the WITH (...) options") from e  # fmt: skip
+    require_free_name(catalog, f"{name}_hierarchy", "choose another name: the release writes NAME and NAME_hierarchy")
     return SynthesisPlan(
         table=table, settings=settings, statement_sql=to_sql(stmt), name=name, mechanism="supermodular", codings=(),
         options=opts, rows=None, bins=0, max_rows=1,
@@ -180,8 +171,6 @@ def _trees(option: str | None, table) -> list[vgh.Hierarchy]:
 # -- running -------------------------------------------------------------------------------------
 def source_sql(plan: SynthesisPlan, charged: str, salt: int) -> str:
     """Each charged subject's row (one, at random) as leaf nodes; interval columns as DOUBLE."""
-    from dpgate.queries.synthetic import subject_rows_sql
-
     t = plan.table
     trees: list[vgh.Hierarchy] = plan.options["trees"]
     inner = subject_rows_sql(t, [h.column for h in trees], 1, charged, salt)
@@ -220,9 +209,9 @@ def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str
     """The bind check, and what the roster's size (public; |D| is at most it) already rules out, free."""
     bind(con, source_sql(plan, charged, 0))
     (roster,) = con.execute(f"SELECT count(*) FROM {plan.table.roster_table_sql}").fetchone()
-    params = _parameters(plan, plan.settings.epsilon)
+    params = _parameters(plan.options, plan.settings.epsilon)
     trees: list[vgh.Hierarchy] = plan.options["trees"]
-    cells = supermodular.max_cells(params, [_leaf_count(t) for t in trees], int(roster))
+    cells = supermodular.max_cells(params, [len(t.leaf_values) for t in trees], int(roster))
     if cells > supermodular.MAX_CELLS:
         raise errors.ProgrammingError(
             f"up to {cells:,} (distinct records × generalizations) counts to hold, above the cap of "
@@ -247,11 +236,6 @@ def _refusal_row(plan: SynthesisPlan, params, need: float, subjects) -> list[tup
              + _need_hint(params, plan.charge.delta, int(population)))]  # fmt: skip
 
 
-def _leaf_count(h: vgh.Hierarchy) -> int:
-    parents = set(h.parent)
-    return sum(1 for i in range(len(h.parent)) if i not in parents)
-
-
 def _need_hint(params: supermodular.Parameters, delta: float, roster: int) -> str:
     """What would be accepted: the δ the random threshold needs at the roster's size, and the other levers."""
     smallest = 2 * params.threshold_delta(roster)
@@ -260,8 +244,8 @@ def _need_hint(params: supermodular.Parameters, delta: float, roster: int) -> st
             "toward 0.5")  # fmt: skip
 
 
-def _parameters(plan: SynthesisPlan, run_eps: float) -> supermodular.Parameters:
-    o = plan.options
+def _parameters(o: dict, run_eps: float) -> supermodular.Parameters:
+    """The mechanism's parameters from a plan's options, at the ε the release runs at (minus the row count's)."""
     eps_mech = run_eps * (1.0 - supermodular.ROWS_SHARE)
     return supermodular.parameters(eps_mech, [t.height for t in o["trees"]], beta=o["beta"], theta0=o["theta0"],
                                    lam=o["lambda"], kappa=o["kappa"])  # fmt: skip
@@ -282,11 +266,8 @@ def _need(params: supermodular.Parameters, delta: float, run_eps: float) -> tupl
 
 def answer(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, debit, analyst: str, *,
            rng: np.random.Generator, sampling: np.random.Generator) -> Answer:  # fmt: skip
-    subjects = debit.subjects
-    if subjects is None:
-        raise errors.InternalError("a generalized release needs the personalization plan of its subjects")
-    run_eps = float(subjects.parts[0].epsilon)
-    params = _parameters(plan, run_eps)
+    run_eps = run_epsilon(debit, "a generalized release")
+    params = _parameters(plan.options, run_eps)
     delta = plan.charge.delta
     trees: list[vgh.Hierarchy] = plan.options["trees"]
     salt = int(rng.integers(0, 2**62))
@@ -367,7 +348,7 @@ def _write(con, plan: SynthesisPlan, rows: np.ndarray, debit, analyst: str, para
 def explain_rows(plan: SynthesisPlan, subjects=None) -> list[tuple]:
     o = plan.options
     trees: list[vgh.Hierarchy] = o["trees"]
-    params = _parameters(plan, plan.settings.epsilon)
+    params = _parameters(plan.options, plan.settings.epsilon)
     beta = "e^(−ε/2)" if o["beta"] is None else f"{o['beta']:g}"
     condition, need = _need(params, plan.charge.delta, plan.settings.epsilon)
     rows = [

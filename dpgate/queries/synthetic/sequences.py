@@ -32,7 +32,7 @@ from dpgate.frontend.settings import Session, Spec
 from dpgate.mechanisms import privtree
 from dpgate.queries.base import bind
 from dpgate.queries.plans import SubjectCharge, SynthesisPlan
-from dpgate.queries.synthetic import options
+from dpgate.queries.synthetic import options, run_epsilon
 from dpgate.release import Answer
 
 OPTIONS: dict[str, Spec] = {
@@ -107,10 +107,7 @@ def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str
 
 def answer(con, plan: SynthesisPlan, debit, analyst: str, *, rng: np.random.Generator,
            sampling: np.random.Generator) -> Answer:  # fmt: skip
-    subjects = debit.subjects
-    if subjects is None:
-        raise errors.InternalError("a sequence model needs the personalization plan of its subjects")
-    eps = float(subjects.parts[0].epsilon)
+    eps = run_epsilon(debit, "a sequence model")
     o = plan.options
     got = con.execute(source_sql(plan, debit.charged)).fetchnumpy()
     r, sym = np.asarray(got["r"], dtype=np.int64), np.asarray(got["__sym"], dtype=np.int64)

@@ -32,7 +32,7 @@ from dpgate.frontend.settings import Session, Spec
 from dpgate.mechanisms import diffpart
 from dpgate.queries.base import bind
 from dpgate.queries.plans import SubjectCharge, SynthesisPlan
-from dpgate.queries.synthetic import options
+from dpgate.queries.synthetic import options, require_free_name, run_epsilon
 from dpgate.release import Answer
 
 OPTIONS: dict[str, Spec] = {
@@ -86,9 +86,7 @@ def plan(classified: Classified, catalog: Catalog, session: Session, name: str) 
         raise errors.ProgrammingError(f"c1 = {c1:g} must not exceed c2 = {c2:g}", code="DP205",
                                       hint="the paper takes C1 in [1, C2]")  # fmt: skip
     extra = f"{name}_itemsets"
-    if extra in catalog.relation_names or extra in catalog.views or catalog.protected(extra) is not None:
-        raise errors.ProgrammingError(f"A table or view named {extra} already exists", code="DP226",
-                                      hint="choose another name: the release writes NAME and NAME_itemsets")  # fmt: skip
+    require_free_name(catalog, extra, "choose another name: the release writes NAME and NAME_itemsets")
     values = tuple(v for v in domain if v is not None)
     taxonomy = diffpart.Taxonomy.build(len(values), fanout)
     max_rows = settings.max_rows or table.max_rows
@@ -123,10 +121,7 @@ def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str
 
 def answer(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, debit, analyst: str, *,
            rng: np.random.Generator, sampling: np.random.Generator) -> Answer:  # fmt: skip
-    subjects = debit.subjects
-    if subjects is None:
-        raise errors.InternalError("a set-valued release needs the personalization plan of its subjects")
-    eps = float(subjects.parts[0].epsilon)
+    eps = run_epsilon(debit, "a set-valued release")
     o = plan.options
     taxonomy: diffpart.Taxonomy = o["taxonomy"]
     salt = int(rng.integers(0, 2**62))

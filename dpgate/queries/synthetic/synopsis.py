@@ -34,7 +34,7 @@ from dpgate.frontend.settings import Session, Spec, coerce, literal_value
 from dpgate.mechanisms import privtree
 from dpgate.queries.base import bind
 from dpgate.queries.plans import SubjectCharge, SynthesisPlan
-from dpgate.queries.synthetic import options
+from dpgate.queries.synthetic import options, run_epsilon
 from dpgate.release import Answer, Result
 
 OPTIONS: dict[str, Spec] = {
@@ -126,10 +126,7 @@ def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str
 
 
 def answer(con, plan: SynthesisPlan, debit, analyst: str, *, rng: np.random.Generator) -> Answer:
-    subjects = debit.subjects
-    if subjects is None:
-        raise errors.InternalError("a synopsis needs the personalization plan of its subjects")
-    eps = float(subjects.parts[0].epsilon)
+    eps = run_epsilon(debit, "a synopsis")
     o = plan.options
     salt = int(rng.integers(0, 2**62))
     got = con.execute(source_sql(plan, debit.charged, salt)).fetchnumpy()
