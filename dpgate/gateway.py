@@ -361,8 +361,9 @@ class Gateway:
             for bucket, count in self.ledger.subject_distribution(table):
                 if count or bucket.startswith("0 "):
                     rows.append((f"{label}: remaining ε {bucket}", None, None, count, ""))
-            # δ: spent only by DP key selection (GROUP BY over an undeclared domain); a subject
-            # takes part only with at least the query's δ left of their lifetime δ.
+            # δ: spent by DP key selection (GROUP BY over an undeclared domain) and by the experimental
+            # supermodular release; a subject takes part only with at least the query's δ left of
+            # their lifetime δ.
             lifetime = dec(table.subject_delta)
             need = dec(session_delta) if session_delta > 0 else None
             spread = self._con.execute(
@@ -382,7 +383,7 @@ class Gateway:
                          f"at least {what} of their lifetime δ={float(lifetime):g} left{room}"))  # fmt: skip
             rows.append((f"{label}: δ for key selection: spent", None, None, short,
                          f"less than {what} left: left out of key selection (GROUP BY an undeclared "
-                         "domain); no other query spends δ"))  # fmt: skip
+                         "domain); besides key selection only experimental releases (USING supermodular) spend δ"))  # fmt: skip
         return Result(
             ["scope", "epsilon_remaining", "delta_remaining", "subjects", "detail"],
             ["VARCHAR", "DOUBLE", "DOUBLE", "BIGINT", "VARCHAR"],
