@@ -20,7 +20,8 @@ from typing import Any
 import duckdb
 from sqlglot import exp
 
-from dpgate import database, errors, noise, queries
+from dpgate import backends, database, errors, noise, queries
+from dpgate.backends import spark as spark_backend
 from dpgate.catalog import releases as registry
 from dpgate.catalog import tables as catalog_mod
 from dpgate.catalog.facts import DuckDBFacts
@@ -37,7 +38,7 @@ from dpgate.release import ReleaseInfo, Result
 class Gateway:
     """One analyst's session on one database file."""
 
-    def __init__(self, path: str | os.PathLike, analyst: str, *, test_seed: int | None = None):
+    def __init__(self, path: str | os.PathLike, analyst: str, *, test_seed: int | None = None, spark: Any = None):
         if not isinstance(analyst, str) or not analyst:
             raise errors.InterfaceError("connect() needs analyst='<name>'", code="DP101")
         self._instance = database.acquire(path)
@@ -71,6 +72,8 @@ class Gateway:
             database.release(self._instance)
             raise
         self._test_seed = test_seed
+        self._spark = spark
+        self._planes: dict[str, Any] = {}
         self._queries = 0
         self.closed = False
         #: Called with (fraction done, message) while long work (a synthetic release) runs.
@@ -97,6 +100,15 @@ class Gateway:
             self._catalog = catalog_mod.load(self._con)
             self._fingerprint = fp
         return dataclasses.replace(self._catalog, views=catalog_mod.Views.from_fingerprint(fp))
+
+    def _plane(self, engine: str) -> Any:
+        """The data plane of tables whose rows are not in this file (``dpgate.backends``)."""
+        if engine not in self._planes:
+            session = self._spark if self._spark is not None else spark_backend.session_from_settings(
+                self.catalog().settings
+            )
+            self._planes[engine] = spark_backend.SparkPlane(session)
+        return self._planes[engine]
 
     def _randomness(self) -> noise.Randomness:
         self._queries += 1
@@ -187,6 +199,8 @@ class Gateway:
         allowlist.rewrite_for_engine(classified.statement)
         ctx = self._context(cat)
         qc = queries.for_statement(classified, ctx)
+        named = {t.name.lower() for t in classified.statement.find_all(exp.Table) if t.name}
+        backends.require_served(qc.name, tuple(cat.tables[n] for n in sorted(named) if n in cat.tables), qc.name)
         return qc, qc.plan(classified, ctx)
 
     def _cost(self, plan, sql: str, private: bool) -> Cost:
@@ -213,21 +227,22 @@ class Gateway:
         randomness = self._randomness()
         cost = self._cost(plan, sql, randomness.private)
         probe = f"(SELECT unit, 0 AS part FROM {plan.table.roster_table_sql})"
-        with bind_scope((self._instance.path, self._fingerprint)) as scope:  # tables and views as this statement saw them
-            qc.bind_check(self._con, plan, probe)
+        with backends.planes(self._plane), bind_scope((self._instance.path, self._fingerprint)) as scope:
+            qc.bind_check(self._con, plan, probe)  # tables and views as this statement saw them
         if scope.hits and catalog_mod.fingerprint(self._con) != self._fingerprint:
             # The owner changed a table or view since this statement read the catalog: what the cache
             # answered (or stored) may not describe the schema the run will see. Check again, uncached.
             # (Without a cache hit every EXPLAIN ran against the schema of its moment, as before.)
             scope.forget()
-            with bind_scope(None):
+            with backends.planes(self._plane), bind_scope(None):
                 qc.bind_check(self._con, plan, probe)
         debit = self.ledger.reserve(cost)  # --- debit before release: from here on, charged
         try:
             if plan.charge.rule == "sample" and debit.temp:
                 self.ledger.thin_sample(debit, rng=randomness.rng)
             run = Run(self._con, plan, debit, self.analyst, randomness.rng, randomness.sampling, self.progress)
-            answer = qc.answer(run)
+            with backends.planes(self._plane):
+                answer = qc.answer(run)
         except errors.Error:
             raise
         except Exception:  # noqa: BLE001 - after the debit, nothing of a failure may leave

@@ -31,6 +31,7 @@ from sqlglot import exp
 
 from dpgate import database, errors, resources
 from dpgate.catalog import tables as catalog
+from dpgate.backends import spark as spark_backend
 from dpgate.catalog import releases as registry
 
 SCHEMA_VERSION = "1"
@@ -50,9 +51,13 @@ def roster_name(subjects: str) -> str:
 class Owner:
     """Administrative access to one database file (owner only; analysts use ``dpgate.connect``)."""
 
-    def __init__(self, path: str | os.PathLike, *, create: bool = True, read_only: bool = False):
+    def __init__(
+        self, path: str | os.PathLike, *, create: bool = True, read_only: bool = False, spark: Any = None
+    ):
         """``read_only``: for commands that only read (ledger, budget, quality): a file without
-        dpgate's schema is refused (DP321) rather than given one."""
+        dpgate's schema is refused (DP321) rather than given one. ``spark``: a ``SparkSession``
+        for tables whose rows live in Spark (else the policy's ``[backends.spark] master``)."""
+        self._spark = spark
         self._instance = database.acquire(path, create=create and not read_only)
         self._con = self._instance.root.cursor()
         self.path = os.fspath(path)
@@ -154,6 +159,7 @@ class Owner:
         public_roster: bool = False,
         hierarchies: Mapping[str, Any] | None = None,
         experimental: bool | None = None,
+        spark: str | None = None,
     ) -> None:
         """Declare ``table`` protected, with ``unit`` as its privacy unit.
 
@@ -178,12 +184,24 @@ class Owner:
         ``catalog.hierarchies``) for generalized releases; ``experimental=True`` lets analysts
         use experimental mechanisms (``USING supermodular``) on this table.
 
+        ``spark`` says the rows live in Apache Spark: a table of the Spark session catalog
+        (``"db.table"``) or a Parquet path (``"parquet:/data/t"``). dpgate then keeps an empty
+        table of the same columns in this file (for planning), reads the roster's units from
+        Spark, and runs counting queries' exact aggregation there (``dpgate.backends.spark``).
+
         Re-declaring an existing protected table updates its bounds and declarations; its
         subjects keep what they have spent. Changing the privacy unit is refused.
         """
         table = table.lower()
         unit = unit.lower()
         self._refuse_release(table)
+        if spark is not None:
+            self._spark_stub(table, spark)
+        elif self._spark_source(table) is not None:
+            raise errors.PolicyError(
+                f"{table} was declared with a Spark source; re-declare it with spark = ... (or drop it first)",
+                code="DP340", hint="unprotect the table and drop its empty DuckDB stub to move it back to DuckDB",
+            )  # fmt: skip
         cols = dict(catalog.table_columns(self.con, table))
         if not cols:
             raise errors.PolicyError(
@@ -197,7 +215,7 @@ class Owner:
             )
         _check_positive_int("max_rows", max_rows)
         options = dict(options or {})
-        reserved = sorted(set(options) & {"experimental", "hierarchies", "graph", "max_groups_default"})
+        reserved = sorted(set(options) & {"experimental", "hierarchies", "graph", "max_groups_default", "spark"})
         if reserved:
             raise errors.PolicyError(
                 f"{', '.join(reserved)} cannot be set through options", code="DP312",
@@ -251,6 +269,8 @@ class Owner:
         options.update({key: kept[key] for key in ("hierarchies", "experimental") if key in kept})
         if experimental is not None:
             options["experimental"] = bool(experimental)
+        if spark is not None:
+            options["spark"] = spark
         if existing and existing[1] == "graph":
             raise errors.PolicyError(
                 f"{table!r} is protected as a graph", code="DP314",
@@ -642,9 +662,20 @@ class Owner:
         ).fetchall()
         # Every subject of every table in the subject space (the roster is theirs together). A
         # graph's roster is one row: the budget every potential edge shares (edge-level DP).
+        rows_of = {t: quote(t) for t, _, _ in members}
+        for t, u, _ in members:  # rows in Spark: their units (and budget column) copied here first
+            src = self._spark_source(t, con)
+            if src is not None:
+                arrow = spark_backend.unit_rows(self.spark_session(), src, u, bcol if source == "column" else None)
+                rows_of[t] = quote(f"__dp_spark_units_{t}")
+                con.register("__dp_spark_arrow", arrow)
+                try:
+                    con.execute(f"CREATE OR REPLACE TEMP TABLE {rows_of[t]} AS SELECT * FROM __dp_spark_arrow")
+                finally:
+                    con.unregister("__dp_spark_arrow")
         units = " UNION ".join(
             "SELECT CAST(0 AS BIGINT) AS unit" if kind == "graph"
-            else f"SELECT {quote(u)} AS unit FROM {quote(t)} WHERE {quote(u)} IS NOT NULL"
+            else f"SELECT {quote(u)} AS unit FROM {rows_of[t]} WHERE {quote(u)} IS NOT NULL"
             for t, u, kind in members
         )  # fmt: skip
         r = f"{catalog.SCHEMA}.{quote(roster)}"
@@ -656,7 +687,7 @@ class Owner:
             t, u, _ = members[0]
             src = (
                 f"SELECT {quote(u)} AS unit, greatest(coalesce(min(CAST({quote(bcol)} AS DOUBLE)), 0), 0) AS eps "
-                f"FROM {quote(t)} WHERE {quote(u)} IS NOT NULL GROUP BY {quote(u)}"
+                f"FROM {rows_of[t]} WHERE {quote(u)} IS NOT NULL GROUP BY {quote(u)}"
             )
         else:
             bu = quote(btab_unit)
@@ -683,6 +714,50 @@ class Owner:
             [*params, roster],
         )
         return con.execute(f"SELECT count(*) FROM {r}").fetchone()[0]
+
+    # -- tables whose rows live in Spark ---------------------------------------------------
+    def spark_session(self) -> Any:
+        """The Spark session for Spark sources: the one given to ``Owner``, else the policy's master."""
+        if self._spark is None:
+            self._spark = spark_backend.session_from_settings(catalog.load(self.con).settings)
+        return self._spark
+
+    def set_spark(self, master: str | None, conf: Mapping[str, Any] | None = None) -> None:
+        """Record the Spark master URL (and session settings) analysts' sessions connect with.
+
+        ``master`` is any Spark master URL: ``"local[4]"``, ``"spark://host:7077"``,
+        ``"yarn"``, ``"k8s://https://host:443"``. Connections that pass their own
+        ``SparkSession`` use that one instead.
+        """
+        if not isinstance(master, str) or not master:
+            raise errors.PolicyError("[backends.spark] needs master = \"<Spark master URL>\"", code="DP330")
+        conf = dict(conf or {})
+        if not all(isinstance(k, str) and isinstance(v, (str, int, float, bool)) for k, v in conf.items()):
+            raise errors.PolicyError("[backends.spark] conf maps setting names to values", code="DP330")
+        with self._transaction() as con:
+            for key, value in (("spark_master", master), ("spark_conf", json.dumps(conf))):
+                con.execute(f"INSERT OR REPLACE INTO {catalog.SCHEMA}.settings (key, value) VALUES (?, ?)", [key, value])
+
+    def _spark_source(self, table: str, con=None) -> str | None:
+        row = (con or self.con).execute(
+            f"SELECT options FROM {catalog.SCHEMA}.protected_tables WHERE table_name = ?", [table]
+        ).fetchone()
+        return json.loads(row[0]).get("spark") if row and row[0] else None
+
+    def _spark_stub(self, table: str, source: str) -> None:
+        """Create (or re-create) the empty DuckDB table with the Spark source's columns."""
+        spark_backend.parse_source(source)
+        columns = spark_backend.stub_columns(spark_backend.read_source(self.spark_session(), source), source)
+        if _exists(self.con, table) and self._spark_source(table) is None:
+            (n,) = self.con.execute(f"SELECT count(*) FROM (SELECT 1 FROM main.{quote(table)} LIMIT 1)").fetchone()
+            if n:
+                raise errors.PolicyError(
+                    f"{table} is a DuckDB table with rows; a Spark table needs the name for its empty stub",
+                    code="DP340", hint="protect the Spark source under another name, or drop the DuckDB table",
+                )  # fmt: skip
+        cols = ", ".join(f"{quote(n)} {t}" for n, t in columns)
+        with self._transaction() as con:
+            con.execute(f"CREATE OR REPLACE TABLE main.{quote(table)} ({cols})")
 
     def _require_protected(self, table: str) -> None:
         if not self.con.execute(
@@ -853,14 +928,21 @@ class Owner:
                     policy = tomllib.load(f)
                 except tomllib.TOMLDecodeError as e:
                     raise errors.PolicyError(f"Policy file is not valid TOML: {e}", code="DP330") from e
-        _check_keys("policy", policy, {"tables", "graphs", "analysts", "owners"})
+        _check_keys("policy", policy, {"tables", "graphs", "analysts", "owners", "backends"})
         done = []
+        backends = policy.get("backends", {})
+        _check_keys("[backends]", backends, {"spark"})
+        if "spark" in backends:  # before the tables: their Spark sources are read with it
+            spec = backends["spark"]
+            _check_keys("[backends.spark]", spec, {"master", "conf"})
+            self.set_spark(spec.get("master"), spec.get("conf"))
+            done.append(f"Spark backend at {spec.get('master')}")
         for tname, spec in policy.get("tables", {}).items():
             _check_keys(
                 f"[tables.{tname}]",
                 spec,
                 {"unit", "max_rows", "max_groups", "budget", "subject_delta", "columns", "options", "subjects",
-                 "public_roster", "experimental"},
+                 "public_roster", "experimental", "spark"},
             )
             if "unit" not in spec:
                 raise errors.PolicyError(f"[tables.{tname}] needs unit = \"<column>\"", code="DP330")
@@ -897,6 +979,7 @@ class Owner:
                 hierarchies=trees,
                 # the policy is authoritative: a table whose entry no longer says experimental = true is closed
                 experimental=_check_flag(f"[tables.{tname}] experimental", spec.get("experimental", False)),
+                spark=spec.get("spark"),
             )
             done.append(f"protected {tname} (unit {spec['unit']})")
         for gname, spec in policy.get("graphs", {}).items():

@@ -290,6 +290,7 @@ def connect(
     password: str | None = None,
     test_seed: int | None = None,
     progress: Callable[[float, str], None] | None = None,
+    spark: Any = None,
 ) -> Connection:
     """Open ``database`` (a DuckDB file with a dpgate catalog) as ``analyst``.
 
@@ -298,19 +299,20 @@ def connect(
     ``password`` or libpq's usual sources (the URL, ``PGPASSWORD``, ``~/.pgpass``).
     ``test_seed`` fixes the noise for tests; the owner must allow it, and every result is
     then marked not private. ``progress(fraction, message)`` is called while a synthetic
-    release is built (embedded only).
+    release is built (embedded only). ``spark`` is a ``SparkSession`` for protected tables
+    whose rows live in Spark (without it, the policy's ``[backends.spark] master`` is used).
     """
     from dpgate.interfaces import remote
 
     if remote.is_url(database):
-        if test_seed is not None:
-            raise errors.InterfaceError("test_seed is for embedded connections only", code="DP101")
+        if test_seed is not None or spark is not None:
+            raise errors.InterfaceError("test_seed and spark are for embedded connections only", code="DP101")
         return Connection(remote.RemoteGateway(database, analyst, password=password))  # type: ignore[arg-type]
     if analyst is None:
         raise errors.InterfaceError("connect() needs analyst='<name>'", code="DP101",
                                     hint="dpgate.connect('company.duckdb', analyst='alice')")  # fmt: skip
     if password is not None:
         raise errors.InterfaceError("password= is for a postgresql:// URL of dpgate serve", code="DP101")
-    con = Connection(Gateway(database, analyst, test_seed=test_seed))
+    con = Connection(Gateway(database, analyst, test_seed=test_seed, spark=spark))
     con.progress = progress
     return con

@@ -16,7 +16,7 @@ import math
 import duckdb
 import numpy as np
 
-from dpgate import errors, noise, release
+from dpgate import backends, errors, noise, release
 from dpgate.frontend.classify import Classified
 from dpgate.mechanisms import KeySelector, LaplaceCounting
 from dpgate.queries.analysis import Analysis, _with_epsilon, key_selection_threshold
@@ -155,6 +155,8 @@ class CountingQuery:
         unit_type = plan.table.columns[plan.table.unit].type
         parts = 2 if plan.charge.rule in ("partition", "t_round") else 1
         exact_mod.bind_check(con, plan, probe, unit_type, parts)
+        if backends.engine_of(plan.table) != "duckdb":  # the rows live elsewhere: that engine must run it too
+            backends.plane(backends.engine_of(plan.table)).bind_check(plan)
 
     def answer(self, run: Run) -> Answer:
         """Exact bounded statistics, (key selection,) noise, post-processing."""
@@ -163,7 +165,11 @@ class CountingQuery:
         n_parts = len(subjects.parts) if subjects is not None else 1
         salt = int(rng.integers(0, 2**62))
         generation = debit.generation if debit.temp is None else None  # charged is the uniform roster relation
-        exact = exact_mod.run(run.con, plan, debit.charged, salt, n_parts, roster_generation=generation)
+        engine = backends.engine_of(plan.table)
+        if engine == "duckdb":
+            exact = exact_mod.run(run.con, plan, debit.charged, salt, n_parts, roster_generation=generation)
+        else:
+            exact = exact_mod.run_on(backends.plane(engine), run.con, plan, debit.charged, salt, n_parts)
         if plan.key_selection is not None:
             ks = plan.key_selection
             run_eps = float(subjects.parts[0].epsilon) * ks.epsilon / plan.epsilon if subjects else ks.epsilon

@@ -385,23 +385,39 @@ def _run(
         if made_special:
             con.execute(f"DROP TABLE IF EXISTS {special}")
 
-    nk = len(q.keys)
+    return _answer(plan, rows, [p is not None for p in q.positions], q.labels, int(heavy), unused, n_parts)
+
+
+def run_on(plane: Any, con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, salt: int, n_parts: int = 1) -> ExactAnswer:
+    """The same statistics from another data plane (``dpgate.backends``): the charged (unit, part)
+    rows are read from the ledger's relation here and sent with the plan; the plane returns the
+    rows ``_run``'s aggregate would."""
+    units = con.execute(f"SELECT unit, CAST(part AS INTEGER) AS part FROM {charged}").fetch_arrow_table()
+    rows = plane.bounded_rows(plan, units, salt, n_parts)
+    labels = [(agg.index, label) for agg in plan.aggs for label, _ in _agg_sql(agg)]
+    return _answer(plan, rows, [k.domain is not None for k in plan.keys], labels, 0, None, n_parts)
+
+
+def _answer(plan: CountPlan, rows: list[tuple], positioned: list[bool], labels, heavy: int, unused: int | None,
+            n_parts: int) -> ExactAnswer:
+    """Rows of the aggregate (keys as positions where ``positioned``, else as text) as an ExactAnswer."""
+    nk = len(plan.keys)
     if plan.key_selection is None:
-        return _align_to_domains(plan, rows, nk, q.labels, int(heavy), unused, n_parts)
+        return _align_to_domains(plan, rows, nk, labels, heavy, unused, n_parts)
     if n_parts != 1:
         raise errors.InternalError("DP key selection runs on one partition of subjects")
     # Keys with a public domain come back as their 1-based position: map them to their values.
     key_rows = [
-        tuple(plan.keys[j].domain[int(r[j]) - 1] if q.positions[j] is not None else r[j] for j in range(nk))
+        tuple(plan.keys[j].domain[int(r[j]) - 1] if positioned[j] else r[j] for j in range(nk))
         for r in rows
     ]
     comps = {}
-    for i, lab in enumerate(q.labels):
+    for i, lab in enumerate(labels):
         col = np.empty((1, len(rows)), dtype=object)
         col[0, :] = [_int(r[nk + i]) for r in rows] if lab[1] != "quantile" else [_values(r[nk + i]) for r in rows]
         comps[lab] = col
     subjects = np.array([int(r[-1]) for r in rows], dtype=np.int64)
-    return ExactAnswer(key_rows, comps, subjects, int(heavy), unused)
+    return ExactAnswer(key_rows, comps, subjects, heavy, unused)
 
 
 def _numpy_rows(columns: dict[str, Any]) -> list[tuple]:

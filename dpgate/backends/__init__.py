@@ -1,0 +1,86 @@
+"""Data planes: where the exact, bounded statistics of a query are computed.
+
+dpgate splits every DP query in two. The *control plane* (catalog, roster, ledger, release
+registry, planning, noise, post-processing) always lives in the DuckDB database file and in
+dpgate's process. The *data plane* computes the exact integer statistics the mechanism
+perturbs: the rows of the charged subjects, each subject's contribution bounded, aggregated
+per cell. For most tables the data plane is the same DuckDB file (``dpgate.queries.counting.exact``
+and the other classes' SQL). A table the owner declares with a Spark source has its rows in
+Spark instead (``dpgate.backends.spark``); the DuckDB file then holds an empty table with the
+same columns, so that everything before the debit (classifying, planning, DuckDB's bind checks)
+runs as for any table.
+
+The interface a data plane offers the query classes is small (``DataPlane``): check before the
+debit that a plan will run, and after it return the plan's exact statistics as rows. Noise is
+never drawn in the engine. A query class a data plane does not serve is refused for its tables
+before anything is charged (``require_served``).
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+from dpgate import errors
+from dpgate.catalog.tables import ProtectedTable
+
+#: Table option naming a table's Spark source (set by ``Owner.protect(..., spark=...)``).
+SPARK_OPTION = "spark"
+
+#: Query classes each data plane serves; the others are refused for its tables before the debit.
+SERVED = {"spark": ("counting",)}
+
+
+class DataPlane(Protocol):
+    """What a query class asks of the engine that holds a table's rows."""
+
+    name: str
+
+    def bind_check(self, plan: Any) -> None:
+        """Refuse (free) a plan the engine could not run, before the debit."""
+
+    def bounded_rows(self, plan: Any, charged: Any, salt: int, n_parts: int) -> list[tuple]:
+        """The plan's exact bounded statistics, one row per non-empty cell."""
+
+
+def engine_of(table: ProtectedTable) -> str:
+    """'duckdb' (the rows are in the database file) or 'spark'."""
+    return "spark" if table.options.get(SPARK_OPTION) else "duckdb"
+
+
+def require_served(query_class: str, tables: tuple[ProtectedTable, ...], what: str) -> None:
+    """Refuse a statement over a table whose data plane does not serve its query class."""
+    for t in tables:
+        engine = engine_of(t)
+        if engine == "duckdb":
+            continue
+        if query_class not in SERVED[engine]:
+            raise errors.UnsupportedQueryError(
+                f"{t.name} lives in Spark, and the Spark backend serves counting queries only, not {what}",
+                code="DP250",
+                hint="ask COUNT / SUM / AVG / VARIANCE / STDDEV / MEDIAN with WHERE and GROUP BY over "
+                f"{t.name}; nothing was charged",
+            )
+
+
+#: The data planes of the statement being run (set by the gateway around its checks and its run).
+_PLANES: contextvars.ContextVar[Callable[[str], DataPlane] | None] = contextvars.ContextVar("planes", default=None)
+
+
+@contextmanager
+def planes(get: Callable[[str], DataPlane]) -> Iterator[None]:
+    token = _PLANES.set(get)
+    try:
+        yield
+    finally:
+        _PLANES.reset(token)
+
+
+def plane(engine: str) -> DataPlane:
+    """The session's data plane for ``engine`` (made on first use)."""
+    get = _PLANES.get()
+    if get is None:
+        raise errors.InternalError(f"no {engine} data plane is open for this statement")
+    return get(engine)

@@ -1,0 +1,519 @@
+"""Apache Spark as the data plane of a protected table (counting queries).
+
+A table declared with a Spark source (``Owner.protect(t, unit=..., spark="db.table")`` or
+``spark="parquet:/path"``) keeps its rows in Spark. The DuckDB file holds an empty table of the
+same columns (its *stub*), the roster, the ledger and the declarations, so that planning,
+charging and noise are exactly as for a DuckDB table; only the exact, bounded aggregation of a
+counting query runs in Spark, and only its per-cell integer statistics come back.
+
+What holds on Spark exactly as on DuckDB (README, "The privacy model"):
+
+only charged subjects' rows
+    The charged units travel from the ledger's transaction to Spark as a temporary view, and the
+    source rows are inner-joined with them *before* any of the analyst's expressions: every
+    analyst expression (WHERE, keys, aggregate inputs) is guarded by ``CASE WHEN __c.unit IS NOT
+    NULL``, which references the join's other side, so Spark's optimizer cannot push it below the
+    join onto the rows of a subject who was not charged [charged-only]
+    (``tests/backends/test_spark_backend.py`` checks this on the installed Spark).
+contribution bounding
+    A subject keeps at most ``max_rows`` rows (and ``max_groups`` groups when the plan bounds
+    groups): a uniformly random choice, ranked by ``xxhash64(xxhash64(row, dup) ^ salt)``, with the
+    62-bit ``salt`` drawn from the OS for each query and equal rows numbered apart (``dup``) so that
+    each row, not each distinct value, has its own rank. The ranking of a subject's rows depends on
+    that subject's rows only; no ``rand()``, no partition order. The salt is the same value
+    DuckDB's plan would use, but the hash differs, so a sampled answer on Spark is not the DuckDB
+    answer for the same salt; without sampling (no subject over its bound) the statistics are the
+    same (tested).
+clamping and the grid
+    Aggregate inputs are clamped to the declared bounds with the same CASE as on DuckDB and put on
+    the plan's grid as exact integers; sums are DECIMAL(38, 0), which cannot overflow for
+    |bound / grid| < 2^53 and fewer than 10^22 rows.
+no error that a row decides
+    dpgate runs its statements in its own Spark session (``newSession()``, sharing the
+    caller's catalog) with ANSI mode off, and every analyst operator that can fail on a value is
+    its ``try_*`` form (``try_add``, ``try_subtract``, ``try_multiply``, ``try_divide``, ``TRY_CAST``):
+    an overflow, a failed cast or a division by zero gives NULL, as ``TRY()`` does on DuckDB. Only
+    the expressions on ``_SAFE`` reach Spark; anything else is refused for Spark tables before the
+    debit (DP251), with the list of what is accepted.
+
+Every statement is analysed by Spark (``spark.sql`` resolves names and types without running)
+before the debit, so a statement Spark cannot run is refused free. The source's schema is
+compared with the stub's on every statement; a drifted source is refused (DP252) until the owner
+declares it again.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from decimal import Decimal
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+
+from dpgate import errors
+from dpgate.catalog.tables import ProtectedTable
+from dpgate.queries.plans import (
+    AVG,
+    COUNT_DISTINCT,
+    COUNT_ROWS,
+    COUNT_SUBJECTS,
+    COUNT_VALUES,
+    QUANTILE,
+    SUM,
+    VARIANCE_KINDS,
+    AggSpec,
+    CountPlan,
+)
+
+_ids = itertools.count(1)
+
+#: Spark's simple type names and the DuckDB type of the stub column.
+_SIMPLE_TYPES = {
+    "boolean": "BOOLEAN",
+    "tinyint": "TINYINT",
+    "smallint": "SMALLINT",
+    "int": "INTEGER",
+    "bigint": "BIGINT",
+    "float": "FLOAT",
+    "double": "DOUBLE",
+    "string": "VARCHAR",
+    "date": "DATE",
+}
+
+#: Row-level expressions that reach Spark (after the try_* rewrite), and why each is safe:
+#: comparisons, boolean logic, CASE / IF / COALESCE, IS NULL, IN and BETWEEN never fail with ANSI
+#: mode off; LIKE is safe with a literal pattern (checked below); ABS / LOWER / UPPER / LENGTH
+#: and || never fail; the arithmetic and casts are rewritten to their try_* forms.
+_SAFE = (
+    exp.Column, exp.Identifier, exp.Literal, exp.Boolean, exp.Null, exp.Paren, exp.Alias,
+    exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ,
+    exp.And, exp.Or, exp.Not, exp.Is, exp.In, exp.Between,
+    exp.Case, exp.If, exp.Coalesce, exp.Like, exp.ILike,
+    exp.Abs, exp.Lower, exp.Upper, exp.Length, exp.DPipe, exp.DataType, exp.TryCast, exp.Tuple,
+)  # fmt: skip
+_NAMES = {exp.Mod: "%", exp.IntDiv: "//", exp.Pow: "POWER", exp.BitwiseAnd: "&", exp.BitwiseOr: "|"}
+_TRY_OPS = {exp.Add: "try_add", exp.Sub: "try_subtract", exp.Mul: "try_multiply", exp.Div: "try_divide"}
+_CASTABLE = {
+    exp.DataType.Type.BOOLEAN, exp.DataType.Type.TINYINT, exp.DataType.Type.SMALLINT, exp.DataType.Type.INT,
+    exp.DataType.Type.BIGINT, exp.DataType.Type.FLOAT, exp.DataType.Type.DOUBLE, exp.DataType.Type.DECIMAL,
+    exp.DataType.Type.VARCHAR, exp.DataType.Type.TEXT, exp.DataType.Type.DATE,
+}  # fmt: skip
+ACCEPTED = (
+    "columns, literals, + - * /, comparisons, AND / OR / NOT, IS NULL, IN (…), BETWEEN, LIKE 'pattern', "
+    "CASE, IF, COALESCE, ABS, LOWER, UPPER, LENGTH, || and CAST to a number, text, boolean or date"
+)
+
+
+# -- the owner's side: sources, schemas, units --------------------------------------------------
+def parse_source(source: Any) -> tuple[str, str]:
+    """('table', name) or ('parquet', path) from a declaration (``"db.t"`` or ``"parquet:/p"``)."""
+    if not isinstance(source, str) or not source.strip():
+        raise errors.PolicyError(
+            f"spark = {source!r} is not a Spark source", code="DP340",
+            hint="give a table name of the Spark session catalog (spark = \"db.table\") or a Parquet path "
+            "(spark = \"parquet:/data/t\")",
+        )  # fmt: skip
+    if source.startswith("parquet:"):
+        return "parquet", source.removeprefix("parquet:")
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,2}", source):
+        raise errors.PolicyError(
+            f"spark = {source!r} is not a table name", code="DP340",
+            hint="a Spark table name is [catalog.][database.]table of letters, digits and _; "
+            "a Parquet source is written parquet:/path",
+        )  # fmt: skip
+    return "table", source
+
+
+def session_from_settings(settings: dict[str, str]) -> Any:
+    """A Spark session from the policy's ``[backends.spark]`` (master URL and settings)."""
+    master = settings.get("spark_master")
+    if not master:
+        raise errors.InterfaceError(
+            "This table lives in Spark, and no Spark session was given", code="DP253",
+            hint="connect(..., spark=SparkSession) / Owner(..., spark=...), or set [backends.spark] "
+            "master = \"spark://host:7077\" (or \"local[*]\") in the policy; nothing was charged",
+        )  # fmt: skip
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise errors.InterfaceError(
+            "This table lives in Spark, and pyspark is not installed", code="DP253",
+            hint="pip install 'dpgate[spark]' (it needs Java 17 or later); nothing was charged",
+        ) from None  # fmt: skip
+    builder = SparkSession.builder.master(master).appName("dpgate")
+    for key, value in json.loads(settings.get("spark_conf") or "{}").items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def session_for(spark: Any) -> Any:
+    """dpgate's own session on the caller's Spark: same catalog and cluster, its own settings."""
+    own = spark.newSession()
+    own.conf.set("spark.sql.ansi.enabled", "false")  # a failed implicit cast gives NULL, never an error
+    own.conf.set("spark.sql.session.timeZone", "UTC")
+    return own
+
+
+def read_source(spark: Any, source: str) -> Any:
+    """The source's DataFrame (a lazy plan; reads no row)."""
+    kind, where = parse_source(source)
+    try:
+        return spark.read.parquet(where) if kind == "parquet" else spark.table(where)
+    except Exception as e:  # noqa: BLE001 - Spark's analysis errors have no common public base class
+        raise errors.PolicyError(
+            f"Spark cannot read {source!r}: {_first_line(e)}", code="DP341",
+            hint="check the table name or path from the same Spark session; nothing was charged",
+        ) from None
+
+
+def stub_columns(df: Any, source: str) -> list[tuple[str, str]]:
+    """(column, DuckDB type) of a Spark source, or a refusal naming the columns it cannot serve."""
+    out, bad = [], []
+    for field in df.schema.fields:
+        name = field.name.lower()
+        t = field.dataType.simpleString()
+        m = re.fullmatch(r"decimal\((\d+),(\d+)\)", t)
+        if t in _SIMPLE_TYPES:
+            out.append((name, _SIMPLE_TYPES[t]))
+        elif m:
+            out.append((name, f"DECIMAL({m.group(1)},{m.group(2)})"))
+        elif re.fullmatch(r"(var)?char\(\d+\)", t):
+            out.append((name, "VARCHAR"))
+        else:
+            bad.append(f"{field.name} ({t})")
+    if bad:
+        raise errors.PolicyError(
+            f"The Spark source {source!r} has columns the Spark backend cannot serve: {', '.join(bad)}",
+            code="DP342",
+            hint="protect a Spark view without them (or with them cast); served types are booleans, integers, "
+            "floating point, decimals, strings and dates",
+        )
+    if len({n for n, _ in out}) != len(out):
+        raise errors.PolicyError(
+            f"The Spark source {source!r} has column names that differ only in case", code="DP342",
+            hint="rename them in a Spark view",
+        )  # fmt: skip
+    return out
+
+
+def unit_rows(spark: Any, source: str, unit: str, budget_column: str | None):
+    """The source's units (and their smallest budget-column value) as an Arrow table, for the roster."""
+    from pyspark.sql import functions as F
+
+    df = read_source(spark, source)
+    cols = {f.name.lower(): f.name for f in df.schema.fields}
+    u = F.col(f"`{cols[unit]}`")
+    df = df.where(u.isNotNull())
+    if budget_column is None:
+        return df.select(u.alias(unit)).distinct().toArrow()
+    b = F.col(f"`{cols[budget_column]}`").cast("double")
+    return df.groupBy(u.alias(unit)).agg(F.min(b).alias(budget_column)).toArrow()
+
+
+# -- the analyst's expressions ------------------------------------------------------------------
+def _unsupported(what: str) -> errors.UnsupportedQueryError:
+    return errors.UnsupportedQueryError(
+        f"{what} cannot run on the Spark backend", code="DP251",
+        hint=f"Spark tables accept {ACCEPTED}; nothing was charged",
+    )  # fmt: skip
+
+
+def to_spark(node: exp.Expr) -> exp.Expr:
+    """The analyst's row-level expression for Spark: try_* operators, refusing anything not on ``_SAFE``."""
+
+    def rewrite(n: exp.Expr) -> exp.Expr:
+        if type(n) in _TRY_OPS:
+            return exp.Anonymous(this=_TRY_OPS[type(n)], expressions=[n.this, n.expression])
+        if isinstance(n, exp.Neg):
+            return exp.Anonymous(this="try_subtract", expressions=[exp.Literal.number(0), n.this])
+        if isinstance(n, exp.Cast):
+            return exp.TryCast(this=n.this, to=n.to)
+        return n
+
+    out = node.copy()
+    for t in list(out.find_all(exp.Try, exp.Anonymous)):  # TRY() first: the transform does not descend into replacements
+        if isinstance(t, exp.Try) or t.name.upper() == "TRY" and len(t.expressions) == 1:
+            inner = t.this if isinstance(t, exp.Try) else t.expressions[0]
+            if t is out:
+                out = inner
+            else:
+                t.replace(inner)
+    out = out.transform(rewrite)
+    for n in out.walk():
+        if isinstance(n, exp.Anonymous) and n.name in _TRY_OPS.values():
+            continue
+        if isinstance(n, exp.TryCast) and n.to.this not in _CASTABLE:
+            raise _unsupported(f"CAST to {n.to.sql('duckdb')}")
+        if isinstance(n, (exp.Like, exp.ILike)) and not isinstance(n.expression, exp.Literal):
+            raise _unsupported("LIKE with a pattern that is not a literal")
+        if not isinstance(n, _SAFE):
+            what = _NAMES.get(type(n), n.name.upper() if isinstance(n, (exp.Func, exp.Anonymous)) and n.name else n.key.upper())
+            raise _unsupported(f"{what} (in {n.sql('duckdb')[:60]})")
+    return out
+
+
+def _sql(node: exp.Expr) -> str:
+    return node.sql(dialect="spark")
+
+
+def _literal(value: Any, sql_type: str) -> str:
+    """A domain value as a Spark literal of the key's type."""
+    if value is None:
+        return "NULL"
+    t = sql_type.upper()
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value != value:
+        return "CAST('NaN' AS DOUBLE)"
+    node = exp.Literal.string(str(value)) if isinstance(value, str) else exp.Literal.number(str(value))
+    if t.startswith(("DECIMAL", "DATE", "FLOAT", "DOUBLE")) or t in ("TINYINT", "SMALLINT", "INTEGER", "BIGINT"):
+        node = exp.Cast(this=exp.Literal.string(str(value)), to=exp.DataType.build(t, dialect="duckdb"))
+    return _sql(node)
+
+
+# -- the statement ------------------------------------------------------------------------------
+def _scaled(agg: AggSpec, v: str) -> str:
+    """The clamped input on the grid as a BIGINT (the CASE of ``counting.exact._agg_sql``)."""
+    if agg.grid == 1.0 and agg.integer:
+        lo, hi, d = int(agg.lower), int(agg.upper), f"CAST({v} AS DOUBLE)"
+        scaled = f"(CASE WHEN {d} < {lo} THEN {lo} WHEN {d} > {hi} THEN {hi} ELSE TRY_CAST({v} AS BIGINT) END)"
+    else:
+        x, lo, hi = f"CAST({v} AS DOUBLE)", repr(float(agg.lower)), repr(float(agg.upper))
+        # NaN compares above everything in Spark too, so it clamps to the upper bound as on DuckDB.
+        clamped = f"(CASE WHEN {x} < {lo} THEN {lo} WHEN {x} > {hi} THEN {hi} ELSE {x} END)"
+        if agg.grid <= 1.0:
+            scaled = f"CAST(round({clamped} * {int(round(1 / agg.grid))}) AS BIGINT)"
+        else:
+            scaled = f"CAST(round({clamped} / {int(agg.grid)}) AS BIGINT)"
+    return f"CASE WHEN {v} IS NULL THEN NULL ELSE {scaled} END"
+
+
+def _agg_sql(agg: AggSpec) -> list[str]:
+    v = f"__v{agg.index}"
+    if agg.kind == COUNT_ROWS:
+        return ["count(*)"]
+    if agg.kind == COUNT_VALUES:
+        return [f"count({v})"]
+    if agg.kind == COUNT_DISTINCT:
+        return [f"count(DISTINCT {v})"]
+    if agg.kind == COUNT_SUBJECTS:
+        return [f"count(DISTINCT {v if agg.expr is not None else '__unit'})"]
+    s = _scaled(agg, v)
+    total = f"coalesce(sum(CAST({s} AS DECIMAL(38, 0))), 0)"
+    if agg.kind == SUM:
+        return [total]
+    if agg.kind == AVG:
+        return [total, f"count({v})"]
+    if agg.kind in VARIANCE_KINDS:
+        mid = (round(agg.lower / agg.grid) + round(agg.upper / agg.grid)) // 2
+        y = f"CAST(({s}) - {mid} AS DECIMAL(38, 0))"
+        return [f"coalesce(sum({y}), 0)", f"coalesce(sum({y} * {y}), 0)", f"count({v})"]
+    if agg.kind == QUANTILE:
+        return [f"sort_array(collect_list({s}))"]
+    raise errors.InternalError(f"unknown aggregate kind {agg.kind}")
+
+
+def _position(j: int, key) -> str | None:
+    """SQL for key j's 1-based position in its public domain (NULL outside it), as on DuckDB."""
+    if key.domain is None:
+        return None
+    k = f"__k{j}"
+    null_pos = key.domain.index(None) + 1 if None in key.domain else "NULL"
+    values = [v for v in key.domain]
+    ints = key.source == "integer bounds" and all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+    if ints and values == list(range(values[0], values[0] + len(values))):
+        inside = f"CASE WHEN {k} BETWEEN {values[0]} AND {values[-1]} THEN CAST({k} AS BIGINT) - {values[0] - 1} END"
+    else:
+        # array_position is 1-based and 0 when absent; a NULL domain entry never matches a value.
+        arr = ", ".join(_literal(v, key.sql_type) for v in values if v is not None)
+        pos = [i + 1 for i, v in enumerate(values) if v is not None]
+        if pos != list(range(1, len(pos) + 1)):  # a NULL entry in the middle: map array indexes back
+            arr_pos = f"element_at(array({', '.join(map(str, pos))}), array_position(array({arr}), {k}))"
+            inside = f"CASE WHEN array_position(array({arr}), {k}) > 0 THEN {arr_pos} END"
+        else:
+            inside = f"nullif(array_position(array({arr}), {k}), 0)"
+    return f"CASE WHEN {k} IS NULL THEN {null_pos} ELSE {inside} END"
+
+
+def check_plan(plan: CountPlan) -> None:
+    """Refuse, before the debit, a counting plan the Spark backend does not run."""
+    if plan.joined or plan.source.args.get("joins"):
+        raise _unsupported("A join")
+    if plan.prebound:
+        raise _unsupported("The per-subject subquery")
+    if plan.key_selection is not None:
+        for key in plan.keys:
+            if key.domain is None and not key.sql_type.upper().startswith(("VARCHAR", "TINYINT", "SMALLINT", "INTEGER", "BIGINT")):
+                raise _unsupported(f"A GROUP BY key of type {key.sql_type} without a declared domain")
+    _source_parts(plan)
+
+
+def _source_parts(plan: CountPlan) -> tuple[list[tuple[str, str]], str | None]:
+    """(alias, Spark SQL) of each column of ``plan.source`` and its WHERE, analyst parts rewritten."""
+    cols = []
+    for e in plan.source.expressions:
+        cols.append((e.alias_or_name, _sql(to_spark(e.unalias()))))
+    where = plan.source.args.get("where")
+    return cols, (_sql(to_spark(where.this)) if where is not None else None)
+
+
+def statement(plan: CountPlan, view: str, units: str, charged: str, salt: int, n_parts: int) -> str:
+    """The Spark SQL of the exact bounded statistics of ``plan``.
+
+    ``view`` holds the source rows, ``units`` the charged units (column ``unit``), ``charged`` the
+    charged (unit, part) rows. Returns one row per non-empty cell: [part,] each key's position
+    (or value as text, with key selection), the statistics in ``counting.exact``'s order, and the
+    per-key subject count with key selection.
+    """
+    cols, where = _source_parts(plan)
+    alias = exp.to_identifier(plan.table.name, quoted=True).sql("spark")
+    guard = "__c.unit IS NOT NULL"  # references the join's other side [charged-only]
+    select = ", ".join(
+        f"{sql} AS {name}" if name == "__unit" else f"CASE WHEN {guard} THEN {sql} END AS {name}" for name, sql in cols
+    )
+    unit_sql = dict(cols)["__unit"]
+    src = f"SELECT {select} FROM {view} AS {alias} JOIN {units} AS __c ON {unit_sql} = __c.unit"
+    src += f" WHERE CASE WHEN {guard} THEN ({where}) ELSE false END" if where else ""
+    keys = [f"__k{j}" for j in range(len(plan.keys))]
+    values = sorted({f"__v{a.index}" for a in plan.aggs if a.expr is not None})
+    row = ["__unit", *keys, *values]
+    positions = [_position(j, k) for j, k in enumerate(plan.keys)]
+    in_domain = " AND ".join(f"({p}) IS NOT NULL" for p in positions if p is not None)
+    rows = f"SELECT * FROM ({src}) __s" + (f" WHERE {in_domain}" if in_domain else "")
+    salted = f"CAST({int(salt)} AS BIGINT)"
+    if plan.bound_groups:
+        ghash = f"xxhash64(xxhash64(__unit, {', '.join(keys)}) ^ {salted})"
+        rows = (
+            f"SELECT * FROM (SELECT *, dense_rank() OVER (PARTITION BY __unit ORDER BY {ghash}, {', '.join(keys)}) "
+            f"AS __gr FROM ({rows}) __g) __g2 WHERE __gr <= {int(plan.max_groups)}"
+        )
+    # Equal rows get distinct duplicate numbers, so each row has its own rank [dup].
+    numbered = f"SELECT *, row_number() OVER (PARTITION BY {', '.join(row)} ORDER BY __unit) AS __dup FROM ({rows}) __r"
+    rhash = f"xxhash64(xxhash64({', '.join(row)}, __dup) ^ {salted})"
+    bounded = (
+        f"SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY __unit ORDER BY {rhash}, __dup) AS __rn "
+        f"FROM ({numbered}) __n) __b WHERE __rn <= {int(plan.max_rows)}"
+    )
+    group = list(keys)
+    if n_parts > 1:
+        bounded = f"SELECT __b2.*, __p.part AS __part FROM ({bounded}) __b2 JOIN {charged} AS __p ON __b2.__unit = __p.unit"
+        group = ["__part", *keys]
+    aggs = [s for a in plan.aggs for s in _agg_sql(a)]
+    if plan.key_selection is not None:
+        aggs.append("count(DISTINCT __unit)")
+    inner = f"SELECT {', '.join([*group, *(f'{s} AS __a{i}' for i, s in enumerate(aggs))])} FROM ({bounded}) __x"
+    if group:
+        inner += f" GROUP BY {', '.join(group)}"
+    outer = ["__part"] if n_parts > 1 else []
+    for j, p in enumerate(positions):
+        if p is not None:
+            outer.append(f"{p} AS __k{j}")
+        elif plan.key_selection is not None:
+            outer.append(f"CAST(__k{j} AS STRING) AS __k{j}")  # travels as text (counting.exact [transport])
+        else:
+            outer.append(f"__k{j}")
+    outer += [f"__a{i}" for i in range(len(aggs))]
+    out = f"SELECT {', '.join(outer)} FROM ({inner}) __y"
+    sqlglot.parse_one(out, read="spark")  # dpgate's own SQL must parse as Spark SQL (a bug check)
+    return out
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0][:300] if text else type(e).__name__
+
+
+class SparkPlane:
+    """The Spark data plane of one gateway: a session, and the plans it runs."""
+
+    name = "spark"
+
+    def __init__(self, spark: Any):
+        self.spark = session_for(spark)
+
+    def _register(self, table: ProtectedTable) -> tuple[str, Any]:
+        """The table's source as a temporary view of dpgate's session; refuses a drifted schema."""
+        source = table.options["spark"]
+        df = read_source(self.spark, source)
+        try:
+            now = stub_columns(df, source)
+        except errors.PolicyError as e:
+            raise errors.PolicyError(
+                f"The Spark source of {table.name} changed: {e.message}", code="DP252",
+                hint="the data owner declares it again (dpgate policy apply); nothing was charged",
+            ) from None  # fmt: skip
+        declared = [(c.name, c.type.upper()) for c in table.columns.values()]
+        if [(n, t.upper()) for n, t in now] != declared:
+            raise errors.PolicyError(
+                f"The Spark source of {table.name} no longer has the columns it was declared with", code="DP252",
+                hint="the data owner declares it again (dpgate policy apply); nothing was charged",
+            )  # fmt: skip
+        view = f"__dpgate_src_{next(_ids)}"
+        df.createOrReplaceTempView(view)
+        return view, df
+
+    def _charged_views(self, table: ProtectedTable, df: Any, charged: Any) -> tuple[str, str]:
+        """Temporary views of the charged (unit, part) rows (an Arrow table) and their distinct units."""
+        from pyspark.sql import functions as F
+        from pyspark.sql import types as T
+
+        unit_type = next(f.dataType for f in df.schema.fields if f.name.lower() == table.unit)
+        if charged is None or charged.num_rows == 0:
+            schema = T.StructType([T.StructField("unit", unit_type), T.StructField("part", T.IntegerType())])
+            rel = self.spark.createDataFrame([], schema=schema)
+        else:
+            rel = self.spark.createDataFrame(charged)
+            rel = rel.select(F.col("unit").cast(unit_type).alias("unit"), F.col("part").cast("int").alias("part"))
+        n = next(_ids)
+        names = f"__dpgate_charged_{n}", f"__dpgate_units_{n}"
+        rel.createOrReplaceTempView(names[0])
+        rel.select("unit").distinct().createOrReplaceTempView(names[1])
+        return names
+
+    def _views(self, plan: CountPlan, charged: Any) -> tuple[str, str, str]:
+        view, df = self._register(plan.table)
+        try:
+            return (view, *self._charged_views(plan.table, df, charged))
+        except BaseException:
+            self.spark.catalog.dropTempView(view)
+            raise
+
+    def _drop(self, views) -> None:
+        for v in views:
+            self.spark.catalog.dropTempView(v)
+
+    def bind_check(self, plan: CountPlan) -> None:
+        """Analyse the statement against an empty charged set (Spark reads no row)."""
+        check_plan(plan)
+        views = self._views(plan, None)
+        try:
+            parts = 2 if plan.charge.rule in ("partition", "t_round") else 1
+            sql = statement(plan, views[0], views[2], views[1], 0, parts)
+            try:
+                self.spark.sql(sql)  # analysis only: names and types resolved, nothing runs
+            except Exception as e:  # noqa: BLE001 - pyspark's AnalysisException and friends
+                raise errors.ProgrammingError(
+                    f"Spark cannot bind this query: {_first_line(e)}", code="DP230",
+                    hint="fix the SQL; nothing was charged",
+                ) from None  # fmt: skip
+        finally:
+            self._drop(views)
+
+    def bounded_rows(self, plan: CountPlan, charged: Any, salt: int, n_parts: int) -> list[tuple]:
+        """Run the statement on the charged subjects (an Arrow table of unit, part)."""
+        views = self._views(plan, charged)
+        try:
+            rows = self.spark.sql(statement(plan, views[0], views[2], views[1], salt, n_parts)).collect()
+        finally:
+            self._drop(views)
+        return [tuple(_plain(x) for x in r) for r in rows]
+
+
+def _plain(x: Any) -> Any:
+    """Spark's DECIMAL sums as exact Python ints; lists (a quantile's values) as lists."""
+    if isinstance(x, Decimal):
+        return int(x)
+    return x
