@@ -96,3 +96,49 @@ def fetch(con, sql, params=None):
     cur = con.cursor()
     cur.execute(sql, params)
     return cur.fetchall(), cur
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """A local Spark session (2 cores) for the Spark backend's tests, started once per run.
+
+    It needs pyspark (the test extra installs it) and Java 17 or later (``.ci/run`` installs it
+    when the machine lacks it); without them these tests fail rather than skip.
+    """
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]").appName("dpgate-tests")
+        .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4").config("spark.driver.memory", "1g")
+        .getOrCreate()
+    )  # fmt: skip
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def spark_twin(spark, duck_path: Path, tables: dict[str, dict], *, analysts: dict | None = None) -> Path:
+    """A second database whose ``tables`` live in Spark (Parquet copies of ``duck_path``'s rows).
+
+    ``tables`` maps each table to its ``Owner.protect`` arguments (the same as the DuckDB
+    database's); the twin has the same analysts (with test seeds). The two files then plan
+    every statement alike, and only the data plane differs.
+    """
+    twin = duck_path.with_name(duck_path.stem + "_spark.duckdb")
+    raw = duckdb.connect(str(duck_path), read_only=True)
+    try:
+        for table in tables:
+            out = duck_path.with_name(f"{duck_path.stem}_{table}.parquet")
+            raw.execute(f"COPY (SELECT * FROM main.\"{table}\") TO '{out}' (FORMAT parquet)")
+    finally:
+        raw.close()
+    with Owner(twin, spark=spark) as owner:
+        owner.set_spark("local[2]")  # analysts' sessions find the running local Spark through the master
+        for table, spec in tables.items():
+            out = duck_path.with_name(f"{duck_path.stem}_{table}.parquet")
+            owner.protect(table, **{"public_roster": True, **spec, "spark": f"parquet:{out}"})
+        for name, spec in (analysts or {"alice": {"epsilon": 100.0, "delta": 1e-3}}).items():
+            owner.add_analyst(name, **spec)
+            owner.allow_test_seed(name)
+    return twin

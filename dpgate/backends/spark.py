@@ -225,6 +225,8 @@ def to_spark(node: exp.Expr) -> exp.Expr:
     """The analyst's row-level expression for Spark: try_* operators, refusing anything not on ``_SAFE``."""
 
     def rewrite(n: exp.Expr) -> exp.Expr:
+        if isinstance(n, exp.Div):
+            return _divide(n.this, n.expression)
         if type(n) in _TRY_OPS:
             return exp.Anonymous(this=_TRY_OPS[type(n)], expressions=[n.this, n.expression])
         if isinstance(n, exp.Neg):
@@ -233,15 +235,17 @@ def to_spark(node: exp.Expr) -> exp.Expr:
             return exp.TryCast(this=n.this, to=n.to)
         return n
 
-    out = node.copy()
-    for t in list(out.find_all(exp.Try, exp.Anonymous)):  # TRY() first: the transform does not descend into replacements
-        if isinstance(t, exp.Try) or t.name.upper() == "TRY" and len(t.expressions) == 1:
-            inner = t.this if isinstance(t, exp.Try) else t.expressions[0]
-            if t is out:
-                out = inner
-            else:
-                t.replace(inner)
-    out = out.transform(rewrite)
+    def bottom_up(n: exp.Expr) -> exp.Expr:
+        for key, value in list(n.args.items()):
+            if isinstance(value, exp.Expr):
+                n.set(key, bottom_up(value))
+            elif isinstance(value, list):
+                n.set(key, [bottom_up(v) if isinstance(v, exp.Expr) else v for v in value])
+        if isinstance(n, exp.Try) or isinstance(n, exp.Anonymous) and n.name.upper() == "TRY" and len(n.expressions) == 1:
+            return n.this if isinstance(n, exp.Try) else n.expressions[0]  # every operator below is try_* now
+        return rewrite(n)
+
+    out = bottom_up(node.copy())
     for n in out.walk():
         if isinstance(n, exp.Anonymous) and n.name in _TRY_OPS.values():
             continue
@@ -253,6 +257,27 @@ def to_spark(node: exp.Expr) -> exp.Expr:
             what = _NAMES.get(type(n), n.name.upper() if isinstance(n, (exp.Func, exp.Anonymous)) and n.name else n.key.upper())
             raise _unsupported(f"{what} (in {n.sql('duckdb')[:60]})")
     return out
+
+
+def _divide(a: exp.Expr, b: exp.Expr) -> exp.Expr:
+    """DuckDB's ``a / b``: a DOUBLE quotient, ±Infinity or NaN for a zero divisor (IEEE 754), where
+    Spark's division gives NULL; so a Spark table answers as the DuckDB table would."""
+    def double(x: exp.Expr) -> exp.Expr:
+        return exp.TryCast(this=x, to=exp.DataType.build("DOUBLE"))
+
+    def special(name: str) -> exp.Expr:
+        return double(exp.Literal.string(name))
+
+    zero = exp.EQ(this=b.copy(), expression=exp.Literal.number(0))
+    by_sign = exp.Case(
+        ifs=[
+            exp.If(this=exp.GT(this=a.copy(), expression=exp.Literal.number(0)), true=special("Infinity")),
+            exp.If(this=exp.LT(this=a.copy(), expression=exp.Literal.number(0)), true=special("-Infinity")),
+            exp.If(this=exp.Not(this=exp.Is(this=a.copy(), expression=exp.Null())), true=special("NaN")),
+        ]
+    )
+    quotient = exp.Anonymous(this="try_divide", expressions=[double(a), double(b)])
+    return exp.Case(ifs=[exp.If(this=zero, true=by_sign)], default=quotient)
 
 
 def _sql(node: exp.Expr) -> str:

@@ -47,9 +47,10 @@ from typing import Any
 
 import duckdb
 import numpy as np
+from sqlglot import exp
 
 import dpgate
-from dpgate import errors, queries
+from dpgate import backends, errors, queries
 from dpgate.catalog.owner import Owner
 from dpgate.frontend.classify import classify
 from dpgate.frontend.dialect import parse_one
@@ -68,6 +69,11 @@ SALT = 0x2545F4914F6CDD1D & ((1 << 62) - 1)
 #: Analyst with a large quota and test seeds, added to the harness's databases.
 ANALYST = "harness"
 SEED = 20261122
+
+
+#: What a failed exact pass raises: DuckDB's errors, and Spark's (Py4J and PySpark exceptions,
+#: which share no base class but ``Exception``) for tables whose rows live in Spark.
+_ENGINE_ERRORS = (duckdb.Error, Exception)
 
 
 class NotDP(Exception):
@@ -151,8 +157,11 @@ def plan_statement(gateway, sql: str):
         raise NotDP(classified.kind)
     ctx = Context(cat, gateway.session, gateway.facts)
     qc = queries.for_statement(classified, ctx)
+    named = {t.name.lower() for t in classified.statement.find_all(exp.Table) if t.name}
+    backends.require_served(qc.name, tuple(cat.tables[n] for n in sorted(named) if n in cat.tables), qc.name)
     plan = qc.plan(classified, ctx)
-    qc.bind_check(gateway._con, plan, roster_charged(plan))
+    with backends.planes(gateway._plane):  # a table whose rows live in Spark is checked there too
+        qc.bind_check(gateway._con, plan, roster_charged(plan))
     return qc, plan
 
 
@@ -198,7 +207,10 @@ def exact_statistics(con: duckdb.DuckDBPyConnection, plan, *, charged: str | Non
 
 
 def _counting(con, plan: CountPlan, charged: str, salt: int, n_parts: int = 1) -> Exact:
-    ex = exact_mod.run(con, plan, charged, salt, n_parts)
+    if backends.engine_of(plan.table) == "duckdb":
+        ex = exact_mod.run(con, plan, charged, salt, n_parts)
+    else:  # the rows live in Spark: the gateway's plane (``statistics_of`` / ``check_statement`` open it)
+        ex = exact_mod.run_on(backends.plane(backends.engine_of(plan.table)), con, plan, charged, salt, n_parts)
     public = plan.key_selection is None
     cells = list(range(len(ex.keys))) if public else [_key(tuple(k)) for k in ex.keys]
     stats: dict[str, Statistic] = {}
@@ -495,12 +507,14 @@ def check_statement(gw_d, gw_n, sql: str, *, scale: float = 1.0, context: str = 
     failed = {}
     if before is None:
         try:
-            before = exact_statistics(gw_d._con, plan_d)
-        except duckdb.Error as e:  # the gateway would answer DP404 after the debit
+            with backends.planes(gw_d._plane):
+                before = exact_statistics(gw_d._con, plan_d)
+        except _ENGINE_ERRORS as e:  # the gateway would answer DP404 after the debit
             failed["D"] = str(e).splitlines()[0]
     try:
-        after = exact_statistics(gw_n._con, plan_n, hints=before.hints if before is not None else None)
-    except duckdb.Error as e:
+        with backends.planes(gw_n._plane):
+            after = exact_statistics(gw_n._con, plan_n, hints=before.hints if before is not None else None)
+    except _ENGINE_ERRORS as e:
         failed["D′"] = str(e).splitlines()[0]
     assert not failed, f"the exact pass fails (DP404 after the debit) on {sorted(failed)} [{context}]: {failed}"
     assert_neighbours(before, after, scale=scale, context=context)
@@ -509,7 +523,9 @@ def check_statement(gw_d, gw_n, sql: str, *, scale: float = 1.0, context: str = 
 
 def statistics_of(gw, sql: str, **kwargs) -> Exact:
     """Plan (as the gateway does) and compute the exact statistics of ``sql`` on one database."""
-    return exact_statistics(gw._con, plan_statement(gw, sql)[1], **kwargs)
+    plan = plan_statement(gw, sql)[1]
+    with backends.planes(gw._plane):
+        return exact_statistics(gw._con, plan, **kwargs)
 
 
 # -- databases -----------------------------------------------------------------------------------

@@ -392,7 +392,8 @@ def run_on(plane: Any, con: duckdb.DuckDBPyConnection, plan: CountPlan, charged:
     """The same statistics from another data plane (``dpgate.backends``): the charged (unit, part)
     rows are read from the ledger's relation here and sent with the plan; the plane returns the
     rows ``_run``'s aggregate would."""
-    units = con.execute(f"SELECT unit, CAST(part AS INTEGER) AS part FROM {charged}").fetch_arrow_table()
+    rel = con.execute(f"SELECT unit, CAST(part AS INTEGER) AS part FROM {charged}")
+    units = rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.fetch_arrow_table()  # DuckDB 1.4
     rows = plane.bounded_rows(plan, units, salt, n_parts)
     labels = [(agg.index, label) for agg in plan.aggs for label, _ in _agg_sql(agg)]
     return _answer(plan, rows, [k.domain is not None for k in plan.keys], labels, 0, None, n_parts)
