@@ -59,7 +59,7 @@ def require_served(query_class: str, tables: tuple[ProtectedTable, ...], what: s
         if query_class not in SERVED[engine]:
             raise errors.UnsupportedQueryError(
                 f"{t.name} lives in Spark, and the Spark backend serves counting queries only, not {what}",
-                code="DP250",
+                code="DP260",
                 hint="ask COUNT / SUM / AVG / VARIANCE / STDDEV / MEDIAN with WHERE and GROUP BY over "
                 f"{t.name}; nothing was charged",
             )

@@ -9,12 +9,17 @@ counting query runs in Spark, and only its per-cell integer statistics come back
 What holds on Spark exactly as on DuckDB (README, "The privacy model"):
 
 only charged subjects' rows
-    The charged units travel from the ledger's transaction to Spark as a temporary view, and the
-    source rows are inner-joined with them *before* any of the analyst's expressions: every
-    analyst expression (WHERE, keys, aggregate inputs) is guarded by ``CASE WHEN __c.unit IS NOT
-    NULL``, which references the join's other side, so Spark's optimizer cannot push it below the
-    join onto the rows of a subject who was not charged [charged-only]
-    (``tests/backends/test_spark_backend.py`` checks this on the installed Spark).
+    The charged units travel from the ledger's transaction to Spark as a temporary view (one row
+    per unit with ``__seen``, a nullable column computed from the charged rows), and the source
+    rows are inner-joined with it. Every analyst expression (WHERE, keys, aggregate inputs) is
+    guarded by ``CASE WHEN __c.__seen IS NOT NULL THEN ... END``: it references a column of the
+    join's other side that no join condition equates with a source column, so Spark's optimizer
+    can neither evaluate it below the join nor rewrite it into one that it can [charged-only].
+    (Guarding with ``__c.unit`` does not work: constraint propagation substitutes the source's unit
+    for it, through the join's equality, and pushes the analyst's filter down to the scan; a
+    literal or non-nullable column is folded away.) ``tests/backends/test_spark_backend.py``
+    checks this on the installed Spark with deterministic expressions that fail on one subject's
+    rows under ANSI mode.
 contribution bounding
     A subject keeps at most ``max_rows`` rows (and ``max_groups`` groups when the plan bounds
     groups): a uniformly random choice, ranked by ``xxhash64(xxhash64(row, dup) ^ salt)``, with the
@@ -34,11 +39,11 @@ no error that a row decides
     its ``try_*`` form (``try_add``, ``try_subtract``, ``try_multiply``, ``try_divide``, ``TRY_CAST``):
     an overflow, a failed cast or a division by zero gives NULL, as ``TRY()`` does on DuckDB. Only
     the expressions on ``_SAFE`` reach Spark; anything else is refused for Spark tables before the
-    debit (DP251), with the list of what is accepted.
+    debit (DP261), with the list of what is accepted.
 
 Every statement is analysed by Spark (``spark.sql`` resolves names and types without running)
 before the debit, so a statement Spark cannot run is refused free. The source's schema is
-compared with the stub's on every statement; a drifted source is refused (DP252) until the owner
+compared with the stub's on every statement; a drifted source is refused (DP262) until the owner
 declares it again.
 """
 
@@ -132,7 +137,7 @@ def session_from_settings(settings: dict[str, str]) -> Any:
     master = settings.get("spark_master")
     if not master:
         raise errors.InterfaceError(
-            "This table lives in Spark, and no Spark session was given", code="DP253",
+            "This table lives in Spark, and no Spark session was given", code="DP263",
             hint="connect(..., spark=SparkSession) / Owner(..., spark=...), or set [backends.spark] "
             "master = \"spark://host:7077\" (or \"local[*]\") in the policy; nothing was charged",
         )  # fmt: skip
@@ -140,7 +145,7 @@ def session_from_settings(settings: dict[str, str]) -> Any:
         from pyspark.sql import SparkSession
     except ImportError:
         raise errors.InterfaceError(
-            "This table lives in Spark, and pyspark is not installed", code="DP253",
+            "This table lives in Spark, and pyspark is not installed", code="DP263",
             hint="pip install 'dpgate[spark]' (it needs Java 17 or later); nothing was charged",
         ) from None  # fmt: skip
     builder = SparkSession.builder.master(master).appName("dpgate")
@@ -216,7 +221,7 @@ def unit_rows(spark: Any, source: str, unit: str, budget_column: str | None):
 # -- the analyst's expressions ------------------------------------------------------------------
 def _unsupported(what: str) -> errors.UnsupportedQueryError:
     return errors.UnsupportedQueryError(
-        f"{what} cannot run on the Spark backend", code="DP251",
+        f"{what} cannot run on the Spark backend", code="DP261",
         hint=f"Spark tables accept {ACCEPTED}; nothing was charged",
     )  # fmt: skip
 
@@ -395,7 +400,7 @@ def statement(plan: CountPlan, view: str, units: str, charged: str, salt: int, n
     """
     cols, where = _source_parts(plan)
     alias = exp.to_identifier(plan.table.name, quoted=True).sql("spark")
-    guard = "__c.unit IS NOT NULL"  # references the join's other side [charged-only]
+    guard = "__c.__seen IS NOT NULL"  # a data column of the join's other side [charged-only]
     select = ", ".join(
         f"{sql} AS {name}" if name == "__unit" else f"CASE WHEN {guard} THEN {sql} END AS {name}" for name, sql in cols
     )
@@ -467,13 +472,13 @@ class SparkPlane:
             now = stub_columns(df, source)
         except errors.PolicyError as e:
             raise errors.PolicyError(
-                f"The Spark source of {table.name} changed: {e.message}", code="DP252",
+                f"The Spark source of {table.name} changed: {e.message}", code="DP262",
                 hint="the data owner declares it again (dpgate policy apply); nothing was charged",
             ) from None  # fmt: skip
         declared = [(c.name, c.type.upper()) for c in table.columns.values()]
         if [(n, t.upper()) for n, t in now] != declared:
             raise errors.PolicyError(
-                f"The Spark source of {table.name} no longer has the columns it was declared with", code="DP252",
+                f"The Spark source of {table.name} no longer has the columns it was declared with", code="DP262",
                 hint="the data owner declares it again (dpgate policy apply); nothing was charged",
             )  # fmt: skip
         view = f"__dpgate_src_{next(_ids)}"
@@ -495,7 +500,8 @@ class SparkPlane:
         n = next(_ids)
         names = f"__dpgate_charged_{n}", f"__dpgate_units_{n}"
         rel.createOrReplaceTempView(names[0])
-        rel.select("unit").distinct().createOrReplaceTempView(names[1])
+        # __seen: nullable and computed from the rows, so the optimizer cannot fold the guard [charged-only]
+        rel.groupBy("unit").agg(F.max("part").alias("__seen")).createOrReplaceTempView(names[1])
         return names
 
     def _views(self, plan: CountPlan, charged: Any) -> tuple[str, str, str]:

@@ -173,12 +173,12 @@ def test_answers_and_charges_like_duckdb(spark, spark_db):
 @pytest.mark.parametrize(
     "sql, code",
     [
-        ("SELECT region, COUNT(*) AS n FROM t GROUP BY region ORDER BY n DESC LIMIT 2", "DP250"),  # top-k
-        ("CREATE SYNTHETIC TABLE s FROM t USING mst WITH (columns = 'region')", "DP250"),
-        ("SELECT COUNT(*) FROM t WHERE income % 7 = 0", "DP251"),
-        ("SELECT COUNT(*) FROM t WHERE sqrt(income) > 3", "DP251"),
-        ("SELECT region, COUNT(*) FROM t WHERE CAST(income AS TIMESTAMP) IS NULL GROUP BY region", "DP251"),
-        ("SELECT COUNT(*) FROM t JOIN regions r ON t.region = r.name", "DP251"),
+        ("SELECT region, COUNT(*) AS n FROM t GROUP BY region ORDER BY n DESC LIMIT 2", "DP260"),  # top-k
+        ("CREATE SYNTHETIC TABLE s FROM t USING mst WITH (columns = 'region')", "DP260"),
+        ("SELECT COUNT(*) FROM t WHERE income % 7 = 0", "DP261"),
+        ("SELECT COUNT(*) FROM t WHERE sqrt(income) > 3", "DP261"),
+        ("SELECT region, COUNT(*) FROM t WHERE CAST(income AS TIMESTAMP) IS NULL GROUP BY region", "DP261"),
+        ("SELECT COUNT(*) FROM t JOIN regions r ON t.region = r.name", "DP261"),
         ("SELECT COUNT(*) FROM t WHERE no_such_column > 1", "DP218"),
     ],
 )
@@ -197,7 +197,7 @@ def test_no_session_is_refused_free(spark_db):
     with dpgate.connect(str(spark_db), analyst="alice") as con:  # no spark=, no [backends.spark]
         with pytest.raises(dpgate.InterfaceError) as e:
             con.cursor().execute("SELECT COUNT(*) FROM t")
-        assert e.value.code == "DP253" and _spent(con) == 0.0
+        assert e.value.code == "DP263" and _spent(con) == 0.0
 
 
 def test_drifted_source_is_refused_free(spark, spark_db, tmp_path):
@@ -212,7 +212,7 @@ def test_drifted_source_is_refused_free(spark, spark_db, tmp_path):
     with dpgate.connect(str(spark_db), analyst="alice", spark=spark) as con:
         with pytest.raises(dpgate.PolicyError) as e:
             con.cursor().execute("SELECT COUNT(*) FROM t")
-        assert e.value.code == "DP252" and _spent(con) == 0.0
+        assert e.value.code == "DP262" and _spent(con) == 0.0
 
 
 # -- what the privacy argument rests on, on the installed Spark -----------------------------------
@@ -231,25 +231,35 @@ def _charged(units, part=0) -> pa.Table:
 
 
 def test_analyst_expressions_see_charged_rows_only(spark, spark_db):
-    """A WHERE and a key that fail on subject 5's rows run clean when 5 is not charged [charged-only].
+    """A WHERE, a key and an aggregate input that fail on subject 5's rows run clean when 5 is not
+    charged [charged-only].
 
-    ``assert_true`` is not on the Spark allowlist: it is put into the plan here, past the
-    analyst's checks, as the one way to observe on which rows Spark evaluates an expression.
+    The expressions are deterministic (as every allowlisted one is: the optimizer moves only
+    those) and fail only under ANSI mode, which is switched on for this test in the plane's own
+    session: ``int('x')`` raises there. They are put into the plan past the analyst's checks, the
+    one way to observe on which rows Spark evaluates an expression.
     """
+    fails_on_5 = "int(CASE WHEN t.pid = 5 THEN 'x' ELSE '1' END) = 1"
     with dpgate.connect(str(spark_db), analyst="alice", spark=spark) as con:
-        gw, plan, plane = _plan_and_plane(con, "SELECT region, COUNT(*) FROM t WHERE income >= 0 GROUP BY region")
-        fails_on_5 = sqlglot.parse_one("assert_true(t.pid <> 5) IS NULL", read="spark")
+        gw, plan, plane = _plan_and_plane(con, "SELECT region, COUNT(*), SUM(income) FROM t WHERE income >= 0 GROUP BY region")
         source = plan.source.copy()
-        source.set("where", exp.Where(this=fails_on_5))
-        source.expressions[1].set("this", sqlglot.parse_one("CASE WHEN assert_true(t.pid <> 5) IS NULL THEN t.region END"))
+        source.set("where", exp.Where(this=sqlglot.parse_one(fails_on_5, read="spark")))
+        key, value = source.expressions[1], source.expressions[2]
+        assert key.alias == "__k0" and value.alias == "__v1"
+        key.set("this", sqlglot.parse_one(f"CASE WHEN {fails_on_5} THEN t.region END", read="spark"))
+        value.set("this", sqlglot.parse_one(f"CASE WHEN {fails_on_5} THEN t.income END", read="spark"))
         poisoned = dataclasses.replace(plan, source=source)
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(spark_backend, "_SAFE", (*spark_backend._SAFE, exp.Anonymous, exp.Func))
-            others = [u for u in range(3000) if u != 5]
-            rows = plane.bounded_rows(poisoned, _charged(others), 1, 1)
-            assert sum(r[1] for r in rows) == 2 * len(others)  # every other subject's rows were read
-            with pytest.raises(Exception, match="pid"):  # the test can fail: with 5 charged, Spark raises
-                plane.bounded_rows(poisoned, _charged([5, 6]), 1, 1)
+            plane.spark.conf.set("spark.sql.ansi.enabled", "true")
+            try:
+                others = [u for u in range(3000) if u != 5]
+                rows = plane.bounded_rows(poisoned, _charged(others), 1, 1)
+                assert sum(r[1] for r in rows) == 2 * len(others)  # every other subject's rows were read
+                with pytest.raises(Exception, match="CAST_INVALID_INPUT"):  # the test can fail: 5 charged
+                    plane.bounded_rows(poisoned, _charged([5, 6]), 1, 1)
+            finally:
+                plane.spark.conf.set("spark.sql.ansi.enabled", "false")
 
 
 def test_sample_is_uniform_keyed_and_local(spark, spark_db, tmp_path):
