@@ -37,7 +37,7 @@ QUERIES = [
 
 def _cell(value, interval) -> str:
     """A noisy value and its 95% interval (a median has none)."""
-    return f"{value:,.1f}" + (f" [{interval[0]:,.1f}, {interval[1]:,.1f}]" if interval else "")
+    return f"{value:,.1f}" + (f" [{interval[0]:,.1f}, {interval[1]:,.1f}]" if interval and None not in interval else "")
 
 
 def main() -> None:

@@ -93,3 +93,10 @@ def test_supermodular_adult_prints_the_error_table():
     assert [r[1] for r in rows] == ["supermodular", "privbayes", "mst", "independent"]
     assert all(float(r[2]) >= 0 and float(r[3]) >= 0 for r in rows)
     assert "claimed by the paper, not proved" in out
+
+
+def test_spark_adult_answers_on_both_engines():
+    out = _run("spark_adult.py")
+    assert out.count("Spark ") >= 11 and out.count("ms on Spark") == 3  # every cell, every query, both engines
+    assert "[DP260]" in out and "[DP261]" in out  # top-k and % refused on the Spark table
+    assert "DuckDB: ε left 4.7 of 5" in out and "Spark: ε left 4.7 of 5" in out
