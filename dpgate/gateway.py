@@ -199,8 +199,7 @@ class Gateway:
         allowlist.rewrite_for_engine(classified.statement)
         ctx = self._context(cat)
         qc = queries.for_statement(classified, ctx)
-        named = {t.name.lower() for t in classified.statement.find_all(exp.Table) if t.name}
-        backends.require_served(qc.name, tuple(cat.tables[n] for n in sorted(named) if n in cat.tables), qc.name)
+        backends.require_served(qc.name, backends.protected_tables(classified, cat), qc.name)
         return qc, qc.plan(classified, ctx)
 
     def _cost(self, plan, sql: str, private: bool) -> Cost:

@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
+from sqlglot import exp
+
 from dpgate import errors
 from dpgate.catalog.tables import ProtectedTable
 
@@ -50,8 +52,34 @@ def engine_of(table: ProtectedTable) -> str:
     return "spark" if table.options.get(SPARK_OPTION) else "duckdb"
 
 
+def protected_tables(classified: Any, catalog: Any) -> tuple[ProtectedTable, ...]:
+    """Every protected table a statement reads: named in FROM / JOIN, resolved through views and
+    table functions (``dp_top_k_columns('t', ...)``) by the classifier, or joined on the unit."""
+    found: dict[str, ProtectedTable] = {}
+    for c in (classified, getattr(classified, "inner", None)):
+        if c is None:
+            continue
+        for t in (c.protected, *c.joined, *(r.protected for r in c.refs)):
+            if t is not None:
+                found[t.name] = t
+        for node in c.statement.find_all(exp.Table):
+            if node.name and node.name.lower() in catalog.tables:
+                found[node.name.lower()] = catalog.tables[node.name.lower()]
+    return tuple(found[n] for n in sorted(found))
+
+
 def require_served(query_class: str, tables: tuple[ProtectedTable, ...], what: str) -> None:
-    """Refuse a statement over a table whose data plane does not serve its query class."""
+    """Refuse a statement over a table whose data plane does not serve its query class, or that
+    mixes engines: each data plane reads its own tables only (a DuckDB plan would read a Spark
+    table's empty stub; the Spark plane runs one table without joins)."""
+    engines = {engine_of(t) for t in tables}
+    if engines != {"duckdb"} and len(tables) > 1:
+        others = ", ".join(t.name for t in tables)
+        raise errors.UnsupportedQueryError(
+            f"This statement reads {others}, and a table in Spark is queried on its own (no joins with other "
+            "protected tables)", code="DP261",
+            hint="ask about the Spark table alone; nothing was charged",
+        )  # fmt: skip
     for t in tables:
         engine = engine_of(t)
         if engine == "duckdb":

@@ -97,7 +97,7 @@ _SAFE = (
     exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ,
     exp.And, exp.Or, exp.Not, exp.Is, exp.In, exp.Between,
     exp.Case, exp.If, exp.Coalesce, exp.Like, exp.ILike,
-    exp.Abs, exp.Lower, exp.Upper, exp.Length, exp.DPipe, exp.DataType, exp.TryCast, exp.Tuple,
+    exp.Abs, exp.Lower, exp.Upper, exp.Length, exp.DPipe, exp.DataType, exp.TryCast, exp.Tuple, exp.Escape,
 )  # fmt: skip
 _NAMES = {exp.Mod: "%", exp.IntDiv: "//", exp.Pow: "POWER", exp.BitwiseAnd: "&", exp.BitwiseOr: "|"}
 _TRY_OPS = {exp.Add: "try_add", exp.Sub: "try_subtract", exp.Mul: "try_multiply", exp.Div: "try_divide"}
@@ -159,6 +159,10 @@ def session_for(spark: Any) -> Any:
     own = spark.newSession()
     own.conf.set("spark.sql.ansi.enabled", "false")  # a failed implicit cast gives NULL, never an error
     own.conf.set("spark.sql.session.timeZone", "UTC")
+    # The type of a partition column (a directory name like zip=12345) would otherwise be inferred
+    # from the values: one subject's value could turn the declared schema into another, and every
+    # query into a refusal (DP262). Partition columns are strings.
+    own.conf.set("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
     return own
 
 
@@ -238,6 +242,8 @@ def to_spark(node: exp.Expr) -> exp.Expr:
             return exp.Anonymous(this="try_subtract", expressions=[exp.Literal.number(0), n.this])
         if isinstance(n, exp.Cast):
             return exp.TryCast(this=n.this, to=n.to)
+        if isinstance(n, (exp.Like, exp.ILike)) and isinstance(n.expression, exp.Literal):
+            return _like(n)
         return n
 
     def bottom_up(n: exp.Expr) -> exp.Expr:
@@ -256,12 +262,36 @@ def to_spark(node: exp.Expr) -> exp.Expr:
             continue
         if isinstance(n, exp.TryCast) and n.to.this not in _CASTABLE:
             raise _unsupported(f"CAST to {n.to.sql('duckdb')}")
-        if isinstance(n, (exp.Like, exp.ILike)) and not isinstance(n.expression, exp.Literal):
+        if isinstance(n, (exp.Like, exp.ILike)) and not (
+            isinstance(n.expression, exp.Literal) and isinstance(n.parent, exp.Escape) and n.parent.this is n
+        ):
             raise _unsupported("LIKE with a pattern that is not a literal")
+        if isinstance(n, exp.Escape) and not (isinstance(n.this, (exp.Like, exp.ILike)) and n.this.meta.get("dp_escape")):
+            raise _unsupported("LIKE ... ESCAPE")
         if not isinstance(n, _SAFE):
             what = _NAMES.get(type(n), n.name.upper() if isinstance(n, (exp.Func, exp.Anonymous)) and n.name else n.key.upper())
             raise _unsupported(f"{what} (in {n.sql('duckdb')[:60]})")
     return out
+
+
+#: Escape characters for LIKE patterns: the first that does not occur in the pattern is declared.
+_ESCAPES = "!#~^|@$&;:=?*+<>[]{}(),./-" + "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+
+def _like(n: exp.Expr) -> exp.Expr:
+    """DuckDB's ``LIKE 'p'`` (no escape character) for Spark, whose default escape is a backslash.
+
+    A backslash would make some patterns malformed, and Spark compiles a pattern lazily when it
+    evaluates without generated code, i.e. on the first row that reaches it: a failure one row
+    could decide, after the debit. Declaring an escape character that the pattern does not
+    contain makes every pattern well formed, with DuckDB's meaning (``%`` and ``_`` wildcards, every
+    other character itself)."""
+    pattern = n.expression.name
+    escape = next((c for c in _ESCAPES if c not in pattern), None)
+    if escape is None:
+        raise _unsupported("A LIKE pattern that uses every candidate escape character")
+    n.meta["dp_escape"] = True  # dpgate's own ESCAPE, told apart from one the analyst wrote
+    return exp.Escape(this=n, expression=exp.Literal.string(escape))
 
 
 def _divide(a: exp.Expr, b: exp.Expr) -> exp.Expr:
@@ -534,8 +564,19 @@ class SparkPlane:
             self._drop(views)
 
     def bounded_rows(self, plan: CountPlan, charged: Any, salt: int, n_parts: int) -> list[tuple]:
-        """Run the statement on the charged subjects (an Arrow table of unit, part)."""
-        views = self._views(plan, charged)
+        """Run the statement on the charged subjects (an Arrow table of unit, part).
+
+        This runs after the debit: a source that became unreadable or changed its columns since the
+        bind check (the owner's doing, not a subject's) fails closed, with Spark's text withheld (it
+        can name a partition directory, i.e. a value).
+        """
+        try:
+            views = self._views(plan, charged)
+        except errors.Error:
+            raise errors.OperationalError(
+                "The Spark source changed or could not be read after the query was charged", code="DP404",
+                hint="the debit stands (fail closed); the data owner checks the source (dpgate policy apply)",
+            ) from None  # fmt: skip
         try:
             rows = self.spark.sql(statement(plan, views[0], views[2], views[1], salt, n_parts)).collect()
         finally:

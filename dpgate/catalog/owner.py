@@ -58,6 +58,7 @@ class Owner:
         dpgate's schema is refused (DP321) rather than given one. ``spark``: a ``SparkSession``
         for tables whose rows live in Spark (else the policy's ``[backends.spark] master``)."""
         self._spark = spark
+        self._spark_own: Any = None
         self._instance = database.acquire(path, create=create and not read_only)
         self._con = self._instance.root.cursor()
         self.path = os.fspath(path)
@@ -720,7 +721,9 @@ class Owner:
         """The Spark session for Spark sources: the one given to ``Owner``, else the policy's master."""
         if self._spark is None:
             self._spark = spark_backend.session_from_settings(catalog.load(self.con).settings)
-        return self._spark
+        if self._spark_own is None:  # dpgate's settings (partition columns as strings), the caller's catalog
+            self._spark_own = spark_backend.session_for(self._spark)
+        return self._spark_own
 
     def set_spark(self, master: str | None, conf: Mapping[str, Any] | None = None) -> None:
         """Record the Spark master URL (and session settings) analysts' sessions connect with.

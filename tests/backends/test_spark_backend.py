@@ -180,6 +180,8 @@ def test_answers_and_charges_like_duckdb(spark, spark_db):
         ("SELECT region, COUNT(*) FROM t WHERE CAST(income AS TIMESTAMP) IS NULL GROUP BY region", "DP261"),
         ("SELECT COUNT(*) FROM t JOIN regions r ON t.region = r.name", "DP261"),
         ("SELECT COUNT(*) FROM t WHERE no_such_column > 1", "DP218"),
+        ("SELECT * FROM dp_top_k_columns('t', k => 2)", "DP260"),  # a table function naming the Spark table
+        ("SELECT COUNT(*) FROM t WHERE region LIKE 'n!%' ESCAPE '!'", "DP261"),
     ],
 )
 def test_refusals_are_free(spark, spark_db, sql, code):
@@ -191,6 +193,46 @@ def test_refusals_are_free(spark, spark_db, sql, code):
             con.cursor().execute(sql)
         assert _spent(con) == 0.0
     assert e.value.code == code, e.value
+
+
+def test_joins_with_a_spark_table_are_refused_free(spark, spark_db):
+    """A DuckDB table of the same subject space joined with the Spark table, either way round: the
+    DuckDB plane would read the Spark table's empty stub, so neither order is answered."""
+    raw = duckdb.connect(str(spark_db))
+    raw.execute("CREATE TABLE d AS SELECT i AS pid, i % 2 AS x FROM range(3000) r(i)")
+    raw.close()
+    with Owner(spark_db, spark=spark) as owner:
+        owner.protect("d", unit="pid", subjects="t", public_roster=True)
+    with dpgate.connect(str(spark_db), analyst="alice", spark=spark) as con:
+        for sql in ("SELECT COUNT(*) FROM d JOIN t ON d.pid = t.pid",
+                    "SELECT COUNT(*) FROM t JOIN d ON d.pid = t.pid",
+                    "SELECT COUNT(*) FROM d LEFT JOIN t ON d.pid = t.pid WHERE t.region IS NULL"):  # fmt: skip
+            with pytest.raises(dpgate.Error) as e:
+                con.cursor().execute(sql)
+            assert e.value.code == "DP261", (sql, e.value)
+        assert _spent(con) == 0.0
+        cur = con.cursor()
+        cur.execute("SELECT COUNT(*) FROM d WHERE x = 1")  # the DuckDB table alone is answered as ever
+        assert cur.release.query_class == "count"
+
+
+def test_partition_columns_are_strings(spark, tmp_path):
+    """A Parquet source partitioned by a column: its type is not inferred from the directory names
+    (one subject's value could change it, and refuse every query, DP262), so it is a string."""
+    where = tmp_path / "parts"
+    con = duckdb.connect()
+    con.execute(f"COPY (SELECT i // 2 AS pid, 'north' AS region, i AS income, 10000 + i % 5 AS zip FROM range(200) r(i)) "
+                f"TO '{where}' (FORMAT parquet, PARTITION_BY (zip))")  # fmt: skip
+    path = _protect(tmp_path / "z.duckdb", spark, f"parquet:{where}")
+    raw = duckdb.connect(str(path), read_only=True)
+    assert raw.execute("SELECT data_type FROM duckdb_columns() WHERE table_name = 't' AND column_name = 'zip'"
+                       ).fetchone() == ("VARCHAR",)  # fmt: skip
+    raw.close()
+    con.execute(f"COPY (SELECT 500 AS pid, 'north' AS region, 1 AS income, 'AB123' AS zip) TO '{where}' "
+                "(FORMAT parquet, PARTITION_BY (zip), APPEND)")  # a subject with a zip that is not a number
+    con.close()
+    with dpgate.connect(str(path), analyst="alice", spark=spark) as c:
+        c.cursor().execute("SELECT COUNT(*) FROM t WHERE zip = '10001'")  # still the declared schema: answered
 
 
 def test_no_session_is_refused_free(spark_db):

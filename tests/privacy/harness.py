@@ -47,7 +47,6 @@ from typing import Any
 
 import duckdb
 import numpy as np
-from sqlglot import exp
 
 import dpgate
 from dpgate import backends, errors, queries
@@ -157,8 +156,7 @@ def plan_statement(gateway, sql: str):
         raise NotDP(classified.kind)
     ctx = Context(cat, gateway.session, gateway.facts)
     qc = queries.for_statement(classified, ctx)
-    named = {t.name.lower() for t in classified.statement.find_all(exp.Table) if t.name}
-    backends.require_served(qc.name, tuple(cat.tables[n] for n in sorted(named) if n in cat.tables), qc.name)
+    backends.require_served(qc.name, backends.protected_tables(classified, cat), qc.name)
     plan = qc.plan(classified, ctx)
     with backends.planes(gateway._plane):  # a table whose rows live in Spark is checked there too
         qc.bind_check(gateway._con, plan, roster_charged(plan))
