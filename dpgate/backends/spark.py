@@ -97,7 +97,8 @@ _SAFE = (
     exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ,
     exp.And, exp.Or, exp.Not, exp.Is, exp.In, exp.Between,
     exp.Case, exp.If, exp.Coalesce, exp.Like, exp.ILike,
-    exp.Abs, exp.Lower, exp.Upper, exp.Length, exp.DPipe, exp.DataType, exp.TryCast, exp.Tuple, exp.Escape,
+    exp.Abs, exp.Lower, exp.Upper, exp.Length, exp.DPipe, exp.DataType, exp.DataTypeParam, exp.TryCast, exp.Tuple,
+    exp.Escape, exp.DateDiff,
 )  # fmt: skip
 _NAMES = {exp.Mod: "%", exp.IntDiv: "//", exp.Pow: "POWER", exp.BitwiseAnd: "&", exp.BitwiseOr: "|"}
 _TRY_OPS = {exp.Add: "try_add", exp.Sub: "try_subtract", exp.Mul: "try_multiply", exp.Div: "try_divide"}
@@ -230,10 +231,35 @@ def _unsupported(what: str) -> errors.UnsupportedQueryError:
     )  # fmt: skip
 
 
-def to_spark(node: exp.Expr) -> exp.Expr:
-    """The analyst's row-level expression for Spark: try_* operators, refusing anything not on ``_SAFE``."""
+def _is_date(n: exp.Expr, dates: frozenset[str]) -> bool:
+    """Whether an expression of the accepted grammar has type DATE (its value is a day)."""
+    if isinstance(n, exp.Paren):
+        return _is_date(n.this, dates)
+    if isinstance(n, exp.Column):
+        return n.name.lower() in dates
+    if isinstance(n, (exp.Cast, exp.TryCast)):
+        return n.to.this == exp.DataType.Type.DATE
+    if isinstance(n, (exp.Add, exp.Sub)):  # DATE ± days is a DATE; DATE - DATE is a number
+        return _is_date(n.this, dates) != _is_date(n.expression, dates)
+    if isinstance(n, exp.Anonymous) and n.name.lower() in ("try_add", "try_subtract"):  # already rewritten
+        return _is_date(n.expressions[0], dates) != _is_date(n.expressions[1], dates)
+    if isinstance(n, (exp.Case, exp.If, exp.Coalesce)):
+        branches = [n.args.get("true"), n.args.get("false"), n.args.get("default"), n.this if isinstance(n, exp.Coalesce) else None,
+                    *(i.args.get("true") for i in n.args.get("ifs") or []), *(n.expressions if isinstance(n, exp.Coalesce) else [])]
+        return any(b is not None and _is_date(b, dates) for b in branches)
+    return False
+
+
+def to_spark(node: exp.Expr, dates: frozenset[str] = frozenset()) -> exp.Expr:
+    """The analyst's row-level expression for Spark: try_* operators, refusing anything not on ``_SAFE``.
+
+    ``dates``: the table's DATE columns. DuckDB's ``DATE - DATE`` is a number of days, Spark's an
+    interval: it becomes ``datediff``; ``DATE ± n`` is ``try_add`` / ``try_subtract`` on both.
+    """
 
     def rewrite(n: exp.Expr) -> exp.Expr:
+        if isinstance(n, exp.Sub) and _is_date(n.this, dates) and _is_date(n.expression, dates):
+            return exp.DateDiff(this=n.this, expression=n.expression)
         if isinstance(n, exp.Div):
             return _divide(n.this, n.expression)
         if type(n) in _TRY_OPS:
@@ -241,7 +267,7 @@ def to_spark(node: exp.Expr) -> exp.Expr:
         if isinstance(n, exp.Neg):
             return exp.Anonymous(this="try_subtract", expressions=[exp.Literal.number(0), n.this])
         if isinstance(n, exp.Cast):
-            return exp.TryCast(this=n.this, to=n.to)
+            return exp.TryCast(this=n.this, to=n.to, safe=True)  # safe: sqlglot writes TRY_CAST for Spark
         if isinstance(n, (exp.Like, exp.ILike)) and isinstance(n.expression, exp.Literal):
             return _like(n)
         return n
@@ -298,7 +324,7 @@ def _divide(a: exp.Expr, b: exp.Expr) -> exp.Expr:
     """DuckDB's ``a / b``: a DOUBLE quotient, ±Infinity or NaN for a zero divisor (IEEE 754), where
     Spark's division gives NULL; so a Spark table answers as the DuckDB table would."""
     def double(x: exp.Expr) -> exp.Expr:
-        return exp.TryCast(this=x, to=exp.DataType.build("DOUBLE"))
+        return exp.TryCast(this=x, to=exp.DataType.build("DOUBLE"), safe=True)
 
     def special(name: str) -> exp.Expr:
         return double(exp.Literal.string(name))
@@ -413,11 +439,12 @@ def check_plan(plan: CountPlan) -> None:
 
 def _source_parts(plan: CountPlan) -> tuple[list[tuple[str, str]], str | None]:
     """(alias, Spark SQL) of each column of ``plan.source`` and its WHERE, analyst parts rewritten."""
+    dates = frozenset(c.name for c in plan.table.columns.values() if c.type.upper() == "DATE")
     cols = []
     for e in plan.source.expressions:
-        cols.append((e.alias_or_name, _sql(to_spark(e.unalias()))))
+        cols.append((e.alias_or_name, _sql(to_spark(e.unalias(), dates))))
     where = plan.source.args.get("where")
-    return cols, (_sql(to_spark(where.this)) if where is not None else None)
+    return cols, (_sql(to_spark(where.this, dates)) if where is not None else None)
 
 
 def statement(plan: CountPlan, view: str, units: str, charged: str, salt: int, n_parts: int) -> str:
@@ -429,7 +456,8 @@ def statement(plan: CountPlan, view: str, units: str, charged: str, salt: int, n
     per-key subject count with key selection.
     """
     cols, where = _source_parts(plan)
-    alias = exp.to_identifier(plan.table.name, quoted=True).sql("spark")
+    table = plan.source.args["from_"].this
+    alias = exp.to_identifier(table.alias_or_name, quoted=True).sql("spark")  # the analyst's alias, if any
     guard = "__c.__seen IS NOT NULL"  # a data column of the join's other side [charged-only]
     select = ", ".join(
         f"{sql} AS {name}" if name == "__unit" else f"CASE WHEN {guard} THEN {sql} END AS {name}" for name, sql in cols

@@ -281,15 +281,17 @@ def test_analyst_expressions_see_charged_rows_only(spark, spark_db):
     session: ``int('x')`` raises there. They are put into the plan past the analyst's checks, the
     one way to observe on which rows Spark evaluates an expression.
     """
-    fails_on_5 = "int(CASE WHEN t.pid = 5 THEN 'x' ELSE '1' END) = 1"
+    # int(...) as an opaque call: parsed as a CAST, dpgate would make it a TRY_CAST, which never fails
+    fails_on_5 = exp.EQ(this=exp.Anonymous(this="int", expressions=[sqlglot.parse_one(
+        "CASE WHEN t.pid = 5 THEN 'x' ELSE '1' END", read="spark")]), expression=exp.Literal.number(1))
     with dpgate.connect(str(spark_db), analyst="alice", spark=spark) as con:
         gw, plan, plane = _plan_and_plane(con, "SELECT region, COUNT(*), SUM(income) FROM t WHERE income >= 0 GROUP BY region")
         source = plan.source.copy()
-        source.set("where", exp.Where(this=sqlglot.parse_one(fails_on_5, read="spark")))
+        source.set("where", exp.Where(this=fails_on_5.copy()))
         key, value = source.expressions[1], source.expressions[2]
         assert key.alias == "__k0" and value.alias == "__v1"
-        key.set("this", sqlglot.parse_one(f"CASE WHEN {fails_on_5} THEN t.region END", read="spark"))
-        value.set("this", sqlglot.parse_one(f"CASE WHEN {fails_on_5} THEN t.income END", read="spark"))
+        key.set("this", exp.Case(ifs=[exp.If(this=fails_on_5.copy(), true=exp.column("region", "t"))]))
+        value.set("this", exp.Case(ifs=[exp.If(this=fails_on_5.copy(), true=exp.column("income", "t"))]))
         poisoned = dataclasses.replace(plan, source=source)
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(spark_backend, "_SAFE", (*spark_backend._SAFE, exp.Anonymous, exp.Func))

@@ -34,7 +34,7 @@ PROTECT = {
     "t": {
         "unit": "pid", "max_rows": 3, "epsilon": 1e6,
         "domains": {"dept": ["sales", "ops", "it"], "flag": [True, False]},
-        "bounds": {"income": (0, 300), "age": (10, 90), "amount": (0, 150)},
+        "bounds": {"income": (0, 300), "age": (10, 90), "amount": (0, 150), "d": ("2024-01-01", "2024-01-30")},
     }
 }  # fmt: skip
 ANALYSTS = {harness.ANALYST: {"epsilon": 1e6, "delta": 1.0, "epsilon_per_query": 100.0, "delta_per_query": 0.5}}
@@ -55,6 +55,9 @@ STATEMENTS = [
     # DuckDB's LIKE has no escape character: a backslash is itself (Spark's default escape would
     # make '\2' malformed, a failure Spark can raise on the first row it evaluates)
     r"SELECT dept, COUNT(*) FROM t WHERE (city || '\2') LIKE 'c%\2' AND city NOT LIKE '%!%' GROUP BY dept",
+    # dates: DuckDB's DATE - DATE is days (Spark's an interval), DATE - n a date; an alias; DECIMAL casts
+    "SELECT q.dept, AVG(q.d - DATE '2024-01-01'), COUNT(*) FROM t AS q WHERE q.d - 3 > DATE '2024-01-10' GROUP BY q.dept",
+    "SELECT SUM(CAST(amount AS DECIMAL(10, 1))), COUNT(CAST(city AS INTEGER)) FROM t",
 ]
 
 
