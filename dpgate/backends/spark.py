@@ -52,6 +52,8 @@ from __future__ import annotations
 import itertools
 import json
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -516,6 +518,26 @@ def _first_line(e: BaseException) -> str:
     return text[0][:300] if text else type(e).__name__
 
 
+#: Charged sets kept materialized in Spark per plane (a few rosters / generations).
+_UNITS_KEPT = 4
+
+
+@dataclass(frozen=True)
+class Charged:
+    """The charged subjects, read from the ledger's relation in DuckDB for Spark.
+
+    ``units()``: one row per charged unit (``unit``, ``__seen``), read when the plane has not kept
+    them; ``pairs``: the (unit, part) rows when the plan has several parts, else None; ``key``: a
+    fingerprint of the units (their count and two independent 64-bit hash sums), which names the
+    set in the plane's cache; ``count``: how many units.
+    """
+
+    units: Callable[[], Any]
+    pairs: Any
+    key: tuple
+    count: int
+
+
 class SparkPlane:
     """The Spark data plane of one gateway: a session, and the plans it runs."""
 
@@ -523,6 +545,7 @@ class SparkPlane:
 
     def __init__(self, spark: Any):
         self.spark = session_for(spark)
+        self._units: dict[tuple, str] = {}  # charged-set fingerprint -> materialized units view
 
     def _register(self, table: ProtectedTable) -> tuple[str, Any]:
         """The table's source as a temporary view of dpgate's session; refuses a drifted schema."""
@@ -545,32 +568,59 @@ class SparkPlane:
         df.createOrReplaceTempView(view)
         return view, df
 
-    def _charged_views(self, table: ProtectedTable, df: Any, charged: Any) -> tuple[str, str]:
-        """Temporary views of the charged (unit, part) rows (an Arrow table) and their distinct units."""
+    def _charged_views(self, table: ProtectedTable, df: Any, charged: Charged | None) -> tuple[str, str, list[str]]:
+        """Views of the charged (unit, part) pairs and of the charged units, and the views to drop after.
+
+        The units (with ``__seen``) are materialized once in Spark (``localCheckpoint``) and kept for
+        later statements with the same charged set, recognised by its fingerprint (``Charged.key``):
+        a uniform debit charges the same roster query after query, and sending a million units to
+        Spark and building them again for every query cost seconds. The pairs are sent only when
+        the plan needs the parts (personalization with several partitions).
+        """
         from pyspark.sql import functions as F
         from pyspark.sql import types as T
 
         unit_type = next(f.dataType for f in df.schema.fields if f.name.lower() == table.unit)
-        if charged is None or charged.num_rows == 0:
-            schema = T.StructType([T.StructField("unit", unit_type), T.StructField("part", T.IntegerType())])
+        n = next(_ids)
+        drop = []
+        key = (table.unit, unit_type.simpleString(), charged.key) if charged is not None else None
+        units = self._units.get(key) if key is not None else None
+        if units is None:
+            units = f"__dpgate_units_{n}"
+            if charged is None or charged.count == 0:
+                schema = T.StructType([T.StructField("unit", unit_type), T.StructField("__seen", T.IntegerType())])
+                rel = self.spark.createDataFrame([], schema=schema)
+                drop.append(units)
+            else:
+                rel = self.spark.createDataFrame(charged.units()).select(
+                    F.col("unit").cast(unit_type).alias("unit"), F.col("__seen").cast("int").alias("__seen")
+                ).localCheckpoint()  # computed once; every later read comes from the executors' blocks
+                self._units[key] = units
+                while len(self._units) > _UNITS_KEPT:
+                    self.spark.catalog.dropTempView(self._units.pop(next(iter(self._units))))
+            # __seen: nullable and sent as data, so the optimizer cannot fold the guard [charged-only]
+            rel.createOrReplaceTempView(units)
+        pairs = f"__dpgate_charged_{n}"
+        schema = T.StructType([T.StructField("unit", unit_type), T.StructField("part", T.IntegerType())])
+        if charged is None or charged.pairs is None or charged.pairs.num_rows == 0:
             rel = self.spark.createDataFrame([], schema=schema)
         else:
-            rel = self.spark.createDataFrame(charged)
-            rel = rel.select(F.col("unit").cast(unit_type).alias("unit"), F.col("part").cast("int").alias("part"))
-        n = next(_ids)
-        names = f"__dpgate_charged_{n}", f"__dpgate_units_{n}"
-        rel.createOrReplaceTempView(names[0])
-        # __seen: nullable and computed from the rows, so the optimizer cannot fold the guard [charged-only]
-        rel.groupBy("unit").agg(F.max("part").alias("__seen")).createOrReplaceTempView(names[1])
-        return names
+            rel = self.spark.createDataFrame(charged.pairs).select(
+                F.col("unit").cast(unit_type).alias("unit"), F.col("part").cast("int").alias("part")
+            )
+        rel.createOrReplaceTempView(pairs)
+        drop.append(pairs)
+        return pairs, units, drop
 
-    def _views(self, plan: CountPlan, charged: Any) -> tuple[str, str, str]:
+    def _views(self, plan: CountPlan, charged: Charged | None) -> tuple[str, str, str, list[str]]:
+        """(source, pairs, units) views, and those to drop after the statement."""
         view, df = self._register(plan.table)
         try:
-            return (view, *self._charged_views(plan.table, df, charged))
+            pairs, units, drop = self._charged_views(plan.table, df, charged)
         except BaseException:
             self.spark.catalog.dropTempView(view)
             raise
+        return view, pairs, units, [view, *drop]
 
     def _drop(self, views) -> None:
         for v in views:
@@ -579,10 +629,10 @@ class SparkPlane:
     def bind_check(self, plan: CountPlan) -> None:
         """Analyse the statement against an empty charged set (Spark reads no row)."""
         check_plan(plan)
-        views = self._views(plan, None)
+        view, pairs, units, drop = self._views(plan, None)
         try:
             parts = 2 if plan.charge.rule in ("partition", "t_round") else 1
-            sql = statement(plan, views[0], views[2], views[1], 0, parts)
+            sql = statement(plan, view, units, pairs, 0, parts)
             try:
                 self.spark.sql(sql)  # analysis only: names and types resolved, nothing runs
             except Exception as e:  # noqa: BLE001 - pyspark's AnalysisException and friends
@@ -591,7 +641,7 @@ class SparkPlane:
                     hint="fix the SQL; nothing was charged",
                 ) from None  # fmt: skip
         finally:
-            self._drop(views)
+            self._drop(drop)
 
     def bounded_rows(self, plan: CountPlan, charged: Any, salt: int, n_parts: int) -> list[tuple]:
         """Run the statement on the charged subjects (an Arrow table of unit, part).
@@ -601,16 +651,16 @@ class SparkPlane:
         can name a partition directory, i.e. a value).
         """
         try:
-            views = self._views(plan, charged)
+            view, pairs, units, drop = self._views(plan, charged)
         except errors.Error:
             raise errors.OperationalError(
                 "The Spark source changed or could not be read after the query was charged", code="DP404",
                 hint="the debit stands (fail closed); the data owner checks the source (dpgate policy apply)",
             ) from None  # fmt: skip
         try:
-            rows = self.spark.sql(statement(plan, views[0], views[2], views[1], salt, n_parts)).collect()
+            rows = self.spark.sql(statement(plan, view, units, pairs, salt, n_parts)).collect()
         finally:
-            self._drop(views)
+            self._drop(drop)
         return [tuple(_plain(x) for x in r) for r in rows]
 
 

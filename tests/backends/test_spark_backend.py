@@ -268,8 +268,9 @@ def _plan_and_plane(con, sql):
     return gw, plan, gw._plane("spark")
 
 
-def _charged(units, part=0) -> pa.Table:
-    return pa.table({"unit": pa.array(units, pa.int64()), "part": pa.array([part] * len(units), pa.int32())})
+def _charged(units, part=0) -> spark_backend.Charged:
+    table = pa.table({"unit": pa.array(units, pa.int64()), "__seen": pa.array([part] * len(units), pa.int32())})
+    return spark_backend.Charged(lambda: table, None, ("test", tuple(units)), len(units))
 
 
 def test_analyst_expressions_see_charged_rows_only(spark, spark_db):
@@ -353,3 +354,18 @@ def test_statement_is_valid_spark_sql_from_the_ast(spark, spark_db):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         sqlglot.parse_one(sql, read="spark")
+
+
+def test_charged_sets_are_kept_by_fingerprint(spark, spark_db):
+    """The charged units are sent to Spark once per charged set: a second query over the same set
+    reuses them, a different set (one subject fewer) is sent anew and answers for its own subjects."""
+    with dpgate.connect(str(spark_db), analyst="alice", spark=spark) as con:
+        gw, plan, plane = _plan_and_plane(con, "SELECT COUNT(*) FROM t")
+        roster = plan.table.roster_table_sql
+        everyone, but_5 = f"(SELECT unit, 0 AS part FROM {roster})", f"(SELECT unit, 0 AS part FROM {roster} WHERE unit <> 5)"
+        counts = []
+        for charged in (everyone, but_5, everyone, but_5):
+            counts.append(exact_mod.run_on(plane, gw._con, plan, charged, 7).components[(0, "count")][0, 0])
+            kept = len(plane._units)
+        assert counts == [6000, 5998, 6000, 5998]  # 2 rows of each subject (max_rows = 2)
+        assert kept == 2

@@ -392,11 +392,26 @@ def run_on(plane: Any, con: duckdb.DuckDBPyConnection, plan: CountPlan, charged:
     """The same statistics from another data plane (``dpgate.backends``): the charged (unit, part)
     rows are read from the ledger's relation here and sent with the plan; the plane returns the
     rows ``_run``'s aggregate would."""
-    rel = con.execute(f"SELECT unit, CAST(part AS INTEGER) AS part FROM {charged}")
-    units = rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.fetch_arrow_table()  # DuckDB 1.4
-    rows = plane.bounded_rows(plan, units, salt, n_parts)
+    rows = plane.bounded_rows(plan, _charged_for_plane(con, charged, n_parts), salt, n_parts)
     labels = [(agg.index, label) for agg in plan.aggs for label, _ in _agg_sql(agg)]
     return _answer(plan, rows, [k.domain is not None for k in plan.keys], labels, 0, None, n_parts)
+
+
+def _charged_for_plane(con: duckdb.DuckDBPyConnection, charged: str, n_parts: int):
+    """The charged units (and, with several parts, the (unit, part) pairs) as Arrow, with a
+    fingerprint of the units: their count and two independent 64-bit hash sums."""
+    from dpgate.backends.spark import Charged
+
+    def arrow(sql: str):
+        rel = con.execute(sql)
+        return rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.fetch_arrow_table()  # DuckDB 1.4
+
+    units_sql = f"SELECT unit, CAST(max(part) AS INTEGER) AS __seen FROM {charged} GROUP BY unit"
+    key = con.execute(
+        f"SELECT count(*), sum(hash(unit, __seen)::HUGEINT), sum(hash(unit, 'dpgate', __seen)::HUGEINT) FROM ({units_sql})"
+    ).fetchone()
+    pairs = arrow(f"SELECT unit, CAST(part AS INTEGER) AS part FROM {charged}") if n_parts > 1 else None
+    return Charged(lambda: arrow(units_sql), pairs, tuple(key), int(key[0]))
 
 
 def _answer(plan: CountPlan, rows: list[tuple], positioned: list[bool], labels, heavy: int, unused: int | None,
