@@ -62,6 +62,7 @@ from sqlglot import exp
 
 from dpgate import errors
 from dpgate.catalog.tables import ProtectedTable
+from dpgate.queries.counting.exact import scaled_input
 from dpgate.queries.plans import (
     AVG,
     COUNT_DISTINCT,
@@ -363,22 +364,6 @@ def _literal(value: Any, sql_type: str) -> str:
 
 
 # -- the statement ------------------------------------------------------------------------------
-def _scaled(agg: AggSpec, v: str) -> str:
-    """The clamped input on the grid as a BIGINT (the CASE of ``counting.exact._agg_sql``)."""
-    if agg.grid == 1.0 and agg.integer:
-        lo, hi, d = int(agg.lower), int(agg.upper), f"CAST({v} AS DOUBLE)"
-        scaled = f"(CASE WHEN {d} < {lo} THEN {lo} WHEN {d} > {hi} THEN {hi} ELSE TRY_CAST({v} AS BIGINT) END)"
-    else:
-        x, lo, hi = f"CAST({v} AS DOUBLE)", repr(float(agg.lower)), repr(float(agg.upper))
-        # NaN compares above everything in Spark too, so it clamps to the upper bound as on DuckDB.
-        clamped = f"(CASE WHEN {x} < {lo} THEN {lo} WHEN {x} > {hi} THEN {hi} ELSE {x} END)"
-        if agg.grid <= 1.0:
-            scaled = f"CAST(round({clamped} * {int(round(1 / agg.grid))}) AS BIGINT)"
-        else:
-            scaled = f"CAST(round({clamped} / {int(agg.grid)}) AS BIGINT)"
-    return f"CASE WHEN {v} IS NULL THEN NULL ELSE {scaled} END"
-
-
 def _agg_sql(agg: AggSpec) -> list[str]:
     v = f"__v{agg.index}"
     if agg.kind == COUNT_ROWS:
@@ -389,7 +374,7 @@ def _agg_sql(agg: AggSpec) -> list[str]:
         return [f"count(DISTINCT {v})"]
     if agg.kind == COUNT_SUBJECTS:
         return [f"count(DISTINCT {v if agg.expr is not None else '__unit'})"]
-    s = _scaled(agg, v)
+    s = scaled_input(agg, v, round_first=True)  # Spark's CAST(DOUBLE AS BIGINT) truncates
     total = f"coalesce(sum(CAST({s} AS DECIMAL(38, 0))), 0)"
     if agg.kind == SUM:
         return [total]

@@ -67,17 +67,12 @@ from dpgate.queries.plans import (
 _ids = itertools.count(1)
 
 
-def _agg_sql(agg: AggSpec) -> list[tuple[str, str]]:
-    """(component label, SQL) for each integer statistic of one aggregate."""
-    v = f"__v{agg.index}"
-    if agg.kind == COUNT_ROWS:
-        return [("count", "count(*)")]
-    if agg.kind == COUNT_VALUES:
-        return [("count", f"count({v})")]
-    if agg.kind == COUNT_DISTINCT:
-        return [("count", f"count(DISTINCT {v})")]
-    if agg.kind == COUNT_SUBJECTS:
-        return [("subjects", f"count(DISTINCT {v if agg.expr is not None else '__unit'})")]
+def scaled_input(agg: AggSpec, v: str, *, round_first: bool = False) -> str:
+    """SQL for an aggregate input clamped to its bounds and put on its grid, as a BIGINT (NULL stays NULL).
+
+    ``round_first``: for engines whose CAST(DOUBLE AS BIGINT) truncates (Spark); DuckDB's rounds to
+    the nearest integer, half away from zero, as ``round`` does.
+    """
     # Clamp, then put on the grid. CAST(DOUBLE AS BIGINT) rounds to the nearest integer, and
     # the planner checked that |bound / grid| < 2^53, so no value can overflow [grid-cast].
     # The clamp is a CASE, not least(greatest(...)): the same value for every non-NULL input (NaN
@@ -94,13 +89,29 @@ def _agg_sql(agg: AggSpec) -> list[tuple[str, str]]:
         x, lo, hi = f"CAST({v} AS DOUBLE)", repr(float(agg.lower)), repr(float(agg.upper))
         clamped = f"(CASE WHEN {x} < {lo} THEN {lo} WHEN {x} > {hi} THEN {hi} ELSE {x} END)"
         if agg.grid <= 1.0:
-            scaled = f"CAST({clamped} * {int(round(1 / agg.grid))} AS BIGINT)"
+            scaled = f"{clamped} * {int(round(1 / agg.grid))}"
         else:
-            scaled = f"CAST({clamped} / {int(agg.grid)} AS BIGINT)"
+            scaled = f"{clamped} / {int(agg.grid)}"
+        scaled = f"CAST(round({scaled}) AS BIGINT)" if round_first else f"CAST({scaled} AS BIGINT)"
     # GREATEST/LEAST skip NULLs: without this, a NULL input (or a row a FILTER excludes) would be
     # summed as the lower bound while COUNT(v) skips it, and AVG's centred sum would move by
     # |lower| per row instead of its declared (upper - lower) / 2 [null-input].
     scaled = f"CASE WHEN {v} IS NULL THEN NULL ELSE {scaled} END"
+    return scaled
+
+
+def _agg_sql(agg: AggSpec) -> list[tuple[str, str]]:
+    """(component label, SQL) for each integer statistic of one aggregate."""
+    v = f"__v{agg.index}"
+    if agg.kind == COUNT_ROWS:
+        return [("count", "count(*)")]
+    if agg.kind == COUNT_VALUES:
+        return [("count", f"count({v})")]
+    if agg.kind == COUNT_DISTINCT:
+        return [("count", f"count(DISTINCT {v})")]
+    if agg.kind == COUNT_SUBJECTS:
+        return [("subjects", f"count(DISTINCT {v if agg.expr is not None else '__unit'})")]
+    scaled = scaled_input(agg, v)
     if agg.kind == SUM:
         return [("sum", f"coalesce(sum({scaled}), 0)")]
     if agg.kind == AVG:
