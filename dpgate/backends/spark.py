@@ -304,7 +304,9 @@ def to_spark(node: exp.Expr, dates: frozenset[str] = frozenset()) -> exp.Expr:
 
 
 #: Escape characters for LIKE patterns: the first that does not occur in the pattern is declared.
-_ESCAPES = "!#~^|@$&;:=?*+<>[]{}(),./-" + "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+#: Symbols without case only: Spark's ILIKE lowercases the pattern (not the escape character), and
+#: lowercasing can turn other characters into letters (KELVIN SIGN into k), never into these.
+_ESCAPES = "!#~^|@$&;:=?*+<>[]{}(),./-"
 
 
 def _like(n: exp.Expr) -> exp.Expr:

@@ -369,3 +369,27 @@ def test_charged_sets_are_kept_by_fingerprint(spark, spark_db):
             kept = len(plane._units)
         assert counts == [6000, 5998, 6000, 5998]  # 2 rows of each subject (max_rows = 2)
         assert kept == 2
+
+
+def test_like_patterns_are_well_formed_in_interpreted_mode(spark, spark_db):
+    """LIKE / ILIKE patterns with backslashes, letters of both cases and most symbols run clean when
+    Spark evaluates them row by row (no generated code: where a malformed pattern would fail on the
+    first row that reaches it); a pattern holding every candidate escape character is refused free."""
+    symbols = spark_backend._ESCAPES
+    with dpgate.connect(str(spark_db), analyst="alice", spark=spark) as con:
+        for pattern in ("n\\o%", "%" + symbols[:-1] + "ABC\\%", "\\", "%\u212a%"):
+            for op in ("LIKE", "ILIKE"):
+                sql = f"SELECT COUNT(*) FROM t WHERE region {op} '{pattern}' OR region = 'north'"
+                gw, plan, plane = _plan_and_plane(con, sql)
+                plane.spark.conf.set("spark.sql.codegen.factoryMode", "NO_CODEGEN")
+                plane.spark.conf.set("spark.sql.codegen.wholeStage", "false")
+                try:
+                    rows = plane.bounded_rows(plan, _charged(list(range(3000))), 3, 1)
+                finally:
+                    plane.spark.conf.unset("spark.sql.codegen.factoryMode")
+                    plane.spark.conf.unset("spark.sql.codegen.wholeStage")
+                # WHERE comes before the bound: every subject has at most 2 north rows (of 4,000), none match a pattern
+                assert rows[0][0] == 4000, (op, pattern)
+        with pytest.raises(dpgate.UnsupportedQueryError) as e:
+            con.cursor().execute(f"SELECT COUNT(*) FROM t WHERE region ILIKE '{symbols}'")
+        assert e.value.code == "DP261" and _spent(con) == 0.0
