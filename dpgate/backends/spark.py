@@ -170,15 +170,20 @@ def session_for(spark: Any) -> Any:
     return own
 
 
-def read_source(spark: Any, source: str) -> Any:
-    """The source's DataFrame (a lazy plan; reads no row)."""
+def read_source(spark: Any, source: str, *, owner: bool = True) -> Any:
+    """The source's DataFrame (a lazy plan; reads no row).
+
+    Spark's reason is shown to the owner only: for an analyst it could name a file under a
+    partition directory, i.e. a value.
+    """
     kind, where = parse_source(source)
     try:
         return spark.read.parquet(where) if kind == "parquet" else spark.table(where)
     except Exception as e:  # noqa: BLE001 - Spark's analysis errors have no common public base class
         raise errors.PolicyError(
-            f"Spark cannot read {source!r}: {_first_line(e)}", code="DP341",
-            hint="check the table name or path from the same Spark session; nothing was charged",
+            f"Spark cannot read {source!r}" + (f": {_first_line(e)}" if owner else ""), code="DP341",
+            hint="check the table name or path from the same Spark session; nothing was charged" if owner
+            else "the data owner checks the source and declares it again; nothing was charged",
         ) from None
 
 
@@ -415,6 +420,9 @@ def _position(j: int, key) -> str | None:
 
 def check_plan(plan: CountPlan) -> None:
     """Refuse, before the debit, a counting plan the Spark backend does not run."""
+    table = plan.source.args.get("from_")
+    if table is not None and table.this.alias_or_name.startswith("__"):
+        raise _unsupported(f"The table alias {table.this.alias_or_name} (names starting with __ are dpgate's)")
     if plan.joined or plan.source.args.get("joins"):
         raise _unsupported("A join")
     if plan.prebound:
@@ -537,7 +545,7 @@ class SparkPlane:
     def _register(self, table: ProtectedTable) -> tuple[str, Any]:
         """The table's source as a temporary view of dpgate's session; refuses a drifted schema."""
         source = table.options["spark"]
-        df = read_source(self.spark, source)
+        df = read_source(self.spark, source, owner=False)
         try:
             now = stub_columns(df, source)
         except errors.PolicyError as e:
@@ -582,11 +590,12 @@ class SparkPlane:
                 rel = self.spark.createDataFrame(charged.units()).select(
                     F.col("unit").cast(unit_type).alias("unit"), F.col("__seen").cast("int").alias("__seen")
                 ).localCheckpoint()  # computed once; every later read comes from the executors' blocks
+            # __seen: nullable and sent as data, so the optimizer cannot fold the guard [charged-only]
+            rel.createOrReplaceTempView(units)
+            if units not in drop:  # kept only once its view exists
                 self._units[key] = units
                 while len(self._units) > _UNITS_KEPT:
                     self.spark.catalog.dropTempView(self._units.pop(next(iter(self._units))))
-            # __seen: nullable and sent as data, so the optimizer cannot fold the guard [charged-only]
-            rel.createOrReplaceTempView(units)
         pairs = f"__dpgate_charged_{n}"
         schema = T.StructType([T.StructField("unit", unit_type), T.StructField("part", T.IntegerType())])
         if charged is None or charged.pairs is None or charged.pairs.num_rows == 0:
@@ -608,6 +617,11 @@ class SparkPlane:
             self.spark.catalog.dropTempView(view)
             raise
         return view, pairs, units, [view, *drop]
+
+    def forget(self) -> None:
+        """Drop every charged set kept in Spark."""
+        while self._units:
+            self.spark.catalog.dropTempView(self._units.popitem()[1])
 
     def _drop(self, views) -> None:
         for v in views:
@@ -646,6 +660,9 @@ class SparkPlane:
             ) from None  # fmt: skip
         try:
             rows = self.spark.sql(statement(plan, view, units, pairs, salt, n_parts)).collect()
+        except BaseException:
+            self.forget()  # e.g. an executor lost the checkpointed units: the next statement sends them again
+            raise
         finally:
             self._drop(drop)
         return [tuple(_plain(x) for x in r) for r in rows]

@@ -182,6 +182,7 @@ def test_answers_and_charges_like_duckdb(spark, spark_db):
         ("SELECT COUNT(*) FROM t WHERE no_such_column > 1", "DP218"),
         ("SELECT * FROM dp_top_k_columns('t', k => 2)", "DP260"),  # a table function naming the Spark table
         ("SELECT COUNT(*) FROM t WHERE region LIKE 'n!%' ESCAPE '!'", "DP261"),
+        ("SELECT COUNT(*) FROM t AS __c WHERE __c.income > 1", "DP261"),  # dpgate's own alias for the units
     ],
 )
 def test_refusals_are_free(spark, spark_db, sql, code):
@@ -393,3 +394,15 @@ def test_like_patterns_are_well_formed_in_interpreted_mode(spark, spark_db):
         with pytest.raises(dpgate.UnsupportedQueryError) as e:
             con.cursor().execute(f"SELECT COUNT(*) FROM t WHERE region ILIKE '{symbols}'")
         assert e.value.code == "DP261" and _spent(con) == 0.0
+
+
+def test_unreadable_source_is_refused_without_sparks_text(spark, tmp_path):
+    """Spark's reason can name a file under a partition directory (a value): analysts get none of it."""
+    source = _parquet(tmp_path, ROWS, "gone")
+    path = _protect(tmp_path / "gone.duckdb", spark, source)
+    (tmp_path / "gone.parquet").rename(tmp_path / "moved.parquet")
+    with dpgate.connect(str(path), analyst="alice", spark=spark) as con:
+        with pytest.raises(dpgate.PolicyError) as e:
+            con.cursor().execute("SELECT COUNT(*) FROM t")
+        assert e.value.code == "DP341" and _spent(con) == 0.0
+    assert "PATH_NOT_FOUND" not in str(e.value) and "does not exist" not in str(e.value)
