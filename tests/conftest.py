@@ -110,7 +110,8 @@ def spark():
     session = (
         SparkSession.builder.master("local[2]").appName("dpgate-tests")
         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4").config("spark.driver.memory", "1g")
+        .config("spark.sql.shuffle.partitions", "2").config("spark.default.parallelism", "2")
+        .config("spark.driver.memory", "1g")
         .getOrCreate()
     )  # fmt: skip
     session.sparkContext.setLogLevel("ERROR")
