@@ -61,6 +61,10 @@ STATEMENTS = [
 ]
 
 
+#: Statements checked against the added subject too (their inputs are the extreme values it brings).
+ADDED = [sql for sql in STATEMENTS if any(f in sql for f in ("SUM(", "AVG(", "VARIANCE(", "MEDIAN(", "city,"))]
+
+
 def _values(exact: harness.Exact) -> dict:
     return {name: s.values for name, s in exact.stats.items()}
 
@@ -157,6 +161,8 @@ def test_neighbour_harness_on_spark(neighbours):
         for sql in STATEMENTS:
             before = harness.statistics_of(gd, sql)  # D once, against each neighbour
             for (name, _), gn in zip(pairs, gns):
+                if name == "added" and sql not in ADDED:
+                    continue  # the added subject's extreme values matter for the value statements
                 harness.check_statement(gd, gn, sql, context=f"spark, {name}: {sql}", before=before)
 
 
