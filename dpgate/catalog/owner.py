@@ -33,6 +33,7 @@ from dpgate import database, errors, resources
 from dpgate.catalog import tables as catalog
 from dpgate.backends import spark as spark_backend
 from dpgate.catalog import releases as registry
+from dpgate.catalog import sample_order as sample_order_mod
 
 SCHEMA_VERSION = "1"
 DEFAULT_SUBJECT_DELTA = 1e-5
@@ -161,6 +162,7 @@ class Owner:
         hierarchies: Mapping[str, Any] | None = None,
         experimental: bool | None = None,
         spark: str | None = None,
+        sample_order: str | None = None,
     ) -> None:
         """Declare ``table`` protected, with ``unit`` as its privacy unit.
 
@@ -190,6 +192,12 @@ class Owner:
         table of the same columns in this file (for planning), reads the roster's units from
         Spark, and runs counting queries' exact aggregation there (``dpgate.backends.spark``).
 
+        ``sample_order="stored"`` keeps, in dpgate's schema, a random order of each subject's rows
+        (drawn from the OS, rebuilt when the rows change): a subject over ``max_rows`` then keeps
+        the best-ranked of its rows that a query selects, the same rows for every query until the
+        table changes, instead of a fresh hash-ranked sample per query; sampling becomes a filter
+        (``dpgate.catalog.sample_order``). The default is ``"per_query"``.
+
         Re-declaring an existing protected table updates its bounds and declarations; its
         subjects keep what they have spent. Changing the privacy unit is refused.
         """
@@ -216,7 +224,9 @@ class Owner:
             )
         _check_positive_int("max_rows", max_rows)
         options = dict(options or {})
-        reserved = sorted(set(options) & {"experimental", "hierarchies", "graph", "max_groups_default", "spark"})
+        reserved = sorted(
+            set(options) & {"experimental", "hierarchies", "graph", "max_groups_default", "spark", "sample_order"}
+        )
         if reserved:
             raise errors.PolicyError(
                 f"{', '.join(reserved)} cannot be set through options", code="DP312",
@@ -224,6 +234,21 @@ class Owner:
             )  # fmt: skip
         if experimental is not None:
             _check_flag("experimental", experimental)
+        if sample_order is not None and sample_order not in sample_order_mod.CHOICES:
+            raise errors.PolicyError(
+                f"sample_order must be one of {', '.join(map(repr, sample_order_mod.CHOICES))}, got {sample_order!r}",
+                code="DP312",
+            )  # fmt: skip
+        if sample_order == sample_order_mod.STORED and spark is not None:
+            raise errors.PolicyError(
+                "sample_order = 'stored' is kept for tables in DuckDB; a Spark table samples per query",
+                code="DP312", hint="leave sample_order out for a Spark source",
+            )  # fmt: skip
+        if sample_order == sample_order_mod.STORED and sample_order_mod.RANK in cols:
+            raise errors.PolicyError(
+                f"{table!r} has a column named {sample_order_mod.RANK}, which a stored sample order uses",
+                code="DP312", hint="rename the column",
+            )  # fmt: skip
         if max_groups is None:  # not declared: 1 for the counting class, unbiased top-k counts (see topk)
             max_groups = 1
             options["max_groups_default"] = True
@@ -267,9 +292,16 @@ class Owner:
         ).fetchone()
         kept = json.loads(existing[2]) if existing and existing[2] else {}
         # declarations not repeated stay as they were (``options`` cannot carry these keys: reserved above)
-        options.update({key: kept[key] for key in ("hierarchies", "experimental") if key in kept})
+        options.update({key: kept[key] for key in ("hierarchies", "experimental", "sample_order") if key in kept})
         if experimental is not None:
             options["experimental"] = bool(experimental)
+        if sample_order is not None:
+            options["sample_order"] = sample_order
+        if options.get("sample_order") == sample_order_mod.STORED and spark is not None:
+            raise errors.PolicyError(
+                f"{table!r} keeps a stored sample order; a Spark table samples per query",
+                code="DP312", hint="re-declare it with sample_order = 'per_query' first",
+            )  # fmt: skip
         if spark is not None:
             options["spark"] = spark
         if existing and existing[1] == "graph":
@@ -346,6 +378,10 @@ class Owner:
                 self._declare_hierarchy(con, table, cols, col, spec)
             self._revalidate_hierarchies(con, table, cols, skip=set(hierarchies or {}))
             n = self._refresh_roster(con, table)
+            if options.get("sample_order") == sample_order_mod.STORED:
+                sample_order_mod.build(con, table, unit)
+            else:
+                sample_order_mod.drop(con, table)
         if not public_roster:
             warnings.warn(
                 f"The roster of {table} is derived from its rows: its size ({n} subjects) becomes public "
@@ -639,6 +675,7 @@ class Owner:
                 con.execute(f"DELETE FROM {catalog.SCHEMA}.roster_offsets WHERE roster = ?", [roster])
             con.execute(f"DELETE FROM {catalog.SCHEMA}.columns WHERE table_name = ?", [table])
             con.execute(f"DELETE FROM {catalog.SCHEMA}.protected_tables WHERE table_name = ?", [table])
+            sample_order_mod.drop(con, table)
 
     def refresh_roster(self, table: str) -> int:
         """Add new subjects and re-read budgets from their source; spent budget is kept.
@@ -649,7 +686,13 @@ class Owner:
         table = table.lower()
         self._require_protected(table)
         with self._transaction() as con:
-            return self._refresh_roster(con, table)
+            n = self._refresh_roster(con, table)
+            unit, options = con.execute(
+                f"SELECT unit_column, options FROM {catalog.SCHEMA}.protected_tables WHERE table_name = ?", [table]
+            ).fetchone()
+            if json.loads(options or "{}").get("sample_order") == sample_order_mod.STORED:
+                sample_order_mod.build(con, table, unit)  # a fresh draw for the rows as they are now
+            return n
 
     def _refresh_roster(self, con, table: str) -> int:
         (roster, source, bcol, btab, btab_unit, btab_col, default_eps) = con.execute(
@@ -945,7 +988,7 @@ class Owner:
                 f"[tables.{tname}]",
                 spec,
                 {"unit", "max_rows", "max_groups", "budget", "subject_delta", "columns", "options", "subjects",
-                 "public_roster", "experimental", "spark"},
+                 "public_roster", "experimental", "spark", "sample_order"},
             )
             if "unit" not in spec:
                 raise errors.PolicyError(f"[tables.{tname}] needs unit = \"<column>\"", code="DP330")
@@ -983,6 +1026,8 @@ class Owner:
                 # the policy is authoritative: a table whose entry no longer says experimental = true is closed
                 experimental=_check_flag(f"[tables.{tname}] experimental", spec.get("experimental", False)),
                 spark=spec.get("spark"),
+                # the policy is authoritative here too: an entry without the key samples per query
+                sample_order=spec.get("sample_order", sample_order_mod.PER_QUERY),
             )
             done.append(f"protected {tname} (unit {spec['unit']})")
         for gname, spec in policy.get("graphs", {}).items():

@@ -62,22 +62,30 @@ def _second(column: str, sql_type: str | None) -> str:
     return f"sum(hash({column}, 7919))::HUGEINT"
 
 
-def fingerprint(con: duckdb.DuckDBPyConnection, table: ProtectedTable) -> tuple:
-    """(rows, a hash sum, a second sum) of the table's unit column and of the roster's units."""
+def fingerprint(con: duckdb.DuckDBPyConnection, table: ProtectedTable, order_id: int | None = None) -> tuple:
+    """(rows, a hash sum, a second sum) of the table's unit column and of the roster's units.
+
+    With ``order_id``, the build id of a stored sample order that the caller found lined up with
+    the rows in this snapshot (``catalog.sample_order``), the table's part is that id: the table's
+    units are then, position by position, the order's, which that id names."""
     u = _quote(table.unit)
     t = f"main.{_quote(table.name)}"
     col = table.columns.get(table.unit)
     unit_type = col.type if col is not None else None
-    rows = con.execute(f"SELECT count(*), sum(hash({u}))::HUGEINT, {_second(u, unit_type)} FROM {t}").fetchone()
+    if order_id is not None:
+        rows = ("sample_order", int(order_id))
+    else:
+        rows = con.execute(f"SELECT count(*), sum(hash({u}))::HUGEINT, {_second(u, unit_type)} FROM {t}").fetchone()
     roster = con.execute(
         f"SELECT count(*), sum(hash(unit))::HUGEINT, {_second('unit', unit_type)} FROM {table.roster_table_sql}"
     ).fetchone()
-    return (table.name, table.unit, table.roster, tuple(int(v or 0) for v in rows), tuple(int(v or 0) for v in roster))
+    part = rows if order_id is not None else tuple(int(v or 0) for v in rows)
+    return (table.name, table.unit, table.roster, part, tuple(int(v or 0) for v in roster))
 
 
-def current(con: duckdb.DuckDBPyConnection, table: ProtectedTable) -> UnitStats:
+def current(con: duckdb.DuckDBPyConnection, table: ProtectedTable, order_id: int | None = None) -> UnitStats:
     """The facts for the table as ``con`` sees it now (one light scan when cached)."""
-    key = fingerprint(con, table)
+    key = fingerprint(con, table, order_id)
     with _LOCK:
         hit = _CACHE.get(key)
     if hit is not None:

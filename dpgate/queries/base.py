@@ -21,6 +21,7 @@ import numpy as np
 from sqlglot import exp
 
 from dpgate import errors
+from dpgate.catalog import sample_order
 from dpgate.catalog.tables import Catalog, ProtectedTable
 from dpgate.frontend.classify import Classified
 from dpgate.frontend.dialect import to_duckdb
@@ -265,8 +266,8 @@ def bind(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None, *, public
 
 
 def restrict_to_charged(
-    source: exp.Select, table: ProtectedTable, charged: str, joined: tuple[ProtectedTable, ...] = (), salt: int = 0,
-    prebound: bool = False,
+    source: exp.Select, table: ProtectedTable, charged: str | None, joined: tuple[ProtectedTable, ...] = (),
+    salt: int = 0, prebound: bool = False, order: bool = False,
 ) -> str:
     """``source`` with each protected table replaced by the rows of the charged subjects only.
 
@@ -283,8 +284,30 @@ def restrict_to_charged(
     the product of those bounds, whatever they hold, before the joined relation is bounded as
     usual. The choice depends only on the subject's own rows. ``prebound`` does the same for a
     single table (the per-subject subquery aggregates the cut rows).
+
+    With ``order`` (a single table with a stored sample order, ``catalog.sample_order``), the
+    table is read beside its order, position by position, and the source gains the column
+    ``__rank``; only rows whose unit equals their order row's unit are kept. ``charged`` None
+    means every row's subject is charged (no restriction; the caller checked it).
     """
     q = source.copy()
+    if order:
+        if joined or prebound:
+            raise ValueError("a stored sample order serves single-table plans only")
+        inner = _ordered_rows(table, charged)
+        alias = None
+        for node in list(q.find_all(exp.Table)):
+            if node.name.lower() != table.name.lower() or not isinstance(node.this, exp.Identifier):
+                continue
+            if node.args.get("db") not in (None, "") and node.db.lower() != "main":
+                continue
+            alias = node.alias or table.name
+            sub = exp.Subquery(this=exp.maybe_parse(inner, dialect="duckdb"), alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
+            node.replace(sub)
+        if alias is None:
+            raise ValueError(f"{table.name} is not read by this plan")
+        q.select(exp.alias_(exp.column(sample_order.RANK, table=exp.to_identifier(alias, quoted=True)), "__rank"), copy=False)
+        return to_duckdb(q)
     for t in (table, *joined):
         inner = _charged_rows(t, charged, salt if joined or prebound else None)
         for node in list(q.find_all(exp.Table)):
@@ -296,6 +319,17 @@ def restrict_to_charged(
             sub = exp.Subquery(this=exp.maybe_parse(inner, dialect="duckdb"), alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
             node.replace(sub)
     return to_duckdb(q)
+
+
+def _ordered_rows(t: ProtectedTable, charged: str | None) -> str:
+    """The table's rows beside their stored sample order (``catalog.sample_order``): one scan of
+    both; a row whose order row names another unit (a stale order) is dropped."""
+    unit, name = exp.to_identifier(t.unit, quoted=True).sql(dialect="duckdb"), exp.to_identifier(t.name, quoted=True).sql(dialect="duckdb")
+    charged_only = f" AND __t.{unit} IN (SELECT unit FROM {charged})" if charged is not None else ""
+    return (
+        f"SELECT __t.*, __o.{sample_order.RANK} FROM main.{name} __t POSITIONAL JOIN {sample_order.table_sql(t)} __o "
+        f"WHERE __t.{unit} IS NOT DISTINCT FROM __o.unit{charged_only} OFFSET 0"
+    )
 
 
 def _charged_rows(t: ProtectedTable, charged: str, salt: int | None) -> str:

@@ -17,6 +17,7 @@ import duckdb
 import numpy as np
 
 from dpgate import backends, errors, noise, release
+from dpgate.catalog import sample_order
 from dpgate.frontend.classify import Classified
 from dpgate.mechanisms import KeySelector, LaplaceCounting
 from dpgate.queries.analysis import Analysis, _with_epsilon, key_selection_threshold
@@ -154,6 +155,8 @@ class CountingQuery:
                 )  # fmt: skip
         unit_type = plan.table.columns[plan.table.unit].type
         parts = 2 if plan.charge.rule in ("partition", "t_round") else 1
+        if exact_mod.orderable(plan):  # a stored sample order: (re)built now, before the debit, if needed
+            sample_order.refresh(con, plan.table)
         exact_mod.bind_check(con, plan, probe, unit_type, parts)
         if backends.engine_of(plan.table) != "duckdb":  # the rows live elsewhere: that engine must run it too
             backends.plane(backends.engine_of(plan.table)).bind_check(plan)

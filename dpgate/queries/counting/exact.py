@@ -47,7 +47,7 @@ from typing import Any
 import duckdb
 import numpy as np
 from dpgate import errors
-from dpgate.catalog import unit_stats
+from dpgate.catalog import sample_order, unit_stats
 from dpgate.frontend.dialect import to_duckdb
 from dpgate.queries.base import bind, restrict_to_charged
 from dpgate.queries.plans import (
@@ -171,18 +171,32 @@ class _SQL:
     params: dict[str, Any]
     charged: str
     n_parts: int
+    ordered: bool = False
+
+    @property
+    def sample_cols(self) -> str:
+        """The columns a sampled part reads: with a stored order, also each row's ``__rank``."""
+        return f"{self.cols}, __rank" if self.ordered else self.cols
 
     def sampled(self, plan: CountPlan, rows: str) -> str:
-        """The rows of ``rows`` (a SELECT of the source columns) bounded by sampling."""
+        """The rows of ``rows`` (a SELECT of ``sample_cols`` of the source) bounded by sampling."""
         keys = self.keys
+        cols = self.sample_cols
         inner = rows
         if self.in_domain:
             inner = f"SELECT * FROM ({inner}) WHERE {self.in_domain}"
         if plan.bound_groups:
             group_hash = f"hash(xor(hash(__unit, {', '.join(keys)}), $salt))"
             inner = (
-                f"SELECT {self.cols} FROM (SELECT *, dense_rank() OVER (PARTITION BY __unit ORDER BY {group_hash}, "
+                f"SELECT {cols} FROM (SELECT *, dense_rank() OVER (PARTITION BY __unit ORDER BY {group_hash}, "
                 f"{', '.join(keys)}) AS __gr FROM ({inner})) WHERE __gr <= {plan.max_groups}"
+            )
+        if self.ordered:
+            # A stored order ranks each subject's rows once per table version [order]: its ranks
+            # are distinct within a subject, so no duplicate numbers are needed.
+            return (
+                f"SELECT {self.cols} FROM ({inner}) "
+                f"QUALIFY row_number() OVER (PARTITION BY __unit ORDER BY __rank) <= {plan.max_rows}"
             )
         # Rows equal in every column used get distinct duplicate numbers, so that each row,
         # not each distinct value, has its own pseudo-random rank [dup].
@@ -195,11 +209,14 @@ class _SQL:
             f"QUALIFY row_number() OVER (PARTITION BY __unit ORDER BY {row_hash}, __dup) <= {plan.max_rows}"
         )
 
-    def aggregate(self, bounded: str) -> str:
+    def aggregate(self, bounded: str, check: bool = False) -> str:
         """Group by (partition and) keys, then turn keys with domains into positions (few groups).
 
         With several partitions of subjects (personalization), every bounded row gets its
         subject's partition; a subject in several rounds contributes to one partition per round.
+
+        ``check`` keeps the groups outside the keys' domains and adds two columns, the group's
+        row count and whether it is in the domains, for the stored order's filter check [order].
         """
         if self.n_parts > 1:
             bounded = f"SELECT b.*, c.part AS __part FROM ({bounded}) b JOIN {self.charged} c ON b.__unit = c.unit"
@@ -207,19 +224,26 @@ class _SQL:
         else:
             keys = list(self.keys)
         group = f" GROUP BY {', '.join(keys)}" if keys else ""
-        inner = f"SELECT {', '.join([*keys, *self.selects[len(self.keys):]])} FROM ({bounded}){group}"
+        extra = ["count(*) AS __nall"] if check else []
+        inner = f"SELECT {', '.join([*keys, *self.selects[len(self.keys):], *extra])} FROM ({bounded}){group}"
         if not any(p is not None for p in self.positions):
-            return inner
+            return f"SELECT *, true AS __in FROM ({inner})" if check else inner
         outer = (["__part"] if self.n_parts > 1 else []) + [
             f"({p}) AS __k{j}" if p is not None else f"__k{j}" for j, p in enumerate(self.positions)
         ]
         outer += [f"__a{i}" for i in range(len(self.selects) - len(self.keys))]
+        if check:
+            return f"SELECT {', '.join([*outer, '__nall', f'coalesce({self.in_domain}, false) AS __in'])} FROM ({inner})"
         return f"SELECT {', '.join(outer)} FROM ({inner}) WHERE {self.in_domain}"
 
 
-def _build(plan: CountPlan, charged: str, n_parts: int = 1, salt: int = 0, restrict: bool = True) -> _SQL:
+def _build(
+    plan: CountPlan, charged: str, n_parts: int = 1, salt: int = 0, restrict: bool = True, ordered: bool = False
+) -> _SQL:
     params: dict[str, Any] = {}
-    if restrict:
+    if ordered:  # the table beside its stored sample order [order]
+        src = restrict_to_charged(plan.source, plan.table, charged if restrict else None, order=True)
+    elif restrict:
         src = restrict_to_charged(plan.source, plan.table, charged, plan.joined, salt, plan.prebound)
     else:  # every row's subject is charged [stats]: the restriction would keep every row
         src = to_duckdb(plan.source)
@@ -245,7 +269,7 @@ def _build(plan: CountPlan, charged: str, n_parts: int = 1, salt: int = 0, restr
     if plan.key_selection is not None:
         selects.append(f"count(DISTINCT __unit) AS __a{len(labels)}")
     group = f" GROUP BY {', '.join(keys)}" if keys else ""
-    return _SQL(per_unit, over, cols, src, in_domain, keys, positions, labels, selects, group, params, charged, n_parts)
+    return _SQL(per_unit, over, cols, src, in_domain, keys, positions, labels, selects, group, params, charged, n_parts, ordered)
 
 
 def bind_check(
@@ -254,20 +278,42 @@ def bind_check(
     """Bind (DESCRIBE, no execution) every statement ``run`` may send, before anything is charged.
 
     A statement DuckDB cannot bind fails the same way whatever the data, so it must fail
-    here, where a refusal costs nothing.
+    here, where a refusal costs nothing. With a stored sample order, the statements that read it
+    are bound too (when the order exists now; ``run`` uses it only when it lines up).
     """
     q = _build(plan, charged, n_parts)
-    special = f"(SELECT CAST(NULL AS {unit_type}) AS __unit, true AS __eligible WHERE false)"
-    parts = [
-        f"SELECT {q.cols} FROM ({q.src}) WHERE __unit NOT IN (SELECT __unit FROM {special})",
-        q.sampled(plan, f"SELECT {q.cols} FROM ({q.src}) WHERE __unit IN (SELECT __unit FROM {special} WHERE __eligible)"),
-    ]
-    params = dict(q.params, salt=0)  # $salt is a UBIGINT below 2^62
     for j, key in enumerate(plan.keys):  # the declared domains cast to the keys' types now, or refuse free
         if f"dom{j}" in q.params:
             bind(con, f"SELECT CAST($dom{j} AS {key.sql_type}[])", {f"dom{j}": q.params[f"dom{j}"]}, public=True)
     bind(con, f"SELECT count(*) FILTER (WHERE {q.over}) FROM {q.per_unit}")
-    bind(con, q.aggregate(" UNION ALL ".join(f"({p})" for p in parts)), params)
+    variants = [q]
+    if orderable(plan) and sample_order.registered(con, plan.table.name) is not None:
+        variants.append(_build(plan, charged, n_parts, ordered=True))
+    special = f"(SELECT CAST(NULL AS {unit_type}) AS __unit, true AS __eligible WHERE false)"
+    for v in variants:
+        parts = [
+            f"SELECT {v.cols} FROM ({v.src}) WHERE __unit NOT IN (SELECT __unit FROM {special})",
+            v.sampled(plan, f"SELECT {v.sample_cols} FROM ({v.src}) WHERE __unit IN "
+                            f"(SELECT __unit FROM {special} WHERE __eligible)"),
+        ]  # fmt: skip
+        bounded = " UNION ALL ".join(f"({p})" for p in parts)
+        bind(con, v.aggregate(bounded), _params(v.aggregate(bounded), dict(v.params, salt=0)))
+        if v.ordered:
+            fast = f"SELECT {v.cols} FROM ({v.src}) WHERE __rank <= {plan.max_rows}"
+            bind(con, v.aggregate(fast, check=True), _params(v.aggregate(fast, check=True), dict(v.params)))
+
+
+def _params(sql: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The named parameters ``sql`` uses (DuckDB refuses unused ones)."""
+    return {k: v for k, v in params.items() if f"${k}" in sql}
+
+
+def orderable(plan: CountPlan) -> bool:
+    """A single-table plan over a table with a stored sample order [order]."""
+    return (
+        sample_order.wanted(plan.table) and not plan.joined and not plan.prebound
+        and not plan.source.args.get("joins")
+    )  # fmt: skip
 
 
 def run(
@@ -323,7 +369,11 @@ def _run(
     # on the roster and the whole roster is charged,
     # restricting the rows to the charged subjects would keep them all. Joins of protected tables
     # and the per-subject subquery (which cut rows first) always take the full path.
-    stats = unit_stats.current(con, plan.table) if use_stats and not plan.joined and not plan.prebound else None
+    # [order] A stored sample order that lines up with the rows in this snapshot replaces the
+    # per-query hash for sampling, and names the table's units for the facts below.
+    order_id = sample_order.current(con, plan.table) if orderable(plan) else None
+    facts = use_stats and not plan.joined and not plan.prebound
+    stats = unit_stats.current(con, plan.table, order_id) if facts else None
     limit = min(plan.max_rows, plan.max_groups) if plan.bound_groups else plan.max_rows
     # Only without joins: a lookup's key was checked unique when the query was planned, in another
     # snapshot; were it to gain a duplicate since, a join could add rows, and the full pass below
@@ -333,16 +383,22 @@ def _run(
         stats is not None and n_parts == 1 and stats.off_roster_units == 0 and stats.null_unit_rows == 0
         and _charged_is_roster(con, plan, charged, generation)
     )  # fmt: skip
-    q = _build(plan, charged, n_parts, salt, restrict=not everyone)
+    # A unique constraint on the unit (a schema fact) means one row per subject: nothing to bound.
+    one_row_each = plan.table.unique_unit and not plan.source.args.get("joins")
+    ordered = order_id is not None and not within and not one_row_each
+    q = _build(plan, charged, n_parts, salt, restrict=not everyone, ordered=ordered)
     params = dict(q.params)
     special = f"__dp_special_{next(_ids)}"
     special_sql = f"SELECT __p.__unit, (__c.unit IS NOT NULL) AS __eligible FROM {q.per_unit} WHERE __c.unit IS NULL OR {q.over}"
-    # A unique constraint on the unit (a schema fact) means one row per subject: nothing to bound.
-    one_row_each = plan.table.unique_unit and not plan.source.args.get("joins")
     heavy: int = 0
     unused: int | None = None
     made_special = False
     try:
+        if ordered and everyone and stats is not None and not plan.bound_groups:
+            rows = _ordered_filter(con, plan, q, stats, params)
+            if rows is not None:
+                heavy = stats.over(limit)
+                return _answer(plan, rows, [p is not None for p in q.positions], q.labels, heavy, 0, n_parts)
         parts = []
         to_sample = None
         if one_row_each:
@@ -354,7 +410,7 @@ def _run(
             # Most subjects of the table are over the bound: rank everyone's rows (a subject within
             # it keeps them all) without counting rows per subject first.
             heavy, unused = stats.over(limit), 0  # heavy: over the bound in the whole table
-            to_sample = f"SELECT {q.cols} FROM ({q.src})"
+            to_sample = f"SELECT {q.sample_cols} FROM ({q.src})"
         else:
             # Subjects that need work: not charged (their rows are dropped) or over a bound
             # (sampled). Counting all their rows, in or out of the domains, only flags more.
@@ -367,14 +423,15 @@ def _run(
             elif unused == 0 and 2 * heavy >= units:
                 # Most subjects need sampling: rank everyone's rows (a subject within its bounds
                 # keeps them all), and skip splitting the rows in two.
-                to_sample = f"SELECT {q.cols} FROM ({q.src})"
+                to_sample = f"SELECT {q.sample_cols} FROM ({q.src})"
             else:
                 con.execute(f"CREATE TEMP TABLE {special} AS {special_sql}")
                 made_special = True
                 parts.append(f"SELECT {q.cols} FROM ({q.src}) WHERE __unit NOT IN (SELECT __unit FROM {special})")
                 if heavy:
                     to_sample = (
-                        f"SELECT {q.cols} FROM ({q.src}) WHERE __unit IN (SELECT __unit FROM {special} WHERE __eligible)"
+                        f"SELECT {q.sample_cols} FROM ({q.src}) WHERE __unit IN "
+                        f"(SELECT __unit FROM {special} WHERE __eligible)"
                     )
         if to_sample is not None:
             params["salt"] = salt
@@ -388,6 +445,7 @@ def _run(
             cols = [f"CAST(__k{j} AS VARCHAR)" if p is None else f"__k{j}" for j, p in enumerate(q.positions)]
             cols += [f"__a{i}" for i in range(len(q.selects) - len(q.keys))]
             aggregated = f"SELECT {', '.join(cols)} FROM ({aggregated})"
+        params = _params(aggregated, params)
         if any(a.kind == QUANTILE for a in plan.aggs):
             rows = _numpy_rows(con.execute(aggregated, params).fetchnumpy())  # lists of values arrive as arrays
         else:
@@ -397,6 +455,24 @@ def _run(
             con.execute(f"DROP TABLE IF EXISTS {special}")
 
     return _answer(plan, rows, [p is not None for p in q.positions], q.labels, int(heavy), unused, n_parts)
+
+
+def _ordered_filter(con, plan: CountPlan, q: _SQL, stats: unit_stats.UnitStats, params: dict[str, Any]):
+    """[order] Every subject charged, no group bound: keep the rows ranked ``<= max_rows`` that pass
+    the WHERE and the domains, in one pass. That is each subject's sample exactly when every row
+    ranked ``<= max_rows`` passes, i.e. when the kept rows number sum_u min(n_u, max_rows) (the table
+    facts' histogram); then the groups are returned, else None (the caller ranks the passing rows).
+    The count only chooses between two computations of the same statistics."""
+    if plan.key_selection is not None or any(a.kind == QUANTILE for a in plan.aggs):
+        return None
+    k = plan.max_rows
+    expected = sum(min(n, k) * units for n, units in stats.histogram)
+    sql = q.aggregate(f"SELECT {q.cols} FROM ({q.src}) WHERE __rank <= {k}", check=True)
+    rows = con.execute(sql, _params(sql, params)).fetchall()
+    kept = sum(int(r[-2]) for r in rows if r[-1])
+    if kept != expected:
+        return None
+    return [r[:-2] for r in rows if r[-1]]
 
 
 def run_on(plane: Any, con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, salt: int, n_parts: int = 1) -> ExactAnswer:

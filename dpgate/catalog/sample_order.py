@@ -1,0 +1,196 @@
+"""A stored sample order: the order in which each subject's rows are taken when they are sampled.
+
+A table protected with ``sample_order = "stored"`` has a companion table in dpgate's schema,
+``dpgate."sample_order_<table>"``, with one row per row of the table, **in the table's own scan
+order**: the row's unit and its ``rank`` among its subject's rows, 1 .. n. The ranks are a
+uniformly random permutation of each subject's rows, drawn from the OS (``os.urandom``, 64 bits
+per row, ties broken by position) when the order is built — by ``Owner.protect`` and
+``refresh_roster``, and by a gateway before the debit of a query that finds it stale.
+
+A query then reads the table beside its order (``POSITIONAL JOIN``: one scan of both, no hash
+join) and keeps, of each subject's rows that pass its WHERE and key domains, the ``max_rows``
+with the smallest ranks (``queries.counting.exact``). When every subject's ``max_rows``
+best-ranked rows pass — a query without a selective WHERE — that is a filter, ``rank <= max_rows``,
+checked by a count in the same pass; otherwise one window over the passing rows, ordered by the
+stored rank (no per-query hashing, no duplicate numbering).
+
+Soundness (the README's privacy model, contribution bounding):
+
+* **The bound holds whatever the order holds.** Each order row is matched to the table row at
+  the same position only when both have the same unit (``IS NOT DISTINCT FROM``); a table row
+  without a matching order row is dropped. Ranks are distinct within a unit in the order table
+  and every order row matches at most one table row, so a subject keeps at most ``max_rows``
+  rows even when the order is stale. (A stale order loses rows; it never adds any.)
+* **The choice depends only on the subject's own rows and on coins independent of the data.**
+  A subject's ranks are a function of the 64-bit keys drawn for its rows, which are independent
+  of every value in the database. Removing or adding another subject changes neither those keys
+  (for a fixed draw) nor which of this subject's rows pass, so the sensitivity argument of the
+  per-query hash applies unchanged: for every draw, neighbouring tables' bounded rows differ in
+  the one subject's rows only (``tests/privacy/test_sample_order.py`` checks it on neighbours whose
+  orders are coupled, as the argument couples the draws).
+* **Uniform.** For any WHERE (which cannot read the ranks: they are not a column of the table),
+  the kept rows are a uniformly random subset of the passing rows of the size the bound allows.
+* **Fresh per table version, not per query.** The same rows are kept by every query until the
+  table changes. Privacy does not depend on fresh coins (each query is ε-DP for every fixed
+  draw, so sequential composition holds draw by draw); accuracy does in one way: averaging
+  repeated answers removes their noise but not the sampling error of the fixed sample.
+
+**Validity** is checked in the query's own snapshot: the table's units, position by position,
+must equal the order's (one scan of the unit column beside the order, cheaper than the unit
+fingerprint of ``unit_stats``). Any insert, delete or unit change breaks it; updates of other
+columns keep it, and the order stays a uniformly random permutation of each subject's rows.
+While the check holds, the table's multiset of units is the order's, so the table facts of
+``unit_stats`` are cached under the order's ``build_id`` instead of the fingerprint.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+
+import duckdb
+import numpy as np
+
+from dpgate.catalog.tables import SCHEMA, ProtectedTable
+
+REGISTRY = f"{SCHEMA}.sample_orders"
+#: The companion table's column holding the rank (a column name no analyst expression can reach:
+#: the order table is joined inside dpgate's own subquery).
+RANK = "__dp_rank"
+STORED = "stored"
+PER_QUERY = "per_query"
+CHOICES = (PER_QUERY, STORED)
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def table_sql(table: ProtectedTable | str) -> str:
+    name = table if isinstance(table, str) else table.name
+    return f"{SCHEMA}.{_q('sample_order_' + name)}"
+
+
+def wanted(table: ProtectedTable) -> bool:
+    """Whether the owner declared a stored sample order for this table."""
+    return table.options.get("sample_order") == STORED
+
+
+def ensure_registry(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(
+        f"CREATE TABLE IF NOT EXISTS {REGISTRY} (table_name VARCHAR PRIMARY KEY, build_id BIGINT NOT NULL, "
+        "row_count BIGINT NOT NULL, built_at TIMESTAMP NOT NULL)"
+    )
+
+
+def build(
+    con: duckdb.DuckDBPyConnection, table: ProtectedTable | str, unit: str | None = None, *, seed: int | None = None
+) -> int:
+    """(Re)build the order of ``table`` inside the caller's transaction; returns its build id.
+
+    ``seed`` (tests only: statistical tests use fixed seeds) draws the keys from a seeded
+    generator instead of the OS."""
+    name = table if isinstance(table, str) else table.name
+    unit = unit if unit is not None else table.unit  # type: ignore[union-attr]
+    src = f"main.{_q(name)}"
+    (n,) = con.execute(f"SELECT count(*) FROM {src}").fetchone()
+    if seed is None:
+        keys = np.frombuffer(os.urandom(8 * max(int(n), 1)), dtype=np.uint64)[: int(n)]
+    else:
+        keys = np.random.default_rng(seed).integers(0, 2**64, size=int(n), dtype=np.uint64)
+    view = f"__dp_order_keys_{secrets.token_hex(6)}"
+    con.register(view, {"k": keys})
+    try:
+        con.execute(
+            f"CREATE OR REPLACE TABLE {table_sql(name)} AS SELECT unit, {RANK} FROM ("
+            f"SELECT t.rowid AS pos, t.{_q(unit)} AS unit, "
+            f"row_number() OVER (PARTITION BY t.{_q(unit)} ORDER BY k.k, t.rowid) AS {RANK} "
+            f"FROM {src} t POSITIONAL JOIN {view} k) ORDER BY pos"
+        )
+    finally:
+        con.unregister(view)
+    build_id = secrets.randbits(62)
+    ensure_registry(con)
+    con.execute(f"INSERT OR REPLACE INTO {REGISTRY} VALUES (?, ?, ?, current_timestamp)", [name, build_id, int(n)])
+    if mismatches(con, name, unit) != 0:  # the table's scan order must be the one the ranks were stored in
+        raise RuntimeError(f"the sample order of {name} does not line up with its rows")
+    return build_id
+
+
+def drop(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    con.execute(f"DROP TABLE IF EXISTS {table_sql(name)}")
+    if con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE schema_name = ? AND table_name = 'sample_orders' "
+        "AND database_name = current_database()", [SCHEMA],
+    ).fetchone()[0]:  # fmt: skip
+        con.execute(f"DELETE FROM {REGISTRY} WHERE table_name = ?", [name])
+
+
+def mismatches(con: duckdb.DuckDBPyConnection, name: str, unit: str) -> int:
+    """Positions where the table and its order disagree (a row on one side only, or another unit)."""
+    (bad,) = con.execute(
+        f"SELECT count(*) FROM main.{_q(name)} t POSITIONAL JOIN {table_sql(name)} o "
+        f"WHERE t.rowid IS NULL OR o.{RANK} IS NULL OR t.{_q(unit)} IS DISTINCT FROM o.unit"
+    ).fetchone()
+    return int(bad)
+
+
+#: (table, build id) of orders a query found out of line with their rows in its snapshot: the next
+#: query's planning rebuilds them (a query after its debit never writes; it samples by hash).
+_STALE: set[tuple[str, int]] = set()
+_LOCK = threading.Lock()
+
+
+def current(con: duckdb.DuckDBPyConnection, table: ProtectedTable) -> int | None:
+    """The build id of the table's order if it lines up with the rows ``con`` sees now, else None."""
+    build_id = registered(con, table.name)
+    if build_id is None:
+        return None
+    try:
+        bad = mismatches(con, table.name, table.unit)
+    except duckdb.CatalogException:  # the order table was dropped
+        bad = 1
+    if bad:
+        with _LOCK:
+            _STALE.add((table.name, build_id))
+        return None
+    return build_id
+
+
+def registered(con: duckdb.DuckDBPyConnection, name: str) -> int | None:
+    """The build id the registry names for the table (None: no order was built)."""
+    try:
+        row = con.execute(f"SELECT build_id FROM {REGISTRY} WHERE table_name = ?", [name]).fetchone()
+    except duckdb.CatalogException:
+        return None
+    return None if row is None else int(row[0])
+
+
+def refresh(con: duckdb.DuckDBPyConnection, table: ProtectedTable) -> bool:
+    """Before a query's debit: build the order if it is missing or a query found it stale, in its
+    own transaction. Returns whether an order is registered afterwards. When it cannot be built
+    (another writer, the caller's open transaction), queries sample by the per-query hash: a
+    query uses an order only after checking, in its own snapshot, that it lines up."""
+    build_id = registered(con, table.name)
+    with _LOCK:
+        stale = build_id is not None and (table.name, build_id) in _STALE
+    if build_id is not None and not stale:
+        return True
+    try:
+        con.execute("BEGIN TRANSACTION")
+    except duckdb.TransactionException:
+        return build_id is not None
+    try:
+        if registered(con, table.name) == build_id:  # nobody rebuilt it meanwhile
+            build(con, table)
+        con.execute("COMMIT")
+    except (duckdb.Error, RuntimeError):
+        try:
+            con.execute("ROLLBACK")
+        except duckdb.Error:
+            pass
+        return build_id is not None
+    with _LOCK:
+        _STALE.discard((table.name, build_id))
+    return True
