@@ -105,7 +105,7 @@ def build(
         con.execute(
             f"CREATE OR REPLACE TABLE {table_sql(name)} AS SELECT unit, {RANK} FROM ("
             f"SELECT t.rowid AS pos, t.{_q(unit)} AS unit, "
-            f"row_number() OVER (PARTITION BY t.{_q(unit)} ORDER BY k.k, t.rowid) AS {RANK} "
+            f"CAST(row_number() OVER (PARTITION BY t.{_q(unit)} ORDER BY k.k, t.rowid) AS INTEGER) AS {RANK} "
             f"FROM {src} t POSITIONAL JOIN {view} k) ORDER BY pos"
         )
     finally:
@@ -128,10 +128,16 @@ def drop(con: duckdb.DuckDBPyConnection, name: str) -> None:
 
 
 def mismatches(con: duckdb.DuckDBPyConnection, name: str, unit: str) -> int:
-    """Positions where the table and its order disagree (a row on one side only, or another unit)."""
+    """Positions where the table and its order disagree: every position when their row counts
+    differ (a row on one side only), else those whose units differ."""
+    (rows, ordered) = con.execute(
+        f"SELECT (SELECT count(*) FROM main.{_q(name)}), (SELECT count(*) FROM {table_sql(name)})"
+    ).fetchone()
+    if rows != ordered:
+        return max(int(rows), int(ordered), 1)
     (bad,) = con.execute(
         f"SELECT count(*) FROM main.{_q(name)} t POSITIONAL JOIN {table_sql(name)} o "
-        f"WHERE t.rowid IS NULL OR o.{RANK} IS NULL OR t.{_q(unit)} IS DISTINCT FROM o.unit"
+        f"WHERE t.{_q(unit)} IS DISTINCT FROM o.unit"
     ).fetchone()
     return int(bad)
 

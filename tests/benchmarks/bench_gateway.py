@@ -6,8 +6,9 @@ Not part of the test suite (timings are reported, not asserted). Run:
 
 Data: 1,000,000 rows, 100,000 subjects with 10 rows each, a 20-value and a 200-value
 categorical column (declared domains) and a numeric column (declared bounds).
-Two policies: ``max_rows = 5`` (bounding samples every subject down) and ``max_rows = 10``
-(no subject exceeds the bound). Reports medians and ratios to raw DuckDB, and the time
+Three policies: ``max_rows = 5`` (bounding samples every subject down), ``max_rows = 10``
+(no subject exceeds the bound), and ``max_rows = 5`` with ``sample_order = "stored"`` (the
+sample is a filter over a stored order of each subject's rows). Reports medians and ratios to raw DuckDB, and the time
 spent parsing, checking the catalog, classifying and planning.
 """
 
@@ -44,6 +45,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--only-stored", action="store_true", help="only the stored-sample-order regime")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp())
     path = tmp / "bench.duckdb"
@@ -62,16 +64,21 @@ def main() -> None:
         results.append((f"raw DuckDB GROUP BY {col}", t_raw, None))
     raw.close()
 
-    for max_rows in (5, 10):
+    regimes = [(5, "per_query"), (10, "per_query"), (5, "stored")]
+    if args.only_stored:
+        regimes = [(5, "stored")]
+    for max_rows, order in regimes:
         with Owner(path) as owner:
             owner.protect("events", unit="uid", max_rows=max_rows, max_groups=10, epsilon=1e9, domains=domains,
-                          bounds={"amount": (0, 100)})  # fmt: skip
+                          bounds={"amount": (0, 100)}, sample_order=order)  # fmt: skip
         con = dpgate.connect(str(path), analyst="bench")
         cur = con.cursor()
         for col, t_raw in (("cat20", results[0][1]), ("cat200", results[1][1])):
             sql = f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) {col}, COUNT(*), AVG(amount) FROM events GROUP BY {col}"
             t = timed(lambda: cur.execute(sql).fetchall(), args.repeat)
             label = "bounding samples every subject" if max_rows == 5 else "no subject exceeds max_rows"
+            if order == "stored":
+                label += ", stored sample order"
             results.append((f"dpgate DP GROUP BY {col} ({label})", t, t / t_raw))
         g = con.gateway
         plan_sql = ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) cat200, COUNT(*), AVG(amount) "
@@ -82,7 +89,7 @@ def main() -> None:
             g.plan(classify(parse_one(plan_sql), cat), cat)
 
         t_plan = timed(plan_only, args.repeat * 5)
-        results.append((f"parse + catalog check + classify + plan, max_rows={max_rows}", t_plan, None))
+        results.append((f"parse + catalog check + classify + plan, max_rows={max_rows}, {order}", t_plan, None))
         con.close()
 
     width = max(len(r[0]) for r in results)
