@@ -16,11 +16,13 @@ stored rank (no per-query hashing, no duplicate numbering).
 
 Soundness (the README's privacy model, contribution bounding):
 
-* **The bound holds whatever the order holds.** Each order row is matched to the table row at
-  the same position only when both have the same unit (``IS NOT DISTINCT FROM``); a table row
-  without a matching order row is dropped. Ranks are distinct within a unit in the order table
-  and every order row matches at most one table row, so a subject keeps at most ``max_rows``
-  rows even when the order is stale. (A stale order loses rows; it never adds any.)
+* **A stale order is never used.** A query uses the order only when, in its own snapshot, every
+  position lines up (``current``); otherwise it samples by the per-query hash. This is a privacy
+  requirement, not only an accuracy one: in a partly stale order, which of a subject's rows line up
+  would depend on where other subjects' rows sit. Inside the query, a table row is also kept only
+  beside an order row of its own unit, and the order's rank is read before any column of the table
+  (a table column of the same name can never stand in for it): ranks being distinct within a unit,
+  no subject keeps more than ``max_rows`` rows even then.
 * **The choice depends only on the subject's own rows and on coins independent of the data.**
   A subject's ranks are a function of the 64-bit keys drawn for its rows, which are independent
   of every value in the database. Removing or adding another subject changes neither those keys
@@ -34,6 +36,10 @@ Soundness (the README's privacy model, contribution bounding):
   table changes. Privacy does not depend on fresh coins (each query is ε-DP for every fixed
   draw, so sequential composition holds draw by draw); accuracy does in one way: averaging
   repeated answers removes their noise but not the sampling error of the fixed sample.
+
+**Trust.** The order's rows are written once, by its build, in dpgate's own schema, like the
+roster and the ledger; the table facts are cached under (database file, build id), so an order
+edited by hand could make them stale.
 
 **Validity** is checked in the query's own snapshot: the table's units, position by position,
 must equal the order's (one scan of the unit column beside the order, cheaper than the unit
@@ -52,6 +58,7 @@ import threading
 import duckdb
 import numpy as np
 
+from dpgate import errors
 from dpgate.catalog.tables import SCHEMA, ProtectedTable
 
 REGISTRY = f"{SCHEMA}.sample_orders"
@@ -114,7 +121,11 @@ def build(
     ensure_registry(con)
     con.execute(f"INSERT OR REPLACE INTO {REGISTRY} VALUES (?, ?, ?, current_timestamp)", [name, build_id, int(n)])
     if mismatches(con, name, unit) != 0:  # the table's scan order must be the one the ranks were stored in
-        raise RuntimeError(f"the sample order of {name} does not line up with its rows")
+        raise errors.PolicyError(
+            f"The stored sample order of {name} does not line up with its rows", code="DP312",
+            hint="DuckDB must keep insertion order (SET preserve_insertion_order = true); "
+            "or protect the table with sample_order = 'per_query'",
+        )  # fmt: skip
     return build_id
 
 
@@ -155,7 +166,7 @@ def current(con: duckdb.DuckDBPyConnection, table: ProtectedTable) -> int | None
         return None
     try:
         bad = mismatches(con, table.name, table.unit)
-    except duckdb.CatalogException:  # the order table was dropped
+    except duckdb.CatalogException:  # the order table was dropped meanwhile
         bad = 1
     if bad:
         with _LOCK:
@@ -165,38 +176,54 @@ def current(con: duckdb.DuckDBPyConnection, table: ProtectedTable) -> int | None
 
 
 def registered(con: duckdb.DuckDBPyConnection, name: str) -> int | None:
-    """The build id the registry names for the table (None: no order was built)."""
+    """The build id the registry names for the table, if its order table exists (None: no order)."""
     try:
-        row = con.execute(f"SELECT build_id FROM {REGISTRY} WHERE table_name = ?", [name]).fetchone()
+        row = con.execute(
+            f"SELECT r.build_id FROM {REGISTRY} r WHERE r.table_name = ? AND EXISTS (SELECT 1 FROM duckdb_tables() d "
+            f"WHERE d.database_name = current_database() AND d.schema_name = ? AND d.table_name = ?)",
+            [name, SCHEMA, "sample_order_" + name],
+        ).fetchone()  # fmt: skip
     except duckdb.CatalogException:
         return None
     return None if row is None else int(row[0])
 
 
+def database_identity(con: duckdb.DuckDBPyConnection) -> str:
+    """The file the connection's current database lives in (part of the facts' cache key: a copy
+    of a file carries its orders' build ids)."""
+    row = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()
+    return str(row[0]) if row and row[0] is not None else ""
+
+
 def refresh(con: duckdb.DuckDBPyConnection, table: ProtectedTable) -> bool:
-    """Before a query's debit: build the order if it is missing or a query found it stale, in its
-    own transaction. Returns whether an order is registered afterwards. When it cannot be built
-    (another writer, the caller's open transaction), queries sample by the per-query hash: a
-    query uses an order only after checking, in its own snapshot, that it lines up."""
+    """Before a query's debit: build the order if it is missing or a query found it stale.
+
+    The build runs in its own transaction on a cursor of its own, so the analyst's connection never
+    holds it. Returns whether an order is registered afterwards. When it cannot be built (another
+    writer, a read-only file), queries sample by the per-query hash: a query uses an order only
+    after checking, in its own snapshot, that it lines up."""
     build_id = registered(con, table.name)
     with _LOCK:
         stale = build_id is not None and (table.name, build_id) in _STALE
     if build_id is not None and not stale:
         return True
+    cur = con.cursor()
     try:
-        con.execute("BEGIN TRANSACTION")
-    except duckdb.TransactionException:
-        return build_id is not None
-    try:
-        if registered(con, table.name) == build_id:  # nobody rebuilt it meanwhile
-            build(con, table)
-        con.execute("COMMIT")
-    except (duckdb.Error, RuntimeError):
+        cur.execute("BEGIN TRANSACTION")
         try:
-            con.execute("ROLLBACK")
-        except duckdb.Error:
-            pass
+            if registered(cur, table.name) == build_id:  # nobody rebuilt it meanwhile
+                build(cur, table)
+            cur.execute("COMMIT")
+        except BaseException:
+            try:
+                cur.execute("ROLLBACK")
+            except duckdb.Error:
+                pass
+            raise
+    except (duckdb.Error, errors.Error):
         return build_id is not None
+    finally:
+        cur.close()
     with _LOCK:
         _STALE.discard((table.name, build_id))
     return True

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import duckdb
 
+from dpgate.catalog import sample_order
 from dpgate.catalog.tables import INTEGER_TYPES, ProtectedTable
 
 _CACHE: dict[tuple, "UnitStats"] = {}
@@ -66,14 +67,15 @@ def fingerprint(con: duckdb.DuckDBPyConnection, table: ProtectedTable, order_id:
     """(rows, a hash sum, a second sum) of the table's unit column and of the roster's units.
 
     With ``order_id``, the build id of a stored sample order that the caller found lined up with
-    the rows in this snapshot (``catalog.sample_order``), the table's part is that id: the table's
-    units are then, position by position, the order's, which that id names."""
+    the rows in this snapshot (``catalog.sample_order``), the table's part is that id and the
+    database file's path: the table's units are then, position by position, the order's, which
+    that id names (an order's rows are written once, by its build, in dpgate's own schema)."""
     u = _quote(table.unit)
     t = f"main.{_quote(table.name)}"
     col = table.columns.get(table.unit)
     unit_type = col.type if col is not None else None
-    if order_id is not None:
-        rows = ("sample_order", int(order_id))
+    if order_id is not None:  # the database's path too: a copy of the file carries the same build ids
+        rows = ("sample_order", int(order_id), sample_order.database_identity(con))
     else:
         rows = con.execute(f"SELECT count(*), sum(hash({u}))::HUGEINT, {_second(u, unit_type)} FROM {t}").fetchone()
     roster = con.execute(

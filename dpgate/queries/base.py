@@ -323,11 +323,13 @@ def restrict_to_charged(
 
 def _ordered_rows(t: ProtectedTable, charged: str | None) -> str:
     """The table's rows beside their stored sample order (``catalog.sample_order``): one scan of
-    both; a row whose order row names another unit (a stale order) is dropped."""
+    both; a row whose order row names another unit (a stale order) is dropped. The order's rank
+    comes first: should the table itself have gained a column of that name since it was planned,
+    DuckDB renames the table's (a later duplicate), never the order's."""
     unit, name = exp.to_identifier(t.unit, quoted=True).sql(dialect="duckdb"), exp.to_identifier(t.name, quoted=True).sql(dialect="duckdb")
     charged_only = f" AND __t.{unit} IN (SELECT unit FROM {charged})" if charged is not None else ""
     return (
-        f"SELECT __t.*, __o.{sample_order.RANK} FROM main.{name} __t POSITIONAL JOIN {sample_order.table_sql(t)} __o "
+        f"SELECT __o.{sample_order.RANK}, __t.* FROM main.{name} __t POSITIONAL JOIN {sample_order.table_sql(t)} __o "
         f"WHERE __t.{unit} IS NOT DISTINCT FROM __o.unit{charged_only} OFFSET 0"
     )
 

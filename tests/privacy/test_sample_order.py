@@ -110,7 +110,7 @@ def test_a_stale_order_still_bounds_every_subject(make_db):
         windowed = con.execute(f"SELECT max(n) FROM (SELECT __unit, count(*) AS n FROM ({sampled}) GROUP BY __unit)",
                                exact_mod._params(sampled, dict(q.params, salt=1))).fetchone()[0]  # fmt: skip
         assert filtered <= 3 and windowed <= 3
-        assert units >= 55  # the rows before the changes still line up and are used
+        assert units >= 55  # (defence in depth: current() refuses such an order; were it used, rows still line up)
 
 
 def test_a_stale_order_is_rebuilt_before_the_next_debit(make_db):
@@ -225,3 +225,79 @@ def test_the_harness_sees_an_uncoupled_order(make_db, tmp_path):
     with harness.gateways(path, other) as (gw_d, gw_n):
         with pytest.raises(harness.NeighbourViolation):
             harness.check_statement(gw_d, gw_n, STATEMENTS[0].format(opts=""))
+
+
+# -- red team of the stored order (helper-25) ------------------------------------------------------
+def _count_and_sum(gw, sql="SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) COUNT(*), SUM(x) FROM t"):
+    got, _ = _exact(gw, sql)
+    return got[(0, "count")][0], got[(1, "sum")][0]
+
+
+def test_a_table_column_named_like_the_rank_is_never_the_rank(make_db):
+    """F1: a column __dp_rank added after protect() was read as the rank, and the one-pass filter's
+    global count let a subject keep 3 rows with max_rows 2. Now such a table samples per query,
+    and the order's rank comes first in dpgate's subquery whatever the table gains later."""
+    path = make_db("CREATE TABLE t(uid INTEGER, x INTEGER); "
+                   "INSERT INTO t VALUES (1,10),(1,20),(1,30),(2,1),(2,2),(2,3),(3,5)",
+                   protect={"t": {"unit": "uid", "max_rows": 2, "epsilon": 1e6, "bounds": {"x": (0, 100)},
+                                  "sample_order": "stored"}})  # fmt: skip
+    harness.add_harness_analyst(path)
+    harness.mutate(path, ["ALTER TABLE t ADD COLUMN __dp_rank INTEGER",
+                          "UPDATE t SET __dp_rank = CASE WHEN uid = 2 AND x > 1 THEN 5 ELSE 1 END"])  # fmt: skip
+    with harness.gateways(path) as (gw,):
+        unit_stats.clear()
+        _, plan = harness.plan_statement(gw, DP.format(opts="") + "COUNT(*) FROM t")
+        assert not exact_mod.orderable(plan)
+        assert _count_and_sum(gw)[0] == 5  # 2 + 2 + 1
+        q = exact_mod._build(plan, harness.roster_charged(plan), ordered=True)  # were it used anyway
+        ranks = gw._con.execute(f"SELECT __unit, __rank FROM ({q.src}) ORDER BY 1, 2").fetchall()
+        assert sorted(r for u, r in ranks if u == 1) == [1, 2, 3]  # the order's ranks, not the column's
+
+
+def test_a_missing_order_table_is_rebuilt(make_db):
+    """F2: an order table dropped by hand made every query a DP230 refusal until the owner acted."""
+    path = _protect(make_db)
+    harness.mutate(path, f"DROP TABLE {sample_order.table_sql('t')}")
+    with harness.gateways(path) as (gw,):
+        _, plan = harness.plan_statement(gw, STATEMENTS[0].format(opts=""))
+        assert sample_order.current(gw._con, plan.table) is not None
+
+
+def test_a_copied_file_does_not_share_the_facts(make_db, tmp_path):
+    """F3: the facts cached under an order's build id were reused for a copy of the file whose order
+    had gained rows: a subject kept 12 rows with max_rows 2. The database's path is in the key."""
+    path = make_db("CREATE TABLE t AS SELECT i % 5 AS uid, i AS x FROM range(10) r(i)",
+                   protect={"t": {"unit": "uid", "max_rows": 2, "epsilon": 1e6, "bounds": {"x": (0, 100)},
+                                  "sample_order": "stored"}})  # fmt: skip
+    harness.add_harness_analyst(path)
+    other = harness.copy_db(path, tmp_path / "copy.duckdb")
+    order = sample_order.table_sql("t")
+    harness.mutate(other, ["INSERT INTO t SELECT 1, 100 FROM range(10)",
+                           f"INSERT INTO {order} SELECT 1, 3 + i FROM range(10) r(i)"])  # fmt: skip
+    with harness.gateways(path, other) as (gw_d, gw_n):
+        assert _count_and_sum(gw_d)[0] == 10
+        assert _count_and_sum(gw_n)[0] == 10  # subject 1 still keeps 2 rows
+
+
+def test_a_failed_rebuild_leaves_the_connection_usable(make_db, monkeypatch):
+    """F4: an exception other than DuckDB's inside the rebuild left the analyst's connection in an
+    open transaction. The rebuild now runs on a cursor of its own and rolls back on anything."""
+    import dpgate
+    from dpgate.catalog import sample_order as so
+
+    path = _protect(make_db)
+    harness.mutate(path, "INSERT INTO t VALUES (1, 'a', 1)")  # the order is now stale
+    real = so.build
+
+    def boom(*a, **k):
+        raise MemoryError("simulated")
+
+    sql = DP.format(opts="") + "COUNT(*) FROM t"
+    with dpgate.connect(str(path), analyst=harness.ANALYST, test_seed=harness.SEED) as con:
+        con.cursor().execute(sql).fetchall()  # finds the order stale: samples by hash
+        monkeypatch.setattr(so, "build", boom)
+        with pytest.raises(MemoryError):
+            con.cursor().execute(sql)  # the next planning tries to rebuild
+        monkeypatch.setattr(so, "build", real)
+        assert con.cursor().execute(sql).fetchall()  # the connection works, and rebuilds
+        assert so.current(con.gateway._con, con.gateway.catalog().tables["t"]) is not None

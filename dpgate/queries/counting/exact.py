@@ -93,10 +93,10 @@ def scaled_input(agg: AggSpec, v: str, *, round_first: bool = False) -> str:
         else:
             scaled = f"{clamped} / {int(agg.grid)}"
         scaled = f"CAST(round({scaled}) AS BIGINT)" if round_first else f"CAST({scaled} AS BIGINT)"
-    # GREATEST/LEAST skip NULLs: without this, a NULL input (or a row a FILTER excludes) would be
-    # summed as the lower bound while COUNT(v) skips it, and AVG's centred sum would move by
-    # |lower| per row instead of its declared (upper - lower) / 2 [null-input].
-    scaled = f"CASE WHEN {v} IS NULL THEN NULL ELSE {scaled} END"
+    # A NULL input (or a row a FILTER excludes) stays NULL: both comparisons are NULL, so the CASE
+    # takes its ELSE branch, a cast of NULL. Were it summed as a bound while COUNT(v) skips it,
+    # AVG's centred sum would move by |lower| per row instead of its declared (upper - lower) / 2
+    # [null-input]. (No separate NULL test: it cost about a sixth of the sum's time.)
     return scaled
 
 
@@ -312,7 +312,7 @@ def orderable(plan: CountPlan) -> bool:
     """A single-table plan over a table with a stored sample order [order]."""
     return (
         sample_order.wanted(plan.table) and not plan.joined and not plan.prebound
-        and not plan.source.args.get("joins")
+        and not plan.source.args.get("joins") and sample_order.RANK not in plan.table.columns
     )  # fmt: skip
 
 
