@@ -54,6 +54,7 @@ from __future__ import annotations
 import os
 import secrets
 import threading
+import time
 
 import duckdb
 import numpy as np
@@ -87,7 +88,7 @@ def wanted(table: ProtectedTable) -> bool:
 def ensure_registry(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(
         f"CREATE TABLE IF NOT EXISTS {REGISTRY} (table_name VARCHAR PRIMARY KEY, build_id BIGINT NOT NULL, "
-        "row_count BIGINT NOT NULL, built_at TIMESTAMP NOT NULL)"
+        "row_count BIGINT NOT NULL, built_at TIMESTAMP NOT NULL, definition VARCHAR NOT NULL)"
     )
 
 
@@ -119,7 +120,10 @@ def build(
         con.unregister(view)
     build_id = secrets.randbits(62)
     ensure_registry(con)
-    con.execute(f"INSERT OR REPLACE INTO {REGISTRY} VALUES (?, ?, ?, current_timestamp)", [name, build_id, int(n)])
+    con.execute(
+        f"INSERT OR REPLACE INTO {REGISTRY} VALUES (?, ?, ?, current_timestamp, ?)",
+        [name, build_id, int(n), definition(con, name)],
+    )  # fmt: skip
     if mismatches(con, name, unit) != 0:  # the table's scan order must be the one the ranks were stored in
         raise errors.PolicyError(
             f"The stored sample order of {name} does not line up with its rows", code="DP312",
@@ -155,7 +159,11 @@ def mismatches(con: duckdb.DuckDBPyConnection, name: str, unit: str) -> int:
 
 #: (table, build id) of orders a query found out of line with their rows in its snapshot: the next
 #: query's planning rebuilds them (a query after its debit never writes; it samples by hash).
-_STALE: set[tuple[str, int]] = set()
+_STALE: set[tuple[str, str, int]] = set()
+#: (database, table) -> when a rebuild last failed: the next attempt waits ``RETRY_AFTER`` seconds
+#: (a rebuild that keeps failing would otherwise cost every query its full price).
+_FAILED: dict[tuple[str, str], float] = {}
+RETRY_AFTER = 30.0
 _LOCK = threading.Lock()
 
 
@@ -170,22 +178,36 @@ def current(con: duckdb.DuckDBPyConnection, table: ProtectedTable) -> int | None
         bad = 1
     if bad:
         with _LOCK:
-            _STALE.add((table.name, build_id))
+            _STALE.add((database_identity(con), table.name, build_id))
         return None
     return build_id
 
 
+def definition(con: duckdb.DuckDBPyConnection, name: str) -> str:
+    """The table's CREATE statement as DuckDB keeps it: it changes with every ALTER, a collation
+    put on the unit column included (which would merge units that the order ranked apart)."""
+    row = con.execute(
+        "SELECT sql FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'main' "
+        "AND lower(table_name) = lower(?)", [name],
+    ).fetchone()  # fmt: skip
+    return "" if row is None or row[0] is None else str(row[0])
+
+
 def registered(con: duckdb.DuckDBPyConnection, name: str) -> int | None:
-    """The build id the registry names for the table, if its order table exists (None: no order)."""
+    """The build id the registry names for the table, if its order table exists and the table's
+    definition is the one the order was built for (None: no usable order)."""
     try:
         row = con.execute(
-            f"SELECT r.build_id FROM {REGISTRY} r WHERE r.table_name = ? AND EXISTS (SELECT 1 FROM duckdb_tables() d "
-            f"WHERE d.database_name = current_database() AND d.schema_name = ? AND d.table_name = ?)",
+            f"SELECT r.build_id, r.definition FROM {REGISTRY} r WHERE r.table_name = ? AND EXISTS (SELECT 1 "
+            f"FROM duckdb_tables() d WHERE d.database_name = current_database() AND d.schema_name = ? "
+            f"AND d.table_name = ?)",
             [name, SCHEMA, "sample_order_" + name],
         ).fetchone()  # fmt: skip
     except duckdb.CatalogException:
         return None
-    return None if row is None else int(row[0])
+    if row is None or row[1] != definition(con, name):
+        return None
+    return int(row[0])
 
 
 def database_identity(con: duckdb.DuckDBPyConnection) -> str:
@@ -203,10 +225,14 @@ def refresh(con: duckdb.DuckDBPyConnection, table: ProtectedTable) -> bool:
     writer, a read-only file), queries sample by the per-query hash: a query uses an order only
     after checking, in its own snapshot, that it lines up."""
     build_id = registered(con, table.name)
+    db = database_identity(con)
     with _LOCK:
-        stale = build_id is not None and (table.name, build_id) in _STALE
+        stale = build_id is not None and (db, table.name, build_id) in _STALE
+        failed = _FAILED.get((db, table.name))
     if build_id is not None and not stale:
         return True
+    if failed is not None and time.monotonic() - failed < RETRY_AFTER:
+        return build_id is not None
     cur = con.cursor()
     try:
         cur.execute("BEGIN TRANSACTION")
@@ -219,11 +245,14 @@ def refresh(con: duckdb.DuckDBPyConnection, table: ProtectedTable) -> bool:
                 cur.execute("ROLLBACK")
             except duckdb.Error:
                 pass
+            with _LOCK:
+                _FAILED[(db, table.name)] = time.monotonic()
             raise
     except (duckdb.Error, errors.Error):
         return build_id is not None
     finally:
         cur.close()
     with _LOCK:
-        _STALE.discard((table.name, build_id))
+        _STALE.discard((db, table.name, build_id))
+        _FAILED.pop((db, table.name), None)
     return True

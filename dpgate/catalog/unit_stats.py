@@ -82,7 +82,10 @@ def fingerprint(con: duckdb.DuckDBPyConnection, table: ProtectedTable, order_id:
         f"SELECT count(*), sum(hash(unit))::HUGEINT, {_second('unit', unit_type)} FROM {table.roster_table_sql}"
     ).fetchone()
     part = rows if order_id is not None else tuple(int(v or 0) for v in rows)
-    return (table.name, table.unit, table.roster, part, tuple(int(v or 0) for v in roster))
+    # The table's definition too: an ALTER can change how units compare (a collation on the unit
+    # column merges units) without changing their hashes or sums.
+    return (table.name, table.unit, table.roster, sample_order.definition(con, table.name), part,
+            tuple(int(v or 0) for v in roster))  # fmt: skip
 
 
 def current(con: duckdb.DuckDBPyConnection, table: ProtectedTable, order_id: int | None = None) -> UnitStats:

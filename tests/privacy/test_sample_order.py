@@ -288,6 +288,7 @@ def test_a_failed_rebuild_leaves_the_connection_usable(make_db, monkeypatch):
     path = _protect(make_db)
     harness.mutate(path, "INSERT INTO t VALUES (1, 'a', 1)")  # the order is now stale
     real = so.build
+    monkeypatch.setattr(so, "RETRY_AFTER", 0.0)  # no back-off between the attempts here
 
     def boom(*a, **k):
         raise MemoryError("simulated")
@@ -301,3 +302,42 @@ def test_a_failed_rebuild_leaves_the_connection_usable(make_db, monkeypatch):
         monkeypatch.setattr(so, "build", real)
         assert con.cursor().execute(sql).fetchall()  # the connection works, and rebuilds
         assert so.current(con.gateway._con, con.gateway.catalog().tables["t"]) is not None
+
+
+def test_a_failing_rebuild_is_not_retried_by_every_query(make_db, monkeypatch):
+    """helper-26 F3: a rebuild that keeps failing was retried, at full price, by every query."""
+    from dpgate.catalog import sample_order as so
+
+    path = _protect(make_db)
+    harness.mutate(path, "INSERT INTO t VALUES (1, 'a', 1)")
+    calls = []
+
+    def failing(*a, **k):
+        calls.append(1)
+        raise errors.PolicyError("simulated", code="DP312")
+
+    monkeypatch.setattr(so, "build", failing)
+    with harness.gateways(path) as (gw,):
+        for _ in range(4):
+            _, plan = harness.plan_statement(gw, STATEMENTS[0].format(opts=""))
+            exact_mod.run(gw._con, plan, harness.roster_charged(plan), harness.SALT)  # marks it stale
+    assert len(calls) == 1
+
+
+@pytest.mark.parametrize("order", ["stored", "per_query"])
+def test_a_collation_put_on_the_unit_is_seen(make_db, order):
+    """helper-26 F1/F2: ALTER ... COLLATE NOCASE on the unit merged 'A' and 'a' without changing the
+    unit fingerprint, the line-up check or the catalog: cached facts let the merged unit keep 4 rows
+    (max_rows 2), and with a stored order its duplicate ranks fooled the filter's global count."""
+    path = make_db("CREATE TABLE t(uid VARCHAR, x INTEGER); "
+                   "INSERT INTO t VALUES ('A', 10), ('A', 20), ('a', 30), ('a', 40), ('b', 5), ('b', 6); "
+                   "INSERT INTO t SELECT 'u' || i, 1 FROM range(20) r(i)",
+                   protect={"t": {"unit": "uid", "max_rows": 2, "epsilon": 1e6, "bounds": {"x": (0, 100)},
+                                  "sample_order": order}})  # fmt: skip
+    harness.add_harness_analyst(path)
+    sql = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) COUNT(*), SUM(x) FROM t WHERE x <> 5 AND x <> 6"
+    unit_stats.clear()
+    with harness.gateways(path) as (gw,):
+        assert _count_and_sum(gw, sql)[0] == 24  # before: 'A' and 'a' are two subjects of 2 rows
+        gw._con.execute("ALTER TABLE t ALTER uid TYPE VARCHAR COLLATE NOCASE")  # in the same process
+        assert _count_and_sum(gw, sql)[0] == 22  # 'A' = 'a' keeps 2 rows
