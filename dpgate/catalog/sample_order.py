@@ -195,17 +195,19 @@ def definition(con: duckdb.DuckDBPyConnection, name: str) -> str:
 
 def registered(con: duckdb.DuckDBPyConnection, name: str) -> int | None:
     """The build id the registry names for the table, if its order table exists and the table's
-    definition is the one the order was built for (None: no usable order)."""
+    definition is the one the order was built for (None: no usable order). One catalog read."""
     try:
         row = con.execute(
-            f"SELECT r.build_id, r.definition FROM {REGISTRY} r WHERE r.table_name = ? AND EXISTS (SELECT 1 "
-            f"FROM duckdb_tables() d WHERE d.database_name = current_database() AND d.schema_name = ? "
-            f"AND d.table_name = ?)",
-            [name, SCHEMA, "sample_order_" + name],
+            f"SELECT r.build_id, r.definition, d.defs FROM {REGISTRY} r, (SELECT "
+            "max(sql) FILTER (WHERE schema_name = 'main' AND lower(table_name) = lower($name)) AS defs, "
+            "count(*) FILTER (WHERE schema_name = $schema AND table_name = $order) AS orders "
+            "FROM duckdb_tables() WHERE database_name = current_database()) d "
+            "WHERE r.table_name = $name AND d.orders = 1",
+            {"name": name, "schema": SCHEMA, "order": "sample_order_" + name},
         ).fetchone()  # fmt: skip
     except duckdb.CatalogException:
         return None
-    if row is None or row[1] != definition(con, name):
+    if row is None or row[1] != (row[2] or ""):
         return None
     return int(row[0])
 

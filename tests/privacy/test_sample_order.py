@@ -341,3 +341,13 @@ def test_a_collation_put_on_the_unit_is_seen(make_db, order):
         assert _count_and_sum(gw, sql)[0] == 24  # before: 'A' and 'a' are two subjects of 2 rows
         gw._con.execute("ALTER TABLE t ALTER uid TYPE VARCHAR COLLATE NOCASE")  # in the same process
         assert _count_and_sum(gw, sql)[0] == 22  # 'A' = 'a' keeps 2 rows
+
+
+def test_explain_says_which_sample_is_used(make_db):
+    import dpgate
+
+    path = _protect(make_db)
+    with dpgate.connect(str(path), analyst=harness.ANALYST) as con:
+        rows = con.cursor().execute("EXPLAIN PRIVACY " + STATEMENTS[0].format(opts="")).fetchall()
+    text = " ".join(str(c) for r in rows for c in r)
+    assert "stored sample order" in text and "the same rows for every query" in text

@@ -229,7 +229,9 @@ class CountingQuery:
                 None,
                 f"at most {plan.max_rows} row(s) per subject"
                 + (f", at most {plan.max_groups} group(s)" if plan.bound_groups else "")
-                + ", sampled at random; inputs clamped to their bounds",
+                + (", sampled at random in the table's stored sample order (the same rows for every query "
+                   "until the table changes)" if exact_mod.orderable(plan) else ", sampled at random per query")
+                + "; inputs clamped to their bounds",
             )
         )
         for k in plan.keys:
