@@ -46,6 +46,7 @@ from typing import Any
 
 import duckdb
 import numpy as np
+from sqlglot import exp
 from dpgate import errors
 from dpgate.catalog import sample_order, unit_stats
 from dpgate.frontend.dialect import to_duckdb
@@ -172,11 +173,14 @@ class _SQL:
     charged: str
     n_parts: int
     ordered: bool = False
+    row_key: tuple[str, ...] = ()  # [key] columns that tell a subject's rows apart (no __dup needed)
 
     @property
     def sample_cols(self) -> str:
         """The columns a sampled part reads: with a stored order, also each row's ``__rank``."""
-        return f"{self.cols}, __rank" if self.ordered else self.cols
+        if self.ordered:
+            return f"{self.cols}, __rank"
+        return ", ".join([self.cols, *self.row_key])
 
     def sampled(self, plan: CountPlan, rows: str) -> str:
         """The rows of ``rows`` (a SELECT of ``sample_cols`` of the source) bounded by sampling."""
@@ -197,6 +201,14 @@ class _SQL:
             return (
                 f"SELECT {self.cols} FROM ({inner}) "
                 f"QUALIFY row_number() OVER (PARTITION BY __unit ORDER BY __rank) <= {plan.max_rows}"
+            )
+        if self.row_key:
+            # [key] A unique, non-NULL key tells the subject's rows apart: each row's rank is a keyed
+            # hash of its key, a function of that row alone; no duplicate numbers are needed.
+            pk = ", ".join(self.row_key)
+            return (
+                f"SELECT {self.cols} FROM ({inner}) QUALIFY row_number() OVER (PARTITION BY __unit "
+                f"ORDER BY hash(xor(hash({pk}), $salt)), {pk}, {self.cols}) <= {plan.max_rows}"
             )
         # Rows equal in every column used get distinct duplicate numbers, so that each row,
         # not each distinct value, has its own pseudo-random rank [dup].
@@ -241,12 +253,14 @@ def _build(
     plan: CountPlan, charged: str, n_parts: int = 1, salt: int = 0, restrict: bool = True, ordered: bool = False
 ) -> _SQL:
     params: dict[str, Any] = {}
+    row_key = () if ordered else _row_key(plan)
+    source = _with_row_key(plan, row_key) if row_key else plan.source
     if ordered:  # the table beside its stored sample order [order]
         src = restrict_to_charged(plan.source, plan.table, charged if restrict else None, order=True)
     elif restrict:
-        src = restrict_to_charged(plan.source, plan.table, charged, plan.joined, salt, plan.prebound)
+        src = restrict_to_charged(source, plan.table, charged, plan.joined, salt, plan.prebound)
     else:  # every row's subject is charged [stats]: the restriction would keep every row
-        src = to_duckdb(plan.source)
+        src = to_duckdb(source)
     positions = _positions(plan, params)
     in_domain = " AND ".join(f"({p}) IS NOT NULL" for p in positions if p is not None) or None
     keys = [f"__k{j}" for j in range(len(plan.keys))]
@@ -269,7 +283,34 @@ def _build(
     if plan.key_selection is not None:
         selects.append(f"count(DISTINCT __unit) AS __a{len(labels)}")
     group = f" GROUP BY {', '.join(keys)}" if keys else ""
-    return _SQL(per_unit, over, cols, src, in_domain, keys, positions, labels, selects, group, params, charged, n_parts, ordered)
+    return _SQL(per_unit, over, cols, src, in_domain, keys, positions, labels, selects, group, params, charged,
+                n_parts, ordered, tuple(f"__pk{i}" for i in range(len(row_key))))  # fmt: skip
+
+
+def _row_key(plan: CountPlan) -> tuple[str, ...]:
+    """[key] A single-table plan over a table with a unique, non-NULL column set (a PRIMARY KEY, or
+    UNIQUE over NOT NULL columns: the catalog's ``unique_keys``, enforced by DuckDB's index):
+    its columns, which tell a subject's rows apart, so that the per-query sample needs no
+    duplicate numbers. Empty otherwise."""
+    t = plan.table
+    if t.unique_unit or not t.unique_keys or plan.joined or plan.prebound or plan.source.args.get("joins"):
+        return ()
+    return tuple(sorted(min(t.unique_keys, key=lambda k: (len(k), sorted(k)))))
+
+
+def _with_row_key(plan: CountPlan, row_key: tuple[str, ...]):
+    """The plan's source with the row key's columns as ``__pk0, __pk1, ...``."""
+    q = plan.source.copy()
+    alias = None
+    for node in q.find_all(exp.Table):
+        if node.name.lower() == plan.table.name.lower() and isinstance(node.this, exp.Identifier):
+            alias = node.alias or node.name
+    if alias is None:
+        return plan.source
+    for i, col in enumerate(row_key):
+        q.select(exp.alias_(exp.column(exp.to_identifier(col, quoted=True), table=exp.to_identifier(alias, quoted=True)),
+                            f"__pk{i}"), copy=False)  # fmt: skip
+    return q
 
 
 def bind_check(
