@@ -49,7 +49,7 @@ import duckdb
 import numpy as np
 
 import dpgate
-from dpgate import backends, errors, queries
+from dpgate import backends, errors
 from dpgate.catalog.owner import Owner
 from dpgate.frontend.classify import classify
 from dpgate.frontend.dialect import parse_one
@@ -58,7 +58,6 @@ from dpgate.mechanisms import topk as topk_mech
 from dpgate.queries import subgraph as subgraph_mod
 from dpgate.queries import synthetic as synthetic_mod
 from dpgate.queries import topk as topk_mod
-from dpgate.queries.base import Context
 from dpgate.queries.counting import exact as exact_mod
 from dpgate.queries.plans import AVG, COUNT_SUBJECTS, CountPlan, SubgraphPlan, SynthesisPlan, TopKPlan
 from dpgate.queries.synthetic import coding as synthesis
@@ -154,10 +153,7 @@ def plan_statement(gateway, sql: str):
         classified = classified.inner
     if classified.kind not in ("dp", "synthetic"):
         raise NotDP(classified.kind)
-    ctx = Context(cat, gateway.session, gateway.facts)
-    qc = queries.for_statement(classified, ctx)
-    backends.require_served(qc.name, backends.protected_tables(classified, cat), qc.name)
-    plan = qc.plan(classified, ctx)
+    qc, plan = gateway._plan(classified, cat)  # the allowlist, engine rewrites and served classes, as the gateway
     with backends.planes(gateway._plane):  # a table whose rows live in Spark is checked there too
         qc.bind_check(gateway._con, plan, roster_charged(plan))
     return qc, plan

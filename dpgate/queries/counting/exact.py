@@ -253,6 +253,8 @@ def _build(
     plan: CountPlan, charged: str, n_parts: int = 1, salt: int = 0, restrict: bool = True, ordered: bool = False
 ) -> _SQL:
     params: dict[str, Any] = {}
+    if plan.source.find(exp.TableSample) is not None:  # the allowlist refuses it; never read a sample of the rows
+        raise errors.InternalError("a table sample reached the exact pass")
     row_key = () if ordered else _row_key(plan)
     source = _with_row_key(plan, row_key) if row_key else plan.source
     if ordered:  # the table beside its stored sample order [order]
