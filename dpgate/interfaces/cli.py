@@ -216,7 +216,8 @@ def cmd_protect(args: argparse.Namespace) -> int:
             warnings.simplefilter("ignore", errors.RosterWarning)
             owner.protect(args.table, unit=args.unit, max_rows=args.max_rows, max_groups=args.max_groups,
                           epsilon=args.epsilon, subjects=args.subjects, public_roster=args.public_roster,
-                          bounds=bounds or None, domains=domains or None)  # fmt: skip
+                          bounds=bounds or None, domains=domains or None,
+                          sample_order=args.sample_order)  # fmt: skip
         (subjects,) = owner.con.execute(
             "SELECT count(*) FROM (SELECT DISTINCT " + _q(args.unit) + " FROM main." + _q(args.table.lower()) + ")"
         ).fetchone()
@@ -429,6 +430,9 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--public-roster", action="store_true", help="the number of subjects is public already")
     pr.add_argument("--bounds", action="append", metavar="COL=LO,HI", help="repeatable; numbers or dates")
     pr.add_argument("--domain", action="append", metavar="COL=V1,V2,...", help="repeatable")
+    pr.add_argument("--sample-order", choices=["per_query", "stored"],
+                    help="stored: keep a random order of each subject's rows, so sampling is a filter "
+                    "(the same rows for every query until the table changes); default per_query")
     pr.set_defaults(func=cmd_protect)
 
     an = sub.add_parser("analyst", help="owner: add, change or list analysts")

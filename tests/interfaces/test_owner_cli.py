@@ -105,3 +105,15 @@ def test_load_refuses_to_overwrite_unless_asked(tmp_path):
     unknown = dpgate("load", db, "u", str(odd))
     assert unknown.returncode == 1 and "DP612" in unknown.stderr
     assert dpgate("load", db, "u", str(odd), "--format", "csv").returncode == 0
+
+
+def test_protect_keeps_a_stored_sample_order_when_asked(tmp_path):
+    csv = tmp_path / "v.csv"
+    csv.write_text("pid,cost\n1,10\n1,20\n1,30\n2,5\n")
+    db = str(tmp_path / "v.duckdb")
+    assert dpgate("load", db, "v", str(csv)).returncode == 0
+    done = dpgate("protect", db, "v", "--unit", "pid", "--max-rows", "2", "--sample-order", "stored")
+    assert done.returncode == 0, done.stderr
+    with duckdb.connect(db, read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM dpgate.sample_order_v").fetchone()[0] == 4
+    assert dpgate("protect", db, "v", "--unit", "pid", "--sample-order", "often").returncode == 2
