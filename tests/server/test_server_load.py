@@ -72,7 +72,7 @@ def test_32_clients_spend_one_quota_exactly(small_db):
 def test_kill_9_mid_load_loses_no_debit(small_db):
     rng = random.Random(20261124)
     received = 0
-    for round_ in range(10):
+    for round_ in range(6):  # six kills at random moments under load
         server = ProcessServer(small_db)
         stop = threading.Event()
         counts = []
