@@ -153,7 +153,7 @@ def test_show_budget_never_shows_an_individual(db):
     assert sum(buckets.values()) == 20
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.sampled_from([0.05, 0.1, 0.25, 0.3, 0.5, 0.7, 1.0]), min_size=1, max_size=12))
 def test_random_sequences_never_overspend(make_db, epsilons):
     """Model-based: the DB's charges equal the threshold rule's, nobody ever exceeds a budget."""

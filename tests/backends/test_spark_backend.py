@@ -339,9 +339,9 @@ def test_sample_is_uniform_keyed_and_local(spark, spark_db, tmp_path):
             gw, plan, plane = _plan_and_plane(con, one)
             charged = f"(SELECT unit, 0 AS part FROM {plan.table.roster_table_sql})"
             got.append([list(exact_mod.run_on(plane, gw._con, plan, charged, s).components[(0, "count")][0])
-                        for s in range(1, 9)])  # fmt: skip
+                        for s in range(1, 6)])  # fmt: skip
     assert got[0] == got[1]
-    assert len({tuple(g) for g in got[0]}) > 1  # the salts do move subject 16's draw (4 rows: P(all 8 equal) < 1e-4)
+    assert len({tuple(g) for g in got[0]}) > 1  # the salts do move subject 16's draw (fixed salts; 4 rows: P(all 5 equal) < 0.004)
 
 
 def test_statement_is_valid_spark_sql_from_the_ast(spark, spark_db):
