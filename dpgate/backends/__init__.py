@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sqlglot import exp
@@ -43,8 +44,24 @@ class DataPlane(Protocol):
     def bind_check(self, plan: Any) -> None:
         """Refuse (free) a plan the engine could not run, before the debit."""
 
-    def bounded_rows(self, plan: Any, charged: Any, salt: int, n_parts: int) -> list[tuple]:
+    def bounded_rows(self, plan: Any, charged: "Charged", salt: int, n_parts: int) -> list[tuple]:
         """The plan's exact bounded statistics, one row per non-empty cell."""
+
+
+@dataclass(frozen=True)
+class Charged:
+    """The charged subjects, read from the ledger's relation in DuckDB for a data plane.
+
+    ``units()``: one row per charged unit (``unit``, ``__seen``), read when the plane has not kept
+    them; ``pairs``: the (unit, part) rows when the plan has several parts, else None; ``key``: a
+    fingerprint of the units (their count and two independent 64-bit hash sums), which names the
+    set in the plane's cache; ``count``: how many units.
+    """
+
+    units: Callable[[], Any]
+    pairs: Any
+    key: tuple
+    count: int
 
 
 def engine_of(table: ProtectedTable) -> str:

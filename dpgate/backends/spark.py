@@ -52,8 +52,6 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -61,6 +59,7 @@ import sqlglot
 from sqlglot import exp
 
 from dpgate import errors
+from dpgate.backends import Charged
 from dpgate.catalog.tables import ProtectedTable
 from dpgate.queries.counting.exact import scaled_input
 from dpgate.queries.plans import (
@@ -515,22 +514,6 @@ def _first_line(e: BaseException) -> str:
 
 #: Charged sets kept materialized in Spark per plane (a few rosters / generations).
 _UNITS_KEPT = 4
-
-
-@dataclass(frozen=True)
-class Charged:
-    """The charged subjects, read from the ledger's relation in DuckDB for Spark.
-
-    ``units()``: one row per charged unit (``unit``, ``__seen``), read when the plane has not kept
-    them; ``pairs``: the (unit, part) rows when the plan has several parts, else None; ``key``: a
-    fingerprint of the units (their count and two independent 64-bit hash sums), which names the
-    set in the plane's cache; ``count``: how many units.
-    """
-
-    units: Callable[[], Any]
-    pairs: Any
-    key: tuple
-    count: int
 
 
 class SparkPlane:

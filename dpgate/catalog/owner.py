@@ -239,11 +239,6 @@ class Owner:
                 f"sample_order must be one of {', '.join(map(repr, sample_order_mod.CHOICES))}, got {sample_order!r}",
                 code="DP312",
             )  # fmt: skip
-        if sample_order == sample_order_mod.STORED and spark is not None:
-            raise errors.PolicyError(
-                "sample_order = 'stored' is kept for tables in DuckDB; a Spark table samples per query",
-                code="DP312", hint="leave sample_order out for a Spark source",
-            )  # fmt: skip
         if sample_order == sample_order_mod.STORED and sample_order_mod.RANK in cols:
             raise errors.PolicyError(
                 f"{table!r} has a column named {sample_order_mod.RANK}, which a stored sample order uses",
@@ -297,10 +292,10 @@ class Owner:
             options["experimental"] = bool(experimental)
         if sample_order is not None:
             options["sample_order"] = sample_order
-        if options.get("sample_order") == sample_order_mod.STORED and spark is not None:
+        if options.get("sample_order") == sample_order_mod.STORED and spark is not None:  # asked now, or kept
             raise errors.PolicyError(
-                f"{table!r} keeps a stored sample order; a Spark table samples per query",
-                code="DP312", hint="re-declare it with sample_order = 'per_query' first",
+                f"sample_order = 'stored' is kept for tables in DuckDB; a Spark table ({table!r}) samples per query",
+                code="DP312", hint="leave sample_order out, or set it to 'per_query', for a Spark source",
             )  # fmt: skip
         if spark is not None:
             options["spark"] = spark

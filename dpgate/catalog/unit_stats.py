@@ -74,18 +74,19 @@ def fingerprint(con: duckdb.DuckDBPyConnection, table: ProtectedTable, order_id:
     t = f"main.{_quote(table.name)}"
     col = table.columns.get(table.unit)
     unit_type = col.type if col is not None else None
-    if order_id is not None:  # the database's path too: a copy of the file carries the same build ids
-        rows = ("sample_order", int(order_id), sample_order.database_identity(con))
+    if order_id is not None:
+        # The database's path too: a copy of the file carries the same build ids. (An order is
+        # only used with the table definition it was built on: ``sample_order.registered``.)
+        part: tuple = ("sample_order", int(order_id), sample_order.database_identity(con))
     else:
         rows = con.execute(f"SELECT count(*), sum(hash({u}))::HUGEINT, {_second(u, unit_type)} FROM {t}").fetchone()
+        # The table's definition too: an ALTER can change how units compare (a collation on the
+        # unit column merges units) without changing their hashes or sums.
+        part = (sample_order.definition(con, table.name), *(int(v or 0) for v in rows))
     roster = con.execute(
         f"SELECT count(*), sum(hash(unit))::HUGEINT, {_second('unit', unit_type)} FROM {table.roster_table_sql}"
     ).fetchone()
-    part = rows if order_id is not None else tuple(int(v or 0) for v in rows)
-    # The table's definition too: an ALTER can change how units compare (a collation on the unit
-    # column merges units) without changing their hashes or sums.
-    return (table.name, table.unit, table.roster, sample_order.definition(con, table.name), part,
-            tuple(int(v or 0) for v in roster))  # fmt: skip
+    return (table.name, table.unit, table.roster, part, tuple(int(v or 0) for v in roster))
 
 
 def current(con: duckdb.DuckDBPyConnection, table: ProtectedTable, order_id: int | None = None) -> UnitStats:

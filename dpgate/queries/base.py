@@ -294,31 +294,38 @@ def restrict_to_charged(
     if order:
         if joined or prebound:
             raise ValueError("a stored sample order serves single-table plans only")
-        inner = _ordered_rows(table, charged)
-        alias = None
-        for node in list(q.find_all(exp.Table)):
-            if node.name.lower() != table.name.lower() or not isinstance(node.this, exp.Identifier):
-                continue
-            if node.args.get("db") not in (None, "") and node.db.lower() != "main":
-                continue
-            alias = node.alias or table.name
-            sub = exp.Subquery(this=exp.maybe_parse(inner, dialect="duckdb"), alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
-            node.replace(sub)
+        alias = _replace_table(q, table, _ordered_rows(table, charged))
         if alias is None:
             raise ValueError(f"{table.name} is not read by this plan")
         q.select(exp.alias_(exp.column(sample_order.RANK, table=exp.to_identifier(alias, quoted=True)), "__rank"), copy=False)
         return to_duckdb(q)
     for t in (table, *joined):
-        inner = _charged_rows(t, charged, salt if joined or prebound else None)
-        for node in list(q.find_all(exp.Table)):
-            if node.name.lower() != t.name.lower() or node.args.get("db") not in (None, "") and node.db.lower() != "main":
-                continue
-            if not isinstance(node.this, exp.Identifier):
-                continue
-            alias = node.alias or t.name
-            sub = exp.Subquery(this=exp.maybe_parse(inner, dialect="duckdb"), alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
-            node.replace(sub)
+        _replace_table(q, t, _charged_rows(t, charged, salt if joined or prebound else None))
     return to_duckdb(q)
+
+
+def table_nodes(q: exp.Expression, table: ProtectedTable) -> list[exp.Table]:
+    """The FROM / JOIN items of ``q`` that read the protected ``table`` (its bare or ``main.`` name)."""
+
+    def reads(node: exp.Table) -> bool:
+        in_main = node.args.get("db") in (None, "") or node.db.lower() == "main"
+        return node.name.lower() == table.name.lower() and isinstance(node.this, exp.Identifier) and in_main
+
+    return [node for node in q.find_all(exp.Table) if reads(node)]
+
+
+def _replace_table(q: exp.Expression, table: ProtectedTable, inner: str) -> str | None:
+    """Replace each item of ``q`` reading ``table`` by ``(inner) AS <its alias>``; the last alias, or None."""
+    alias = None
+    for node in table_nodes(q, table):
+        alias = node.alias or table.name
+        sub = exp.Subquery(this=exp.maybe_parse(inner, dialect="duckdb"), alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
+        node.replace(sub)
+    return alias
+
+
+def _ident(name: str) -> str:
+    return exp.to_identifier(name, quoted=True).sql(dialect="duckdb")
 
 
 def _ordered_rows(t: ProtectedTable, charged: str | None) -> str:
@@ -326,7 +333,7 @@ def _ordered_rows(t: ProtectedTable, charged: str | None) -> str:
     both; a row whose order row names another unit (a stale order) is dropped. The order's rank
     comes first: should the table itself have gained a column of that name since it was planned,
     DuckDB renames the table's (a later duplicate), never the order's."""
-    unit, name = exp.to_identifier(t.unit, quoted=True).sql(dialect="duckdb"), exp.to_identifier(t.name, quoted=True).sql(dialect="duckdb")
+    unit, name = _ident(t.unit), _ident(t.name)
     charged_only = f" AND __t.{unit} IN (SELECT unit FROM {charged})" if charged is not None else ""
     return (
         f"SELECT __o.{sample_order.RANK}, __t.* FROM main.{name} __t POSITIONAL JOIN {sample_order.table_sql(t)} __o "
@@ -335,14 +342,11 @@ def _ordered_rows(t: ProtectedTable, charged: str | None) -> str:
 
 
 def _charged_rows(t: ProtectedTable, charged: str, salt: int | None) -> str:
-    def ident(name: str) -> str:
-        return exp.to_identifier(name, quoted=True).sql(dialect="duckdb")
-
-    unit, name = ident(t.unit), ident(t.name)
+    unit, name = _ident(t.unit), _ident(t.name)
     rows = f"SELECT * FROM main.{name} WHERE {unit} IN (SELECT unit FROM {charged})"
     if salt is None or (t.unique_unit and t.max_rows >= 1):  # a unique unit: one row per subject already
         return f"{rows} OFFSET 0"
-    cols = ", ".join(ident(c) for c in t.columns)
+    cols = ", ".join(_ident(c) for c in t.columns)
     # Equal rows get distinct duplicate numbers, so each row has its own rank [dup].
     numbered = f"SELECT *, row_number() OVER (PARTITION BY {cols}) AS __dup FROM ({rows})"
     rank = f"hash(xor(hash({cols}, __dup), {int(salt)}::UBIGINT))"

@@ -48,9 +48,10 @@ import duckdb
 import numpy as np
 from sqlglot import exp
 from dpgate import errors
+from dpgate.backends import Charged
 from dpgate.catalog import sample_order, unit_stats
 from dpgate.frontend.dialect import to_duckdb
-from dpgate.queries.base import bind, restrict_to_charged
+from dpgate.queries.base import bind, restrict_to_charged, table_nodes
 from dpgate.queries.plans import (
     AVG,
     COUNT_DISTINCT,
@@ -303,10 +304,7 @@ def _row_key(plan: CountPlan) -> tuple[str, ...]:
 def _with_row_key(plan: CountPlan, row_key: tuple[str, ...]):
     """The plan's source with the row key's columns as ``__pk0, __pk1, ...``."""
     q = plan.source.copy()
-    alias = None
-    for node in q.find_all(exp.Table):
-        if node.name.lower() == plan.table.name.lower() and isinstance(node.this, exp.Identifier):
-            alias = node.alias or node.name
+    alias = next((node.alias or node.name for node in table_nodes(q, plan.table)), None)
     if alias is None:
         return plan.source
     for i, col in enumerate(row_key):
@@ -339,11 +337,11 @@ def bind_check(
             v.sampled(plan, f"SELECT {v.sample_cols} FROM ({v.src}) WHERE __unit IN "
                             f"(SELECT __unit FROM {special} WHERE __eligible)"),
         ]  # fmt: skip
-        bounded = " UNION ALL ".join(f"({p})" for p in parts)
-        bind(con, v.aggregate(bounded), _params(v.aggregate(bounded), dict(v.params, salt=0)))
+        statements = [v.aggregate(" UNION ALL ".join(f"({p})" for p in parts))]
         if v.ordered:
-            fast = f"SELECT {v.cols} FROM ({v.src}) WHERE __rank <= {plan.max_rows}"
-            bind(con, v.aggregate(fast, check=True), _params(v.aggregate(fast, check=True), dict(v.params)))
+            statements.append(v.aggregate(f"SELECT {v.cols} FROM ({v.src}) WHERE __rank <= {plan.max_rows}", check=True))
+        for sql in statements:
+            bind(con, sql, _params(sql, dict(v.params, salt=0)))
 
 
 def _params(sql: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -530,8 +528,6 @@ def run_on(plane: Any, con: duckdb.DuckDBPyConnection, plan: CountPlan, charged:
 def _charged_for_plane(con: duckdb.DuckDBPyConnection, charged: str, n_parts: int):
     """The charged units (and, with several parts, the (unit, part) pairs) as Arrow, with a
     fingerprint of the units: their count and two independent 64-bit hash sums."""
-    from dpgate.backends.spark import Charged
-
     def arrow(sql: str):
         rel = con.execute(sql)
         return rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.fetch_arrow_table()  # DuckDB 1.4
