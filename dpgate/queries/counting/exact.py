@@ -49,9 +49,9 @@ import numpy as np
 from sqlglot import exp
 from dpgate import errors
 from dpgate.backends import Charged
-from dpgate.catalog import sample_order, unit_stats
+from dpgate.catalog import sample_order, unit_stats, within_bounds
 from dpgate.frontend.dialect import to_duckdb
-from dpgate.queries.base import bind, restrict_to_charged, table_nodes
+from dpgate.queries.base import _ident, bind, restrict_to_charged, table_nodes
 from dpgate.queries.plans import (
     AVG,
     COUNT_DISTINCT,
@@ -69,11 +69,13 @@ from dpgate.queries.plans import (
 _ids = itertools.count(1)
 
 
-def scaled_input(agg: AggSpec, v: str, *, round_first: bool = False) -> str:
+def scaled_input(agg: AggSpec, v: str, *, round_first: bool = False, clamp: bool = True) -> str:
     """SQL for an aggregate input clamped to its bounds and put on its grid, as a BIGINT (NULL stays NULL).
 
     ``round_first``: for engines whose CAST(DOUBLE AS BIGINT) truncates (Spark); DuckDB's rounds to
     the nearest integer, half away from zero, as ``round`` does.
+    ``clamp=False``: the clamp's ELSE branch alone, for an input that ``catalog.within_bounds`` found
+    within the bounds in the same snapshot, where the clamp returns exactly that branch [elide].
     """
     # Clamp, then put on the grid. CAST(DOUBLE AS BIGINT) rounds to the nearest integer, and
     # the planner checked that |bound / grid| < 2^53, so no value can overflow [grid-cast].
@@ -87,9 +89,13 @@ def scaled_input(agg: AggSpec, v: str, *, round_first: bool = False) -> str:
     if agg.grid == 1.0 and agg.integer:
         lo, hi, d = int(agg.lower), int(agg.upper), f"CAST({v} AS DOUBLE)"
         scaled = f"(CASE WHEN {d} < {lo} THEN {lo} WHEN {d} > {hi} THEN {hi} ELSE TRY_CAST({v} AS BIGINT) END)"
+        if not clamp:
+            scaled = f"TRY_CAST({v} AS BIGINT)"
     else:
         x, lo, hi = f"CAST({v} AS DOUBLE)", repr(float(agg.lower)), repr(float(agg.upper))
         clamped = f"(CASE WHEN {x} < {lo} THEN {lo} WHEN {x} > {hi} THEN {hi} ELSE {x} END)"
+        if not clamp:
+            clamped = x
         if agg.grid <= 1.0:
             scaled = f"{clamped} * {int(round(1 / agg.grid))}"
         else:
@@ -102,8 +108,8 @@ def scaled_input(agg: AggSpec, v: str, *, round_first: bool = False) -> str:
     return scaled
 
 
-def _agg_sql(agg: AggSpec) -> list[tuple[str, str]]:
-    """(component label, SQL) for each integer statistic of one aggregate."""
+def _agg_sql(agg: AggSpec, clamp: bool = True) -> list[tuple[str, str]]:
+    """(component label, SQL) for each integer statistic of one aggregate (``clamp``: see ``scaled_input``)."""
     v = f"__v{agg.index}"
     if agg.kind == COUNT_ROWS:
         return [("count", "count(*)")]
@@ -113,7 +119,7 @@ def _agg_sql(agg: AggSpec) -> list[tuple[str, str]]:
         return [("count", f"count(DISTINCT {v})")]
     if agg.kind == COUNT_SUBJECTS:
         return [("subjects", f"count(DISTINCT {v if agg.expr is not None else '__unit'})")]
-    scaled = scaled_input(agg, v)
+    scaled = scaled_input(agg, v, clamp=clamp)
     if agg.kind == SUM:
         return [("sum", f"coalesce(sum({scaled}), 0)")]
     if agg.kind == AVG:
@@ -251,7 +257,8 @@ class _SQL:
 
 
 def _build(
-    plan: CountPlan, charged: str, n_parts: int = 1, salt: int = 0, restrict: bool = True, ordered: bool = False
+    plan: CountPlan, charged: str, n_parts: int = 1, salt: int = 0, restrict: bool = True, ordered: bool = False,
+    unclamped: frozenset[int] = frozenset(),
 ) -> _SQL:
     params: dict[str, Any] = {}
     if plan.source.find(exp.TableSample) is not None:  # the allowlist refuses it; never read a sample of the rows
@@ -280,7 +287,7 @@ def _build(
     over = f"__p.__n > {plan.max_rows}{group_check}"
     selects, labels = list(keys), []
     for agg in plan.aggs:
-        for label, sql in _agg_sql(agg):
+        for label, sql in _agg_sql(agg, clamp=agg.index not in unclamped):
             selects.append(f"{sql} AS __a{len(labels)}")
             labels.append((agg.index, label))
     if plan.key_selection is not None:
@@ -427,7 +434,8 @@ def _run(
     # A unique constraint on the unit (a schema fact) means one row per subject: nothing to bound.
     one_row_each = plan.table.unique_unit and not plan.source.args.get("joins")
     ordered = order_id is not None and not within and not one_row_each
-    q = _build(plan, charged, n_parts, salt, restrict=not everyone, ordered=ordered)
+    unclamped = _unclamped(con, plan, stats) if facts else frozenset()
+    q = _build(plan, charged, n_parts, salt, restrict=not everyone, ordered=ordered, unclamped=unclamped)
     params = dict(q.params)
     special = f"__dp_special_{next(_ids)}"
     special_sql = f"SELECT __p.__unit, (__c.unit IS NOT NULL) AS __eligible FROM {q.per_unit} WHERE __c.unit IS NULL OR {q.over}"
@@ -496,6 +504,37 @@ def _run(
             con.execute(f"DROP TABLE IF EXISTS {special}")
 
     return _answer(plan, rows, [p is not None for p in q.positions], q.labels, int(heavy), unused, n_parts)
+
+
+def _unclamped(con, plan: CountPlan, stats: unit_stats.UnitStats | None) -> frozenset[int]:
+    """[elide] The aggregates whose input is a bare column of the plan's one table whose every value,
+    in this snapshot, lies within the aggregate's bounds (``catalog.within_bounds``): their clamp
+    returns its input unchanged, so it is left out. Only on tables of ``within_bounds.MIN_ROWS`` rows
+    or more, where the clamp costs more than the check."""
+    if stats is None or plan.source.args.get("joins") or plan.joined or plan.prebound:
+        return frozenset()
+    if sum(n * u for n, u in stats.histogram) + stats.null_unit_rows < within_bounds.MIN_ROWS:
+        return frozenset()
+    # The FROM item is the table itself (not a subquery that could rename a computed column), and
+    # it is the only item reading the table: the qualifier names its stored column.
+    nodes = list(table_nodes(plan.source, plan.table))
+    from_ = plan.source.args.get("from_")
+    if len(nodes) != 1 or from_ is None or from_.this is not nodes[0]:
+        return frozenset()
+    qualifier = (nodes[0].alias or nodes[0].name).lower()
+    candidates: dict[tuple, list[int]] = {}
+    for agg in plan.aggs:
+        if agg.kind not in (SUM, AVG, QUANTILE, *VARIANCE_KINDS) or not isinstance(agg.expr, exp.Column):
+            continue
+        col = plan.table.columns.get(agg.expr.name.lower())
+        if agg.expr.table.lower() != qualifier or col is None or not within_bounds.supported(col.type):
+            continue
+        candidates.setdefault((col.name, col.type, float(agg.lower), float(agg.upper)), []).append(agg.index)
+    if not candidates:
+        return frozenset()
+    checks = list(candidates)
+    inside = within_bounds.within(con, f"main.{_ident(plan.table.name)}", checks)
+    return frozenset(i for c, ok in zip(checks, inside) if ok for i in candidates[c])
 
 
 def _ordered_filter(con, plan: CountPlan, q: _SQL, stats: unit_stats.UnitStats, params: dict[str, Any]):
