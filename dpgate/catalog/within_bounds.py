@@ -13,6 +13,8 @@ group's minimum and maximum before reading it, so on unchanged, in-bounds data t
 about a millisecond whatever the table's size; when it cannot rule a row group out it reads it,
 and when a value is out of bounds it stops at the first.
 
+Only for a stored column of a base table, whose type is read in the same snapshot (``stored_types``).
+
 Soundness [elide]. The answer is DuckDB's exact answer to a query over the same snapshot as the
 aggregate (the caller runs both in one transaction), not an estimate: if it says no value is out
 of bounds, then for every row the clamp's two comparisons are false and it returns its ELSE branch,
@@ -132,6 +134,23 @@ def check_sql(table_sql: str, column: str, sql_type: str, lower: float, upper: f
     if not conds:
         return "false"
     return " OR ".join(f"EXISTS (SELECT 1 FROM {table_sql} WHERE {s})" for s in conds)
+
+
+def stored_types(con, table: str) -> dict[str, str]:
+    """The stored columns' types of base table ``main.table`` as ``con`` sees it now (lower-case
+    names), or {} when it is not a base table or has a generated column. A view's column or a
+    generated column is computed anew at each read (``random()`` is allowed in both), so what a
+    check read is not what the aggregate reads; and a column's type is read in the snapshot of the
+    check because the owner may have changed it since the plan was made (red team, helper-28)."""
+    rows = con.execute(
+        "SELECT t.sql, lower(c.column_name), c.data_type FROM duckdb_tables() t JOIN duckdb_columns() c "
+        "ON c.table_oid = t.table_oid WHERE t.database_name = current_database() AND t.schema_name = 'main' "
+        "AND NOT t.temporary AND lower(t.table_name) = lower(?)",
+        [table],
+    ).fetchall()
+    if not rows or "GENERATED" in rows[0][0].upper():
+        return {}
+    return {name: dtype.upper() for _, name, dtype in rows}
 
 
 def within(con, table_sql: str, checks: list[tuple[str, str, float, float]]) -> list[bool]:

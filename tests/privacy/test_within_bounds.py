@@ -219,3 +219,41 @@ def test_neighbours_across_the_bounds_stay_within_the_sensitivity(world, tmp_pat
         assert _elided(gw_d, STATEMENTS[0]) and not _elided(gw_n, STATEMENTS[0])
         for sql in STATEMENTS[:3]:
             harness.check_statement(gw_d, gw_n, sql, context=change)
+
+
+# -- red team (helper-28) ---------------------------------------------------------------------------
+def test_a_column_computed_at_each_read_keeps_its_clamp(make_db, monkeypatch):
+    """A generated column (or a protected view's column) is computed anew at each read, random()
+    included: what the check read is not what the sum reads. Only stored columns of base tables."""
+    monkeypatch.setattr(within_bounds, "MIN_ROWS", 0)
+    setup = """CREATE TABLE t (uid INTEGER, y DOUBLE,
+      x DOUBLE GENERATED ALWAYS AS (CASE WHEN random() < 0.5 THEN 1e6 ELSE 1.0 END));
+    INSERT INTO t (uid, y) SELECT i, 1.0 FROM range(20) r(i);
+    CREATE VIEW v AS SELECT uid, CASE WHEN random() < 0.5 THEN 1e6 ELSE 1.0 END AS x FROM range(20) r(uid);"""
+    path = make_db(setup, protect={"t": {"unit": "uid", "max_rows": 1, "epsilon": 1e6, "bounds": {"x": (0, 10), "y": (0, 10)}},
+                                   "v": {"unit": "uid", "max_rows": 1, "epsilon": 1e6, "bounds": {"x": (0, 10)}}})  # fmt: skip
+    harness.add_harness_analyst(path)
+    with harness.gateways(path) as (gw,):
+        assert _elided(gw, DP + "SUM(y) FROM t") == frozenset()  # the table has a generated column
+        assert _elided(gw, DP + "SUM(x) FROM v") == frozenset()
+        _, plan = harness.plan_statement(gw, DP + "SUM(x) FROM t")
+        for _ in range(20):
+            (total,) = _run(gw, DP + "SUM(x) FROM t", True).values()
+            assert total[0] * plan.aggs[0].grid <= 20 * 10  # never a 1e6 that skipped the clamp
+
+
+def test_a_type_changed_after_planning_keeps_the_clamp(make_db, monkeypatch):
+    """Bounds wider than a TINYINT need no upper check; the owner widens the type after the plan."""
+    monkeypatch.setattr(within_bounds, "MIN_ROWS", 0)
+    path = make_db("CREATE TABLE t AS SELECT i::INTEGER AS uid, (i % 100)::TINYINT AS x FROM range(50) r(i)",
+                   protect={"t": {"unit": "uid", "max_rows": 1, "epsilon": 1e6, "bounds": {"x": (0, 200)}}})  # fmt: skip
+    harness.add_harness_analyst(path)
+    with harness.gateways(path) as (gw,):
+        _, plan = harness.plan_statement(gw, DP + "SUM(x) FROM t")
+        with gw._con.cursor() as owner:
+            owner.execute("ALTER TABLE t ALTER x TYPE INTEGER")
+            owner.execute("UPDATE t SET x = 1000000 WHERE uid = 7")
+        unit_stats.clear()
+        ex = exact_mod.run(gw._con, plan, harness.roster_charged(plan), harness.SALT)
+        full = exact_mod.run(gw._con, plan, harness.roster_charged(plan), harness.SALT, use_stats=False)
+    assert int(ex.components[(0, "sum")][0][0]) == int(full.components[(0, "sum")][0][0]) == 1218 + 200

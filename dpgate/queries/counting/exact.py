@@ -532,6 +532,10 @@ def _unclamped(con, plan: CountPlan, stats: unit_stats.UnitStats | None) -> froz
         candidates.setdefault((col.name, col.type, float(agg.lower), float(agg.upper)), []).append(agg.index)
     if not candidates:
         return frozenset()
+    stored = within_bounds.stored_types(con, plan.table.name)  # in this snapshot: a base table, its types now
+    candidates = {c: ix for c, ix in candidates.items() if stored.get(c[0].lower()) == c[1].upper()}
+    if not candidates:
+        return frozenset()
     checks = list(candidates)
     inside = within_bounds.within(con, f"main.{_ident(plan.table.name)}", checks)
     return frozenset(i for c, ok in zip(checks, inside) if ok for i in candidates[c])
