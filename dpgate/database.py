@@ -9,6 +9,7 @@ DuckDB's own file lock keeps other processes out while the file is open.
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from dataclasses import dataclass, field
@@ -24,12 +25,17 @@ LOCKED_CONFIG = {
 }
 
 
+_serials = itertools.count(1)
+
+
 @dataclass
 class Instance:
     path: str
     root: duckdb.DuckDBPyConnection
     ledger_lock: threading.RLock = field(default_factory=threading.RLock)
     users: int = 0
+    #: Unique to this opening of the file in this process (catalog oids are per opening).
+    serial: int = field(default_factory=lambda: next(_serials))
 
 
 _instances: dict[str, Instance] = {}

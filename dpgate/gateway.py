@@ -53,6 +53,7 @@ class Gateway:
             self.facts = DuckDBFacts(self._con)
             self._catalog: catalog_mod.Catalog | None = None
             self._fingerprint: frozenset | None = None
+            self._views: dict[str, str] = {}
             if not catalog_mod.schema_exists(self._con):
                 raise errors.PolicyError(
                     f"{os.fspath(path)!r} has no dpgate catalog", code="DP302",
@@ -97,9 +98,19 @@ class Gateway:
         """The catalog, re-read when the owner changed it (cheap check each statement)."""
         fp = catalog_mod.fingerprint(self._con)
         if self._catalog is None or fp != self._fingerprint:
-            self._catalog = catalog_mod.load(self._con)
-            self._fingerprint = fp
-        return dataclasses.replace(self._catalog, views=catalog_mod.Views.from_fingerprint(fp))
+            for _ in range(10):
+                catalog = catalog_mod.load(self._con)
+                views = catalog_mod.view_sql(self._con, fp)
+                if views is not None:
+                    break
+                fp = catalog_mod.fingerprint(self._con)  # a view changed in between: read again
+            else:
+                raise errors.OperationalError(
+                    "The database's views kept changing while dpgate read them", code="DP405",
+                    hint="nothing was charged; try again when the data owner has finished changing views",
+                )  # fmt: skip
+            self._catalog, self._fingerprint, self._views = catalog, fp, views
+        return dataclasses.replace(self._catalog, views=catalog_mod.Views(sql=dict(self._views)))
 
     def _plane(self, engine: str) -> Any:
         """The data plane of tables whose rows are not in this file (``dpgate.backends``)."""
@@ -226,7 +237,7 @@ class Gateway:
         randomness = self._randomness()
         cost = self._cost(plan, sql, randomness.private)
         probe = f"(SELECT unit, 0 AS part FROM {plan.table.roster_table_sql})"
-        with backends.planes(self._plane), bind_scope((self._instance.path, self._fingerprint)) as scope:
+        with backends.planes(self._plane), bind_scope((self._instance.path, self._instance.serial, self._fingerprint)) as scope:
             qc.bind_check(self._con, plan, probe)  # tables and views as this statement saw them
         if scope.hits and catalog_mod.fingerprint(self._con) != self._fingerprint:
             # The owner changed a table or view since this statement read the catalog: what the cache

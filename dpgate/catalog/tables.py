@@ -212,18 +212,9 @@ class Views:
         self._con = con
         self._sql = sql
 
-    @classmethod
-    def from_fingerprint(cls, fp: frozenset) -> Views:
-        return cls(sql={name: sql for kind, name, sql in fp if kind == "view"})
-
     def _load(self) -> dict[str, str]:
         if self._sql is None:
-            self._sql = dict(
-                self._con.execute(
-                    "SELECT lower(view_name), sql FROM duckdb_views() WHERE database_name = current_database() "
-                    "AND schema_name = 'main' AND NOT internal AND NOT temporary"
-                ).fetchall()
-            )
+            self._sql = {name: sql for name, _, sql in self._con.execute(VIEWS_SQL).fetchall()}
         return self._sql
 
     def __contains__(self, name: object) -> bool:
@@ -258,22 +249,37 @@ def subjects_view(roster: str) -> str:
     return "subjects_" + roster.removeprefix("roster_")
 
 
+_MAIN_VIEWS = (
+    "FROM duckdb_views() WHERE database_name = current_database() AND schema_name = 'main' "
+    "AND NOT internal AND NOT temporary"
+)
 FINGERPRINT_SQL = f"""
 SELECT 'setting', 'catalog_version', value FROM {SCHEMA}.settings WHERE key = 'catalog_version'
 UNION ALL SELECT 'table', lower(table_name), sql FROM duckdb_tables() WHERE database_name = current_database()
   AND NOT temporary
-UNION ALL SELECT 'view', lower(view_name), sql FROM duckdb_views() WHERE database_name = current_database()
-  AND schema_name = 'main' AND NOT internal AND NOT temporary
+UNION ALL SELECT 'view', lower(view_name), CAST(view_oid AS VARCHAR) {_MAIN_VIEWS}
 """
+VIEWS_SQL = f"SELECT lower(view_name), CAST(view_oid AS VARCHAR), sql {_MAIN_VIEWS}"
 
 
 def fingerprint(con: duckdb.DuckDBPyConnection) -> frozenset:
     """Changes whenever the owner changes declarations, any table's definition or any view.
 
-    (A table's ``sql`` is its CREATE statement, constraints included, so ALTER changes it; a
-    view's SQL is in it too, see ``Views.from_fingerprint``.)
+    A table's ``sql`` is its CREATE statement, constraints included, so ALTER changes it. A view is
+    named by its catalog entry's oid, which DuckDB draws anew for every CREATE (OR REPLACE) VIEW in
+    a database instance; the oids of two instances of one file can coincide, so a key made of a
+    fingerprint also names the instance (``database.Instance.serial``). Views' SQL is read with
+    ``view_sql`` when the fingerprint changes: generating it costs more than the rest together.
     """
     return frozenset(con.execute(FINGERPRINT_SQL).fetchall())
+
+
+def view_sql(con: duckdb.DuckDBPyConnection, fp: frozenset) -> dict[str, str] | None:
+    """The SQL of the views of ``fp`` (by name), or None if a view changed since ``fp`` was read."""
+    rows = con.execute(VIEWS_SQL).fetchall()
+    if {("view", name, oid) for name, oid, _ in rows} != {t for t in fp if t[0] == "view"}:
+        return None
+    return {name: sql for name, _, sql in rows}
 
 
 def schema_exists(con: duckdb.DuckDBPyConnection) -> bool:

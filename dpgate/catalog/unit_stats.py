@@ -4,8 +4,8 @@ Whether any subject has more rows than a bound, and whether rows exist whose uni
 on the roster, depends on the table and the roster, not on the query. Counting rows per subject
 for every query was most of a DP query's time on large tables. ``current`` answers from a cache
 keyed by a **fingerprint** of the unit column and of the roster — the row count, the sum of the
-64-bit hashes of the unit values and the sum of the values themselves (for an integer unit; else
-of a second hash) — one scan, no grouping — and recomputes the facts (one GROUP BY) when the
+64-bit hashes of the unit values (as the sums of their two 32-bit halves) and the sum of the values
+themselves (for an integer unit; else of a second hash) — one scan, no grouping — and recomputes the facts (one GROUP BY) when the
 fingerprint is new.
 
 Soundness: the facts are a function of the multiset of unit values of the table and of the
@@ -63,6 +63,18 @@ def _second(column: str, sql_type: str | None) -> str:
     return f"sum(hash({column}, 7919))::HUGEINT"
 
 
+def _sums_sql(column: str, sql_type: str | None, relation: str) -> str:
+    """The row count, the sum of the column's 64-bit hashes and the second sum (``_second``), in one scan.
+
+    The hash sum is taken as the sums of its high and low 32-bit halves, which together give it
+    exactly (sum = high * 2^32 + low); DuckDB adds 32-bit integers in 64 bits, where a sum of 64-bit
+    hashes needs 128-bit additions (about twice the time at 10M rows)."""
+    return (
+        f"SELECT count(*), sum(CAST(__h >> 32 AS UINTEGER)), sum(CAST(__h & 4294967295 AS UINTEGER)), "
+        f"{_second('__u', sql_type)} FROM (SELECT hash({column}) AS __h, {column} AS __u FROM {relation})"
+    )
+
+
 def fingerprint(con: duckdb.DuckDBPyConnection, table: ProtectedTable, order_id: int | None = None) -> tuple:
     """(rows, a hash sum, a second sum) of the table's unit column and of the roster's units.
 
@@ -79,13 +91,11 @@ def fingerprint(con: duckdb.DuckDBPyConnection, table: ProtectedTable, order_id:
         # only used with the table definition it was built on: ``sample_order.registered``.)
         part: tuple = ("sample_order", int(order_id), sample_order.database_identity(con))
     else:
-        rows = con.execute(f"SELECT count(*), sum(hash({u}))::HUGEINT, {_second(u, unit_type)} FROM {t}").fetchone()
+        rows = con.execute(_sums_sql(u, unit_type, t)).fetchone()
         # The table's definition too: an ALTER can change how units compare (a collation on the
         # unit column merges units) without changing their hashes or sums.
         part = (sample_order.definition(con, table.name), *(int(v or 0) for v in rows))
-    roster = con.execute(
-        f"SELECT count(*), sum(hash(unit))::HUGEINT, {_second('unit', unit_type)} FROM {table.roster_table_sql}"
-    ).fetchone()
+    roster = con.execute(_sums_sql("unit", unit_type, table.roster_table_sql)).fetchone()
     return (table.name, table.unit, table.roster, part, tuple(int(v or 0) for v in roster))
 
 

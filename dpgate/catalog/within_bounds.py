@@ -50,6 +50,8 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, localcontext
 
 import numpy as np
 
+from dpgate.catalog import sample_order
+
 #: Ranges of the integer types whose comparison with a literal of their own type is total.
 _INTEGER_RANGES = {
     "TINYINT": (-(2**7), 2**7 - 1),
@@ -142,15 +144,11 @@ def stored_types(con, table: str) -> dict[str, str]:
     generated column is computed anew at each read (``random()`` is allowed in both), so what a
     check read is not what the aggregate reads; and a column's type is read in the snapshot of the
     check because the owner may have changed it since the plan was made (red team, helper-28)."""
-    rows = con.execute(
-        "SELECT t.sql, lower(c.column_name), c.data_type FROM duckdb_tables() t JOIN duckdb_columns() c "
-        "ON c.table_oid = t.table_oid WHERE t.database_name = current_database() AND t.schema_name = 'main' "
-        "AND NOT t.temporary AND lower(t.table_name) = lower(?)",
-        [table],
-    ).fetchall()
-    if not rows or "GENERATED" in rows[0][0].upper():
+    definition = sample_order.definition(con, table)  # "" unless a base table of main
+    if not definition or "GENERATED" in definition.upper():
         return {}
-    return {name: dtype.upper() for _, name, dtype in rows}
+    rows = con.execute("SELECT lower(name), type FROM pragma_table_info(?)", [f"main.{_quote(table)}"]).fetchall()
+    return {name: str(dtype).upper() for name, dtype in rows}
 
 
 def within(con, table_sql: str, checks: list[tuple[str, str, float, float]]) -> list[bool]:

@@ -327,6 +327,8 @@ class TopKQuery:
             return False  # joins of protected tables are answered by the counting class
         if topk_columns_call(classified.statement) is not None:
             return True
+        if classified.statement.find(exp.Limit, exp.Fetch) is None:
+            return False  # the shape needs a LIMIT (``_topk_shape``): skip analysing the statement
         a = Analysis(classified, ctx.catalog, ctx.session, ctx.facts)
         return _topk_shape(a, a.syntax()) is not None
 

@@ -74,6 +74,21 @@ def test_a_view_redefined_behind_our_back_is_seen(views_db):
             con.cursor().execute("SELECT * FROM pub_view")
 
 
+def test_a_view_replaced_while_the_file_was_closed_is_seen(views_db):
+    """Views are fingerprinted by their catalog oids, which another opening of the file can repeat:
+    a new opening reads the catalog afresh (and its bind cache is its own)."""
+    import duckdb
+
+    with dpgate.connect(str(views_db), analyst="alice") as con:
+        assert con.cursor().execute("SELECT count(*) FROM pub_view").fetchone() == (2,)
+    raw = duckdb.connect(str(views_db))
+    raw.execute("CREATE OR REPLACE VIEW pub_view AS SELECT uid AS k, CAST(x AS VARCHAR) AS name FROM t")
+    raw.close()
+    with dpgate.connect(str(views_db), analyst="alice") as con:
+        with pytest.raises(errors.NotSupportedError):
+            con.cursor().execute("SELECT * FROM pub_view")
+
+
 def test_cte_named_like_a_table_is_refused(con):
     with pytest.raises(errors.UnsupportedQueryError) as info:
         con.cursor().execute("WITH adult AS (SELECT 1 AS x) SELECT * FROM adult")
