@@ -187,7 +187,7 @@ def parse(sql: str) -> list[exp.Expr]:
             col=col,
             highlight=token,
         ) from None
-    except TokenError as e:
+    except TokenError:
         line, col = _open_quote(sql)
         what = "a quoted string or name is not closed" if line else "the text cannot be read as SQL"
         raise errors.ParseError(
