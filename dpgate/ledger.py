@@ -277,15 +277,12 @@ class Ledger:
                         # the units used are the roster as it is now (a later refresh adds a new
                         # generation, which this query does not use).
                         (generation,) = con.execute(
-                            f"SELECT generation FROM {SCHEMA}.roster_offsets WHERE roster = ?", [cost.table.roster]
+                            f"UPDATE {SCHEMA}.roster_offsets SET epsilon_spent = epsilon_spent + ?, "
+                            "delta_spent = delta_spent + ? WHERE roster = ? RETURNING generation",
+                            [charge_eps, charge_delta, cost.table.roster],
                         ).fetchone()
                         charged = (
                             f"(SELECT unit, 0 AS part FROM {cost.table.roster_table_sql} WHERE added <= {int(generation)})"
-                        )
-                        con.execute(
-                            f"UPDATE {SCHEMA}.roster_offsets SET epsilon_spent = epsilon_spent + ?, "
-                            "delta_spent = delta_spent + ? WHERE roster = ?",
-                            [charge_eps, charge_delta, cost.table.roster],
                         )
                     else:
                         charged = temp = f"__dp_charged_{next(_temp_ids)}"
