@@ -27,22 +27,20 @@ from contextlib import contextmanager
 from typing import Any
 
 import duckdb
-from sqlglot import exp
 
 from dpgate import database, errors, resources
 from dpgate.catalog import tables as catalog
 from dpgate.backends import spark as spark_backend
 from dpgate.catalog import releases as registry
 from dpgate.catalog import sample_order as sample_order_mod
+from dpgate.catalog.tables import quote_ident
 
 SCHEMA_VERSION = "1"
 DEFAULT_SUBJECT_DELTA = 1e-5
 DEFAULT_SUBJECT_EPSILON = 1.0
 
 
-def quote(name: str) -> str:
-    """A DuckDB identifier, quoted by sqlglot."""
-    return exp.to_identifier(name, quoted=True).sql(dialect="duckdb")
+quote = quote_ident
 
 
 def roster_name(subjects: str) -> str:

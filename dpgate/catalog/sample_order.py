@@ -60,7 +60,7 @@ import duckdb
 import numpy as np
 
 from dpgate import errors
-from dpgate.catalog.tables import SCHEMA, ProtectedTable
+from dpgate.catalog.tables import SCHEMA, ProtectedTable, quote_ident
 
 REGISTRY = f"{SCHEMA}.sample_orders"
 #: The companion table's column holding the rank (a column name no analyst expression can reach:
@@ -71,8 +71,7 @@ PER_QUERY = "per_query"
 CHOICES = (PER_QUERY, STORED)
 
 
-def _q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
+_q = quote_ident
 
 
 def table_sql(table: ProtectedTable | str) -> str:

@@ -19,6 +19,11 @@ import duckdb
 SCHEMA = "dpgate"
 MAIN = "main"
 
+def quote_ident(name: str) -> str:
+    """``name`` as a quoted DuckDB identifier (a double quote inside is doubled)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
 INTEGER_TYPES = {
     "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT",
     "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT",

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import duckdb
 
 from dpgate.catalog import sample_order
-from dpgate.catalog.tables import INTEGER_TYPES, ProtectedTable
+from dpgate.catalog.tables import INTEGER_TYPES, ProtectedTable, quote_ident
 
 _CACHE: dict[tuple, "UnitStats"] = {}
 _LOCK = threading.Lock()
@@ -50,8 +50,7 @@ class UnitStats:
         return sum(u for n, u in self.histogram if n > bound)
 
 
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
+_quote = quote_ident
 
 
 def _second(column: str, sql_type: str | None) -> str:

@@ -51,6 +51,7 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, localcontext
 import numpy as np
 
 from dpgate.catalog import sample_order
+from dpgate.catalog.tables import quote_ident
 
 #: Ranges of the integer types whose comparison with a literal of their own type is total.
 _INTEGER_RANGES = {
@@ -79,8 +80,7 @@ def supported(sql_type: str) -> bool:
     return t in _INTEGER_RANGES or t in ("FLOAT", "REAL", "DOUBLE") or _DECIMAL.fullmatch(t) is not None
 
 
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
+_quote = quote_ident
 
 
 def _sides(column: str, sql_type: str, lower: float, upper: float) -> tuple[_Side, _Side]:

@@ -19,6 +19,7 @@ import warnings
 from collections.abc import Sequence
 
 from dpgate import __version__, errors
+from dpgate.catalog.tables import quote_ident
 
 
 def _print_error(e: errors.Error) -> int:
@@ -228,8 +229,7 @@ def cmd_protect(args: argparse.Namespace) -> int:
     return 0
 
 
-def _q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
+_q = quote_ident
 
 
 def _number_or_text(v: str):

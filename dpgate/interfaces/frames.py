@@ -19,6 +19,7 @@ import duckdb
 
 from dpgate import errors
 from dpgate.release import Result
+from dpgate.catalog.tables import quote_ident
 
 _EXTRA = {"pyarrow": "arrow", "pandas": "pandas", "polars": "polars"}
 
@@ -70,8 +71,7 @@ def _relation(result: Result, rows: list[tuple], intervals: bool):
     return con.sql(f"SELECT {select}", params=params)
 
 
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
+_quote = quote_ident
 
 
 def arrow(result: Result, rows: list[tuple], *, intervals: bool = False):

@@ -22,7 +22,7 @@ from sqlglot import exp
 
 from dpgate import errors
 from dpgate.catalog import sample_order
-from dpgate.catalog.tables import Catalog, ProtectedTable
+from dpgate.catalog.tables import Catalog, ProtectedTable, quote_ident
 from dpgate.frontend.classify import Classified
 from dpgate.frontend.dialect import to_duckdb
 from dpgate.frontend.settings import Session
@@ -324,8 +324,7 @@ def _replace_table(q: exp.Expression, table: ProtectedTable, inner: str) -> str 
     return alias
 
 
-def _ident(name: str) -> str:
-    return exp.to_identifier(name, quoted=True).sql(dialect="duckdb")
+_ident = quote_ident
 
 
 def _ordered_rows(t: ProtectedTable, charged: str | None) -> str:

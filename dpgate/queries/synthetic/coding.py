@@ -47,6 +47,7 @@ from sqlglot import exp
 from dpgate import errors
 from dpgate.catalog import tables as catalog
 from dpgate.mechanisms import privbayes
+from dpgate.catalog.tables import quote_ident
 
 KINDS = ("categorical", "integer", "real")
 MIN_BINS, MAX_BINS = 2, 1024
@@ -366,8 +367,7 @@ def _distinct(values) -> tuple:
 # --------------------------------------------------------------------------------------------
 # encoding (one DuckDB pass)
 # --------------------------------------------------------------------------------------------
-def _q(name: str) -> str:
-    return exp.to_identifier(name, quoted=True).sql(dialect="duckdb")
+_q = quote_ident
 
 
 def _str(text: str) -> str:

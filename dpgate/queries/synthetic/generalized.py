@@ -37,7 +37,7 @@ from dpgate import errors, noise
 from dpgate.catalog import hierarchies as vgh
 from dpgate.catalog import releases as registry
 from dpgate.catalog import tables as catalog_types
-from dpgate.catalog.tables import Catalog
+from dpgate.catalog.tables import Catalog, quote_ident
 from dpgate.frontend.classify import Classified
 from dpgate.frontend.dialect import to_sql
 from dpgate.frontend.settings import Session, Spec
@@ -61,8 +61,7 @@ GENERAL = ("epsilon", "delta", "personalization", "max_rows_contributed", "priva
 DEFAULT_THETA0 = 0.05
 
 
-def _q(name: str) -> str:
-    return exp.to_identifier(name, quoted=True).sql(dialect="duckdb")
+_q = quote_ident
 
 
 def plan(classified: Classified, catalog: Catalog, session: Session, name: str) -> SynthesisPlan:

@@ -25,7 +25,7 @@ from sqlglot import exp
 
 from dpgate import errors
 from dpgate.catalog import releases as registry
-from dpgate.catalog.tables import Catalog
+from dpgate.catalog.tables import Catalog, quote_ident
 from dpgate.frontend.classify import Classified
 from dpgate.frontend.dialect import to_sql
 from dpgate.frontend.settings import Session, Spec
@@ -44,8 +44,7 @@ OPTIONS: dict[str, Spec] = {
 GENERAL = ("epsilon", "personalization", "privacy_unit_column")
 
 
-def _q(name: str) -> str:
-    return exp.to_identifier(name, quoted=True).sql(dialect="duckdb")
+_q = quote_ident
 
 
 def plan(classified: Classified, catalog: Catalog, session: Session, name: str) -> SynthesisPlan:

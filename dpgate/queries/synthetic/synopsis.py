@@ -26,7 +26,7 @@ from sqlglot import exp
 
 from dpgate import errors, noise
 from dpgate.catalog import releases as registry
-from dpgate.catalog.tables import Catalog
+from dpgate.catalog.tables import Catalog, quote_ident
 from dpgate.frontend.classify import Classified
 from dpgate.frontend.dialect import to_sql
 from dpgate.frontend.nodes import dp_options
@@ -46,8 +46,7 @@ _INTEGER = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "
 _NUMERIC = _INTEGER | {"FLOAT", "DOUBLE", "REAL"}
 
 
-def _q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'  # a quoted DuckDB identifier
+_q = quote_ident
 
 
 def _is_numeric(typ: str) -> bool:
