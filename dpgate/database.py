@@ -12,6 +12,8 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import duckdb
@@ -112,3 +114,29 @@ def release(inst: Instance) -> None:
                 inst.root.close()
             except duckdb.Error:
                 pass
+
+
+#: Connections (by id) inside a transaction opened by ``transaction``.
+_open: set[int] = set()
+
+
+@contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """One DuckDB transaction on ``con``: committed at the end, rolled back on any exception.
+
+    Inside another ``transaction`` on the same connection it adds nothing: the outer one covers it.
+    (DuckDB cannot nest transactions, and a refused BEGIN aborts the transaction it was sent in.)
+    """
+    if id(con) in _open:
+        yield con
+        return
+    con.execute("BEGIN TRANSACTION")
+    _open.add(id(con))
+    try:
+        yield con
+    except BaseException:
+        _open.discard(id(con))
+        con.execute("ROLLBACK")
+        raise
+    _open.discard(id(con))
+    con.execute("COMMIT")

@@ -10,6 +10,7 @@ whatever happens (fail closed).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import math
@@ -33,6 +34,14 @@ from dpgate.ledger import Cost, Ledger
 from dpgate.queries.analysis import query_hash
 from dpgate.queries.base import Context, Run, bind_scope, explain_head
 from dpgate.release import ReleaseInfo, Result
+
+
+#: Times a statement is classified again when the catalog moved before its debit.
+_ATTEMPTS = 5
+
+
+class _CatalogMoved(Exception):
+    """The catalog changed after the statement was classified, before any debit: start over."""
 
 
 class Gateway:
@@ -131,12 +140,44 @@ class Gateway:
     def run(self, sql: str, params: Any = None) -> Result:
         if self.closed:
             raise errors.InterfaceError("The connection is closed", code="DP100")
+        for _ in range(_ATTEMPTS):
+            try:
+                return self._run_once(sql, params)
+            except _CatalogMoved:  # before any debit: classify (and plan) again under the new catalog
+                continue
+        raise errors.OperationalError(
+            "The database's tables or views kept changing while this statement was checked", code="DP405",
+            hint="nothing was charged; try again when the data owner has finished changing tables and views",
+        )  # fmt: skip
+
+    @contextlib.contextmanager
+    def _pinned(self, fp: frozenset, *, charged: bool = False):
+        """The block runs in one transaction whose catalog is the one the statement was classified
+        (and planned) against. DuckDB versions its catalog per transaction, so a view the owner
+        replaces meanwhile is expanded as it was classified; if the catalog has already moved, the
+        statement starts over (nothing charged) or, after its debit, fails closed. Without this a
+        public view replaced between classification and execution by one over a protected table
+        returned that table's rows (red team, helper-29)."""
+        with database.transaction(self._con):
+            if catalog_mod.fingerprint(self._con) != fp:
+                if charged:
+                    raise errors.OperationalError(
+                        "The data owner changed tables or views after this query was planned and charged; "
+                        "nothing was computed", code="DP404",
+                        hint="the debit stands (fail closed); run the query again",
+                    )  # fmt: skip
+                raise _CatalogMoved
+            yield
+
+    def _run_once(self, sql: str, params: Any) -> Result:
         statement = parse_one(sql)
         cat = self.catalog()
+        fp = self._fingerprint
         classified = classify(statement, cat)
         kind = classified.kind
         if kind == "public":
-            return self._public(statement, params)
+            with self._pinned(fp):
+                return self._public(statement, params)
         if params:
             statement = bind_parameters(statement, params)
             classified = classify(statement, cat)
@@ -156,7 +197,7 @@ class Gateway:
         if kind == "explain":
             return self._explain(classified, cat)
         if kind in ("dp", "synthetic"):
-            return self._dp(classified, cat, sql)
+            return self._dp(classified, cat, sql, fp)
         if kind == "show_releases":
             return self._show_releases()
         if kind == "drop_synthetic":
@@ -228,30 +269,31 @@ class Gateway:
             options=plan.charge.ledger_options,
         )
 
-    def _dp(self, classified: Classified, cat: catalog_mod.Catalog, sql: str) -> Result:
+    def _dp(self, classified: Classified, cat: catalog_mod.Catalog, sql: str, fp: frozenset) -> Result:
         if classified.kind == "dp":  # answered from a public release (a synopsis): free, nothing protected is read
-            answered = queries.free_answer(classified, self._context(cat), self._con)
+            with database.transaction(self._con):
+                answered = queries.free_answer(classified, self._context(cat), self._con)
+                if answered is not None and catalog_mod.fingerprint(self._con) != fp:  # read as classified
+                    raise _CatalogMoved
             if answered is not None:
                 return answered
         qc, plan = self._plan(classified, cat)
         randomness = self._randomness()
         cost = self._cost(plan, sql, randomness.private)
         probe = f"(SELECT unit, 0 AS part FROM {plan.table.roster_table_sql})"
-        with backends.planes(self._plane), bind_scope((self._instance.path, self._instance.serial, self._fingerprint)) as scope:
+        with backends.planes(self._plane), bind_scope((self._instance.path, self._instance.serial, fp)) as scope:
             qc.bind_check(self._con, plan, probe)  # tables and views as this statement saw them
-        if scope.hits and catalog_mod.fingerprint(self._con) != self._fingerprint:
-            # The owner changed a table or view since this statement read the catalog: what the cache
-            # answered (or stored) may not describe the schema the run will see. Check again, uncached.
-            # (Without a cache hit every EXPLAIN ran against the schema of its moment, as before.)
+        if catalog_mod.fingerprint(self._con) != fp:
+            # The owner changed a table or view since this statement read the catalog: the plan, and
+            # what the bind cache answered or stored, may not describe the schema the run will see.
             scope.forget()
-            with backends.planes(self._plane), bind_scope(None):
-                qc.bind_check(self._con, plan, probe)
+            raise _CatalogMoved
         debit = self.ledger.reserve(cost)  # --- debit before release: from here on, charged
         try:
             if plan.charge.rule == "sample" and debit.temp:
                 self.ledger.thin_sample(debit, rng=randomness.rng)
             run = Run(self._con, plan, debit, self.analyst, randomness.rng, randomness.sampling, self.progress)
-            with backends.planes(self._plane):
+            with backends.planes(self._plane), self._pinned(fp, charged=True):
                 answer = qc.answer(run)
         except errors.Error:
             raise

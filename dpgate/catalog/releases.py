@@ -17,7 +17,7 @@ from typing import Any
 
 import duckdb
 
-from dpgate import errors, resources
+from dpgate import database, errors, resources
 from dpgate.catalog.tables import SCHEMA
 
 TABLE = f"{SCHEMA}.release_registry"
@@ -130,11 +130,7 @@ def drop(con: duckdb.DuckDBPyConnection, name: str, *, by: str, owner: bool = Fa
 
 @contextmanager
 def transaction(con: duckdb.DuckDBPyConnection):
-    """A release's tables and its registry row: written together, or not at all."""
-    con.execute("BEGIN TRANSACTION")
-    try:
+    """A release's tables and its registry row: written together, or not at all (inside the
+    statement's own transaction when there is one, ``database.transaction``)."""
+    with database.transaction(con):
         yield con
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    con.execute("COMMIT")

@@ -89,6 +89,77 @@ def test_a_view_replaced_while_the_file_was_closed_is_seen(views_db):
             con.cursor().execute("SELECT * FROM pub_view")
 
 
+def _once(monkeypatch, target, name, action):
+    """Wrap ``target.name`` so that ``action()`` runs right after its first call."""
+    original = getattr(target, name)
+    done = []
+
+    def wrapped(*args, **kwargs):
+        out = original(*args, **kwargs)
+        if not done:
+            done.append(True)
+            action()
+        return out
+
+    monkeypatch.setattr(target, name, wrapped)
+
+
+def test_a_view_replaced_between_classification_and_execution_is_never_read(views_db, monkeypatch):
+    """Red team (helper-29): the statement was classified against the public view and executed
+    against its replacement over protected t. It now runs in a snapshot whose catalog is the one it
+    was classified against, or starts over: the replacement is classified, and refused."""
+    import dpgate.gateway as gateway_mod
+
+    with dpgate.connect(str(views_db), analyst="alice") as con:
+        owner = con.gateway._instance.root.cursor()
+        _once(monkeypatch, gateway_mod, "classify", lambda: owner.execute(
+            "CREATE OR REPLACE VIEW pub_view AS SELECT uid AS k, CAST(x AS VARCHAR) AS name FROM t"))
+        with pytest.raises(errors.NotSupportedError) as info:
+            con.cursor().execute("SELECT * FROM pub_view")
+        assert info.value.code == "DP224"
+
+
+def test_a_catalog_change_after_the_debit_fails_closed(views_db, monkeypatch):
+    """The exact pass runs in a snapshot whose catalog is the one the query was planned against:
+    a change the owner makes after the debit is never half-seen; the debit stands, nothing leaves."""
+    from dpgate.ledger import Ledger
+
+    with dpgate.connect(str(views_db), analyst="alice") as con:
+        owner = con.gateway._instance.root.cursor()
+        before = con.gateway.ledger.remaining("alice")
+        _once(monkeypatch, Ledger, "reserve", lambda: owner.execute(
+            "CREATE OR REPLACE VIEW pub_view AS SELECT k, lower(name) AS name FROM pub"))
+        with pytest.raises(errors.OperationalError) as info:
+            con.cursor().execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5) COUNT(*) FROM t")
+        assert info.value.code == "DP404"
+        assert con.gateway.ledger.remaining("alice")[0] == pytest.approx(before[0] - 0.5)
+        monkeypatch.undo()
+        assert con.cursor().execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5) COUNT(*) FROM t").fetchall()
+
+
+def test_a_schema_changed_and_changed_back_leaves_no_stale_bind(make_db, monkeypatch):
+    """Red team (helper-29): an EXPLAIN that succeeded against a schema of the moment was cached
+    under the catalog the statement had read; the owner changed the column back, and another
+    connection's statement took the cached success and failed after its debit (DP404)."""
+    import dpgate.gateway as gateway_mod
+
+    path = make_db("CREATE TABLE t (uid INT, x TIME); INSERT INTO t VALUES (1, TIME '10:00:00'), (2, TIME '11:00:00');",
+                   {"t": dict(unit="uid")})  # fmt: skip
+    q = "SELECT count(*) FROM t WHERE date_part('year', x) > 1990"
+    with dpgate.connect(str(path), analyst="alice") as con:
+        owner = con.gateway._instance.root.cursor()
+        _once(monkeypatch, gateway_mod, "classify", lambda: owner.execute(
+            "ALTER TABLE t ALTER x TYPE TIMESTAMP USING DATE '2000-01-01' + x"))
+        con.cursor().execute(q).fetchall()  # planned again under the TIMESTAMP column
+        owner.execute("ALTER TABLE t ALTER x TYPE TIME USING CAST(x AS TIME)")
+        with dpgate.connect(str(path), analyst="alice") as con2:
+            before = con2.gateway.ledger.remaining("alice")
+            with pytest.raises(errors.ProgrammingError) as info:
+                con2.cursor().execute(q)
+            assert info.value.code == "DP230"  # refused before the debit
+            assert con2.gateway.ledger.remaining("alice") == before
+
+
 def test_cte_named_like_a_table_is_refused(con):
     with pytest.raises(errors.UnsupportedQueryError) as info:
         con.cursor().execute("WITH adult AS (SELECT 1 AS x) SELECT * FROM adult")

@@ -47,7 +47,7 @@ from typing import Any
 import duckdb
 import numpy as np
 from sqlglot import exp
-from dpgate import errors
+from dpgate import database, errors
 from dpgate.backends import Charged
 from dpgate.catalog import sample_order, unit_stats, within_bounds
 from dpgate.frontend.dialect import to_duckdb
@@ -368,21 +368,10 @@ def run(
     con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, salt: int, n_parts: int = 1, *,
     use_stats: bool = True, roster_generation: int | None = None,
 ) -> ExactAnswer:
-    """``_run`` in one read transaction: the table facts and the rows come from one snapshot."""
-    try:
-        con.execute("BEGIN TRANSACTION")
-        began = True
-    except duckdb.TransactionException:  # already inside the caller's transaction
-        began = False
-    try:
-        out = _run(con, plan, charged, salt, n_parts, use_stats, roster_generation)
-    except BaseException:
-        if began:
-            con.execute("ROLLBACK")
-        raise
-    if began:
-        con.execute("COMMIT")
-    return out
+    """``_run`` in one read transaction: the table facts and the rows come from one snapshot (the
+    statement's own, when the gateway opened one)."""
+    with database.transaction(con):
+        return _run(con, plan, charged, salt, n_parts, use_stats, roster_generation)
 
 
 def _charged_is_roster(con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, generation: int | None) -> bool:
