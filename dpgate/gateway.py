@@ -15,6 +15,7 @@ import dataclasses
 import datetime
 import math
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -63,6 +64,8 @@ class Gateway:
             self._catalog: catalog_mod.Catalog | None = None
             self._fingerprint: frozenset | None = None
             self._views: dict[str, str] = {}
+            self._shadowing: frozenset[str] = frozenset()
+            self._shadow_read: float | None = None
             if not catalog_mod.schema_exists(self._con):
                 raise errors.PolicyError(
                     f"{os.fspath(path)!r} has no dpgate catalog", code="DP302",
@@ -105,6 +108,17 @@ class Gateway:
     # -- catalog ---------------------------------------------------------------------------
     def catalog(self) -> catalog_mod.Catalog:
         """The catalog, re-read when the owner changed it (cheap check each statement)."""
+        # First, before any SQL of dpgate's own that a macro named like a built-in would hijack.
+        now = time.monotonic()
+        if self._shadow_read is None or now - self._shadow_read > catalog_mod.SHADOW_RECHECK:
+            self._shadowing, self._shadow_read = catalog_mod.shadowing_functions(self._con), now
+        if self._shadowing:
+            names = ", ".join(sorted(self._shadowing))
+            raise errors.PolicyError(
+                f"The database defines a macro that hides DuckDB's built-in function of the same name: {names}",
+                code="DP307",
+                hint="the data owner must drop or rename it (DROP MACRO ...); until then no statement runs",
+            )  # fmt: skip
         fp = catalog_mod.fingerprint(self._con)
         if self._catalog is None or fp != self._fingerprint:
             for _ in range(10):
@@ -150,8 +164,13 @@ class Gateway:
             hint="nothing was charged; try again when the data owner has finished changing tables and views",
         )  # fmt: skip
 
+    def _moved(self, fp: frozenset, names: set[str], views: dict[str, str]) -> bool:
+        """The catalog as ``self._con`` sees it now differs from ``fp`` where the statement looks."""
+        now = catalog_mod.fingerprint(self._con)
+        return now != fp and catalog_mod.relevant(now, names, views) != catalog_mod.relevant(fp, names, views)
+
     @contextlib.contextmanager
-    def _pinned(self, fp: frozenset, *, charged: bool = False):
+    def _pinned(self, fp: frozenset, names: set[str], views: dict[str, str], *, charged: bool = False):
         """The block runs in one transaction whose catalog is the one the statement was classified
         (and planned) against. DuckDB versions its catalog per transaction, so a view the owner
         replaces meanwhile is expanded as it was classified; if the catalog has already moved, the
@@ -159,7 +178,7 @@ class Gateway:
         public view replaced between classification and execution by one over a protected table
         returned that table's rows (red team, helper-29)."""
         with database.transaction(self._con):
-            if catalog_mod.fingerprint(self._con) != fp:
+            if self._moved(fp, names, views):
                 if charged:
                     raise errors.OperationalError(
                         "The data owner changed tables or views after this query was planned and charged; "
@@ -175,8 +194,9 @@ class Gateway:
         fp = self._fingerprint
         classified = classify(statement, cat)
         kind = classified.kind
+        pin = (fp, {t.name.lower() for t in statement.find_all(exp.Table)}, self._views)
         if kind == "public":
-            with self._pinned(fp):
+            with self._pinned(*pin):
                 return self._public(statement, params)
         if params:
             statement = bind_parameters(statement, params)
@@ -195,9 +215,10 @@ class Gateway:
         if kind == "describe":
             return self._describe(classified)
         if kind == "explain":
-            return self._explain(classified, cat)
+            with self._pinned(*pin):  # planning reads public tables (domains, lookups)
+                return self._explain(classified, cat)
         if kind in ("dp", "synthetic"):
-            return self._dp(classified, cat, sql, fp)
+            return self._dp(classified, cat, sql, pin)
         if kind == "show_releases":
             return self._show_releases()
         if kind == "drop_synthetic":
@@ -210,15 +231,25 @@ class Gateway:
         Runs the same stages as the statement up to the plan; reads no protected row and
         charges nothing (the shell asks for confirmation with it).
         """
-        statement = parse_one(sql)
-        cat = self.catalog()
-        classified = classify(statement, cat)
-        if classified.kind not in ("dp", "synthetic"):
-            return None
-        if params:
-            classified = classify(bind_parameters(statement, params), cat)
-        plan = self.plan(classified, cat)
-        return plan.epsilon, plan.delta
+        for _ in range(_ATTEMPTS):
+            statement = parse_one(sql)
+            cat = self.catalog()
+            pin = (self._fingerprint, {t.name.lower() for t in statement.find_all(exp.Table)}, self._views)
+            classified = classify(statement, cat)
+            if classified.kind not in ("dp", "synthetic"):
+                return None
+            if params:
+                classified = classify(bind_parameters(statement, params), cat)
+            try:
+                with self._pinned(*pin):  # planning reads public tables
+                    plan = self.plan(classified, cat)
+            except _CatalogMoved:
+                continue
+            return plan.epsilon, plan.delta
+        raise errors.OperationalError(
+            "The database's tables or views kept changing while this statement was checked", code="DP405",
+            hint="nothing was charged; try again when the data owner has finished changing tables and views",
+        )  # fmt: skip
 
     def tables(self) -> dict[str, tuple[str, list[tuple[str, str]]]]:
         """Tables and views an analyst may name, with their kind and columns (public facts)."""
@@ -269,21 +300,23 @@ class Gateway:
             options=plan.charge.ledger_options,
         )
 
-    def _dp(self, classified: Classified, cat: catalog_mod.Catalog, sql: str, fp: frozenset) -> Result:
-        if classified.kind == "dp":  # answered from a public release (a synopsis): free, nothing protected is read
-            with database.transaction(self._con):
+    def _dp(self, classified: Classified, cat: catalog_mod.Catalog, sql: str, pin: tuple) -> Result:
+        # Planning reads public tables (domains, lookup keys) and releases: in the catalog it was
+        # classified against (red team, helper-30: a view replaced meanwhile fed protected values
+        # to the planner).
+        with self._pinned(*pin):
+            if classified.kind == "dp":  # answered from a public release (a synopsis): free, nothing protected is read
                 answered = queries.free_answer(classified, self._context(cat), self._con)
-                if answered is not None and catalog_mod.fingerprint(self._con) != fp:  # read as classified
-                    raise _CatalogMoved
-            if answered is not None:
-                return answered
-        qc, plan = self._plan(classified, cat)
+                if answered is not None:
+                    return answered
+            qc, plan = self._plan(classified, cat)
         randomness = self._randomness()
         cost = self._cost(plan, sql, randomness.private)
         probe = f"(SELECT unit, 0 AS part FROM {plan.table.roster_table_sql})"
+        fp = pin[0]
         with backends.planes(self._plane), bind_scope((self._instance.path, self._instance.serial, fp)) as scope:
             qc.bind_check(self._con, plan, probe)  # tables and views as this statement saw them
-        if catalog_mod.fingerprint(self._con) != fp:
+        if self._moved(*pin):
             # The owner changed a table or view since this statement read the catalog: the plan, and
             # what the bind cache answered or stored, may not describe the schema the run will see.
             scope.forget()
@@ -293,7 +326,7 @@ class Gateway:
             if plan.charge.rule == "sample" and debit.temp:
                 self.ledger.thin_sample(debit, rng=randomness.rng)
             run = Run(self._con, plan, debit, self.analyst, randomness.rng, randomness.sampling, self.progress)
-            with backends.planes(self._plane), self._pinned(fp, charged=True):
+            with backends.planes(self._plane), self._pinned(*pin, charged=True):
                 answer = qc.answer(run)
         except errors.Error:
             raise

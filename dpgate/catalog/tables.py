@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -279,6 +280,38 @@ def fingerprint(con: duckdb.DuckDBPyConnection) -> frozenset:
     return frozenset(con.execute(FINGERPRINT_SQL).fetchall())
 
 
+_WORD = re.compile(r'"((?:[^"]|"")+)"|([A-Za-z_][A-Za-z0-9_$]*)')
+
+
+def relevant(fp: frozenset, names: set[str], views: dict[str, str]) -> frozenset:
+    """The entries of a catalog fingerprint a statement depends on: the declarations, every view, and
+    the tables named by the statement (``names``) or by any view's SQL (``views``, the views of
+    ``fp``). Tables nothing names — another analyst's new synthetic table, dpgate's own stored
+    orders — are left out, so that their changes neither restart a statement nor fail a charged one."""
+    named = {n.lower() for n in names}
+    for sql in views.values():
+        for quoted, bare in _WORD.findall(sql):
+            named.add((quoted.replace('""', '"') if quoted else bare).lower())
+    return frozenset(e for e in fp if e[0] != "table" or e[1] in named)
+
+
+def shadowing_functions(con: duckdb.DuckDBPyConnection) -> frozenset[str]:
+    """Functions or macros the owner defined in the main schema under the name of a DuckDB built-in.
+
+    DuckDB resolves a function in the main schema before its built-ins, so such a macro replaces the
+    built-in in every statement, whatever dpgate checked (a ``lower(x)`` reading a protected table).
+    About 30 ms (DuckDB lists its ~3,000 built-ins with them): read when the catalog is, and at most
+    every ``SHADOW_RECHECK`` seconds between."""
+    # No function call in this query: a macro could stand in for any of them (``lower`` did, and
+    # answered with the protected rows). Names are lower-cased here; any database's main schema.
+    rows = con.execute("SELECT function_name FROM duckdb_functions() WHERE NOT internal AND schema_name = 'main'").fetchall()
+    return frozenset(str(r[0]).lower() for r in rows) & builtin_functions(con)[0]
+
+
+#: Seconds between two reads of ``shadowing_functions`` while the catalog is unchanged.
+SHADOW_RECHECK = 2.0
+
+
 def view_sql(con: duckdb.DuckDBPyConnection, fp: frozenset) -> dict[str, str] | None:
     """The SQL of the views of ``fp`` (by name), or None if a view changed since ``fp`` was read."""
     rows = con.execute(VIEWS_SQL).fetchall()
@@ -412,13 +445,11 @@ def builtin_functions(con: duckdb.DuckDBPyConnection) -> tuple[frozenset[str], f
     """
     global _builtins
     if _builtins is None:
-        rows = con.execute(
-            "SELECT DISTINCT lower(function_name), function_type FROM duckdb_functions() WHERE internal"
-        ).fetchall()
+        rows = con.execute("SELECT function_name, function_type FROM duckdb_functions() WHERE internal").fetchall()
         _builtins = (
-            frozenset(r[0] for r in rows),
-            frozenset(r[0] for r in rows if r[1] == "aggregate"),
-        )
+            frozenset(str(r[0]).lower() for r in rows),
+            frozenset(str(r[0]).lower() for r in rows if r[1] == "aggregate"),
+        )  # lower-cased in Python: see shadowing_functions
     return _builtins
 
 

@@ -160,6 +160,71 @@ def test_a_schema_changed_and_changed_back_leaves_no_stale_bind(make_db, monkeyp
             assert con2.gateway.ledger.remaining("alice") == before
 
 
+@pytest.mark.parametrize("macro, sql", [
+    ("CREATE MACRO lower(a) AS (SELECT string_agg(CAST(x AS VARCHAR), ',') FROM t)", "SELECT lower('X')"),
+    ("CREATE MACRO range(a) AS TABLE SELECT * FROM t", "SELECT * FROM range(3)"),
+])  # fmt: skip
+def test_a_macro_named_like_a_built_in_stops_every_statement(views_db, monkeypatch, macro, sql):
+    """Red team (helper-30, older than this session): DuckDB resolves a function in the main schema
+    before its built-ins, so an owner's macro named lower() ran as lower() and returned t's rows.
+    Such a macro stops the gateway (DP307), at connect and within SHADOW_RECHECK seconds after."""
+    import duckdb
+
+    from dpgate.catalog import tables
+
+    raw = duckdb.connect(str(views_db))
+    raw.execute(macro)
+    raw.close()
+    with pytest.raises(errors.PolicyError) as info:
+        dpgate.connect(str(views_db), analyst="alice")
+    assert info.value.code == "DP307" and "2" not in str(info.value).split(":")[1]  # names, never values
+    raw = duckdb.connect(str(views_db))
+    raw.execute("DROP MACRO " + ("TABLE range" if "range" in macro else "lower"))
+    raw.close()
+    monkeypatch.setattr(tables, "SHADOW_RECHECK", 0.0)
+    with dpgate.connect(str(views_db), analyst="alice") as con:
+        con.cursor().execute("SELECT count(*) FROM pub").fetchall()
+        con.gateway._instance.root.cursor().execute(macro)  # created while the analyst is connected
+        with pytest.raises(errors.PolicyError) as info:
+            con.cursor().execute(sql)
+        assert info.value.code == "DP307"
+
+
+@pytest.mark.parametrize("explain", [False, True])
+def test_planning_reads_public_tables_in_the_classified_catalog(views_db, monkeypatch, explain):
+    """Red team (helper-30): planning read a public view's distinct values (a GROUP BY domain) after
+    the owner had replaced it by one over protected t: a conversion error quoted a protected value.
+    Planning now runs pinned too: the replacement is classified, and refused, before any charge."""
+    import dpgate.gateway as gateway_mod
+
+    with dpgate.connect(str(views_db), analyst="alice") as con:
+        owner = con.gateway._instance.root.cursor()
+        before = con.gateway.ledger.remaining("alice")
+        _once(monkeypatch, gateway_mod, "classify", lambda: owner.execute(
+            "CREATE OR REPLACE VIEW pub_view AS SELECT uid AS k, CAST(CAST(x * 1000 AS VARCHAR) || '-secret' AS INT) "
+            "AS name FROM t"))  # planning its domain fails, quoting t's values
+        sql = ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5) pv.name, COUNT(*) FROM t "
+               "JOIN pub_view pv ON t.uid = pv.k GROUP BY pv.name")  # fmt: skip
+        with pytest.raises(errors.NotSupportedError) as info:
+            con.cursor().execute(("EXPLAIN PRIVACY " + sql.replace("WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5) ", ""))
+                                 if explain else sql)  # fmt: skip
+        assert info.value.code == "DP224" and "secret" not in str(info.value)
+        assert con.gateway.ledger.remaining("alice") == before
+
+
+def test_an_unrelated_table_created_after_the_debit_does_not_fail_the_query(views_db, monkeypatch):
+    """Red team (helper-30): any change to the catalog after a debit failed the query closed, so
+    another analyst's new synthetic table cost this one an answer. Only what the statement names
+    (and every view) counts."""
+    from dpgate.ledger import Ledger
+
+    with dpgate.connect(str(views_db), analyst="alice") as con:
+        owner = con.gateway._instance.root.cursor()
+        _once(monkeypatch, Ledger, "reserve", lambda: owner.execute("CREATE TABLE unrelated AS SELECT 1 AS a"))
+        rows = con.cursor().execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5) COUNT(*) FROM t").fetchall()
+        assert len(rows) == 1
+
+
 def test_cte_named_like_a_table_is_refused(con):
     with pytest.raises(errors.UnsupportedQueryError) as info:
         con.cursor().execute("WITH adult AS (SELECT 1 AS x) SELECT * FROM adult")

@@ -63,7 +63,8 @@ def test_failures_are_never_cached(make_db):
 
 def test_a_schema_change_after_the_catalog_read_is_caught_before_the_debit(make_db, monkeypatch):
     """The owner renames a column between the statement's catalog read and its (cached) bind check:
-    the statement is refused free, as without the cache, never charged and failed after the debit."""
+    the statement starts over under the new catalog and is refused free there (the column is gone),
+    never charged and failed after the debit."""
     db = make_db("CREATE TABLE t AS SELECT i AS uid, CASE WHEN i % 2 = 0 THEN 'a' ELSE 'b' END AS g FROM range(100) r(i)",
                  protect={"t": {"unit": "uid", "epsilon": 100.0, "domains": {"g": ["a", "b"]}}})  # fmt: skip
     with dpgate.connect(str(db), analyst="alice") as con:
@@ -82,4 +83,4 @@ def test_a_schema_change_after_the_catalog_read_is_caught_before_the_debit(make_
         before = con.budget()
         with pytest.raises(dpgate.Error) as e:
             con.execute(QUERY)
-        assert e.value.code == "DP230" and con.budget() == before
+        assert e.value.code == "DP218" and con.budget() == before
