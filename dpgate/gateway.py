@@ -194,7 +194,7 @@ class Gateway:
         fp = self._fingerprint
         classified = classify(statement, cat)
         kind = classified.kind
-        pin = (fp, {t.name.lower() for t in statement.find_all(exp.Table)}, self._views)
+        pin = (fp, _names(statement, cat), self._views)
         if kind == "public":
             with self._pinned(*pin):
                 return self._public(statement, params)
@@ -234,7 +234,7 @@ class Gateway:
         for _ in range(_ATTEMPTS):
             statement = parse_one(sql)
             cat = self.catalog()
-            pin = (self._fingerprint, {t.name.lower() for t in statement.find_all(exp.Table)}, self._views)
+            pin = (self._fingerprint, _names(statement, cat), self._views)
             classified = classify(statement, cat)
             if classified.kind not in ("dp", "synthetic"):
                 return None
@@ -584,6 +584,17 @@ class Gateway:
         except errors.BudgetExceededError as e:
             subjects = e  # shown in the plan: the query would be refused
         return Result(cols, types, [explain_head(plan), *qc.explain_rows(plan, subjects)])
+
+
+def _names(statement: exp.Expr, cat: catalog_mod.Catalog) -> set[str]:
+    """The relations a statement may depend on, for ``catalog.tables.relevant``: those it names, every
+    protected table and roster (a table function names its table in a string), and the string
+    constants it holds."""
+    names = {t.name.lower() for t in statement.find_all(exp.Table)}
+    names |= {lit.this.lower() for lit in statement.find_all(exp.Literal) if lit.is_string}
+    for t in cat.tables.values():
+        names |= {t.name.lower(), t.roster.lower()}
+    return names
 
 
 def _number(x: float) -> str:
