@@ -171,12 +171,10 @@ class Gateway:
 
     @contextlib.contextmanager
     def _pinned(self, fp: frozenset, names: set[str], views: dict[str, str], *, charged: bool = False):
-        """The block runs in one transaction whose catalog is the one the statement was classified
-        (and planned) against. DuckDB versions its catalog per transaction, so a view the owner
-        replaces meanwhile is expanded as it was classified; if the catalog has already moved, the
-        statement starts over (nothing charged) or, after its debit, fails closed. Without this a
-        public view replaced between classification and execution by one over a protected table
-        returned that table's rows (red team, helper-29)."""
+        """The block runs in one transaction whose catalog is, where the statement looks, the one it was
+        planned against (``_run_once`` read that one in the planning transaction). A DP answer is
+        computed this way after the debit: a difference fails closed (``charged``) rather than run a
+        plan made for another schema; before a debit the statement starts over."""
         with database.transaction(self._con):
             if self._moved(fp, names, views):
                 if charged:
@@ -190,40 +188,48 @@ class Gateway:
 
     def _run_once(self, sql: str, params: Any) -> Result:
         statement = parse_one(sql)
-        cat = self.catalog()
-        fp = self._fingerprint
-        classified = classify(statement, cat)
-        kind = classified.kind
-        pin = (fp, _names(statement, cat), self._views)
-        if kind == "public":
-            with self._pinned(*pin):
-                return self._public(statement, params)
-        if params:
-            statement = bind_parameters(statement, params)
+        # The catalog and everything checked against it — classification, the allowlist, planning
+        # (which reads public tables: domains, lookup keys), a public statement's execution — in one
+        # transaction: DuckDB versions its catalog per transaction, so a view the owner replaces
+        # meanwhile is expanded as it was classified (red teams helper-29 and -30: a replaced view
+        # returned a protected table's rows, and fed protected values to the planner).
+        with database.transaction(self._con):
+            cat = self.catalog()
             classified = classify(statement, cat)
-        elif statement.find(exp.Placeholder):
-            raise errors.ProgrammingError(
-                "The statement has parameter placeholders but no parameters were given",
-                code="DP603", hint="pass them as execute(sql, params)",
-            )  # fmt: skip
-        if kind == "set":
-            return self._set(statement)
-        if kind == "show_budget":
-            return self._show_budget(cat)
-        if kind == "show_tables":
-            return self._show_tables(cat)
-        if kind == "describe":
-            return self._describe(classified)
-        if kind == "explain":
-            with self._pinned(*pin):  # planning reads public tables (domains, lookups)
+            kind = classified.kind
+            pin = (self._fingerprint, _names(statement, cat), self._views)
+            if kind == "public":
+                return self._public(statement, params)
+            if params:
+                statement = bind_parameters(statement, params)
+                classified = classify(statement, cat)
+            elif statement.find(exp.Placeholder):
+                raise errors.ProgrammingError(
+                    "The statement has parameter placeholders but no parameters were given",
+                    code="DP603", hint="pass them as execute(sql, params)",
+                )  # fmt: skip
+            if kind == "set":
+                return self._set(statement)
+            if kind == "show_budget":
+                return self._show_budget(cat)
+            if kind == "show_tables":
+                return self._show_tables(cat)
+            if kind == "describe":
+                return self._describe(classified)
+            if kind == "explain":
                 return self._explain(classified, cat)
-        if kind in ("dp", "synthetic"):
-            return self._dp(classified, cat, sql, pin)
-        if kind == "show_releases":
-            return self._show_releases()
-        if kind == "drop_synthetic":
-            return self._drop_synthetic(classified.statement)
-        raise errors.InternalError(f"unhandled statement kind {kind}")
+            if kind == "show_releases":
+                return self._show_releases()
+            if kind == "drop_synthetic":
+                return self._drop_synthetic(classified.statement)
+            if kind not in ("dp", "synthetic"):
+                raise errors.InternalError(f"unhandled statement kind {kind}")
+            if classified.kind == "dp":  # answered from a public release (a synopsis): free, nothing protected is read
+                answered = queries.free_answer(classified, self._context(cat), self._con)
+                if answered is not None:
+                    return answered
+            qc, plan = self._plan(classified, cat)
+        return self._dp(qc, plan, sql, pin)
 
     def cost(self, sql: str, params: Any = None) -> tuple[float, float] | None:
         """What a statement would charge the analyst, as (ε, δ), or None if it is free.
@@ -231,25 +237,16 @@ class Gateway:
         Runs the same stages as the statement up to the plan; reads no protected row and
         charges nothing (the shell asks for confirmation with it).
         """
-        for _ in range(_ATTEMPTS):
-            statement = parse_one(sql)
+        statement = parse_one(sql)
+        with database.transaction(self._con):  # planning reads public tables: in the catalog's snapshot
             cat = self.catalog()
-            pin = (self._fingerprint, _names(statement, cat), self._views)
             classified = classify(statement, cat)
             if classified.kind not in ("dp", "synthetic"):
                 return None
             if params:
                 classified = classify(bind_parameters(statement, params), cat)
-            try:
-                with self._pinned(*pin):  # planning reads public tables
-                    plan = self.plan(classified, cat)
-            except _CatalogMoved:
-                continue
-            return plan.epsilon, plan.delta
-        raise errors.OperationalError(
-            "The database's tables or views kept changing while this statement was checked", code="DP405",
-            hint="nothing was charged; try again when the data owner has finished changing tables and views",
-        )  # fmt: skip
+            plan = self.plan(classified, cat)
+        return plan.epsilon, plan.delta
 
     def tables(self) -> dict[str, tuple[str, list[tuple[str, str]]]]:
         """Tables and views an analyst may name, with their kind and columns (public facts)."""
@@ -300,22 +297,19 @@ class Gateway:
             options=plan.charge.ledger_options,
         )
 
-    def _dp(self, classified: Classified, cat: catalog_mod.Catalog, sql: str, pin: tuple) -> Result:
-        # Planning reads public tables (domains, lookup keys) and releases: in the catalog it was
-        # classified against (red team, helper-30: a view replaced meanwhile fed protected values
-        # to the planner).
-        with self._pinned(*pin):
-            if classified.kind == "dp":  # answered from a public release (a synopsis): free, nothing protected is read
-                answered = queries.free_answer(classified, self._context(cat), self._con)
-                if answered is not None:
-                    return answered
-            qc, plan = self._plan(classified, cat)
+    def _dp(self, qc, plan, sql: str, pin: tuple) -> Result:
+        """Bind checks, the debit, the answer in a snapshot pinned to the planned catalog, the release."""
         randomness = self._randomness()
         cost = self._cost(plan, sql, randomness.private)
         probe = f"(SELECT unit, 0 AS part FROM {plan.table.roster_table_sql})"
         fp = pin[0]
-        with backends.planes(self._plane), bind_scope((self._instance.path, self._instance.serial, fp)) as scope:
-            qc.bind_check(self._con, plan, probe)  # tables and views as this statement saw them
+        try:
+            with backends.planes(self._plane), bind_scope((self._instance.path, self._instance.serial, fp)) as scope:
+                qc.bind_check(self._con, plan, probe)  # tables and views as this statement saw them
+        except errors.Error:
+            if self._moved(*pin):  # refused under a catalog the statement was not planned for: start over
+                raise _CatalogMoved from None
+            raise
         if self._moved(*pin):
             # The owner changed a table or view since this statement read the catalog: the plan, and
             # what the bind cache answered or stored, may not describe the schema the run will see.

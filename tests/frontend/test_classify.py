@@ -106,14 +106,17 @@ def _once(monkeypatch, target, name, action):
 
 def test_a_view_replaced_between_classification_and_execution_is_never_read(views_db, monkeypatch):
     """Red team (helper-29): the statement was classified against the public view and executed
-    against its replacement over protected t. It now runs in a snapshot whose catalog is the one it
-    was classified against, or starts over: the replacement is classified, and refused."""
+    against its replacement over protected t. The catalog read, the classification and the execution
+    now share one transaction: the view is expanded as it was classified, and the next statement
+    sees (and refuses) the replacement."""
     import dpgate.gateway as gateway_mod
 
     with dpgate.connect(str(views_db), analyst="alice") as con:
         owner = con.gateway._instance.root.cursor()
         _once(monkeypatch, gateway_mod, "classify", lambda: owner.execute(
             "CREATE OR REPLACE VIEW pub_view AS SELECT uid AS k, CAST(x AS VARCHAR) AS name FROM t"))
+        rows = con.cursor().execute("SELECT name FROM pub_view ORDER BY k").fetchall()
+        assert rows == [("ONE",), ("TWO",)]  # the public view as classified, never t's values
         with pytest.raises(errors.NotSupportedError) as info:
             con.cursor().execute("SELECT * FROM pub_view")
         assert info.value.code == "DP224"
@@ -205,9 +208,15 @@ def test_planning_reads_public_tables_in_the_classified_catalog(views_db, monkey
             "AS name FROM t"))  # planning its domain fails, quoting t's values
         sql = ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5) pv.name, COUNT(*) FROM t "
                "JOIN pub_view pv ON t.uid = pv.k GROUP BY pv.name")  # fmt: skip
+        if explain:  # planned in the classified catalog: the public view's domain, never t's values
+            sql = "EXPLAIN PRIVACY " + sql.replace("WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5) ", "")
+            assert "secret" not in str(con.cursor().execute(sql).fetchall())
+        else:  # its bind check meets the replacement: it starts over, and the replacement is refused
+            with pytest.raises(errors.NotSupportedError) as info:
+                con.cursor().execute(sql)
+            assert "secret" not in str(info.value)
         with pytest.raises(errors.NotSupportedError) as info:
-            con.cursor().execute(("EXPLAIN PRIVACY " + sql.replace("WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5) ", ""))
-                                 if explain else sql)  # fmt: skip
+            con.cursor().execute(sql)
         assert info.value.code == "DP224" and "secret" not in str(info.value)
         assert con.gateway.ledger.remaining("alice") == before
 
