@@ -74,7 +74,9 @@ def _sums_sql(column: str, sql_type: str | None, relation: str) -> str:
     )
 
 
-def fingerprint(con: duckdb.DuckDBPyConnection, table: ProtectedTable, order_id: int | None = None) -> tuple:
+def fingerprint(
+    con: duckdb.DuckDBPyConnection, table: ProtectedTable, order_id: int | None = None, definition: str | None = None
+) -> tuple:
     """(rows, a hash sum, a second sum) of the table's unit column and of the roster's units.
 
     With ``order_id``, the build id of a stored sample order that the caller found lined up with
@@ -93,14 +95,19 @@ def fingerprint(con: duckdb.DuckDBPyConnection, table: ProtectedTable, order_id:
         rows = con.execute(_sums_sql(u, unit_type, t)).fetchone()
         # The table's definition too: an ALTER can change how units compare (a collation on the
         # unit column merges units) without changing their hashes or sums.
-        part = (sample_order.definition(con, table.name), *(int(v or 0) for v in rows))
+        if definition is None:  # the caller may have read it in this snapshot already
+            definition = sample_order.definition(con, table.name)
+        part = (definition, *(int(v or 0) for v in rows))
     roster = con.execute(_sums_sql("unit", unit_type, table.roster_table_sql)).fetchone()
     return (table.name, table.unit, table.roster, part, tuple(int(v or 0) for v in roster))
 
 
-def current(con: duckdb.DuckDBPyConnection, table: ProtectedTable, order_id: int | None = None) -> UnitStats:
-    """The facts for the table as ``con`` sees it now (one light scan when cached)."""
-    key = fingerprint(con, table, order_id)
+def current(
+    con: duckdb.DuckDBPyConnection, table: ProtectedTable, order_id: int | None = None, definition: str | None = None
+) -> UnitStats:
+    """The facts for the table as ``con`` sees it now (one light scan when cached); ``definition``:
+    the table's definition, read by the caller in the same snapshot."""
+    key = fingerprint(con, table, order_id, definition)
     with _LOCK:
         hit = _CACHE.get(key)
     if hit is not None:

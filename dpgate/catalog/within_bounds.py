@@ -138,13 +138,14 @@ def check_sql(table_sql: str, column: str, sql_type: str, lower: float, upper: f
     return " OR ".join(f"EXISTS (SELECT 1 FROM {table_sql} WHERE {s})" for s in conds)
 
 
-def stored_types(con, table: str) -> dict[str, str]:
+def stored_types(con, table: str, definition: str | None = None) -> dict[str, str]:
     """The stored columns' types of base table ``main.table`` as ``con`` sees it now (lower-case
     names), or {} when it is not a base table or has a generated column. A view's column or a
     generated column is computed anew at each read (``random()`` is allowed in both), so what a
     check read is not what the aggregate reads; and a column's type is read in the snapshot of the
     check because the owner may have changed it since the plan was made (red team, helper-28)."""
-    definition = sample_order.definition(con, table)  # "" unless a base table of main
+    if definition is None:  # "" unless a base table of main (the caller may have read it in this snapshot)
+        definition = sample_order.definition(con, table)
     if not definition or "GENERATED" in definition.upper():
         return {}
     rows = con.execute("SELECT lower(name), type FROM pragma_table_info(?)", [f"main.{_quote(table)}"]).fetchall()

@@ -140,3 +140,21 @@ def test_a_lookup_that_gains_a_duplicate_after_planning_is_still_bounded(world):
         ex = exact_mod.run(gw._con, plan, harness.roster_charged(plan), harness.SALT)
     (count,) = [int(v) for v in next(iter(ex.components.values())).ravel()]
     assert count <= 4 * 300
+
+
+def test_a_table_with_a_generated_column_never_uses_facts(make_db, monkeypatch):
+    """A generated column is computed at each read (random() is allowed): facts counted in one scan
+    need not describe the units the aggregate computes, so such a table always takes the full pass."""
+    path = make_db("CREATE TABLE t (uid INTEGER, x INTEGER, y DOUBLE GENERATED ALWAYS AS (random()) VIRTUAL); "
+                   "INSERT INTO t (uid, x) SELECT i % 50, i % 7 FROM range(200) r(i)",
+                   protect={"t": {"unit": "uid", "max_rows": 2, "epsilon": 1e6, "bounds": {"x": (0, 6)}}})  # fmt: skip
+    harness.add_harness_analyst(path)
+
+    def no_facts(*args, **kwargs):
+        raise AssertionError("table facts used for a table with a generated column")
+
+    monkeypatch.setattr(unit_stats, "current", no_facts)
+    with harness.gateways(path) as (gw,):
+        _, plan = harness.plan_statement(gw, DP.format(opts="") + "COUNT(*), SUM(x) FROM t")
+        ex = exact_mod.run(gw._con, plan, harness.roster_charged(plan), harness.SALT)
+    assert int(ex.components[(0, "count")][0][0]) == 100  # 50 subjects cut to max_rows = 2

@@ -410,7 +410,12 @@ def _run(
     # per-query hash for sampling, and names the table's units for the facts below.
     order_id = sample_order.current(con, plan.table) if orderable(plan) else None
     facts = use_stats and not plan.joined and not plan.prebound
-    stats = unit_stats.current(con, plan.table, order_id) if facts else None
+    definition = sample_order.definition(con, plan.table.name) if facts else ""
+    if "GENERATED" in definition.upper():
+        # A generated column is computed at each read (random() is allowed in one): facts read in
+        # one scan need not describe the units the aggregate's scan computes.
+        facts = False
+    stats = unit_stats.current(con, plan.table, order_id, definition=definition) if facts else None
     limit = min(plan.max_rows, plan.max_groups) if plan.bound_groups else plan.max_rows
     # Only without joins: a lookup's key was checked unique when the query was planned, in another
     # snapshot; were it to gain a duplicate since, a join could add rows, and the full pass below
@@ -423,7 +428,7 @@ def _run(
     # A unique constraint on the unit (a schema fact) means one row per subject: nothing to bound.
     one_row_each = plan.table.unique_unit and not plan.source.args.get("joins")
     ordered = order_id is not None and not within and not one_row_each
-    unclamped = _unclamped(con, plan, stats) if facts else frozenset()
+    unclamped = _unclamped(con, plan, stats, definition) if facts else frozenset()
     q = _build(plan, charged, n_parts, salt, restrict=not everyone, ordered=ordered, unclamped=unclamped)
     params = dict(q.params)
     special = f"__dp_special_{next(_ids)}"
@@ -495,7 +500,7 @@ def _run(
     return _answer(plan, rows, [p is not None for p in q.positions], q.labels, int(heavy), unused, n_parts)
 
 
-def _unclamped(con, plan: CountPlan, stats: unit_stats.UnitStats | None) -> frozenset[int]:
+def _unclamped(con, plan: CountPlan, stats: unit_stats.UnitStats | None, definition: str | None = None) -> frozenset[int]:
     """[elide] The aggregates whose input is a bare column of the plan's one table whose every value,
     in this snapshot, lies within the aggregate's bounds (``catalog.within_bounds``): their clamp
     returns its input unchanged, so it is left out. Only on tables of ``within_bounds.MIN_ROWS`` rows
@@ -521,7 +526,7 @@ def _unclamped(con, plan: CountPlan, stats: unit_stats.UnitStats | None) -> froz
         candidates.setdefault((col.name, col.type, float(agg.lower), float(agg.upper)), []).append(agg.index)
     if not candidates:
         return frozenset()
-    stored = within_bounds.stored_types(con, plan.table.name)  # in this snapshot: a base table, its types now
+    stored = within_bounds.stored_types(con, plan.table.name, definition)  # in this snapshot: a base table, its types now
     candidates = {c: ix for c, ix in candidates.items() if stored.get(c[0].lower()) == c[1].upper()}
     if not candidates:
         return frozenset()
