@@ -88,6 +88,7 @@ class Gateway:
         self._spark = spark
         self._planes: dict[str, Any] = {}
         self._queries = 0
+        self._running = False
         self.closed = False
         #: Called with (fraction done, message) while long work (a synthetic release) runs.
         self.progress: Callable[[float, str], None] | None = None
@@ -154,11 +155,20 @@ class Gateway:
     def run(self, sql: str, params: Any = None) -> Result:
         if self.closed:
             raise errors.InterfaceError("The connection is closed", code="DP100")
-        for _ in range(_ATTEMPTS):
-            try:
-                return self._run_once(sql, params)
-            except _CatalogMoved:  # before any debit: classify (and plan) again under the new catalog
-                continue
+        if self._running:
+            raise errors.InterfaceError(
+                "A statement was started while another runs on the same connection (from a progress callback?)",
+                code="DP107", hint="open a second connection for it; the running statement is not affected",
+            )  # fmt: skip
+        self._running = True
+        try:
+            for _ in range(_ATTEMPTS):
+                try:
+                    return self._run_once(sql, params)
+                except _CatalogMoved:  # before any debit: classify (and plan) again under the new catalog
+                    continue
+        finally:
+            self._running = False
         raise errors.OperationalError(
             "The database's tables or views kept changing while this statement was checked", code="DP405",
             hint="nothing was charged; try again when the data owner has finished changing tables and views",

@@ -147,6 +147,24 @@ def test_progress_is_reported(db):
     assert any("network" in m for _, m in seen) and any("writing syn" in m for _, m in seen)
 
 
+def test_a_statement_from_a_progress_callback_is_refused_and_the_release_completes(db):
+    """Review (helper-30): a DP statement run from the progress callback on the same connection
+    began a ledger transaction inside the release's and failed the release after its debit."""
+    inner = []
+
+    def callback(fraction, message):
+        if not inner:
+            try:
+                c.cursor().execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.1) COUNT(*) FROM people")
+            except dpgate.Error as e:
+                inner.append(e.code)
+
+    with dpgate.connect(str(db), analyst="alice", progress=callback) as c:
+        fetch(c, CREATE.format(name="syn", opts="epsilon = 1, columns = 'colour, size'"))
+        assert inner == ["DP107"]
+        assert fetch(c, "SELECT count(*) FROM syn")[0][0][0] > 0
+
+
 def test_exhausted_subjects_are_not_read(make_db):
     """Subjects with no budget left are excluded: a colour only they have never appears."""
     setup = SETUP + (
