@@ -38,6 +38,9 @@ class Instance:
     users: int = 0
     #: Unique to this opening of the file in this process (catalog oids are per opening).
     serial: int = field(default_factory=lambda: next(_serials))
+    #: (monotonic time read, names): the last ``catalog.tables.shadowing_functions``, shared by the
+    #: gateways on this opening.
+    shadowing: tuple[float, frozenset[str]] | None = None
 
 
 _instances: dict[str, Instance] = {}

@@ -64,8 +64,6 @@ class Gateway:
             self._catalog: catalog_mod.Catalog | None = None
             self._fingerprint: frozenset | None = None
             self._views: dict[str, str] = {}
-            self._shadowing: frozenset[str] = frozenset()
-            self._shadow_read: float | None = None
             if not catalog_mod.schema_exists(self._con):
                 raise errors.PolicyError(
                     f"{os.fspath(path)!r} has no dpgate catalog", code="DP302",
@@ -111,10 +109,11 @@ class Gateway:
         """The catalog, re-read when the owner changed it (cheap check each statement)."""
         # First, before any SQL of dpgate's own that a macro named like a built-in would hijack.
         now = time.monotonic()
-        if self._shadow_read is None or now - self._shadow_read > catalog_mod.SHADOW_RECHECK:
-            self._shadowing, self._shadow_read = catalog_mod.shadowing_functions(self._con), now
-        if self._shadowing:
-            names = ", ".join(sorted(self._shadowing))
+        seen = self._instance.shadowing
+        if seen is None or now - seen[0] > catalog_mod.SHADOW_RECHECK:
+            seen = self._instance.shadowing = (now, catalog_mod.shadowing_functions(self._con))
+        if seen[1]:
+            names = ", ".join(sorted(seen[1]))
             raise errors.PolicyError(
                 f"The database defines a macro that hides DuckDB's built-in function of the same name: {names}",
                 code="DP307",

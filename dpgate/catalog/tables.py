@@ -300,16 +300,16 @@ def shadowing_functions(con: duckdb.DuckDBPyConnection) -> frozenset[str]:
 
     DuckDB resolves a function in the main schema before its built-ins, so such a macro replaces the
     built-in in every statement, whatever dpgate checked (a ``lower(x)`` reading a protected table).
-    About 30 ms (DuckDB lists its ~3,000 built-ins with them): read when the catalog is, and at most
-    every ``SHADOW_RECHECK`` seconds between."""
+    About 30 ms (DuckDB lists its ~3,000 built-ins with them): read when a file is opened and then
+    every ``SHADOW_RECHECK`` seconds."""
     # No function call in this query: a macro could stand in for any of them (``lower`` did, and
     # answered with the protected rows). Names are lower-cased here; any database's main schema.
     rows = con.execute("SELECT function_name FROM duckdb_functions() WHERE NOT internal AND schema_name = 'main'").fetchall()
     return frozenset(str(r[0]).lower() for r in rows) & builtin_functions(con)[0]
 
 
-#: Seconds between two reads of ``shadowing_functions`` while the catalog is unchanged.
-SHADOW_RECHECK = 2.0
+#: Seconds between two reads of ``shadowing_functions`` (per opening of a file, shared by its gateways).
+SHADOW_RECHECK = 5.0
 
 
 def view_sql(con: duckdb.DuckDBPyConnection, fp: frozenset) -> dict[str, str] | None:

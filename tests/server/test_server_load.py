@@ -48,7 +48,7 @@ def test_32_clients_spend_one_quota_exactly(small_db):
 
     def client():
         with psycopg.connect(server.url("alice"), autocommit=True) as con:
-            for _ in range(50):  # 1,600 statements for a quota of 500 answers
+            for _ in range(25):  # 800 statements for a quota of 500 answers
                 try:
                     rows = con.execute(QUERY).fetchall()
                     answers.append(len(rows))
@@ -65,7 +65,7 @@ def test_32_clients_spend_one_quota_exactly(small_db):
     server.stop()
     assert other == []
     assert len(answers) == 500 and set(answers) == {5}  # 0.5 / 0.001: the quota, exactly
-    assert len(refusals) == 1600 - 500 and all(d.startswith("dpgate DP4") for d in refusals)
+    assert len(refusals) == 800 - 500 and all(d.startswith("dpgate DP4") for d in refusals)
     assert _check_ledger(small_db) == (500, Decimal("0.5"))
 
 
