@@ -179,20 +179,17 @@ class Gateway:
         return now != fp and catalog_mod.relevant(now, names, views) != catalog_mod.relevant(fp, names, views)
 
     @contextlib.contextmanager
-    def _pinned(self, fp: frozenset, names: set[str], views: dict[str, str], *, charged: bool = False):
-        """The block runs in one transaction whose catalog is, where the statement looks, the one it was
-        planned against (``_run_once`` read that one in the planning transaction). A DP answer is
-        computed this way after the debit: a difference fails closed (``charged``) rather than run a
-        plan made for another schema; before a debit the statement starts over."""
+    def _pinned(self, fp: frozenset, names: set[str], views: dict[str, str]):
+        """After the debit: the block (the answer) runs in one transaction whose catalog is, where the
+        statement looks, the one it was planned against (``_run_once`` read that one in the planning
+        transaction); a difference fails closed rather than run a plan made for another schema."""
         with database.transaction(self._con):
             if self._moved(fp, names, views):
-                if charged:
-                    raise errors.OperationalError(
-                        "The data owner changed tables or views after this query was planned and charged; "
-                        "nothing was computed", code="DP404",
-                        hint="the debit stands (fail closed); run the query again",
-                    )  # fmt: skip
-                raise _CatalogMoved
+                raise errors.OperationalError(
+                    "The data owner changed tables or views after this query was planned and charged; "
+                    "nothing was computed", code="DP404",
+                    hint="the debit stands (fail closed); run the query again",
+                )  # fmt: skip
             yield
 
     def _run_once(self, sql: str, params: Any) -> Result:
@@ -329,7 +326,7 @@ class Gateway:
             if plan.charge.rule == "sample" and debit.temp:
                 self.ledger.thin_sample(debit, rng=randomness.rng)
             run = Run(self._con, plan, debit, self.analyst, randomness.rng, randomness.sampling, self.progress)
-            with backends.planes(self._plane), self._pinned(*pin, charged=True):
+            with backends.planes(self._plane), self._pinned(*pin):
                 answer = qc.answer(run)
         except errors.Error:
             raise

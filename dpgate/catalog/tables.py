@@ -20,6 +20,7 @@ import duckdb
 SCHEMA = "dpgate"
 MAIN = "main"
 
+
 def quote_ident(name: str) -> str:
     """``name`` as a quoted DuckDB identifier (a double quote inside is doubled)."""
     return '"' + name.replace('"', '""') + '"'

@@ -4,9 +4,9 @@ Whether any subject has more rows than a bound, and whether rows exist whose uni
 on the roster, depends on the table and the roster, not on the query. Counting rows per subject
 for every query was most of a DP query's time on large tables. ``current`` answers from a cache
 keyed by a **fingerprint** of the unit column and of the roster — the row count, the sum of the
-64-bit hashes of the unit values (as the sums of their two 32-bit halves) and the sum of the values
-themselves (for an integer unit; else of a second hash) — one scan, no grouping — and recomputes the facts (one GROUP BY) when the
-fingerprint is new.
+64-bit hashes of the unit values (as the sums of their two 32-bit halves) and the sum of the
+values themselves (for an integer unit; else of a second hash) — one scan, no grouping — and
+recomputes the facts (one GROUP BY) when the fingerprint is new.
 
 Soundness: the facts are a function of the multiset of unit values of the table and of the
 roster's units. Any change to either changes the row count or, except with probability about

@@ -138,6 +138,12 @@ def check_sql(table_sql: str, column: str, sql_type: str, lower: float, upper: f
     return " OR ".join(f"EXISTS (SELECT 1 FROM {table_sql} WHERE {s})" for s in conds)
 
 
+def generated(definition: str) -> bool:
+    """Whether a table's definition (its CREATE text) may hold a generated column, which DuckDB
+    computes at each read (conservative: the word anywhere counts)."""
+    return "GENERATED" in definition.upper()
+
+
 def stored_types(con, table: str, definition: str | None = None) -> dict[str, str]:
     """The stored columns' types of base table ``main.table`` as ``con`` sees it now (lower-case
     names), or {} when it is not a base table or has a generated column. A view's column or a
@@ -146,7 +152,7 @@ def stored_types(con, table: str, definition: str | None = None) -> dict[str, st
     check because the owner may have changed it since the plan was made (red team, helper-28)."""
     if definition is None:  # "" unless a base table of main (the caller may have read it in this snapshot)
         definition = sample_order.definition(con, table)
-    if not definition or "GENERATED" in definition.upper():
+    if not definition or generated(definition):
         return {}
     rows = con.execute("SELECT lower(name), type FROM pragma_table_info(?)", [f"main.{_quote(table)}"]).fetchall()
     return {name: str(dtype).upper() for name, dtype in rows}

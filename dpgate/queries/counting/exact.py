@@ -50,8 +50,9 @@ from sqlglot import exp
 from dpgate import database, errors
 from dpgate.backends import Charged
 from dpgate.catalog import sample_order, unit_stats, within_bounds
+from dpgate.catalog.tables import quote_ident
 from dpgate.frontend.dialect import to_duckdb
-from dpgate.queries.base import _ident, bind, restrict_to_charged, table_nodes
+from dpgate.queries.base import bind, restrict_to_charged, table_nodes
 from dpgate.queries.plans import (
     AVG,
     COUNT_DISTINCT,
@@ -411,7 +412,7 @@ def _run(
     order_id = sample_order.current(con, plan.table) if orderable(plan) else None
     facts = use_stats and not plan.joined and not plan.prebound
     definition = sample_order.definition(con, plan.table.name) if facts else ""
-    if "GENERATED" in definition.upper():
+    if within_bounds.generated(definition):
         # A generated column is computed at each read (random() is allowed in one): facts read in
         # one scan need not describe the units the aggregate's scan computes.
         facts = False
@@ -531,7 +532,7 @@ def _unclamped(con, plan: CountPlan, stats: unit_stats.UnitStats | None, definit
     if not candidates:
         return frozenset()
     checks = list(candidates)
-    inside = within_bounds.within(con, f"main.{_ident(plan.table.name)}", checks)
+    inside = within_bounds.within(con, f"main.{quote_ident(plan.table.name)}", checks)
     return frozenset(i for c, ok in zip(checks, inside) if ok for i in candidates[c])
 
 
