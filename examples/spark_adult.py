@@ -12,6 +12,7 @@ side with their 95% intervals, then shows what a Spark table refuses (free) and 
 from __future__ import annotations
 
 import argparse
+import shutil
 import tempfile
 import time
 import warnings
@@ -52,8 +53,22 @@ def main() -> None:
              .getOrCreate())  # fmt: skip
     spark.sparkContext.setLogLevel("ERROR")
     print(f"Spark {spark.version} at {args.master} (started in {time.perf_counter() - t:.1f} s)")
+    try:
+        run(spark)
+    finally:
+        spark.stop()
 
+
+def run(spark) -> None:
+    """Both databases, the three queries side by side, the refusals and the budgets (on ``spark``)."""
     tmp = Path(tempfile.mkdtemp())
+    try:
+        _both(spark, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _both(spark, tmp: Path) -> None:
     in_duckdb, in_spark = tmp / "adult.duckdb", tmp / "adult_spark.duckdb"
     con = duckdb.connect(str(in_duckdb))
     con.execute(f"CREATE TABLE adult AS SELECT * FROM read_parquet('{ADULT}')")
@@ -100,7 +115,6 @@ def main() -> None:
         print(f"{name}: ε left {row[1]:g} of 5")
     duck.close()
     lake.close()
-    spark.stop()
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import subprocess
 import sys
@@ -95,8 +96,14 @@ def test_supermodular_adult_prints_the_error_table():
     assert "claimed by the paper, not proved" in out
 
 
-def test_spark_adult_answers_on_both_engines():
-    out = _run("spark_adult.py")
+def test_spark_adult_answers_on_both_engines(spark, capsys):
+    # In this process, on the suite's Spark session (a subprocess would start a second JVM, ~15 s);
+    # ``main`` only adds the session's start and stop around ``run``.
+    spec = importlib.util.spec_from_file_location("spark_adult_example", EXAMPLES / "spark_adult.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    example.run(spark)
+    out = capsys.readouterr().out
     assert out.count("Spark ") >= 11 and out.count("ms on Spark") == 3  # every cell, every query, both engines
     assert "[DP260]" in out and "[DP261]" in out  # top-k and % refused on the Spark table
     assert "DuckDB: ε left 4.7 of 5" in out and "Spark: ε left 4.7 of 5" in out

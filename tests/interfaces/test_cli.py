@@ -45,7 +45,8 @@ def test_refusal_exit_code_and_hint(capsys, demo_db):
     assert "hint:" in err
 
 
-def test_explain_spends_nothing(capsys, demo_db):
+def test_explain_spends_nothing(capsys, demo_db, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # the table is cut to the terminal's width, which differs per runner
     code, out, _ = run(capsys, "explain", str(demo_db), "--analyst", "demo", "SELECT AVG(age) FROM adult")
     assert code == 0 and "discrete Laplace" in out and "centered sum" in out
     with Owner(demo_db, create=False) as o:
