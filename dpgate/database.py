@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -119,8 +120,9 @@ def release(inst: Instance) -> None:
                 pass
 
 
-#: Connections (by id) inside a transaction opened by ``transaction``.
-_open: set[int] = set()
+#: Connections inside a transaction opened by ``transaction`` (weakly held: an id could be reused
+#: by a later connection, which would then never begin its own).
+_open: weakref.WeakSet = weakref.WeakSet()
 
 
 @contextmanager
@@ -130,16 +132,16 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
     Inside another ``transaction`` on the same connection it adds nothing: the outer one covers it.
     (DuckDB cannot nest transactions, and a refused BEGIN aborts the transaction it was sent in.)
     """
-    if id(con) in _open:
+    if con in _open:
         yield con
         return
     con.execute("BEGIN TRANSACTION")
-    _open.add(id(con))
+    _open.add(con)
     try:
         yield con
     except BaseException:
-        _open.discard(id(con))
+        _open.discard(con)
         con.execute("ROLLBACK")
         raise
-    _open.discard(id(con))
+    _open.discard(con)
     con.execute("COMMIT")
