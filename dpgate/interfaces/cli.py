@@ -98,7 +98,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.no_tour:
         print(path)
         return 0
-    demo.tour(path)
+    demo.tour(path, max_width=_width())
     print(f"Demo database: {path}")
     print(f'Try:  dpgate query {demo.shell_quote(path)} --analyst demo "{demo.TRY_QUERY}"')
     print(f"      dpgate shell --demo{'' if args.db is None else ' ' + demo.shell_quote(path)}"

@@ -195,8 +195,9 @@ def _cost(con, sql: str) -> tuple[float, float] | None:
         return None
 
 
-def tour(path: str | os.PathLike, out: Callable[[str], None] = print) -> None:
-    """Run the tour queries against the demo database as the analyst ``demo``."""
+def tour(path: str | os.PathLike, out: Callable[[str], None] = print, max_width: int | None = None) -> None:
+    """Run the tour queries against the demo database as the analyst ``demo`` (tables fitted to
+    ``max_width``: the terminal's, from the CLI)."""
     from dpgate import connect
     from dpgate.interfaces.render import format_result
 
@@ -226,4 +227,4 @@ def tour(path: str | os.PathLike, out: Callable[[str], None] = print) -> None:
             except errors.Error as e:
                 out(f"refused: [{e.code}] {e.message}\n  hint: {e.hint}\n")
                 continue
-            out(format_result(cur.result, intervals=True) + "\n")
+            out(format_result(cur.result, intervals=True, max_width=max_width) + "\n")

@@ -10,6 +10,7 @@ import csv
 import io
 import json
 import math
+import textwrap
 from decimal import Decimal
 from typing import Any
 
@@ -56,34 +57,94 @@ def _is_numeric(type_name: str) -> bool:
 
 
 def format_table(names: list[str], rows: list[list[str]], numeric: list[bool] | None = None, max_width: int | None = None) -> str:
-    """An aligned ASCII table in the style of the DuckDB / psql shells."""
+    """An aligned ASCII table in the style of the DuckDB / psql shells.
+
+    ``max_width``: narrow the text columns until the table fits, wrapping their cells over several
+    lines (words kept whole where they fit) — nothing is cut, and numbers keep their whole width.
+    A line then separates the rows, so that a wrapped row reads as one. When that would stack a
+    cell more than ``_MAX_WRAP`` lines high (many columns on a narrow terminal, as EXPLAIN's), the
+    rows print one field per line instead (``format_records``, psql's expanded display).
+    """
     numeric = numeric or [False] * len(names)
-    widths = [len(n) for n in names]
+    body = [0] * len(names)
     for r in rows:
         for j, c in enumerate(r):
-            widths[j] = max(widths[j], len(c))
+            body[j] = max(body[j], len(c))
+    widths = [max(len(n), b) for n, b in zip(names, body)]
     if max_width is not None:
-        widths = _fit(widths, max_width, numeric)
+        widths = _fit(widths, max_width, numeric, body)
     sep = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
 
-    def line(values: list[str], right: list[bool]) -> str:
-        parts = []
-        for v, w, r in zip(values, widths, right):
-            v = v if len(v) <= w else v[: max(w - 1, 0)] + "…"
-            parts.append(" " + (v.rjust(w) if r else v.ljust(w)) + " ")
-        return "|" + "|".join(parts) + "|"
+    def wrapped(values: list[str]) -> list[list[str]]:
+        return [_wrap(v, w) for v, w in zip(values, widths)]
 
-    out = [sep, line(names, [False] * len(names)), sep]
-    out += [line(r, numeric) for r in rows]
+    def lines(cells_: list[list[str]], right: list[bool]) -> list[str]:
+        out = []
+        for k in range(max((len(c) for c in cells_), default=1)):
+            parts = []
+            for c, w, r in zip(cells_, widths, right):
+                v = c[k] if k < len(c) else ""
+                parts.append(" " + (v.rjust(w) if r else v.ljust(w)) + " ")
+            out.append("|" + "|".join(parts) + "|")
+        return out
+
+    cells_ = [wrapped(r) for r in rows]
+    if max_width is not None and any(len(c) > _MAX_WRAP for r in cells_ for c in r):
+        return format_records(names, rows, max_width)
+    body_lines = [lines(c, numeric) for c in cells_]
+    out = [sep, *lines(wrapped(names), [False] * len(names)), sep]
+    split = any(len(b) > 1 for b in body_lines)
+    for i, b in enumerate(body_lines):
+        if split and i:
+            out.append(sep)
+        out += b
     out.append(sep)
     return "\n".join(out)
 
 
-def _fit(widths: list[int], max_width: int, numeric: list[bool] | None = None) -> list[int]:
-    """Narrow the widest text columns (never a number, never below 8) until the table fits."""
+#: The most lines a wrapped table cell may take before rows print as records.
+_MAX_WRAP = 3
+
+
+def format_records(names: list[str], rows: list[list[str]], max_width: int | None = None) -> str:
+    """One field per line, each row under a ``-[ n ]-`` rule; values wrap within ``max_width``."""
+    label = max((len(n) for n in names), default=0)
+    room = max((max_width or 0) - label - 3, 20) if max_width is not None else None
+    rule_width = (max_width or label + 3 + max((len(c) for r in rows for c in r), default=0))
+    out = []
+    for i, r in enumerate(rows, 1):
+        head = f"-[ {i} ]"
+        out.append(head + "-" * max(rule_width - len(head), 0))
+        for n, v in zip(names, r):
+            parts = _wrap(v, room) if room is not None else [v]
+            out.append(f"{n.ljust(label)} | {parts[0]}")
+            out += [f"{''.ljust(label)} | {p}" for p in parts[1:]]
+    return "\n".join(out)
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` characters: at spaces where a word fits, else inside it."""
+    if len(text) <= width:
+        return [text]
+    out = textwrap.wrap(text, width=max(width, 1), break_long_words=True, break_on_hyphens=False,
+                        drop_whitespace=True, replace_whitespace=False)  # fmt: skip
+    return out or [""]
+
+
+def _fit(widths: list[int], max_width: int, numeric: list[bool] | None = None, body: list[int] | None = None) -> list[int]:
+    """Narrow text columns (never a number, never below 8) until the table fits: first those whose
+    header is wider than their cells (only the header wraps), then always the widest."""
     numeric = numeric or [False] * len(widths)
-    total = sum(w + 3 for w in widths) + 1
     widths = list(widths)
+    total = sum(w + 3 for w in widths) + 1
+    for j, w in enumerate(widths):
+        if total <= max_width:
+            break
+        if not numeric[j] and body is not None and body[j] < w:
+            cut = min(w - max(body[j], 8), total - max_width)
+            if cut > 0:
+                widths[j] -= cut
+                total -= cut
     while total > max_width:
         text = [j for j, w in enumerate(widths) if not numeric[j] and w > 8]
         if not text:

@@ -23,16 +23,33 @@ def _cli(*args, columns=None):
 
 
 def test_a_table_fits_and_never_cuts_a_number():
+    # A little too wide: the text column wraps within the table, a rule between the rows.
+    rows = [["alpha beta gamma delta epsilon", "123456789012", "short"], ["x", "7", "y"]]
+    text = format_table(["text", "n", "more"], rows, [False, True, False], max_width=40)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 40 and "…" not in text
+    assert "123456789012" in text, "a number keeps its whole width"
+    words = " ".join(line.split("|")[1].strip() for line in lines if line.startswith("|"))
+    assert "alpha beta gamma delta epsilon" in words, "every word is there, in order"
+    assert len(lines) == 9 and lines[6] == lines[0], "header, three lines of row 1, a rule, row 2"
+    # Far too wide: one field per line (psql's expanded display), still every character.
     rows = [["a" * 100, "123456789012", "b" * 50]]
     text = format_table(["text", "n", "more"], rows, [False, True, False], max_width=60)
-    assert max(len(line) for line in text.splitlines()) <= 60
-    assert "123456789012" in text and "…" in text
+    assert max(len(line) for line in text.splitlines()) <= 60 and "…" not in text
+    assert text.splitlines()[0].startswith("-[ 1 ]") and "n    | 123456789012" in text
+    assert text.count("a") == 100 and text.count("b") == 50
+    assert format_table(["text"], [["a" * 100]]) == format_table(["text"], [["a" * 100]], max_width=None)
 
 
 def test_the_cli_fits_the_terminal_width(demo_db):
     proc = _cli("explain", str(demo_db), "--analyst", "demo", EXPLAIN, columns=80)
     assert proc.returncode == 0
-    assert max(len(line) for line in proc.stdout.splitlines() if line.startswith(("|", "+"))) <= 80
+    assert max(len(line) for line in proc.stdout.splitlines()) <= 80 and "…" not in proc.stdout
+    assert proc.stdout.startswith("-[ 1 ]"), "seven columns in 80: one field per line"
+    assert "predicted root-mean-square error" in " ".join(line.split("| ", 1)[-1] for line in proc.stdout.splitlines())
+    proc = _cli("query", str(demo_db), "--analyst", "demo", "SELECT sex, COUNT(*) AS n FROM adult GROUP BY sex",
+                columns=80)  # fmt: skip
+    assert proc.stdout.startswith("+--") and "| sex " in proc.stdout, "a table that fits stays a table"
 
 
 def test_wide_and_pipes_keep_every_character(demo_db):
