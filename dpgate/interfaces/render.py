@@ -123,7 +123,10 @@ def format_records(names: list[str], rows: list[list[str]], max_width: int | Non
 
 
 def _wrap(text: str, width: int) -> list[str]:
-    """``text`` in lines of at most ``width`` characters: at spaces where a word fits, else inside it."""
+    """``text`` in lines of at most ``width`` characters: at spaces where a word fits, else inside it
+    (and at its own line breaks)."""
+    if "\n" in text:
+        return [line for part in text.split("\n") for line in _wrap(part, width)]
     if len(text) <= width:
         return [text]
     out = textwrap.wrap(text, width=max(width, 1), break_long_words=True, break_on_hyphens=False,
