@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import faulthandler
-import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -34,27 +32,7 @@ VISITS_BOUNDS = {
 }
 
 
-#: A test still running after this many seconds is hung (the slowest takes ~40 s on 2 cores):
-#: the run stops with every thread's Python traceback on stderr, instead of spinning until
-#: the CI's own time limit says nothing about where.
-HANG_SECONDS = 300
-_stderr_copy: int | None = None
-
-
-def pytest_configure(config):
-    global _stderr_copy
-    _stderr_copy = os.dup(2)  # the real stderr: fd 2 is captured while a test runs
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item, nextitem):
-    # faulthandler's own watchdog thread needs no GIL: it also reports a hang inside C code
-    # (DuckDB spinning in its instance cache, a lock) and exits the process with status 1.
-    faulthandler.dump_traceback_later(HANG_SECONDS, exit=True, file=_stderr_copy)
-    try:
-        yield
-    finally:
-        faulthandler.cancel_dump_traceback_later()
+pytest_plugins = ["watchdog"]  # a hung test stops the run with every thread's traceback
 
 
 @pytest.fixture(scope="session")

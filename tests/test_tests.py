@@ -1,7 +1,11 @@
-"""A floor on the number of collected tests, so that a silently skipped file is noticed."""
+"""The suite itself: a floor on the number of collected tests, so that a silently skipped file is
+noticed; a hung test stops the run and says where."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 MINIMUM = 300
@@ -13,3 +17,18 @@ def test_enough_tests_are_collected(request):
     full_run = not args or all(a in (TESTS, TESTS.parent) for a in args)
     n = len(request.session.items)
     assert n >= (MINIMUM if full_run else 1), f"only {n} tests collected"
+
+
+def test_a_hung_test_stops_the_run_with_its_traceback(tmp_path):
+    (tmp_path / "test_hangs.py").write_text(
+        "import time\n\ndef test_fine():\n    pass\n\ndef test_sleeps_forever():\n    time.sleep(3600)\n"
+    )
+    env = dict(os.environ, DPGATE_TEST_HANG_SECONDS="2", PYTHONPATH=str(TESTS))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "watchdog", "-p", "no:cacheprovider", "-n", "0", "-q",
+         "--rootdir", str(tmp_path), "-c", os.devnull, str(tmp_path / "test_hangs.py")],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert "Timeout" in out and "in test_sleeps_forever" in out, out
