@@ -650,7 +650,8 @@ def bind_parameters(statement: exp.Expr, params: Any) -> exp.Expr:
                 f"The statement has {used} ? placeholders but {len(positional)} parameters were given",
                 code="DP602",
             )
-    return bound
+    # A bound string is written back out like any other [fixpoint]: read again what will run.
+    return parse_one(to_sql(bound))
 
 
 def _map_duckdb_error(e: duckdb.Error) -> errors.Error:

@@ -105,6 +105,7 @@ from sqlglot import exp
 
 from dpgate import errors
 from dpgate.frontend.nodes import CreateSynthetic, DPOptions, ExplainPrivacy
+from dpgate.frontend.dialect import received
 
 # -- dpgate's own names (the same as in classify; a test keeps them equal) ----------------------
 #: dpgate's table function over a protected table (planned as a top-k query).
@@ -719,7 +720,11 @@ def check(statement: exp.Expr) -> None:
     ``statement``: a DP SELECT as parsed (with its ``WITH DIFFERENTIAL_PRIVACY OPTIONS``
     node, which is skipped), an ``ExplainPrivacy`` of one, or a ``CreateSynthetic``.
     Raises ``errors.UnsupportedQueryError`` (DP250-DP257); returns None if all is allowed.
+    Where the text received parsed differently from what runs (``dialect.received``), both must pass.
     """
+    written = received(statement)
+    if written is not None:
+        check(written)
     if isinstance(statement, ExplainPrivacy):
         check(statement.this)
         return

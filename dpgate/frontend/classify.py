@@ -17,6 +17,7 @@ statement and the catalog (public facts), never the rows.
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 
 from sqlglot import exp
@@ -25,6 +26,8 @@ from sqlglot.errors import ParseError as SqlglotParseError
 from dpgate import errors
 from dpgate.catalog.tables import MAIN, SCHEMA, Catalog, ProtectedTable
 from dpgate.frontend.nodes import CreateSynthetic, DropSynthetic, ExplainPrivacy, ShowBudget, ShowReleases, dp_options
+from dpgate.frontend import functions
+from dpgate.frontend.dialect import received
 
 # Table functions an analyst may call (they generate values, read nothing).
 SAFE_TABLE_FUNCTIONS = {"range", "generate_series", "unnest"}
@@ -100,7 +103,14 @@ def is_forbidden_function(name: str) -> bool:
 
 
 def classify(statement: exp.Expr, catalog: Catalog) -> Classified:
-    """Decide what a statement is, refusing anything that could leak raw data."""
+    """Decide what a statement is, refusing anything that could leak raw data.
+
+    ``statement`` is what runs (``dialect.parse_one``); where the text received parsed differently
+    (syntax the SQL writer drops or rewrites), that is classified too and its refusals stand.
+    """
+    written = received(statement)
+    if written is not None:
+        classify(written, catalog)
     if isinstance(statement, ExplainPrivacy):
         inner = classify(statement.this, catalog)
         if inner.kind not in ("dp", "public", "synthetic"):
@@ -403,6 +413,20 @@ def _check_view(name: str, catalog: Catalog, seen: frozenset[str]) -> None:
     check_functions(select, catalog)
 
 
+_CALL = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\(")
+
+
+def _engine_name(node: exp.Func) -> str | None:
+    """The DuckDB function a call runs: its own name for a call sqlglot does not model, else the
+    name sqlglot writes for DuckDB (``editdist3`` parses as ``Levenshtein``), or None where that is
+    not a call by name (``CASE``, operators). Special forms such as ``CAST`` or ``COALESCE`` come
+    out as names that are no DuckDB function."""
+    if isinstance(node, exp.Anonymous):
+        return str(node.this).lower()
+    m = _CALL.match(node.sql(dialect="duckdb"))
+    return m.group(1).lower() if m else None
+
+
 def _unknown_table(node: exp.Table, catalog: Catalog) -> errors.Error:
     name = node.name.lower()
     known = sorted(set(catalog.tables) | set(catalog.public_tables) | set(catalog.views))
@@ -426,6 +450,13 @@ def check_functions(statement: exp.Expr, catalog: Catalog) -> None:
                 code="DP220",
                 hint="use ordinary scalar functions and aggregates",
             )
+        engine = name if name in functions.REVIEWED else _engine_name(node)
+        if name in functions.REFUSED or engine in functions.REFUSED:
+            raise errors.NotSupportedError(
+                f"Function {name}() is not allowed: it reads SQL text, the engine's own counters or its "
+                "storage, or acts on the engine", code="DP220",
+                hint="use ordinary scalar functions and aggregates",
+            )  # fmt: skip
         if isinstance(node, exp.Anonymous) and builtins and name not in builtins:
             raise errors.NotSupportedError(
                 f"Function {name}() is not a DuckDB built-in function (unknown, or a user-defined macro "
@@ -433,3 +464,9 @@ def check_functions(statement: exp.Expr, catalog: Catalog) -> None:
                 code="DP220",
                 hint="use DuckDB's built-in functions",
             )
+        if engine not in functions.REVIEWED and (engine in builtins or isinstance(node, exp.Anonymous)):
+            raise errors.NotSupportedError(
+                f"Function {name}() is a DuckDB built-in that dpgate has not reviewed (functions are "
+                "accepted by a positive list, and this DuckDB has functions newer than it)", code="DP220",
+                hint="use another built-in; the list is dpgate.frontend.functions.REVIEWED",
+            )  # fmt: skip
