@@ -45,6 +45,14 @@ class _CatalogMoved(Exception):
     """The catalog changed after the statement was classified, before any debit: start over."""
 
 
+class _ReadOnly(Exception):
+    """A public statement's result, carried out of its transaction so that it is rolled back."""
+
+    def __init__(self, result: Result):
+        super().__init__()
+        self.result = result
+
+
 class Gateway:
     """One analyst's session on one database file."""
 
@@ -199,13 +207,19 @@ class Gateway:
         # transaction: DuckDB versions its catalog per transaction, so a view the owner replaces
         # meanwhile is expanded as it was classified (red teams helper-29 and -30: a replaced view
         # returned a protected table's rows, and fed protected values to the planner).
+        try:
+            return self._checked(statement, sql, params)
+        except _ReadOnly as done:  # defence in depth: a public statement reads, so nothing of it is committed
+            return done.result
+
+    def _checked(self, statement: exp.Expr, sql: str, params: Any) -> Result:
         with database.transaction(self._con):
             cat = self.catalog()
             classified = classify(statement, cat)
             kind = classified.kind
             pin = (self._fingerprint, _names(statement, cat), self._views)
             if kind == "public":
-                return self._public(statement, params)
+                raise _ReadOnly(self._public(statement, params))
             if params:
                 statement = bind_parameters(statement, params)
                 classified = classify(statement, cat)

@@ -75,3 +75,21 @@ def test_no_function_smuggles_sql_past_the_checks(con):
                 smuggled.append(sql)
     assert ran > 100, "the sweep ran statements (not all refused for another reason)"
     assert smuggled == []
+
+
+def test_a_public_statement_commits_nothing(con, monkeypatch):
+    """Defence in depth: were a write to slip into a public statement, its transaction rolls back."""
+    from dpgate.gateway import Gateway
+
+    run = Gateway._public
+
+    def slipped(self, statement, params):
+        result = run(self, statement, params)
+        self._con.execute("CREATE TABLE slipped AS SELECT 1 AS x")
+        return result
+
+    monkeypatch.setattr(Gateway, "_public", slipped)
+    assert con.cursor().execute("SELECT count(*) FROM country_regions").fetchall() == [(41,)]
+    monkeypatch.setattr(Gateway, "_public", run)
+    (n,) = con.gateway._con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'slipped'").fetchone()
+    assert n == 0
