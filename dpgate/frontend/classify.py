@@ -303,6 +303,23 @@ def table_refs(statement: exp.Expr, catalog: Catalog) -> list[TableRef]:
     return refs
 
 
+def _in_cte_scope(node: exp.Table, name: str) -> bool:
+    """Whether a CTE named ``name`` is in scope at ``node``: a WITH of an enclosing query defines it,
+    and ``node`` is not inside that CTE's own body (unless the WITH is recursive). Elsewhere DuckDB
+    binds the name to a real relation (a file path, a view of another schema: red team helper-33),
+    so it is resolved as a table."""
+    child: exp.Expr = node
+    parent = node.parent
+    while parent is not None:
+        with_ = parent.args.get("with_") if isinstance(parent, exp.Query) else None
+        if with_ is not None:
+            for cte in with_.expressions:
+                if cte.alias_or_name.lower() == name and (child is not cte or with_.args.get("recursive")):
+                    return True
+        child, parent = parent, parent.parent
+    return False
+
+
 def _resolve(node: exp.Table, catalog: Catalog, ctes: set[str], _seen: frozenset[str] = frozenset()) -> TableRef:
     if not isinstance(node.this, exp.Identifier):
         func = node.this
@@ -330,7 +347,7 @@ def _resolve(node: exp.Table, catalog: Catalog, ctes: set[str], _seen: frozenset
             code="DP223",
             hint="use SHOW BUDGET for your quota and the shell's .schema for declarations",
         )
-    if schema is None and name in ctes:
+    if schema is None and name in ctes and _in_cte_scope(node, name):
         return TableRef(node, name, "cte")
     if schema not in (None, MAIN):
         raise errors.NotSupportedError(

@@ -282,3 +282,23 @@ def test_a_view_that_shadows_a_table_with_a_cte_is_refused(make_db):
         with pytest.raises(errors.NotSupportedError) as info:
             con.cursor().execute("SELECT * FROM shadow")
         assert info.value.code == "DP224"
+
+
+@pytest.mark.parametrize("sql", [
+    'SELECT * FROM (WITH "/tmp/secret.csv" AS (SELECT 1 AS z) SELECT z FROM "/tmp/secret.csv") AS a, "/tmp/secret.csv" AS b',
+    "WITH q AS (SELECT 1) SELECT * FROM (WITH subjects_adult AS (SELECT 1 AS z) SELECT * FROM subjects_adult), subjects_adult",
+])  # fmt: skip
+def test_a_cte_name_outside_its_scope_is_a_table_name(con, sql):
+    """Red team helper-33: a CTE's name used outside the CTE's scope was taken for the CTE, while
+    DuckDB binds it to a real relation (a file; a view of dpgate's schema)."""
+    with pytest.raises(errors.ProgrammingError) as info:
+        con.cursor().execute(sql)
+    assert info.value.code == "DP225"
+
+
+def test_ctes_in_scope_still_read_as_ctes(con):
+    cur = con.cursor()
+    assert cur.execute("WITH a AS (SELECT 1 AS x), b AS (SELECT x FROM a) SELECT * FROM b").fetchall() == [(1,)]
+    assert cur.execute("WITH RECURSIVE t(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM t WHERE n < 3) "
+                       "SELECT count(*) FROM t").fetchall() == [(3,)]  # fmt: skip
+    assert cur.execute("WITH a AS (SELECT 1 AS x) SELECT * FROM (SELECT * FROM a) s JOIN a USING (x)").fetchall() == [(1,)]
