@@ -15,6 +15,7 @@ node is treated as "not understood" by the classifier, never passed through.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 
@@ -262,7 +263,14 @@ def parse_one(sql: str) -> exp.Expr:
     becomes a call of ``lower`` beside a subquery; a date unit can close a parenthesis: red team
     helper-32 read protected rows and rewrote the ledger that way through a "public" statement). So
     the generated text is parsed again until it generates itself: what is checked is what runs.
+    The settled tree of a text is kept (a few hundred texts), and each call gets its own copy.
     """
+    return _settled(sql).copy()
+
+
+@functools.lru_cache(maxsize=256)
+def _settled(sql: str) -> exp.Expr:
+    """``parse_one``'s work, once per text (a pure function of the text; callers get copies)."""
     received = _uncommented(_one(parse(sql)))
     text = _written(received)
     for _ in range(3):  # sqlglot settles in one or two rounds (INTERVAL 1 DAY -> INTERVAL '1' DAY)
