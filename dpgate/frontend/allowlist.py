@@ -399,7 +399,10 @@ def rewrite_for_engine(statement: exp.Expr) -> exp.Expr:
             node.replace(exp.Anonymous(this="date_part", expressions=[exp.Literal.string(name), cast]))
     for node in reversed(list(statement.find_all(exp.Coalesce))):  # innermost first
         args = [node.this, *node.expressions]
-        ifs = [exp.If(this=exp.Not(this=exp.Is(this=a.copy(), expression=exp.Null())), true=a.copy()) for a in args[:-1]]
+        # Parenthesized: sqlglot writes the tree as it is, and `NOT a OR b IS NULL` would read as
+        # `(NOT a) OR (b IS NULL)` (red team helper-34: an answer to another predicate).
+        ifs = [exp.If(this=exp.Not(this=exp.paren(exp.Is(this=exp.paren(a.copy()), expression=exp.Null()))),
+                      true=a.copy()) for a in args[:-1]]  # fmt: skip
         node.replace(exp.Case(ifs=ifs, default=args[-1].copy()) if ifs else args[-1].copy())
     return statement
 

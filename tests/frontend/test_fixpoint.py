@@ -93,3 +93,24 @@ def test_a_public_statement_commits_nothing(con, monkeypatch):
     monkeypatch.setattr(Gateway, "_public", run)
     (n,) = con.gateway._con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'slipped'").fetchone()
     assert n == 0
+
+
+@pytest.mark.parametrize("arg", ["a OR b", "a AND b", "NOT a", "a = b", "a IS DISTINCT FROM b", "x + y", "x * y - 1",
+                                 "x BETWEEN 0 AND y", "CASE WHEN a THEN x END"])  # fmt: skip
+def test_the_coalesce_rewrite_computes_what_was_written(arg):
+    """Red team helper-34: COALESCE(a OR b, c) ran as CASE WHEN NOT a OR b IS NULL ..., which DuckDB
+    reads as (NOT a) OR (b IS NULL): the answer to another predicate. Every combination of NULL,
+    true and false (and of small numbers) gives the same value both ways."""
+    import duckdb
+
+    from dpgate.frontend.allowlist import rewrite_for_engine
+    from dpgate.frontend.dialect import to_duckdb
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT a, b, x, y FROM (VALUES (NULL), (true), (false)) va(a), "
+                "(VALUES (NULL), (true), (false)) vb(b), (VALUES (NULL), (0), (2)) vx(x), (VALUES (NULL), (1), (3)) vy(y)")  # fmt: skip
+    default = "NULL" if arg.startswith(("x", "CASE")) else "false"
+    sql = f"SELECT COALESCE({arg}, {default}) FROM t ORDER BY ALL"
+    rewritten = to_duckdb(rewrite_for_engine(parse_one(sql)))
+    assert "COALESCE" not in rewritten.upper()
+    assert con.execute(rewritten).fetchall() == con.execute(sql).fetchall(), rewritten
