@@ -70,6 +70,9 @@ def test_a_query_the_synopsis_cannot_answer_is_refused_free(demo_db, where, word
             ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (from_synopsis = 'cities_tree') country, COUNT(*) FROM cities "
              "GROUP BY country", "DP227"),
             ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (from_synopsis = 'cities_tree') COUNT(*) FROM adult", "DP227"),
+            # an infinite bin width (1e999) is no bin width (it reached the SQL as a bare `inf`)
+            ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (from_synopsis = 'cities_tree') FLOOR(lon / 1e999) AS x, "
+             "COUNT(*) FROM cities GROUP BY x", "DP227"),
         ):  # fmt: skip
             with pytest.raises(dpgate.Error) as e:
                 con.execute(sql)

@@ -385,7 +385,8 @@ def _bin_key(node: exp.Expr, columns: list[str]) -> tuple[str, float, float] | N
             v = number(x.this)
             return None if v is None else -v
         if isinstance(x, exp.Literal) and not x.is_string:
-            return float(x.this)
+            v = float(x.this)
+            return v if math.isfinite(v) else None  # 1e999 is inf: no bin width, and no SQL number
         return None
 
     w = number(den)
