@@ -151,7 +151,8 @@ def session_from_settings(settings: dict[str, str]) -> Any:
             "This table lives in Spark, and pyspark is not installed", code="DP263",
             hint="pip install 'dpgate[spark]' (it needs Java 17 or later); nothing was charged",
         ) from None  # fmt: skip
-    builder = SparkSession.builder.master(master).appName("dpgate")
+    # No ${...} substitution in the SQL dpgate sends (statement() refuses it anyway).
+    builder = SparkSession.builder.master(master).appName("dpgate").config("spark.sql.variable.substitute", "false")
     for key, value in json.loads(settings.get("spark_conf") or "{}").items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
@@ -503,6 +504,11 @@ def statement(plan: CountPlan, view: str, units: str, charged: str, salt: int, n
             outer.append(f"__k{j}")
     outer += [f"__a{i}" for i in range(len(aggs))]
     out = f"SELECT {', '.join(outer)} FROM ({inner}) __y"
+    if "${" in out:
+        # Spark substitutes ${env:X}, ${system:X}, ${spark.x} in the whole text, string literals
+        # included: '${env:HOME}' = '/root' held on Spark, and its analysis errors printed the values
+        # (red team helper-35). Refused before the debit (the bind check builds the same text).
+        raise _unsupported("A '${' in the statement (Spark would substitute a variable of its configuration there)")
     sqlglot.parse_one(out, read="spark")  # dpgate's own SQL must parse as Spark SQL (a bug check)
     return out
 

@@ -183,6 +183,11 @@ def test_answers_and_charges_like_duckdb(spark, spark_db):
         ("SELECT * FROM dp_top_k_columns('t', k => 2)", "DP260"),  # a table function naming the Spark table
         ("SELECT COUNT(*) FROM t WHERE region LIKE 'n!%' ESCAPE '!'", "DP261"),
         ("SELECT COUNT(*) FROM t AS __c WHERE __c.income > 1", "DP261"),  # dpgate's own alias for the units
+        # Spark substitutes ${...} inside string literals (red team helper-35: '${env:HOME}' = '/root'
+        # held, and an analysis error printed ${env:SECRET} for free)
+        ("SELECT COUNT(*) FROM t WHERE '${env:HOME}' = '/root'", "DP261"),
+        ("SELECT COUNT(*) FROM t WHERE CASE WHEN income > 1 THEN '${system:user.name}' ELSE income > 2 END", "DP261"),
+        ("SELECT region, COUNT(*) FROM t WHERE region = '${spark.master}' GROUP BY region", "DP261"),
     ],
 )
 def test_refusals_are_free(spark, spark_db, sql, code):
