@@ -15,6 +15,7 @@ node is treated as "not understood" by the classifier, never passed through.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import re
@@ -171,11 +172,9 @@ DIALECT = DPDuckDB()
 
 def parse(sql: str) -> list[exp.Expr]:
     """Parse one or more statements strictly; raise ``dpgate.errors.ParseError`` with line and column."""
-    sqlglot_logger = logging.getLogger("sqlglot")
-    level = sqlglot_logger.level
-    sqlglot_logger.setLevel(logging.ERROR)
     try:
-        statements = DIALECT.parse(sql, error_level=ErrorLevel.IMMEDIATE)
+        with _quiet_sqlglot():
+            statements = DIALECT.parse(sql, error_level=ErrorLevel.IMMEDIATE)
     except SqlglotParseError as e:
         first = e.errors[0] if e.errors else {}
         line, col, token = first.get("line"), first.get("col"), first.get("highlight") or ""
@@ -204,9 +203,19 @@ def parse(sql: str) -> list[exp.Expr]:
             "unexpected number or kind?)", code="DP201",
             hint="check the arguments of the functions called",
         ) from None
+    return [s for s in statements if s is not None and not isinstance(s, exp.Semicolon)]
+
+
+@contextlib.contextmanager
+def _quiet_sqlglot():
+    """sqlglot's warnings off (its "argument not supported" notes: dpgate checks what it writes)."""
+    sqlglot_logger = logging.getLogger("sqlglot")
+    level = sqlglot_logger.level
+    sqlglot_logger.setLevel(logging.ERROR)
+    try:
+        yield
     finally:
         sqlglot_logger.setLevel(level)
-    return [s for s in statements if s is not None and not isinstance(s, exp.Semicolon)]
 
 
 def _plain(description: str, token: str) -> str:
@@ -271,8 +280,8 @@ def parse_one(sql: str) -> exp.Expr:
 @functools.lru_cache(maxsize=256)
 def _settled(sql: str) -> exp.Expr:
     """``parse_one``'s work, once per text (a pure function of the text; callers get copies)."""
-    received = _uncommented(_one(parse(sql)))
-    text = _written(received)
+    first = _uncommented(_one(parse(sql)))
+    text = _written(first)
     for _ in range(3):  # sqlglot settles in one or two rounds (INTERVAL 1 DAY -> INTERVAL '1' DAY)
         try:
             again = parse(text) if text is not None else []
@@ -282,10 +291,10 @@ def _settled(sql: str) -> exp.Expr:
             break
         written = _written(_uncommented(again[0]))
         if written == text:
-            if again[0] != received:
+            if again[0] != first:
                 # What the analyst wrote differs from what runs (syntax sqlglot drops, such as a table
                 # hint): ``classify`` and the allowlist check both, so that either refusal stands.
-                again[0].meta[RECEIVED] = received
+                again[0].meta[RECEIVED] = first
             return again[0]
         text = written
     raise errors.ParseError(
@@ -317,15 +326,11 @@ def _uncommented(statement: exp.Expr) -> exp.Expr:
 
 def _written(statement: exp.Expr) -> str | None:
     """``to_sql``, or None where sqlglot cannot write the tree (it raises on some odd arguments)."""
-    sqlglot_logger = logging.getLogger("sqlglot")
-    level = sqlglot_logger.level
-    sqlglot_logger.setLevel(logging.ERROR)  # "argument not supported" warnings: what it writes is checked
     try:
-        return to_sql(statement)
+        with _quiet_sqlglot():
+            return to_sql(statement)
     except Exception:  # noqa: BLE001 - any failure to write it means it cannot be checked
         return None
-    finally:
-        sqlglot_logger.setLevel(level)
 
 
 def _one(statements: list[exp.Expr]) -> exp.Expr:

@@ -134,16 +134,16 @@ def _wrap(text: str, width: int) -> list[str]:
     return out or [""]
 
 
-def _fit(widths: list[int], max_width: int, numeric: list[bool] | None = None, body: list[int] | None = None) -> list[int]:
+def _fit(widths: list[int], max_width: int, numeric: list[bool], body: list[int]) -> list[int]:
     """Narrow text columns (never a number, never below 8) until the table fits: first those whose
-    header is wider than their cells (only the header wraps), then always the widest."""
-    numeric = numeric or [False] * len(widths)
+    header is wider than their cells (``body``: the widest cell; only the header wraps), then always
+    the widest."""
     widths = list(widths)
     total = sum(w + 3 for w in widths) + 1
     for j, w in enumerate(widths):
         if total <= max_width:
             break
-        if not numeric[j] and body is not None and body[j] < w:
+        if not numeric[j] and body[j] < w:
             cut = min(w - max(body[j], 8), total - max_width)
             if cut > 0:
                 widths[j] -= cut
