@@ -32,7 +32,9 @@ VISITS_BOUNDS = {
 }
 
 
-pytest_plugins = ["watchdog"]  # a hung test stops the run with every thread's traceback
+# watchdog: a hung test stops the run with every thread's traceback;
+# disk: a passing test's database files are deleted when it ends.
+pytest_plugins = ["watchdog", "disk"]
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
 """The suite itself: a floor on the number of collected tests, so that a silently skipped file is
-noticed; a hung test stops the run and says where."""
+noticed; a hung test stops the run and says where; a passing test leaves no database files."""
 
 from __future__ import annotations
 
@@ -32,3 +32,27 @@ def test_a_hung_test_stops_the_run_with_its_traceback(tmp_path):
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out
     assert "Timeout" in out and "in test_sleeps_forever" in out, out
+
+
+def test_a_passing_tests_database_files_are_deleted_and_a_failing_tests_kept(tmp_path):
+    (tmp_path / "test_files.py").write_text(
+        "import dpgate.database as database\n\n"
+        "def test_passes(tmp_path):\n"
+        "    (tmp_path / 'a.duckdb').write_bytes(b'x' * 1000)\n"
+        "    (tmp_path / 'notes.txt').write_text('kept')\n"
+        "    database.acquire(tmp_path / 'b.duckdb', create=True)  # left open: closed, then deleted\n\n"
+        "def test_fails(tmp_path):\n"
+        "    (tmp_path / 'c.duckdb').write_bytes(b'x')\n"
+        "    assert False\n"
+    )
+    base = tmp_path / "base"
+    env = dict(os.environ, PYTHONPATH=str(TESTS))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "disk", "-p", "no:cacheprovider", "-n", "0", "-q",
+         "--basetemp", str(base), "--rootdir", str(tmp_path), "-c", os.devnull, str(tmp_path / "test_files.py")],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert "1 failed, 1 passed" in out, out
+    left = sorted(p.relative_to(base).as_posix() for p in base.rglob("*") if p.is_file())
+    assert left == ["test_fails0/c.duckdb", "test_passes0/notes.txt"], (left, out)
