@@ -57,7 +57,11 @@ STATEMENTS = [
     r"SELECT dept, COUNT(*) FROM t WHERE (city || '\2') LIKE 'c%\2' AND city NOT LIKE '%!%' GROUP BY dept",
     # dates: DuckDB's DATE - DATE is days (Spark's an interval), DATE - n a date; an alias; DECIMAL casts
     "SELECT q.dept, AVG(q.d - DATE '2024-01-01'), COUNT(*) FROM t AS q WHERE q.d - 3 > DATE '2024-01-10' GROUP BY q.dept",
-    "SELECT SUM(CAST(amount AS DECIMAL(10, 1))), COUNT(CAST(city AS INTEGER)) FROM t",
+    "SELECT SUM(CAST(amount AS DECIMAL(10, 1))), SUM(CAST(city = 'c3' AS INTEGER)) FROM t",
+    # casts to integers round as DuckDB does (Spark truncates): a DOUBLE half to even (income / 2
+    # holds halves), a DECIMAL half away from zero (amount + 0.36 holds halves); text of an integer
+    "SELECT dept, SUM(CAST(income / 2 AS INTEGER)), COUNT(*) FROM t WHERE CAST(income AS BIGINT) > 100 GROUP BY dept",
+    "SELECT flag, SUM(CAST(amount + 0.36 AS INTEGER)), COUNT(*) FROM t WHERE CAST(' 7 ' AS INTEGER) = 7 GROUP BY flag",
 ]
 
 
