@@ -141,6 +141,7 @@ class Gateway:
                     hint="nothing was charged; try again when the data owner has finished changing views",
                 )  # fmt: skip
             self._catalog, self._fingerprint, self._views = catalog, fp, views
+        self.facts.schema_key = (self._instance.path, self._instance.serial, fp)
         return dataclasses.replace(self._catalog, views=catalog_mod.Views(sql=dict(self._views)))
 
     def _plane(self, engine: str) -> Any:

@@ -8,6 +8,7 @@ and its error cannot depend on the data.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import duckdb
@@ -16,11 +17,28 @@ from dpgate import errors
 from dpgate.catalog.tables import builtin_functions, table_columns
 
 
+#: Output columns of statements that bound, by (schema key, SQL): see ``DuckDBFacts.schema_key``.
+_DESCRIBED: dict[tuple, tuple[tuple[str, str], ...]] = {}
+_DESCRIBED_LOCK = threading.Lock()
+_DESCRIBED_MAX = 4096
+
+
 class DuckDBFacts:
     def __init__(self, con: duckdb.DuckDBPyConnection):
         self._con = con
+        #: The schema the connection's transaction sees, as the gateway read it in that transaction:
+        #: (file, database instance, catalog fingerprint). A statement's output columns are a function
+        #: of its SQL and the schema (every table's CREATE statement, every view, the owner's catalog
+        #: version), so a DESCRIBE that succeeded under a key answers again under it (about 1 ms a
+        #: statement); failures are never kept. None: no cache (the owner's side).
+        self.schema_key: tuple | None = None
 
     def describe(self, sql: str) -> list[tuple[str, str]]:
+        key = (self.schema_key, sql) if self.schema_key is not None else None
+        if key is not None:
+            hit = _DESCRIBED.get(key)
+            if hit is not None:
+                return list(hit)
         try:
             rows = self._con.execute(f"DESCRIBE {sql}").fetchall()
         except duckdb.Error as e:
@@ -29,7 +47,13 @@ class DuckDBFacts:
                 code="DP230",
                 hint="fix the SQL; nothing was charged",
             ) from e
-        return [(r[0], r[1]) for r in rows]
+        out = [(r[0], r[1]) for r in rows]
+        if key is not None:
+            with _DESCRIBED_LOCK:
+                if len(_DESCRIBED) >= _DESCRIBED_MAX:
+                    _DESCRIBED.clear()
+                _DESCRIBED[key] = tuple(out)
+        return out
 
     def columns(self, table: str) -> list[tuple[str, str]]:
         return table_columns(self._con, table)
