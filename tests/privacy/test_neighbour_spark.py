@@ -62,6 +62,9 @@ STATEMENTS = [
     # holds halves), a DECIMAL half away from zero (amount + 0.36 holds halves); text of an integer
     "SELECT dept, SUM(CAST(income / 2 AS INTEGER)), COUNT(*) FROM t WHERE CAST(income AS BIGINT) > 100 GROUP BY dept",
     "SELECT flag, SUM(CAST(amount + 0.36 AS INTEGER)), COUNT(*) FROM t WHERE CAST(' 7 ' AS INTEGER) = 7 GROUP BY flag",
+    # a wide integer range puts VARIANCE's inputs on a grid of 4: age * 100001 / 4 has halves,
+    # which both engines round to even (DuckDB's CAST(DOUBLE AS BIGINT); bround on Spark)
+    "SELECT dept, VARIANCE(age * 100001) FROM t GROUP BY dept",
 ]
 
 

@@ -73,8 +73,11 @@ _ids = itertools.count(1)
 def scaled_input(agg: AggSpec, v: str, *, round_first: bool = False, clamp: bool = True) -> str:
     """SQL for an aggregate input clamped to its bounds and put on its grid, as a BIGINT (NULL stays NULL).
 
-    ``round_first``: for engines whose CAST(DOUBLE AS BIGINT) truncates (Spark); DuckDB's rounds to
-    the nearest integer, half away from zero, as ``round`` does.
+    ``round_first``: for engines whose CAST(DOUBLE AS BIGINT) truncates (Spark): ``bround`` first.
+    DuckDB's cast rounds to the nearest integer, ties to even (2.5 → 2, 3.5 → 4; not as its own
+    ``round``, which takes ties away from zero); Spark's ``bround`` rounds ties to even too, so both
+    engines put a value on the same grid point (a tie is common on a coarse grid: 5 / 4 = 1.25 is
+    not one, but a wide integer range's grid of 4 makes every x ≡ 2 (mod 4) one).
     ``clamp=False``: the clamp's ELSE branch alone, for an input that ``catalog.within_bounds`` found
     within the bounds in the same snapshot, where the clamp returns exactly that branch [elide].
     """
@@ -101,7 +104,7 @@ def scaled_input(agg: AggSpec, v: str, *, round_first: bool = False, clamp: bool
             scaled = f"{clamped} * {int(round(1 / agg.grid))}"
         else:
             scaled = f"{clamped} / {int(agg.grid)}"
-        scaled = f"CAST(round({scaled}) AS BIGINT)" if round_first else f"CAST({scaled} AS BIGINT)"
+        scaled = f"CAST(bround({scaled}) AS BIGINT)" if round_first else f"CAST({scaled} AS BIGINT)"
     # A NULL input (or a row a FILTER excludes) stays NULL: both comparisons are NULL, so the CASE
     # takes its ELSE branch, a cast of NULL. Were it summed as a bound while COUNT(v) skips it,
     # AVG's centred sum would move by |lower| per row instead of its declared (upper - lower) / 2
