@@ -52,3 +52,14 @@ def test_rows_sets_the_number_of_sequences(demo_db):
                     "max_length = 24)")  # fmt: skip
         n, longest = con.execute("SELECT count(DISTINCT person_id), max(month) FROM s").fetchone()
         assert n <= 50 and longest <= 24
+
+
+def test_a_taken_model_name_is_refused_before_the_debit(demo_db):
+    """Red team (helper-37): NAME_model was checked only when the release was written, after the debit."""
+    with dpgate.connect(str(demo_db), analyst="demo", test_seed=7) as con:
+        con.execute("CREATE SYNTHETIC TABLE s2_model FROM careers USING privtree_markov WITH (epsilon = 0.1, rows = 3)")
+        before = con.budget()
+        with pytest.raises(dpgate.Error) as e:
+            con.execute("CREATE SYNTHETIC TABLE s2 FROM careers USING privtree_markov WITH (epsilon = 0.1)")
+        assert e.value.code == "DP226" and "s2_model" in str(e.value)
+        assert con.budget() == before

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
 from functools import cached_property
+from collections.abc import Sequence
 from typing import Any
 
 import duckdb
@@ -392,7 +393,22 @@ def _double(x: float) -> str:
 
 
 def _values_list(c: ColumnCoding) -> str:
-    return f"TRY_CAST(CAST([{', '.join(_str(_text(v)) for v in c.values)}] AS VARCHAR[]) AS {c.sql_type}[])"
+    return values_list(c.values, c.sql_type)
+
+
+def values_list(values: Sequence[Any], sql_type: str) -> str:
+    """A declared domain as a list of the column's own type: each value's text (``_text``) cast with
+    TRY_CAST, so a value that does not convert is NULL (it matches no row). Compared with a column,
+    this never casts the column: an implicit cast of a stored value could fail on one subject's row,
+    after the debit (red team helper-37: a VARCHAR item column with a numeric domain)."""
+    return f"TRY_CAST(CAST([{', '.join(_str(_text(v)) for v in values)}] AS VARCHAR[]) AS {sql_type}[])"
+
+
+def domain_lookup(values: Sequence[Any], sql_type: str) -> str:
+    """A relation (v, i) of the declared values as the column's type (``values_list``), numbered from 0,
+    to join a column with (``ON column = v``): both sides have the column's type."""
+    return (f"SELECT __l.v[__l.i + 1] AS v, __l.i AS i FROM (SELECT {values_list(values, sql_type)} AS v, "
+            f"unnest(range({len(values)})) AS i) AS __l")  # fmt: skip
 
 
 def _edges_list(c: ColumnCoding) -> str:

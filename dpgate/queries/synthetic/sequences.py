@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import duckdb
 import numpy as np
-from sqlglot import exp
 
 from dpgate import errors
 from dpgate.catalog import releases as registry
@@ -32,7 +31,8 @@ from dpgate.frontend.settings import Session, Spec
 from dpgate.mechanisms import privtree
 from dpgate.queries.base import bind
 from dpgate.queries.plans import SubjectCharge, SynthesisPlan
-from dpgate.queries.synthetic import options, run_epsilon
+from dpgate.queries.synthetic import options, require_free_name, run_epsilon
+from dpgate.queries.synthetic.coding import domain_lookup, values_list
 from dpgate.release import Answer
 
 OPTIONS: dict[str, Spec] = {
@@ -68,6 +68,7 @@ def plan(classified: Classified, catalog: Catalog, session: Session, name: str) 
     if position is None or position not in table.columns or position in (table.unit, symbol):
         raise errors.ProgrammingError("Say which column orders a subject's rows", code="DP205",
                                       hint=f"WITH (position = '{rest[0] if rest else 'month'}')")  # fmt: skip
+    require_free_name(catalog, f"{name}_model", "choose another name: the release writes NAME and NAME_model")
     values = tuple(v for v in domain if v is not None)
     max_length = own.get("max_length", table.max_rows + 1)  # a subject's rows and the end marker
     if len(values) > 64:
@@ -87,8 +88,7 @@ def source_sql(plan: SynthesisPlan, charged: str) -> str:
     """(sequence number, position 1.., symbol number) of the charged subjects' first l⊤ rows."""
     t = plan.table
     o = plan.options
-    lookup = "SELECT * FROM (VALUES " + ", ".join(f"({exp.convert(v).sql(dialect='duckdb')}, {i})"
-                                                   for i, v in enumerate(o["symbols"])) + ") AS __d(v, i)"  # fmt: skip
+    lookup = domain_lookup(o["symbols"], t.columns[o["symbol"]].type)  # never casts the column [domain-join]
     rows = (
         f"SELECT __s.{_q(t.unit)} AS __unit, __s.{_q(o['position'])} AS __pos, __d.i AS __sym "
         f"FROM main.{_q(t.name)} __s JOIN (SELECT DISTINCT unit FROM {charged}) __c ON __s.{_q(t.unit)} = __c.unit "
@@ -140,7 +140,7 @@ def _write(con, plan: SynthesisPlan, model: privtree.SequenceModel, synthetic: l
             raise errors.ProgrammingError(f"A table or view named {nm!r} already exists", code="DP226",
                                           hint="choose another name: the release writes NAME and NAME_model")  # fmt: skip
     sym_type = t.columns[o["symbol"]].type
-    domain = "([" + ", ".join(exp.convert(v).sql(dialect="duckdb") for v in o["symbols"]) + f"]::{sym_type}[])"
+    domain = f"({values_list(o['symbols'], sym_type)})"
     units = [i + 1 for i, s in enumerate(synthetic) for _ in s]
     positions = [k + 1 for s in synthetic for k in range(len(s))]
     symbols = [x for s in synthetic for x in s]

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import duckdb
 import numpy as np
-from sqlglot import exp
 
 from dpgate import errors
 from dpgate.catalog import releases as registry
@@ -33,6 +32,7 @@ from dpgate.mechanisms import diffpart
 from dpgate.queries.base import bind
 from dpgate.queries.plans import SubjectCharge, SynthesisPlan
 from dpgate.queries.synthetic import options, require_free_name, run_epsilon
+from dpgate.queries.synthetic.coding import domain_lookup, values_list
 from dpgate.release import Answer
 
 OPTIONS: dict[str, Spec] = {
@@ -102,8 +102,7 @@ def source_sql(plan: SynthesisPlan, charged: str, salt: int) -> str:
     t = plan.table
     item = plan.options["item"]
     values = plan.options["items"]
-    lookup = "SELECT * FROM (VALUES " + ", ".join(f"({exp.convert(v).sql(dialect='duckdb')}, {i})"
-                                                   for i, v in enumerate(values)) + ") AS __d(v, i)"  # fmt: skip
+    lookup = domain_lookup(values, t.columns[item].type)  # never casts the column [domain-join]
     rows = (
         f"SELECT __s.{_q(t.unit)} AS __unit, __d.i AS __item FROM main.{_q(t.name)} __s "
         f"JOIN (SELECT DISTINCT unit FROM {charged}) __c ON __s.{_q(t.unit)} = __c.unit "
@@ -167,7 +166,7 @@ def _write(con, plan: SynthesisPlan, itemsets: dict, sampling, debit, analyst: s
     owner_of = np.repeat(np.arange(1, len(keys) + 1), counts)  # itemset id of each synthetic subject
     sampling.shuffle(owner_of)  # post-processing: the order of synthetic subjects means nothing
     item_type = t.columns[o["item"]].type
-    domain = "[" + ", ".join(exp.convert(v).sql(dialect="duckdb") for v in o["items"]) + f"]::{item_type}[]"
+    domain = values_list(o["items"], item_type)
     unit_type = t.columns[t.unit].type.upper()
     unit_sql = unit_type if unit_type in ("INTEGER", "BIGINT", "HUGEINT") else "BIGINT"
     with registry.transaction(con):
