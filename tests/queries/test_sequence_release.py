@@ -63,3 +63,25 @@ def test_a_taken_model_name_is_refused_before_the_debit(demo_db):
             con.execute("CREATE SYNTHETIC TABLE s2 FROM careers USING privtree_markov WITH (epsilon = 0.1)")
         assert e.value.code == "DP226" and "s2_model" in str(e.value)
         assert con.budget() == before
+
+
+def test_rows_past_the_symbol_cap_are_refused_free(demo_db):
+    """Red team (helper-37): rows = 1,000,000 sampled in Python for hours after the debit."""
+    from dpgate.queries.synthetic.sequences import MAX_SYMBOLS
+
+    with dpgate.connect(str(demo_db), analyst="demo") as con:
+        before = con.budget()
+        with pytest.raises(dpgate.Error) as e:
+            con.execute("CREATE SYNTHETIC TABLE big FROM careers USING privtree_markov WITH (epsilon = 2, rows = 1000000)")
+        assert e.value.code == "DP204" and f"{MAX_SYMBOLS:,}" in str(e.value)
+        assert con.budget() == before
+
+
+def test_the_default_number_of_sequences_is_capped_with_a_note(demo_db, monkeypatch):
+    from dpgate.queries.synthetic import sequences
+
+    monkeypatch.setattr(sequences, "MAX_SYMBOLS", 73 * 10)  # careers: l⊤ = 73, so 10 sequences
+    with dpgate.connect(str(demo_db), analyst="demo", test_seed=8) as con:
+        cur = con.execute("CREATE SYNTHETIC TABLE capped FROM careers USING privtree_markov WITH (epsilon = 2)")
+        assert any("10 were sampled" in n for n in cur.release.notes), cur.release.notes
+        assert con.execute("SELECT count(DISTINCT person_id) FROM capped").fetchone()[0] <= 10

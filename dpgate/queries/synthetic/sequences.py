@@ -35,6 +35,11 @@ from dpgate.queries.synthetic import options, require_free_name, run_epsilon
 from dpgate.queries.synthetic.coding import domain_lookup, values_list
 from dpgate.release import Answer
 
+#: Symbols a release samples at most (rows × max_length): sampling runs in Python, about 150,000
+#: symbols a second here, after the debit; 10,000,000 rows of up to 10,000 symbols would hold a
+#: server's worker for days (red team helper-37).
+MAX_SYMBOLS = 5_000_000
+
 OPTIONS: dict[str, Spec] = {
     "position": Spec("str", "the column that orders a subject's rows"),
     "symbol": Spec("str", "the column of symbols (needs a declared domain)"),
@@ -71,6 +76,13 @@ def plan(classified: Classified, catalog: Catalog, session: Session, name: str) 
     require_free_name(catalog, f"{name}_model", "choose another name: the release writes NAME and NAME_model")
     values = tuple(v for v in domain if v is not None)
     max_length = own.get("max_length", table.max_rows + 1)  # a subject's rows and the end marker
+    rows = own.get("rows")
+    if rows is not None and rows * max_length > MAX_SYMBOLS:
+        raise errors.ProgrammingError(
+            f"rows = {rows:,} sequences of up to {max_length:,} symbols would be up to {rows * max_length:,} "
+            f"symbols; a release samples at most {MAX_SYMBOLS:,}", code="DP204",
+            hint=f"ask for at most rows = {MAX_SYMBOLS // max_length:,} (or a smaller max_length); nothing was charged",
+        )  # fmt: skip
     if len(values) > 64:
         raise errors.UnsupportedQueryError(f"{len(values)} symbols: the model's fan-out would be {len(values) + 1}",
                                            code="DP212", hint="declare at most 64 symbols")  # fmt: skip
@@ -115,7 +127,9 @@ def answer(con, plan: SynthesisPlan, debit, analyst: str, *, rng: np.random.Gene
     model = privtree.sequence_release(sequences, len(o["symbols"]), o["max_length"], eps, rng=rng)
     del sequences, got
     n = plan.rows if plan.rows is not None else model.expected_sequences()
-    synthetic = model.sample(n, sampling)
+    cap = MAX_SYMBOLS // int(o["max_length"])
+    capped = plan.rows is None and n > cap  # the model's estimate (post-processing): sample at most the cap
+    synthetic = model.sample(min(n, cap), sampling)
     _write(con, plan, model, synthetic, debit, analyst, eps)
     p = privtree.sequence_parameters(eps, len(o["symbols"]), o["max_length"])
     notes = [
@@ -125,6 +139,9 @@ def answer(con, plan: SynthesisPlan, debit, analyst: str, *, rng: np.random.Gene
         f"{len(synthetic):,} synthetic sequences in {plan.name}; the model in {plan.name}_model; both are public "
         "from now on",
     ]
+    if capped:
+        notes.append(f"the model estimates {n:,} sequences; {cap:,} were sampled (at most {MAX_SYMBOLS:,} symbols "
+                     "a release); sample more from the model table if needed")  # fmt: skip
     message = f"CREATE SYNTHETIC TABLE {plan.name}: {len(synthetic):,} sequences (PrivTree Markov model)"
     return Answer([], [], [], [], {}, notes, message=message, released_rows=sum(len(s) for s in synthetic))
 
