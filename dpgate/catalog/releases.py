@@ -116,11 +116,14 @@ def drop(con: duckdb.DuckDBPyConnection, name: str, *, by: str, owner: bool = Fa
             code="DP320",
             hint="ask its creator or the owner",
         )
-    table = '"' + rec.name.replace('"', '""') + '"'
     with transaction(con):
-        con.execute(f"DROP TABLE IF EXISTS main.{table}")
-        for extra in (rec.parameters or {}).get("extra_tables", []):  # e.g. a set-valued release's itemsets
-            quoted = '"' + str(extra).replace('"', '""') + '"'
+        # A table the owner has protected since is not the release's any more (red team helper-37: an
+        # analyst's DROP SYNTHETIC TABLE deleted a protected table that had been a release's side table).
+        protected = {str(r[0]).lower() for r in con.execute(f"SELECT table_name FROM {SCHEMA}.protected_tables").fetchall()}
+        for part in [rec.name, *(rec.parameters or {}).get("extra_tables", [])]:  # e.g. a set-valued release's itemsets
+            if str(part).lower() in protected:
+                continue
+            quoted = '"' + str(part).replace('"', '""') + '"'
             con.execute(f"DROP TABLE IF EXISTS main.{quoted}")
         con.execute(
             f"UPDATE {TABLE} SET dropped_at = current_timestamp, dropped_by = ? WHERE entry_id = ?", [by, rec.entry_id]

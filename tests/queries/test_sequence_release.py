@@ -73,7 +73,7 @@ def test_rows_past_the_symbol_cap_are_refused_free(demo_db):
         before = con.budget()
         with pytest.raises(dpgate.Error) as e:
             con.execute("CREATE SYNTHETIC TABLE big FROM careers USING privtree_markov WITH (epsilon = 2, rows = 1000000)")
-        assert e.value.code == "DP204" and f"{MAX_SYMBOLS:,}" in str(e.value)
+        assert e.value.code == "DP205" and f"{MAX_SYMBOLS:,}" in str(e.value)
         assert con.budget() == before
 
 
@@ -85,3 +85,21 @@ def test_the_default_number_of_sequences_is_capped_with_a_note(demo_db, monkeypa
         cur = con.execute("CREATE SYNTHETIC TABLE capped FROM careers USING privtree_markov WITH (epsilon = 2)")
         assert any("10 were sampled" in n for n in cur.release.notes), cur.release.notes
         assert con.execute("SELECT count(DISTINCT person_id) FROM capped").fetchone()[0] <= 10
+
+
+def test_dropping_a_release_leaves_a_side_table_the_owner_protected_since(demo_db):
+    """Red team (helper-37): DROP SYNTHETIC TABLE dropped every side table, a protected one included."""
+    from dpgate.catalog.owner import Owner
+
+    with dpgate.connect(str(demo_db), analyst="demo", test_seed=9) as con:
+        con.execute("CREATE SYNTHETIC TABLE cs FROM careers USING privtree_markov WITH (epsilon = 0.5, rows = 20)")
+    with Owner(demo_db) as owner:
+        owner.protect("cs_model", unit="count", max_rows=1, public_roster=True)
+    with dpgate.connect(str(demo_db), analyst="demo") as con:
+        con.execute("DROP SYNTHETIC TABLE cs")
+    import duckdb
+
+    raw = duckdb.connect(str(demo_db), read_only=True)
+    names = {r[0] for r in raw.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'").fetchall()}
+    raw.close()
+    assert "cs" not in names and "cs_model" in names

@@ -359,3 +359,14 @@ def test_mst_release_of_adult_beats_independent_columns_on_2_way(demo_db):
     with Owner(demo_db) as owner:
         report = owner.quality("adult_tree")
     assert report["columns"] == 15 and report["tvd_2way"] < 0.06
+
+
+def test_rows_past_ten_million_are_refused_free(demo_db):
+    """Red team (helper-37): rows = 10^12 was accepted and would be sampled after the debit."""
+    with dpgate.connect(str(demo_db), analyst="demo") as con:
+        before = con.budget()
+        for method in ("mst", "privbayes"):
+            with pytest.raises(dpgate.Error) as e:
+                con.execute(f"CREATE SYNTHETIC TABLE z FROM adult USING {method} WITH (epsilon = 1, rows = 1000000000000)")
+            assert e.value.code == "DP205" and "rows" in str(e.value)
+        assert con.budget() == before

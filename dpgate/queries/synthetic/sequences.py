@@ -80,7 +80,7 @@ def plan(classified: Classified, catalog: Catalog, session: Session, name: str) 
     if rows is not None and rows * max_length > MAX_SYMBOLS:
         raise errors.ProgrammingError(
             f"rows = {rows:,} sequences of up to {max_length:,} symbols would be up to {rows * max_length:,} "
-            f"symbols; a release samples at most {MAX_SYMBOLS:,}", code="DP204",
+            f"symbols; a release samples at most {MAX_SYMBOLS:,}", code="DP205",
             hint=f"ask for at most rows = {MAX_SYMBOLS // max_length:,} (or a smaller max_length); nothing was charged",
         )  # fmt: skip
     if len(values) > 64:
