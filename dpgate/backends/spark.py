@@ -49,6 +49,7 @@ declares it again.
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import json
 import re
@@ -111,7 +112,7 @@ _CASTABLE = {
 }  # fmt: skip
 ACCEPTED = (
     "columns, literals, + - * /, comparisons, AND / OR / NOT, IS NULL, IN (…), BETWEEN, LIKE 'pattern', "
-    "CASE, IF, COALESCE, ABS, LOWER, UPPER, LENGTH, || and CAST to a number, text, boolean or date"
+    "CASE, IF, COALESCE, ABS, LENGTH, || and CAST, over values of one type (README: Spark tables)"
 )
 
 
@@ -163,6 +164,9 @@ def session_for(spark: Any) -> Any:
     own = spark.newSession()
     own.conf.set("spark.sql.ansi.enabled", "false")  # a failed implicit cast gives NULL, never an error
     own.conf.set("spark.sql.session.timeZone", "UTC")
+    # DECIMAL arithmetic keeps its scale and overflows to NULL, as DuckDB's does; with precision loss
+    # allowed Spark rounds a product of two wide DECIMALs to 6 decimals (red team helper-36)
+    own.conf.set("spark.sql.decimalOperations.allowPrecisionLoss", "false")
     # The type of a partition column (a directory name like zip=12345) would otherwise be inferred
     # from the values: one subject's value could turn the declared schema into another, and every
     # query into a refusal (DP262). Partition columns are strings.
@@ -260,19 +264,23 @@ def _is_date(n: exp.Expr, dates: frozenset[str]) -> bool:
 
 _T = exp.DataType.Type
 _KIND_OF_TYPE = {
-    **dict.fromkeys((_T.TINYINT, _T.SMALLINT, _T.INT, _T.BIGINT), "int"),
+    _T.TINYINT: "narrow", _T.SMALLINT: "narrow", _T.INT: "int", _T.BIGINT: "int",
     _T.FLOAT: "double", _T.DOUBLE: "double", _T.DECIMAL: "decimal", _T.BOOLEAN: "bool",
     _T.VARCHAR: "text", _T.TEXT: "text", _T.DATE: "date",
 }  # fmt: skip
 #: Spark's rounding functions dpgate writes before a cast to an integer (never fail; ``_spark_cast``).
 _ROUNDING = ("bround", "round")
-_INTEGER_TEXT = re.compile(r"\s*-?[0-9]+\s*")
-_NUMBER_TEXT = re.compile(r"\s*-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\s*")
+# Whitespace as DuckDB trims it around a number (Spark trims these and more): no \\s, which in
+# Python also matches U+001C..U+001F, U+0085, U+00A0, ...
+_INTEGER_TEXT = re.compile(r"[ \t\n\r\v\f]*-?[0-9]+[ \t\n\r\v\f]*", re.ASCII)
+_NUMBER_TEXT = re.compile(r"[ \t\n\r\v\f]*-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?[ \t\n\r\v\f]*", re.ASCII)
 _DATE_TEXT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
 def _column_kind(sql_type: str) -> str | None:
     t = sql_type.upper()
+    if t in ("TINYINT", "SMALLINT"):
+        return "narrow"  # DuckDB keeps TINYINT + 1 a TINYINT (127 + 1 overflows), Spark widens it to INT
     if t in INTEGER_TYPES - {"HUGEINT", "UHUGEINT"}:
         return "int"
     if t in ("DOUBLE", "FLOAT", "REAL"):
@@ -309,7 +317,12 @@ def _kind(n: exp.Expr, types: dict[str, str]) -> str | None:
     if isinstance(n, (exp.Neg, exp.Abs)):
         return _kind(n.this, types)
     if isinstance(n, (exp.Add, exp.Sub, exp.Mul)):
-        return _numeric(_kind(n.this, types), _kind(n.expression, types))
+        a, b = _kind(n.this, types), _kind(n.expression, types)
+        if isinstance(n, (exp.Add, exp.Sub)) and "date" in (a, b):  # DATE ± days; DATE - DATE is days
+            if {a, b} == {"date", "int"} and not (isinstance(n, exp.Sub) and b == "date"):
+                return "date"
+            return "int" if isinstance(n, exp.Sub) and a == b == "date" else None
+        return _numeric(a, b)
     if isinstance(n, (exp.Case, exp.If, exp.Coalesce)):
         branches = [n.args.get("true"), n.args.get("false"), n.args.get("default"),
                     *(i.args.get("true") for i in n.args.get("ifs") or [])]  # fmt: skip
@@ -343,27 +356,37 @@ def _spark_cast(n: exp.Cast, source: str | None) -> exp.Expr:
     target = _KIND_OF_TYPE.get(n.to.this)
     value = n.this
     text = value.name if isinstance(value, exp.Literal) and value.is_string else None
+    source = "int" if source == "narrow" else source  # a cast reads the value, whatever width holds it
+    target = "int" if target == "narrow" else target  # out of a narrow type's range: NULL on both
 
     def cast(x: exp.Expr) -> exp.Expr:
         return exp.TryCast(this=x, to=n.to, safe=True)  # safe: sqlglot writes TRY_CAST for Spark
 
-    ok = source in ("null", target)
+    ok = source in ("null", target) and not (target == "double" and n.to.this == _T.FLOAT)
     if target == "int":
         if source == "double":
-            return cast(exp.Anonymous(this="bround", expressions=[value]))
+            rounded = exp.Anonymous(this="bround", expressions=[value])
+            if n.to.this != _T.BIGINT:
+                return cast(rounded)
+            # 2^63 is a DOUBLE that DuckDB finds out of BIGINT's range (NULL) and Spark's bound check,
+            # made in DOUBLE, lets through to saturate at 2^63 - 1 (red team helper-36)
+            too_big = exp.GTE(this=rounded.copy(), expression=exp.Literal.number("9.223372036854775807E18"))
+            return exp.Case(ifs=[exp.If(this=too_big, true=exp.Null())], default=cast(rounded))
         if source == "decimal":
             return cast(exp.Anonymous(this="round", expressions=[value]))
         ok = ok or source == "bool" or (text is not None and _INTEGER_TEXT.fullmatch(text) is not None)
     elif target == "double":
+        # FLOAT from a DOUBLE out of its range: DuckDB NULL, Spark ±Infinity; from text: see _NUMBER_TEXT
         ok = ok or source in ("int", "decimal", "bool") or (text is not None and _NUMBER_TEXT.fullmatch(text) is not None)
     elif target == "decimal":
         ok = ok or source in ("int", "bool") or (text is not None and _NUMBER_TEXT.fullmatch(text) is not None)
     elif target == "text":
-        ok = ok or source in ("int", "decimal", "bool", "date")
+        # a DECIMAL's text (Spark may write 1.0E-7) and a DATE's outside years 1..9999 (BC, +10000) differ
+        ok = ok or source in ("int", "bool")
     elif target == "bool":
-        ok = ok or source == "int" or (text is not None and text.strip().lower() in ("true", "false"))
+        ok = ok or source == "int" or (text is not None and text.lower() in ("true", "false"))
     elif target == "date":
-        ok = ok or (text is not None and _DATE_TEXT.fullmatch(text) is not None)
+        ok = ok or (text is not None and _valid_date(text))
     if not ok:
         what = f"a {source} value" if source not in (None, "text") else "text" if source else "an expression of this kind"
         raise errors.UnsupportedQueryError(
@@ -376,7 +399,150 @@ def _spark_cast(n: exp.Cast, source: str | None) -> exp.Expr:
     return cast(value)
 
 
-def to_spark(node: exp.Expr, dates: frozenset[str] = frozenset(), types: dict[str, str] | None = None) -> exp.Expr:
+_NUMERIC = ("int", "decimal", "double")
+#: Divisions nested in one another that a Spark statement may hold (each level copies its operands).
+MAX_NESTED_DIVISIONS = 4
+#: Operators whose result is NULL when an operand is NULL, whatever the other operands are.
+_STRICT = (
+    exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg, exp.Abs,
+    exp.Cast, exp.Paren, exp.Like, exp.Escape, exp.Length, exp.DPipe, exp.Not, exp.Alias,
+)  # fmt: skip
+
+
+def _class(kind: str | None) -> str | None:
+    return "number" if kind in (*_NUMERIC, "narrow") else kind
+
+
+def _semantic_refusal(what: str, n: exp.Expr) -> errors.UnsupportedQueryError:
+    return errors.UnsupportedQueryError(
+        f"{what} ({n.sql('duckdb')[:60]}) cannot run on the Spark backend: the engines compute it differently",
+        code="DP261",
+        hint="on Spark, compare and combine values of one type (write DATE '2024-01-31', not '2024-01-31', "
+        "for a date); nothing was charged",
+    )
+
+
+def _may_fail(n: exp.Expr, types: dict[str, str]) -> bool:
+    """Whether DuckDB could raise evaluating ``n`` itself (an overflow, a cast out of range or of
+    unreadable text): inside dpgate's TRY that makes the whole expression NULL on DuckDB, where
+    Spark's try_* make only ``n`` NULL."""
+    if isinstance(n, (exp.Add, exp.Sub, exp.Mul)):
+        return _kind(n, types) != "double"
+    if isinstance(n, (exp.Neg, exp.Abs)):
+        return _kind(n.this, types) != "double"
+    if isinstance(n, exp.Cast) and not isinstance(n, exp.TryCast):
+        if _KIND_OF_TYPE.get(n.to.this) == "text" or n.to.this == _T.DOUBLE:
+            return False
+        return not (isinstance(n.this, exp.Literal) and n.this.is_string and _constant_cast(n.this.name, n.to.this))
+    return False
+
+
+_RANGES = {_T.TINYINT: 2**7, _T.SMALLINT: 2**15, _T.INT: 2**31, _T.BIGINT: 2**63}
+
+
+def _constant_cast(text: str, to: exp.DataType.Type) -> bool:
+    """Whether CAST('text' AS to) succeeds alike on both engines (a constant that cannot fail)."""
+    if to in _RANGES:
+        return _INTEGER_TEXT.fullmatch(text) is not None and -_RANGES[to] <= int(text) < _RANGES[to]
+    if to == _T.DATE:
+        return _valid_date(text)
+    return to == _T.BOOLEAN and text.lower() in ("true", "false")
+
+
+def _valid_date(text: str) -> bool:
+    """A day written YYYY-MM-DD that exists (both engines read it alike; '2024-02-30' they do not)."""
+    if _DATE_TEXT.fullmatch(text) is None:
+        return False
+    try:
+        datetime.date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _passes_null(parent: exp.Expr, child: exp.Expr) -> bool:
+    """Whether a NULL ``child`` makes ``parent`` NULL (or hands it up as a CASE value)."""
+    if isinstance(parent, _STRICT):
+        return True
+    if isinstance(parent, exp.If):  # CASE's WHEN clause, or IF(cond, a, b): its values, not its condition
+        return child is not parent.this
+    if isinstance(parent, exp.Case):
+        return child is not parent.this  # the WHEN clauses (checked as If) and the ELSE value
+    return False
+
+
+def _check_semantics(root: exp.Expr, types: dict[str, str], predicate: bool) -> None:
+    """Refuse what DuckDB and Spark compute differently on the same rows (red team helper-36).
+
+    - a comparison, IN or BETWEEN of values of different types: DuckDB converts text to a number,
+      date or boolean implicitly ('1e1' = 10, '2020' is no date), Spark differently;
+    - ``||`` of anything but text and integers (a DOUBLE's or DECIMAL's text differs);
+    - arithmetic on TINYINT / SMALLINT (DuckDB keeps the narrow type and overflows, Spark widens) or
+      on what is not a number (dates: ± days, and DATE - DATE);
+    - LOWER, UPPER, ILIKE: Java's case mapping of non-ASCII letters is not DuckDB's (final sigma,
+      dotted İ, ß);
+    - CASE / COALESCE whose branches are of different types;
+    - an operation that can fail (``_may_fail``) below anything that is not NULL-strict: DuckDB's
+      TRY makes the whole expression NULL, Spark's try_* only the failing operation, so IS NULL,
+      COALESCE, a CASE condition, OR, IN or BETWEEN above it would see different values. In a WHERE
+      (``predicate``), ANDs from the top down pass too: a NULL or a FALSE conjunct drops the row alike.
+    """
+    for n in root.walk():
+        if isinstance(n, exp.Div) and sum(isinstance(a, exp.Div) for a in _ancestors(n)) >= MAX_NESTED_DIVISIONS:
+            # DuckDB's division is written with each operand several times (_divide): nine nested
+            # divisions made 21 MB of Spark SQL in 208 s (red team helper-36)
+            raise _semantic_refusal(f"More than {MAX_NESTED_DIVISIONS} nested divisions", n)
+        if isinstance(n, (exp.Lower, exp.Upper, exp.ILike)):
+            raise _semantic_refusal(f"{n.key.upper()} (case mapping of non-ASCII letters differs)", n)
+        operands = None
+        if isinstance(n, (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ)):
+            operands = [n.this, n.expression]
+        elif isinstance(n, exp.Between):
+            operands = [n.this, n.args.get("low"), n.args.get("high")]
+        elif isinstance(n, exp.In):
+            operands = [n.this, *n.expressions]
+        if operands is not None:
+            classes = {_class(_kind(o, types)) for o in operands if o is not None} - {"null"}
+            if None in classes or len(classes) > 1:
+                raise _semantic_refusal("A comparison of values of different or unknown types", n)
+        if isinstance(n, exp.Like) and _kind(n.this, types) not in ("text", "null"):
+            raise _semantic_refusal("LIKE on a value that is not text", n)
+        if isinstance(n, exp.DPipe):
+            for o in (n.this, n.expression):
+                if _kind(o, types) not in ("text", "int", "null"):
+                    raise _semantic_refusal("|| of a value that is not text or an integer", n)
+        if isinstance(n, (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg, exp.Abs)):
+            kinds = [_kind(o, types) for o in ((n.this,) if isinstance(n, (exp.Neg, exp.Abs)) else (n.this, n.expression))]
+            dated = isinstance(n, (exp.Add, exp.Sub)) and "date" in kinds and set(kinds) <= {"date", "int", "null"}
+            if not dated and not all(k in (*_NUMERIC, "null") for k in kinds):
+                raise _semantic_refusal("Arithmetic on TINYINT / SMALLINT or on values that are not numbers", n)
+        if isinstance(n, (exp.Case, exp.If, exp.Coalesce)) and not isinstance(n.parent, exp.Case) and _kind(n, types) is None:
+            raise _semantic_refusal(f"{n.key.upper()} whose values are of different or unknown types", n)
+        if _may_fail(n, types):
+            child, parent = n, n.parent
+            while parent is not None and not _is_try(parent):  # at dpgate's TRY both engines agree again
+                anded = predicate and isinstance(parent, exp.And) and all(
+                    isinstance(a, (exp.And, exp.Paren)) or _is_try(a) for a in _ancestors(parent))
+                if not (_passes_null(parent, child) or anded):
+                    raise _semantic_refusal(
+                        "An operation that can overflow or fail under IS NULL, COALESCE, a CASE condition, OR, "
+                        "IN or BETWEEN", parent)  # fmt: skip
+                child, parent = parent, parent.parent
+
+
+def _is_try(n: exp.Expr) -> bool:
+    return isinstance(n, exp.Try) or isinstance(n, exp.Anonymous) and n.name.upper() == "TRY" and len(n.expressions) == 1
+
+
+def _ancestors(n: exp.Expr):
+    p = n.parent
+    while p is not None:
+        yield p
+        p = p.parent
+
+
+def to_spark(node: exp.Expr, dates: frozenset[str] = frozenset(), types: dict[str, str] | None = None,
+             *, predicate: bool = False) -> exp.Expr:
     """The analyst's row-level expression for Spark: try_* operators, refusing anything not on ``_SAFE``.
 
     ``dates``: the table's DATE columns. DuckDB's ``DATE - DATE`` is a number of days, Spark's an
@@ -414,12 +580,14 @@ def to_spark(node: exp.Expr, dates: frozenset[str] = frozenset(), types: dict[st
         return rewrite(n)
 
     copy = node.copy()
+    if types:
+        _check_semantics(copy, types, predicate)
     for n in copy.walk():  # kinds of the analyst's own expressions, before any is rewritten for Spark
         if isinstance(n, exp.Cast):  # TRY_CAST converts as CAST does (exp.TryCast is an exp.Cast)
             n.meta["dp_source_kind"] = _kind(n.this, types)
     out = bottom_up(copy)
     for n in out.walk():
-        if isinstance(n, exp.Anonymous) and n.name in (*_TRY_OPS.values(), *_ROUNDING):
+        if isinstance(n, exp.Anonymous) and n.name in (*_TRY_OPS.values(), *_ROUNDING, "atan2", "isnan"):
             continue
         if isinstance(n, exp.TryCast) and n.to.this not in _CASTABLE:
             raise _unsupported(f"CAST to {n.to.sql('duckdb')}")
@@ -467,12 +635,25 @@ def _divide(a: exp.Expr, b: exp.Expr) -> exp.Expr:
         return double(exp.Literal.string(name))
 
     zero = exp.EQ(this=b.copy(), expression=exp.Literal.number(0))
+    # IEEE 754, as DuckDB: NaN or 0 over ±0 is NaN (Spark orders NaN above every number, so the sign
+    # tests come after it); otherwise ±Infinity by the signs of both, the divisor's read from
+    # atan2(b, -1), which is -π for -0.0 and π for 0.0 (red team helper-36: 1 / (x * 0) for x < 0).
+    a_double = double(a.copy())
+    positive = exp.EQ(
+        this=exp.Paren(this=exp.GT(this=a.copy(), expression=exp.Literal.number(0))),
+        expression=exp.Paren(this=exp.GT(
+            this=exp.Anonymous(this="atan2", expressions=[double(b.copy()), special("-1")]),
+            expression=exp.Literal.number(0))),
+    )  # fmt: skip
     by_sign = exp.Case(
         ifs=[
-            exp.If(this=exp.GT(this=a.copy(), expression=exp.Literal.number(0)), true=special("Infinity")),
-            exp.If(this=exp.LT(this=a.copy(), expression=exp.Literal.number(0)), true=special("-Infinity")),
-            exp.If(this=exp.Not(this=exp.Is(this=a.copy(), expression=exp.Null())), true=special("NaN")),
-        ]
+            exp.If(this=exp.Is(this=a.copy(), expression=exp.Null()), true=exp.Null()),
+            exp.If(this=exp.Or(this=exp.Anonymous(this="isnan", expressions=[a_double]),
+                               expression=exp.EQ(this=a.copy(), expression=exp.Literal.number(0))),
+                   true=special("NaN")),  # fmt: skip
+            exp.If(this=positive, true=special("Infinity")),
+        ],
+        default=special("-Infinity"),
     )
     quotient = exp.Anonymous(this="try_divide", expressions=[double(a), double(b)])
     return exp.Case(ifs=[exp.If(this=zero, true=by_sign)], default=quotient)
@@ -569,7 +750,7 @@ def _source_parts(plan: CountPlan) -> tuple[list[tuple[str, str]], str | None]:
     for e in plan.source.expressions:
         cols.append((e.alias_or_name, _sql(to_spark(e.unalias(), dates, types))))
     where = plan.source.args.get("where")
-    return cols, (_sql(to_spark(where.this, dates, types)) if where is not None else None)
+    return cols, (_sql(to_spark(where.this, dates, types, predicate=True)) if where is not None else None)
 
 
 def statement(plan: CountPlan, view: str, units: str, charged: str, salt: int, n_parts: int) -> str:

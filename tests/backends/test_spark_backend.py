@@ -195,7 +195,23 @@ def test_answers_and_charges_like_duckdb(spark, spark_db):
         ("SELECT COUNT(*) FROM t WHERE CAST('2020' AS DATE) IS NULL", "DP261"),
         ("SELECT COUNT(*) FROM t WHERE CAST(income / 3 AS VARCHAR) LIKE '1%'", "DP261"),
         ("SELECT COUNT(*) FROM t WHERE CAST(income / 3 AS DECIMAL(10, 2)) > 5", "DP261"),
-        ("SELECT COUNT(*) FROM t WHERE CAST(lower(kind) || '1' AS DOUBLE) > 5", "DP261"),
+        ("SELECT COUNT(*) FROM t WHERE CAST(kind || '1' AS DOUBLE) > 5", "DP261"),
+        # what else the engines compute differently (red team helper-36)
+        ("SELECT COUNT(*) FROM t WHERE income + 1 IS NULL", "DP261"),  # DuckDB's TRY nulls the whole expression
+        ("SELECT COUNT(*) FROM t WHERE COALESCE(v * 1000000000, 0) = 0", "DP261"),
+        ("SELECT COUNT(*) FROM t WHERE v * 2 > 3 OR region = 'north'", "DP261"),
+        ("SELECT COUNT(*) FROM t WHERE kind = 10", "DP261"),  # DuckDB reads '1e1' as 10 here
+        ("SELECT COUNT(*) FROM t WHERE v IN ('1', '2')", "DP261"),
+        ("SELECT COUNT(*) FROM t WHERE ('' || (income / 3)) LIKE '%E%'", "DP261"),  # a DOUBLE's text
+        ("SELECT COUNT(*) FROM t WHERE lower(region) = 'north'", "DP261"),  # non-ASCII case mapping
+        ("SELECT COUNT(*) FROM t WHERE region ILIKE 'n%'", "DP261"),
+        ("SELECT COUNT(*) FROM t WHERE CAST(income / 3 AS FLOAT) > 1", "DP261"),  # DuckDB NULL, Spark ±inf
+        ("SELECT COUNT(*) FROM t WHERE CAST('true ' AS BOOLEAN)", "DP261"),
+        ("SELECT COUNT(*) FROM t WHERE CAST('\x1c7' AS INTEGER) = 7", "DP261"),
+        ("SELECT COUNT(*) FROM t WHERE CAST('2024-02-30' AS DATE) IS NULL", "DP261"),
+        ("SELECT COUNT(*) FROM t WHERE CASE WHEN v > 1 THEN 'a' ELSE 1 END = 1", "DP261"),
+        # each division is written with its operands several times: nesting grows the SQL exponentially
+        ("SELECT COUNT(*) FROM t WHERE income / (v + 1) / (v + 1) / (v + 1) / (v + 1) / (v + 1) > 0", "DP261"),
     ],
 )
 def test_refusals_are_free(spark, spark_db, sql, code):
@@ -310,6 +326,7 @@ def test_analyst_expressions_see_charged_rows_only(spark, spark_db):
         poisoned = dataclasses.replace(plan, source=source)
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(spark_backend, "_SAFE", (*spark_backend._SAFE, exp.Anonymous, exp.Func))
+            mp.setattr(spark_backend, "_check_semantics", lambda *a, **k: None)  # int(...) has no kind
             plane.spark.conf.set("spark.sql.ansi.enabled", "true")
             try:
                 others = [u for u in range(3000) if u != 5]
@@ -386,13 +403,13 @@ def test_charged_sets_are_kept_by_fingerprint(spark, spark_db):
 
 
 def test_like_patterns_are_well_formed_in_interpreted_mode(spark, spark_db):
-    """LIKE / ILIKE patterns with backslashes, letters of both cases and most symbols run clean when
+    """LIKE patterns with backslashes, letters of both cases and most symbols run clean when
     Spark evaluates them row by row (no generated code: where a malformed pattern would fail on the
     first row that reaches it); a pattern holding every candidate escape character is refused free."""
     symbols = spark_backend._ESCAPES
     with dpgate.connect(str(spark_db), analyst="alice", spark=spark) as con:
         for pattern in ("n\\o%", "%" + symbols[:-1] + "ABC\\%", "\\", "%\u212a%"):
-            for op in ("LIKE", "ILIKE"):
+            for op in ("LIKE",):  # ILIKE is refused on Spark (Java's case mapping is not DuckDB's)
                 sql = f"SELECT COUNT(*) FROM t WHERE region {op} '{pattern}' OR region = 'north'"
                 gw, plan, plane = _plan_and_plane(con, sql)
                 plane.spark.conf.set("spark.sql.codegen.factoryMode", "NO_CODEGEN")
@@ -405,7 +422,7 @@ def test_like_patterns_are_well_formed_in_interpreted_mode(spark, spark_db):
                 # WHERE comes before the bound: every subject has at most 2 north rows (of 4,000), none match a pattern
                 assert rows[0][0] == 4000, (op, pattern)
         with pytest.raises(dpgate.UnsupportedQueryError) as e:
-            con.cursor().execute(f"SELECT COUNT(*) FROM t WHERE region ILIKE '{symbols}'")
+            con.cursor().execute(f"SELECT COUNT(*) FROM t WHERE region LIKE '{symbols}'")
         assert e.value.code == "DP261" and _spent(con) == 0.0
 
 

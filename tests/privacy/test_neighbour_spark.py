@@ -50,7 +50,9 @@ STATEMENTS = [
     "SELECT SUM(amount) FROM t WHERE d BETWEEN DATE '2024-01-05' AND DATE '2024-01-20'",
     "SELECT age, COUNT(*) FROM t GROUP BY age",
     "SELECT dept, SUM(age / 2), COUNT(age / 0), COUNT(*) FROM t GROUP BY dept",
-    "SELECT flag, AVG(amount) FROM t WHERE income IS NULL OR lower(dept) IN ('sales', 'it') GROUP BY flag",
+    "SELECT flag, AVG(amount) FROM t WHERE income IS NULL OR dept IN ('sales', 'it') GROUP BY flag",
+    # division by zero as IEEE 754: NaN (income holds NaN) and -0.0 divisors (income * 0 for income < 0)
+    "SELECT dept, COUNT(*) FROM t WHERE income / 0 <> 1 / 0 OR 1 / (income * 0) < 0 GROUP BY dept",
     "SELECT dept, SUM(CASE WHEN age > 40 THEN income ELSE -income END) FROM t GROUP BY dept",
     # DuckDB's LIKE has no escape character: a backslash is itself (Spark's default escape would
     # make '\2' malformed, a failure Spark can raise on the first row it evaluates)
