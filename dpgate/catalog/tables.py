@@ -181,12 +181,12 @@ class ProtectedTable:
     @property
     def roster_sql(self) -> str:
         """The subjects of this table's space with their *total* spending (a view; read from this)."""
-        return f'{SCHEMA}."{subjects_view(self.roster)}"'
+        return f"{SCHEMA}.{quote_ident(subjects_view(self.roster))}"
 
     @property
     def roster_table_sql(self) -> str:
         """The roster's own rows (write per-subject charges here)."""
-        return f'{SCHEMA}."{self.roster}"'
+        return f"{SCHEMA}.{quote_ident(self.roster)}"
 
 
 @dataclass(frozen=True)

@@ -186,3 +186,23 @@ def test_a_roster_from_the_rows_is_announced_public(tmp_path):
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             owner.protect("u", unit="uid", epsilon=1.0, public_roster=True)
+
+
+def test_a_table_name_with_a_double_quote_is_queried_and_charged(tmp_path):
+    """Its roster and subjects view are quoted in every statement (red team helper-37: SHOW BUDGET and
+    every DP query on it failed)."""
+    import duckdb
+
+    import dpgate
+
+    path = tmp_path / "q.duckdb"
+    raw = duckdb.connect(str(path))
+    raw.execute('CREATE TABLE "we""ird" AS SELECT i AS uid, i % 5 AS x FROM range(100) r(i)')
+    raw.close()
+    with Owner(path) as owner:
+        owner.protect('we"ird', unit="uid", max_rows=1, epsilon=10.0, bounds={"x": (0, 5)}, public_roster=True)
+        owner.add_analyst("a", epsilon=10.0, delta=1e-6)
+    with dpgate.connect(str(path), analyst="a") as con:
+        con.execute('SELECT COUNT(*) FROM "we""ird"').fetchall()
+        rows = con.execute("SHOW BUDGET").fetchall()
+        assert rows[0][1] == 9.9 and any(r[0] == 'we"ird: subjects' and r[3] == 100 for r in rows)
