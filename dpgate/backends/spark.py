@@ -402,6 +402,8 @@ def _spark_cast(n: exp.Cast, source: str | None) -> exp.Expr:
 _NUMERIC = ("int", "decimal", "double")
 #: Divisions nested in one another that a Spark statement may hold (each level copies its operands).
 MAX_NESTED_DIVISIONS = 4
+#: Days a literal may add to a date on Spark: years 1..9999 and back stay in both engines' range.
+MAX_DAYS = 3_650_000
 #: Operators whose result is NULL when an operand is NULL, whatever the other operands are.
 _STRICT = (
     exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg, exp.Abs,
@@ -488,10 +490,20 @@ def _check_semantics(root: exp.Expr, types: dict[str, str], predicate: bool) -> 
       (``predicate``), ANDs from the top down pass too: a NULL or a FALSE conjunct drops the row alike.
     """
     for n in root.walk():
-        if isinstance(n, exp.Div) and sum(isinstance(a, exp.Div) for a in _ancestors(n)) >= MAX_NESTED_DIVISIONS:
-            # DuckDB's division is written with each operand several times (_divide): nine nested
-            # divisions made 21 MB of Spark SQL in 208 s (red team helper-36)
-            raise _semantic_refusal(f"More than {MAX_NESTED_DIVISIONS} nested divisions", n)
+        if isinstance(n, (exp.Div, exp.Abs)) and sum(isinstance(a, (exp.Div, exp.Abs)) for a in _ancestors(n)) >= MAX_NESTED_DIVISIONS:
+            # DuckDB's division (and ABS) is written with each operand several times (_divide): nine
+            # nested divisions made 21 MB of Spark SQL in 208 s (red team helper-36)
+            raise _semantic_refusal(f"More than {MAX_NESTED_DIVISIONS} nested divisions or ABS", n)
+        if isinstance(n, exp.Literal) and not n.is_string and len(re.sub(r"[^0-9]", "", n.name.split("e")[0].split("E")[0])) > 18:
+            # beyond BIGINT, DuckDB reads an integer as a HUGEINT and fits a decimal into the other
+            # operand's DECIMAL (overflowing to NULL), Spark widens it (red team helper-38)
+            raise _semantic_refusal("A number literal of more than 18 digits", n)
+        if isinstance(n, (exp.Add, exp.Sub)) and "date" in (_kind(n.this, types), _kind(n.expression, types)):
+            days = n.expression if _kind(n.this, types) == "date" else n.this
+            if _kind(days, types) == "int" and not (isinstance(days, exp.Literal) and abs(int(days.name)) <= MAX_DAYS):
+                # DuckDB's dates reach year 5,881,580 and overflow to NULL past it; Spark's date_add
+                # wraps its 32-bit day number (red team helper-38: d + 2147483647 < DATE '2000-01-01')
+                raise _semantic_refusal(f"A date plus or minus anything but a literal of at most {MAX_DAYS:,} days", n)
         if isinstance(n, (exp.Lower, exp.Upper, exp.ILike)):
             raise _semantic_refusal(f"{n.key.upper()} (case mapping of non-ASCII letters differs)", n)
         operands = None
@@ -563,6 +575,11 @@ def to_spark(node: exp.Expr, dates: frozenset[str] = frozenset(), types: dict[st
             return exp.Anonymous(this=_TRY_OPS[type(n)], expressions=[n.this, n.expression])
         if isinstance(n, exp.Neg):
             return exp.Anonymous(this="try_subtract", expressions=[exp.Literal.number(0), n.this])
+        if isinstance(n, exp.Abs) and n.meta.get("dp_integer"):
+            # Spark's abs wraps the minimum (abs(-2^63) = -2^63) where DuckDB's overflows (TRY: NULL)
+            negative = exp.LT(this=n.this.copy(), expression=exp.Literal.number(0))
+            negated = exp.Anonymous(this="try_subtract", expressions=[exp.Literal.number(0), n.this.copy()])
+            return exp.Case(ifs=[exp.If(this=negative, true=negated)], default=n.this)
         if isinstance(n, exp.Cast):
             return _spark_cast(n, n.meta.get("dp_source_kind"))
         if isinstance(n, (exp.Like, exp.ILike)) and isinstance(n.expression, exp.Literal):
@@ -585,6 +602,8 @@ def to_spark(node: exp.Expr, dates: frozenset[str] = frozenset(), types: dict[st
     for n in copy.walk():  # kinds of the analyst's own expressions, before any is rewritten for Spark
         if isinstance(n, exp.Cast):  # TRY_CAST converts as CAST does (exp.TryCast is an exp.Cast)
             n.meta["dp_source_kind"] = _kind(n.this, types)
+        if isinstance(n, exp.Abs):
+            n.meta["dp_integer"] = _kind(n.this, types) == "int"
     out = bottom_up(copy)
     for n in out.walk():
         if isinstance(n, exp.Anonymous) and n.name in (*_TRY_OPS.values(), *_ROUNDING, "atan2", "isnan"):

@@ -182,3 +182,48 @@ def test_neighbour_harness_on_spark_can_fail(neighbours):
         sql = "SELECT dept, SUM(income), COUNT(*) FROM t GROUP BY dept"
         before, after = harness.statistics_of(gd, sql), harness.statistics_of(gn, sql)
     assert harness.compare(before, after, scale=0.01)
+
+
+#: Rows at the edges of their types (red teams helper-36 and -38): the minimum INTEGER and BIGINT,
+#: NaN, ±Infinity, -0.0, halves. One row per subject: nothing is sampled.
+EDGES = """
+CREATE TABLE e AS SELECT * FROM (VALUES
+  (1, -2147483648, -9223372036854775808, 'NaN'::DOUBLE, 2.5::DECIMAL(10, 2)),
+  (2, 2147483647, 9223372036854775807, 'Infinity'::DOUBLE, -2.5::DECIMAL(10, 2)),
+  (3, 0, 0, '-Infinity'::DOUBLE, 0.5::DECIMAL(10, 2)),
+  (4, -7, -7, -0.0::DOUBLE, 1.5::DECIMAL(10, 2)),
+  (5, 7, 7, 2.5::DOUBLE, 3.5::DECIMAL(10, 2)),
+  (6, NULL, NULL, NULL, NULL)
+) v(pid, i, b, x, dc)
+"""
+EDGE_PROTECT = {"e": {"unit": "pid", "max_rows": 1, "epsilon": 1e6, "bounds": {"x": (-10, 10), "i": (-10, 10), "dc": (-10, 10)}}}
+EDGE_STATEMENTS = [
+    "SELECT COUNT(ABS(b)), COUNT(ABS(i)), COUNT(*) FROM e WHERE ABS(i) >= 0",
+    "SELECT COUNT(*) FROM e WHERE x / 0 <> 1 / 0 OR 1 / (x * 0) < 0",
+    "SELECT COUNT(CAST(x AS INTEGER)), SUM(CAST(x AS INTEGER)), SUM(CAST(dc AS INTEGER)) FROM e",
+    "SELECT COUNT(CAST(CAST(b AS DOUBLE) AS BIGINT)), COUNT(*) FROM e",
+]
+
+
+@pytest.fixture(scope="module")
+def edges(spark, tmp_path_factory):
+    import duckdb
+    from dpgate.catalog.owner import Owner
+
+    path = tmp_path_factory.mktemp("edges") / "edges.duckdb"
+    raw = duckdb.connect(str(path))
+    raw.execute(EDGES)
+    raw.close()
+    with Owner(path) as owner:
+        owner.protect("e", public_roster=True, **EDGE_PROTECT["e"])
+        for a, spec in ANALYSTS.items():
+            owner.add_analyst(a, **spec)
+            owner.allow_test_seed(a)
+    return path, spark_twin(spark, path, EDGE_PROTECT, analysts=ANALYSTS)
+
+
+@pytest.mark.parametrize("sql", EDGE_STATEMENTS)
+def test_spark_statistics_equal_duckdb_at_the_edges_of_types(edges, sql):
+    duck, spark = edges
+    with harness.gateways(duck, spark) as (gd, gs):
+        assert _values(harness.statistics_of(gd, sql)) == _values(harness.statistics_of(gs, sql)), sql
