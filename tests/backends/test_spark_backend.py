@@ -211,10 +211,13 @@ def test_answers_and_charges_like_duckdb(spark, spark_db):
         ("SELECT COUNT(*) FROM t WHERE CAST('2024-02-30' AS DATE) IS NULL", "DP261"),
         ("SELECT COUNT(*) FROM t WHERE CASE WHEN v > 1 THEN 'a' ELSE 1 END = 1", "DP261"),
         ("SELECT COUNT(*) FROM t WHERE income < 99999999999999999999999999999", "DP261"),  # DuckDB: a HUGEINT
+        ("SELECT COUNT(*) FROM t WHERE CAST(income AS DECIMAL(38, 2)) > 5", "DP261"),  # past 18 digits
         ("SELECT COUNT(*) FROM t WHERE DATE '2024-01-01' + v > DATE '2024-01-02'", "DP261"),  # days not a literal
         ("SELECT COUNT(*) FROM t WHERE DATE '2024-01-01' + 2147483647 < DATE '2000-01-01'", "DP261"),
         # each division is written with its operands several times: nesting grows the SQL exponentially
         ("SELECT COUNT(*) FROM t WHERE income / (v + 1) / (v + 1) / (v + 1) / (v + 1) / (v + 1) > 0", "DP261"),
+        ("SELECT COUNT(*) FROM t WHERE CAST(CAST(CAST(CAST(CAST(income / 3 AS BIGINT) AS DOUBLE) AS BIGINT) "
+         "AS DOUBLE) AS BIGINT) > 0", "DP261"),
     ],
 )
 def test_refusals_are_free(spark, spark_db, sql, code):
