@@ -424,13 +424,13 @@ def _class(kind: str | None) -> str | None:
     return "number" if kind in (*_NUMERIC, "narrow") else kind
 
 
-def _semantic_refusal(what: str, n: exp.Expr) -> errors.UnsupportedQueryError:
+def _semantic_refusal(what: str, n: exp.Expr, hint: str | None = None) -> errors.UnsupportedQueryError:
     return errors.UnsupportedQueryError(
         f"{what} ({n.sql('duckdb')[:60]}) cannot run on the Spark backend: the engines compute it differently",
         code="DP261",
-        hint="on Spark, compare and combine values of one type (write DATE '2024-01-31', not '2024-01-31', "
-        "for a date); nothing was charged",
-    )
+        hint=(hint or "on Spark, compare and combine values of one type (write DATE '2024-01-31', not "
+              "'2024-01-31', for a date)") + "; nothing was charged",
+    )  # fmt: skip
 
 
 def _may_fail(n: exp.Expr, types: dict[str, str]) -> bool:
@@ -504,7 +504,8 @@ def _check_semantics(root: exp.Expr, types: dict[str, str], predicate: bool) -> 
             # a division, an ABS or a cast may be written with its operand several times (_divide,
             # _spark_cast): nine nested divisions made 21 MB of Spark SQL in 208 s, ten nested casts
             # failed after the debit (red teams helper-36 and -38)
-            raise _semantic_refusal(f"More than {MAX_NESTED_DIVISIONS} nested divisions, ABS or casts", n)
+            raise _semantic_refusal(f"More than {MAX_NESTED_DIVISIONS} nested divisions, ABS or casts", n,
+                                    "simplify the expression")
         if isinstance(n, exp.Literal) and not n.is_string and len(re.sub(r"[^0-9]", "", n.name.split("e")[0].split("E")[0])) > 18:
             # beyond BIGINT, DuckDB reads an integer as a HUGEINT and fits a decimal into the other
             # operand's DECIMAL (overflowing to NULL), Spark widens it (red team helper-38)
@@ -516,7 +517,8 @@ def _check_semantics(root: exp.Expr, types: dict[str, str], predicate: bool) -> 
                 # wraps its 32-bit day number (red team helper-38: d + 2147483647 < DATE '2000-01-01')
                 raise _semantic_refusal(f"A date plus or minus anything but a literal of at most {MAX_DAYS:,} days", n)
         if isinstance(n, (exp.Lower, exp.Upper, exp.ILike)):
-            raise _semantic_refusal(f"{n.key.upper()} (case mapping of non-ASCII letters differs)", n)
+            raise _semantic_refusal(f"{n.key.upper()} (case mapping of non-ASCII letters differs)", n,
+                                    "compare the text as it is stored (region = 'north', LIKE 'n%')")
         operands = None
         if isinstance(n, (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ)):
             operands = [n.this, n.expression]
@@ -549,7 +551,9 @@ def _check_semantics(root: exp.Expr, types: dict[str, str], predicate: bool) -> 
                 if not (_passes_null(parent, child) or anded):
                     raise _semantic_refusal(
                         "An operation that can overflow or fail under IS NULL, COALESCE, a CASE condition, OR, "
-                        "IN or BETWEEN", parent)  # fmt: skip
+                        "IN or BETWEEN", parent,
+                        "test the operands instead (income IS NULL, not income + 1 IS NULL), or move the "
+                        "operation out of the OR / COALESCE")  # fmt: skip
                 child, parent = parent, parent.parent
 
 
