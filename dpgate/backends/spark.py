@@ -498,6 +498,15 @@ def _check_semantics(root: exp.Expr, types: dict[str, str], predicate: bool) -> 
       COALESCE, a CASE condition, OR, IN or BETWEEN above it would see different values. In a WHERE
       (``predicate``), ANDs from the top down pass too: a NULL or a FALSE conjunct drops the row alike.
     """
+    # The WHERE's top AND chain: nodes all of whose ancestors (and themselves) are AND, parentheses or
+    # dpgate's TRY (found once, top down: per failable node it was cubic in the depth; helper-38).
+    top_chain: set[int] = set()
+    stack = [root] if predicate else []
+    while stack:
+        x = stack.pop()
+        if isinstance(x, (exp.And, exp.Paren)) or _is_try(x):
+            top_chain.add(id(x))
+            stack.extend(x.iter_expressions())
     for n in root.walk():
         copies = (exp.Div, exp.Abs, exp.Cast)
         if isinstance(n, copies) and sum(isinstance(a, copies) for a in _ancestors(n)) >= MAX_NESTED_DIVISIONS:
@@ -546,8 +555,7 @@ def _check_semantics(root: exp.Expr, types: dict[str, str], predicate: bool) -> 
         if _may_fail(n, types):
             child, parent = n, n.parent
             while parent is not None and not _is_try(parent):  # at dpgate's TRY both engines agree again
-                anded = predicate and isinstance(parent, exp.And) and all(
-                    isinstance(a, (exp.And, exp.Paren)) or _is_try(a) for a in _ancestors(parent))
+                anded = isinstance(parent, exp.And) and id(parent) in top_chain
                 if not (_passes_null(parent, child) or anded):
                     raise _semantic_refusal(
                         "An operation that can overflow or fail under IS NULL, COALESCE, a CASE condition, OR, "
