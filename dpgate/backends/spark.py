@@ -243,26 +243,8 @@ def _unsupported(what: str) -> errors.UnsupportedQueryError:
     )  # fmt: skip
 
 
-def _is_date(n: exp.Expr, dates: frozenset[str]) -> bool:
-    """Whether an expression of the accepted grammar has type DATE (its value is a day)."""
-    if isinstance(n, exp.Paren):
-        return _is_date(n.this, dates)
-    if isinstance(n, exp.Column):
-        return n.name.lower() in dates
-    if isinstance(n, (exp.Cast, exp.TryCast)):
-        return n.to.this == exp.DataType.Type.DATE
-    if isinstance(n, (exp.Add, exp.Sub)):  # DATE ± days is a DATE; DATE - DATE is a number
-        return _is_date(n.this, dates) != _is_date(n.expression, dates)
-    if isinstance(n, exp.Anonymous) and n.name.lower() in ("try_add", "try_subtract"):  # already rewritten
-        return _is_date(n.expressions[0], dates) != _is_date(n.expressions[1], dates)
-    if isinstance(n, (exp.Case, exp.If, exp.Coalesce)):
-        branches = [n.args.get("true"), n.args.get("false"), n.args.get("default"), n.this if isinstance(n, exp.Coalesce) else None,
-                    *(i.args.get("true") for i in n.args.get("ifs") or []), *(n.expressions if isinstance(n, exp.Coalesce) else [])]
-        return any(b is not None and _is_date(b, dates) for b in branches)
-    return False
-
-
 _T = exp.DataType.Type
+_NUMERIC = ("int", "decimal", "double")
 _KIND_OF_TYPE = {
     _T.TINYINT: "narrow", _T.SMALLINT: "narrow", _T.INT: "int", _T.BIGINT: "int",
     _T.FLOAT: "double", _T.DOUBLE: "double", _T.DECIMAL: "decimal", _T.BOOLEAN: "bool",
@@ -343,7 +325,7 @@ def _numeric(a: str | None, b: str | None) -> str | None:
     """The kind of DuckDB's + - * (or CASE branches) over two kinds: a DOUBLE wins, then a DECIMAL."""
     if a == "null" or b == "null":
         return b if a == "null" else a
-    if a not in ("int", "double", "decimal") or b not in ("int", "double", "decimal"):
+    if a not in _NUMERIC or b not in _NUMERIC:
         return None
     return "double" if "double" in (a, b) else "decimal" if "decimal" in (a, b) else "int"
 
@@ -406,9 +388,10 @@ def _spark_cast(n: exp.Cast, source: str | None) -> exp.Expr:
     return cast(value)
 
 
-_NUMERIC = ("int", "decimal", "double")
-#: Divisions nested in one another that a Spark statement may hold (each level copies its operands).
-MAX_NESTED_DIVISIONS = 4
+#: Divisions, ABS and casts nested in one another that a Spark statement may hold: each may be
+#: written with its operand several times (``_divide``, ``_spark_cast``).
+MAX_NESTING = 4
+_COPIES = (exp.Div, exp.Abs, exp.Cast)
 #: Characters of Spark SQL the analyst's expressions of one statement may take once written.
 MAX_SPARK_SQL = 100_000
 #: Days a literal may add to a date on Spark: years 1..9999 and back stay in both engines' range.
@@ -508,23 +491,15 @@ def _check_semantics(root: exp.Expr, types: dict[str, str], predicate: bool) -> 
             top_chain.add(id(x))
             stack.extend(x.iter_expressions())
     for n in root.walk():
-        copies = (exp.Div, exp.Abs, exp.Cast)
-        if isinstance(n, copies) and sum(isinstance(a, copies) for a in _ancestors(n)) >= MAX_NESTED_DIVISIONS:
-            # a division, an ABS or a cast may be written with its operand several times (_divide,
-            # _spark_cast): nine nested divisions made 21 MB of Spark SQL in 208 s, ten nested casts
-            # failed after the debit (red teams helper-36 and -38)
-            raise _semantic_refusal(f"More than {MAX_NESTED_DIVISIONS} nested divisions, ABS or casts", n,
+        if isinstance(n, _COPIES) and sum(isinstance(a, _COPIES) for a in _ancestors(n)) >= MAX_NESTING:
+            # nine nested divisions made 21 MB of Spark SQL in 208 s, ten nested casts failed after
+            # the debit (red teams helper-36 and -38)
+            raise _semantic_refusal(f"More than {MAX_NESTING} nested divisions, ABS or casts", n,
                                     "simplify the expression")
-        if isinstance(n, exp.Literal) and not n.is_string and len(re.sub(r"[^0-9]", "", n.name.split("e")[0].split("E")[0])) > 18:
+        if isinstance(n, exp.Literal) and not n.is_string and sum(c.isdigit() for c in re.split("[eE]", n.name)[0]) > 18:
             # beyond BIGINT, DuckDB reads an integer as a HUGEINT and fits a decimal into the other
             # operand's DECIMAL (overflowing to NULL), Spark widens it (red team helper-38)
             raise _semantic_refusal("A number literal of more than 18 digits", n)
-        if isinstance(n, (exp.Add, exp.Sub)) and "date" in (_kind(n.this, types), _kind(n.expression, types)):
-            days = n.expression if _kind(n.this, types) == "date" else n.this
-            if _kind(days, types) == "int" and not (isinstance(days, exp.Literal) and abs(int(days.name)) <= MAX_DAYS):
-                # DuckDB's dates reach year 5,881,580 and overflow to NULL past it; Spark's date_add
-                # wraps its 32-bit day number (red team helper-38: d + 2147483647 < DATE '2000-01-01')
-                raise _semantic_refusal(f"A date plus or minus anything but a literal of at most {MAX_DAYS:,} days", n)
         if isinstance(n, (exp.Lower, exp.Upper, exp.ILike)):
             raise _semantic_refusal(f"{n.key.upper()} (case mapping of non-ASCII letters differs)", n,
                                     "compare the text as it is stored (region = 'north', LIKE 'n%')")
@@ -546,10 +521,16 @@ def _check_semantics(root: exp.Expr, types: dict[str, str], predicate: bool) -> 
                 if _kind(o, types) not in ("text", "int", "null"):
                     raise _semantic_refusal("|| of a value that is not text or an integer", n)
         if isinstance(n, (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg, exp.Abs)):
-            kinds = [_kind(o, types) for o in ((n.this,) if isinstance(n, (exp.Neg, exp.Abs)) else (n.this, n.expression))]
+            operands = (n.this,) if isinstance(n, (exp.Neg, exp.Abs)) else (n.this, n.expression)
+            kinds = [_kind(o, types) for o in operands]
             dated = isinstance(n, (exp.Add, exp.Sub)) and "date" in kinds and set(kinds) <= {"date", "int", "null"}
             if not dated and not all(k in (*_NUMERIC, "null") for k in kinds):
                 raise _semantic_refusal("Arithmetic on TINYINT / SMALLINT or on values that are not numbers", n)
+            days = [o for o, k in zip(operands, kinds) if k == "int"] if dated else []
+            if days and not (isinstance(days[0], exp.Literal) and abs(int(days[0].name)) <= MAX_DAYS):
+                # DuckDB's dates reach year 5,881,580 and overflow to NULL past it; Spark's date_add
+                # wraps its 32-bit day number (red team helper-38: d + 2147483647 < DATE '2000-01-01')
+                raise _semantic_refusal(f"A date plus or minus anything but a literal of at most {MAX_DAYS:,} days", n)
         if isinstance(n, (exp.Case, exp.If, exp.Coalesce)) and not isinstance(n.parent, exp.Case) and _kind(n, types) is None:
             raise _semantic_refusal(f"{n.key.upper()} whose values are of different or unknown types", n)
         if _may_fail(n, types):
@@ -590,7 +571,7 @@ def to_spark(node: exp.Expr, dates: frozenset[str] = frozenset(), types: dict[st
         types.setdefault(name.lower(), "DATE")
 
     def rewrite(n: exp.Expr) -> exp.Expr:
-        if isinstance(n, exp.Sub) and _is_date(n.this, dates) and _is_date(n.expression, dates):
+        if isinstance(n, exp.Sub) and n.meta.get("dp_days_between"):
             return exp.DateDiff(this=n.this, expression=n.expression)
         if isinstance(n, exp.Div):
             return _divide(n.this, n.expression)
@@ -627,6 +608,8 @@ def to_spark(node: exp.Expr, dates: frozenset[str] = frozenset(), types: dict[st
             n.meta["dp_source_kind"] = _kind(n.this, types)
         if isinstance(n, exp.Abs):
             n.meta["dp_integer"] = _kind(n.this, types) == "int"
+        if isinstance(n, exp.Sub):  # DuckDB's DATE - DATE is days, Spark's an interval: datediff
+            n.meta["dp_days_between"] = _kind(n.this, types) == _kind(n.expression, types) == "date"
     out = bottom_up(copy)
     for n in out.walk():
         if isinstance(n, exp.Anonymous) and n.name in (*_TRY_OPS.values(), *_ROUNDING, "atan2", "isnan"):

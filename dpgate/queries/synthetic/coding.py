@@ -407,8 +407,7 @@ def values_list(values: Sequence[Any], sql_type: str) -> str:
 def domain_lookup(values: Sequence[Any], sql_type: str) -> str:
     """A relation (v, i) of the declared values as the column's type (``values_list``), numbered from 0,
     to join a column with (``ON column = v``): both sides have the column's type."""
-    return (f"SELECT __l.v[__l.i + 1] AS v, __l.i AS i FROM (SELECT {values_list(values, sql_type)} AS v, "
-            f"unnest(range({len(values)})) AS i) AS __l")  # fmt: skip
+    return f"SELECT unnest({values_list(values, sql_type)}) AS v, unnest(range({len(values)})) AS i"
 
 
 def _edges_list(c: ColumnCoding) -> str:
