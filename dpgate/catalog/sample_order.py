@@ -144,15 +144,15 @@ def drop(con: duckdb.DuckDBPyConnection, name: str) -> None:
 def mismatches(con: duckdb.DuckDBPyConnection, name: str, unit: str) -> int:
     """Positions where the table and its order disagree: every position when their row counts
     differ (a row on one side only), else those whose units differ."""
-    (rows, ordered) = con.execute(
-        f"SELECT (SELECT count(*) FROM main.{_q(name)}), (SELECT count(*) FROM {table_sql(name)})"
+    # One statement (one round trip): the counts first, because a positional join pads the shorter
+    # side with NULLs, which a NULL unit would match.
+    (rows, ordered, bad) = con.execute(
+        f"SELECT (SELECT count(*) FROM main.{_q(name)}), (SELECT count(*) FROM {table_sql(name)}), "
+        f"(SELECT count(*) FROM main.{_q(name)} t POSITIONAL JOIN {table_sql(name)} o "
+        f"WHERE t.{_q(unit)} IS DISTINCT FROM o.unit)"
     ).fetchone()
     if rows != ordered:
         return max(int(rows), int(ordered), 1)
-    (bad,) = con.execute(
-        f"SELECT count(*) FROM main.{_q(name)} t POSITIONAL JOIN {table_sql(name)} o "
-        f"WHERE t.{_q(unit)} IS DISTINCT FROM o.unit"
-    ).fetchone()
     return int(bad)
 
 
@@ -218,11 +218,11 @@ def database_identity(con: duckdb.DuckDBPyConnection) -> str:
     return str(row[0]) if row and row[0] is not None else ""
 
 
-def refresh(con: duckdb.DuckDBPyConnection, table: ProtectedTable) -> bool:
+def refresh(con: duckdb.DuckDBPyConnection, table: ProtectedTable) -> int | None:
     """Before a query's debit: build the order if it is missing or a query found it stale.
 
     The build runs in its own transaction on a cursor of its own, so the analyst's connection never
-    holds it. Returns whether an order is registered afterwards. When it cannot be built (another
+    holds it. Returns what ``registered`` answers afterwards. When it cannot be built (another
     writer, a read-only file), queries sample by the per-query hash: a query uses an order only
     after checking, in its own snapshot, that it lines up."""
     build_id = registered(con, table.name)
@@ -231,9 +231,9 @@ def refresh(con: duckdb.DuckDBPyConnection, table: ProtectedTable) -> bool:
         stale = build_id is not None and (db, table.name, build_id) in _STALE
         failed = _FAILED.get((db, table.name))
     if build_id is not None and not stale:
-        return True
+        return build_id
     if failed is not None and time.monotonic() - failed < RETRY_AFTER:
-        return build_id is not None
+        return registered(con, table.name)
     cur = con.cursor()
     try:
         cur.execute("BEGIN TRANSACTION")
@@ -250,10 +250,10 @@ def refresh(con: duckdb.DuckDBPyConnection, table: ProtectedTable) -> bool:
                 _FAILED[(db, table.name)] = time.monotonic()
             raise
     except (duckdb.Error, errors.Error):
-        return build_id is not None
+        return registered(con, table.name)
     finally:
         cur.close()
     with _LOCK:
         _STALE.discard((db, table.name, build_id))
         _FAILED.pop((db, table.name), None)
-    return True
+    return registered(con, table.name)

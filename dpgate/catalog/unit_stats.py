@@ -62,52 +62,80 @@ def _second(column: str, sql_type: str | None) -> str:
     return f"sum(hash({column}, 7919))::HUGEINT"
 
 
-def _sums_sql(column: str, sql_type: str | None, relation: str) -> str:
-    """The row count, the sum of the column's 64-bit hashes and the second sum (``_second``), in one scan.
+def _sums_sql(column: str, sql_type: str | None, relation: str, later: int | None = None) -> str:
+    """The row count, the sum of the column's 64-bit hashes and the second sum (``_second``), in one scan;
+    with ``later``, also how many rows have ``added > later`` (a roster's units added after a generation).
 
     The hash sum is taken as the sums of its high and low 32-bit halves, which together give it
     exactly (sum = high * 2^32 + low); DuckDB adds 32-bit integers in 64 bits, where a sum of 64-bit
     hashes needs 128-bit additions (about twice the time at 10M rows)."""
+    extra = f", count(*) FILTER (WHERE added > {int(later)})" if later is not None else ""
+    inner = f"hash({column}) AS __h, {column} AS __u" + (", added" if later is not None else "")
     return (
         f"SELECT count(*), sum(CAST(__h >> 32 AS UINTEGER)), sum(CAST(__h & 4294967295 AS UINTEGER)), "
-        f"{_second('__u', sql_type)} FROM (SELECT hash({column}) AS __h, {column} AS __u FROM {relation})"
+        f"{_second('__u', sql_type)}{extra} FROM (SELECT {inner} FROM {relation})"
     )
 
 
-def fingerprint(
-    con: duckdb.DuckDBPyConnection, table: ProtectedTable, order_id: int | None = None, definition: str | None = None
-) -> tuple:
-    """(rows, a hash sum, a second sum) of the table's unit column and of the roster's units.
+@dataclass(frozen=True)
+class Reading:
+    """What ``read`` found in one snapshot: the table's definition (its CREATE statement, "" unless a
+    base table of main), the fingerprint (the facts' cache key), and how many roster units were
+    added after the generation asked about (None when not asked)."""
 
-    With ``order_id``, the build id of a stored sample order that the caller found lined up with
-    the rows in this snapshot (``catalog.sample_order``), the table's part is that id and the
-    database file's path: the table's units are then, position by position, the order's, which
-    that id names (an order's rows are written once, by its build, in dpgate's own schema)."""
+    definition: str
+    key: tuple
+    added_after: int | None = None
+
+
+def read(
+    con: duckdb.DuckDBPyConnection, table: ProtectedTable, order_id: int | None = None, generation: int | None = None
+) -> Reading:
+    """The table's definition, the fingerprint of its unit column and roster and, with ``generation``,
+    the roster units added after it: one statement, so one snapshot and one round trip (they were
+    four). The sums are those of ``fingerprint``; with ``order_id`` (see there) the table is not scanned."""
     u = _quote(table.unit)
     t = f"main.{_quote(table.name)}"
     col = table.columns.get(table.unit)
     unit_type = col.type if col is not None else None
-    if order_id is not None:
-        # The database's path too: a copy of the file carries the same build ids. (An order is
-        # only used with the table definition it was built on: ``sample_order.registered``.)
-        part: tuple = ("sample_order", int(order_id), sample_order.database_identity(con))
+    definition = (
+        "(SELECT max(sql) FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'main' "
+        "AND lower(table_name) = lower(?))"
+    )
+    roster = f"({_sums_sql('unit', unit_type, table.roster_table_sql, generation)})"
+    if order_id is None:
+        row = con.execute(f"SELECT {definition}, t.*, r.* FROM ({_sums_sql(u, unit_type, t)}) t, {roster} r",
+                          [table.name]).fetchone()  # fmt: skip
+        text, sums, rest = "" if row[0] is None else str(row[0]), row[1:5], row[5:]
+        part: tuple = (text, *(int(v or 0) for v in sums))
     else:
-        rows = con.execute(_sums_sql(u, unit_type, t)).fetchone()
-        # The table's definition too: an ALTER can change how units compare (a collation on the
-        # unit column merges units) without changing their hashes or sums.
-        if definition is None:  # the caller may have read it in this snapshot already
-            definition = sample_order.definition(con, table.name)
-        part = (definition, *(int(v or 0) for v in rows))
-    roster = con.execute(_sums_sql("unit", unit_type, table.roster_table_sql)).fetchone()
-    return (table.name, table.unit, table.roster, part, tuple(int(v or 0) for v in roster))
+        row = con.execute(f"SELECT {definition}, r.* FROM {roster} r", [table.name]).fetchone()
+        text, rest = "" if row[0] is None else str(row[0]), row[1:]
+        part = ("sample_order", int(order_id), sample_order.database_identity(con))
+    key = (table.name, table.unit, table.roster, part, tuple(int(v or 0) for v in rest[:4]))
+    return Reading(text, key, int(rest[4]) if generation is not None else None)
+
+
+def fingerprint(con: duckdb.DuckDBPyConnection, table: ProtectedTable, order_id: int | None = None) -> tuple:
+    """(rows, a hash sum, a second sum) of the table's unit column and of the roster's units, with the
+    table's definition: an ALTER can change how units compare (a collation on the unit column merges
+    units) without changing their hashes or sums.
+
+    With ``order_id``, the build id of a stored sample order that the caller found lined up with
+    the rows in this snapshot (``catalog.sample_order``), the table's part is that id and the
+    database file's path: the table's units are then, position by position, the order's, which
+    that id names (an order's rows are written once, by its build, in dpgate's own schema; a copy
+    of the file carries the same build ids, hence the path; an order is only used with the table
+    definition it was built on: ``sample_order.registered``)."""
+    return read(con, table, order_id).key
 
 
 def current(
-    con: duckdb.DuckDBPyConnection, table: ProtectedTable, order_id: int | None = None, definition: str | None = None
+    con: duckdb.DuckDBPyConnection, table: ProtectedTable, order_id: int | None = None, reading: Reading | None = None
 ) -> UnitStats:
-    """The facts for the table as ``con`` sees it now (one light scan when cached); ``definition``:
-    the table's definition, read by the caller in the same snapshot."""
-    key = fingerprint(con, table, order_id, definition)
+    """The facts for the table as ``con`` sees it now (one light scan when cached); ``reading``: what
+    ``read`` found, in the caller's snapshot, for the same ``order_id``."""
+    key = reading.key if reading is not None else fingerprint(con, table, order_id)
     with _LOCK:
         hit = _CACHE.get(key)
     if hit is not None:

@@ -351,3 +351,15 @@ def test_explain_says_which_sample_is_used(make_db):
         rows = con.cursor().execute("EXPLAIN PRIVACY " + STATEMENTS[0].format(opts="")).fetchall()
     text = " ".join(str(c) for r in rows for c in r)
     assert "stored sample order" in text and "the same rows for every query" in text
+
+
+def test_a_row_with_a_null_unit_past_the_order_is_a_mismatch(make_db):
+    """The counts and the positional comparison are one statement: a positional join pads the shorter
+    side with NULLs, so a row whose unit is NULL appended after the order's last row compares equal
+    to the padding. The differing counts must still condemn the order."""
+    path = _protect(make_db)
+    harness.mutate(path, "INSERT INTO t VALUES (NULL, 'a', 1)")
+    with harness.gateways(path) as (gw,):
+        table = gw.catalog().protected("t")
+        assert sample_order.mismatches(gw._con, "t", "uid") >= 1
+        assert sample_order.current(gw._con, table) is None

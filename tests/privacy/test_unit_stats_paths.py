@@ -158,3 +158,27 @@ def test_a_table_with_a_generated_column_never_uses_facts(make_db, monkeypatch):
         _, plan = harness.plan_statement(gw, DP.format(opts="") + "COUNT(*), SUM(x) FROM t")
         ex = exact_mod.run(gw._con, plan, harness.roster_charged(plan), harness.SALT)
     assert int(ex.components[(0, "count")][0][0]) == 100  # 50 subjects cut to max_rows = 2
+
+
+def test_one_read_gives_the_definition_the_key_and_the_roster_additions(world):
+    """``unit_stats.read`` replaces four statements with one: its parts must equal what they read."""
+    from dpgate.catalog import sample_order
+
+    path = world(4)
+    with harness.gateways(path) as (gw,):
+        table = gw.catalog().protected("t")
+        roster = table.roster_table_sql
+        (gen,) = gw._con.execute(f"SELECT max(added) FROM {roster}").fetchone()
+        first = unit_stats.read(gw._con, table, generation=gen)
+        assert first.definition == sample_order.definition(gw._con, "t") and "CREATE TABLE" in first.definition
+        assert first.key == unit_stats.fingerprint(gw._con, table) and first.added_after == 0
+        assert unit_stats.read(gw._con, table).added_after is None  # not asked
+        gw._con.execute(f"UPDATE {roster} SET added = {gen + 1} WHERE unit < 7")
+        assert unit_stats.read(gw._con, table, generation=gen).added_after == 7
+        assert unit_stats.read(gw._con, table, generation=gen).key == first.key  # the same units
+        gw._con.execute("UPDATE t SET uid = 5 WHERE uid = 6")
+        moved = unit_stats.read(gw._con, table).key
+        assert moved != first.key
+        gw._con.execute("ALTER TABLE t ADD COLUMN z INTEGER")
+        altered = unit_stats.read(gw._con, table)
+        assert altered.key != moved and altered.definition != first.definition

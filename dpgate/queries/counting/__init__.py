@@ -155,9 +155,9 @@ class CountingQuery:
                 )  # fmt: skip
         unit_type = plan.table.columns[plan.table.unit].type
         parts = 2 if plan.charge.rule in ("partition", "t_round") else 1
-        if exact_mod.orderable(plan):  # a stored sample order: (re)built now, before the debit, if needed
-            sample_order.refresh(con, plan.table)
-        exact_mod.bind_check(con, plan, probe, unit_type, parts)
+        # A stored sample order: (re)built now, before the debit, if needed.
+        ordered = exact_mod.orderable(plan) and sample_order.refresh(con, plan.table) is not None
+        exact_mod.bind_check(con, plan, probe, unit_type, parts, ordered=ordered)
         if backends.engine_of(plan.table) != "duckdb":  # the rows live elsewhere: that engine must run it too
             backends.plane(backends.engine_of(plan.table)).bind_check(plan)
 

@@ -325,13 +325,15 @@ def _with_row_key(plan: CountPlan, row_key: tuple[str, ...]):
 
 
 def bind_check(
-    con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, unit_type: str, n_parts: int = 1
+    con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, unit_type: str, n_parts: int = 1, *,
+    ordered: bool | None = None,
 ) -> None:
     """Bind (DESCRIBE, no execution) every statement ``run`` may send, before anything is charged.
 
     A statement DuckDB cannot bind fails the same way whatever the data, so it must fail
     here, where a refusal costs nothing. With a stored sample order, the statements that read it
-    are bound too (when the order exists now; ``run`` uses it only when it lines up).
+    are bound too (when the order exists now; ``run`` uses it only when it lines up). ``ordered``:
+    whether the caller has just found an order registered (None: look).
     """
     q = _build(plan, charged, n_parts)
     for j, key in enumerate(plan.keys):  # the declared domains cast to the keys' types now, or refuse free
@@ -339,7 +341,9 @@ def bind_check(
             bind(con, f"SELECT CAST($dom{j} AS {key.sql_type}[])", {f"dom{j}": q.params[f"dom{j}"]}, public=True)
     bind(con, f"SELECT count(*) FILTER (WHERE {q.over}) FROM {q.per_unit}")
     variants = [q]
-    if orderable(plan) and sample_order.registered(con, plan.table.name) is not None:
+    if ordered is None:
+        ordered = orderable(plan) and sample_order.registered(con, plan.table.name) is not None
+    if ordered and orderable(plan):
         variants.append(_build(plan, charged, n_parts, ordered=True))
     special = f"(SELECT CAST(NULL AS {unit_type}) AS __unit, true AS __eligible WHERE false)"
     for v in variants:
@@ -378,15 +382,11 @@ def run(
         return _run(con, plan, charged, salt, n_parts, use_stats, roster_generation)
 
 
-def _charged_is_roster(con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, generation: int | None) -> bool:
-    """Every unit on the roster is in ``charged``. A uniform debit charges the roster up to a
-    generation (``Debit.generation``): then it suffices that no unit was added after it."""
-    roster = plan.table.roster_table_sql
-    if generation is not None:
-        (later,) = con.execute(f"SELECT count(*) FROM {roster} WHERE added > {int(generation)}").fetchone()
-        return later == 0
+def _charged_is_roster(con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str) -> bool:
+    """Every unit on the roster is in ``charged``. (After a uniform debit, which charges the roster up
+    to a generation, ``unit_stats.read`` answers instead: no unit was added after it.)"""
     (missing,) = con.execute(
-        f"SELECT count(*) FROM {roster} r WHERE NOT EXISTS (SELECT 1 FROM {charged} c WHERE c.unit = r.unit)"
+        f"SELECT count(*) FROM {plan.table.roster_table_sql} r WHERE NOT EXISTS (SELECT 1 FROM {charged} c WHERE c.unit = r.unit)"
     ).fetchone()
     return missing == 0
 
@@ -414,12 +414,14 @@ def _run(
     # per-query hash for sampling, and names the table's units for the facts below.
     order_id = sample_order.current(con, plan.table) if orderable(plan) else None
     facts = use_stats and not plan.joined and not plan.prebound
-    definition = sample_order.definition(con, plan.table.name) if facts else ""
+    # The definition, the facts' fingerprint and the roster units added since the debit: one read.
+    reading = unit_stats.read(con, plan.table, order_id, generation if n_parts == 1 else None) if facts else None
+    definition = reading.definition if reading is not None else ""
     if within_bounds.generated(definition):
         # A generated column is computed at each read (random() is allowed in one): facts read in
         # one scan need not describe the units the aggregate's scan computes.
         facts = False
-    stats = unit_stats.current(con, plan.table, order_id, definition=definition) if facts else None
+    stats = unit_stats.current(con, plan.table, order_id, reading) if facts else None
     limit = min(plan.max_rows, plan.max_groups) if plan.bound_groups else plan.max_rows
     # Only without joins: a lookup's key was checked unique when the query was planned, in another
     # snapshot; were it to gain a duplicate since, a join could add rows, and the full pass below
@@ -427,7 +429,7 @@ def _run(
     within = stats is not None and stats.most_rows <= limit and not plan.source.args.get("joins")
     everyone = (
         stats is not None and n_parts == 1 and stats.off_roster_units == 0 and stats.null_unit_rows == 0
-        and _charged_is_roster(con, plan, charged, generation)
+        and (reading.added_after == 0 if reading.added_after is not None else _charged_is_roster(con, plan, charged))
     )  # fmt: skip
     # A unique constraint on the unit (a schema fact) means one row per subject: nothing to bound.
     one_row_each = plan.table.unique_unit and not plan.source.args.get("joins")
