@@ -319,7 +319,9 @@ def _replace_table(q: exp.Expression, table: ProtectedTable, inner: str) -> str 
     alias = None
     for node in table_nodes(q, table):
         alias = node.alias or table.name
-        sub = exp.Subquery(this=exp.maybe_parse(inner, dialect="duckdb"), alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
+        # ``inner`` is dpgate's own DuckDB SQL (names quoted, no analyst text): it is generated verbatim
+        # (a ``Var``) rather than parsed and generated again, which cost about 2 ms a statement.
+        sub = exp.Subquery(this=exp.Var(this=inner), alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
         node.replace(sub)
     return alias
 
