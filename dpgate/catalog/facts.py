@@ -8,19 +8,17 @@ and its error cannot depend on the data.
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import duckdb
 
 from dpgate import errors
 from dpgate.catalog.tables import builtin_functions, table_columns
+from dpgate.memo import Memo
 
 
 #: Output columns of statements that bound, by (schema key, SQL): see ``DuckDBFacts.schema_key``.
-_DESCRIBED: dict[tuple, tuple[tuple[str, str], ...]] = {}
-_DESCRIBED_LOCK = threading.Lock()
-_DESCRIBED_MAX = 4096
+_DESCRIBED = Memo(4096)
 
 
 class DuckDBFacts:
@@ -49,10 +47,7 @@ class DuckDBFacts:
             ) from e
         out = [(r[0], r[1]) for r in rows]
         if key is not None:
-            with _DESCRIBED_LOCK:
-                if len(_DESCRIBED) >= _DESCRIBED_MAX:
-                    _DESCRIBED.clear()
-                _DESCRIBED[key] = tuple(out)
+            _DESCRIBED.put(key, tuple(out))
         return out
 
     def columns(self, table: str) -> list[tuple[str, str]]:

@@ -21,17 +21,15 @@ per-subject pass would (``counting.exact``); they never change what is charged o
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 
 import duckdb
 
 from dpgate.catalog import sample_order
 from dpgate.catalog.tables import INTEGER_TYPES, ProtectedTable, quote_ident
+from dpgate.memo import Memo
 
-_CACHE: dict[tuple, "UnitStats"] = {}
-_LOCK = threading.Lock()
-_MAX_ENTRIES = 256
+_CACHE = Memo(256)  # fingerprint -> UnitStats
 
 
 @dataclass(frozen=True)
@@ -136,8 +134,7 @@ def current(
     """The facts for the table as ``con`` sees it now (one light scan when cached); ``reading``: what
     ``read`` found, in the caller's snapshot, for the same ``order_id``."""
     key = reading.key if reading is not None else fingerprint(con, table, order_id)
-    with _LOCK:
-        hit = _CACHE.get(key)
+    hit = _CACHE.get(key)
     if hit is not None:
         return hit
     u = _quote(table.unit)
@@ -150,14 +147,10 @@ def current(
     ).fetchone()
     hist = con.execute(f"SELECT n, count(*) FROM {per_unit} WHERE u IS NOT NULL GROUP BY n ORDER BY n").fetchall()
     stats = UnitStats(int(most), int(nulls), int(off), tuple((int(n), int(c)) for n, c in hist))
-    with _LOCK:
-        if len(_CACHE) >= _MAX_ENTRIES:
-            _CACHE.clear()
-        _CACHE[key] = stats
+    _CACHE.put(key, stats)
     return stats
 
 
 def clear() -> None:
     """Forget every cached entry (tests)."""
-    with _LOCK:
-        _CACHE.clear()
+    _CACHE.clear()

@@ -10,7 +10,6 @@ explains the plan, and answers after the debit. The gateway iterates the registr
 from __future__ import annotations
 
 import contextvars
-import threading
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from dpgate.catalog.tables import Catalog, ProtectedTable, quote_ident
 from dpgate.frontend.classify import Classified
 from dpgate.frontend.dialect import to_duckdb
 from dpgate.frontend.settings import Session
+from dpgate.memo import Memo
 from dpgate.release import Answer
 
 
@@ -211,15 +211,12 @@ class BindScope:
 
     def forget(self) -> None:
         """Drop what this statement stored (the schema moved under it: the key no longer described it)."""
-        with _BOUND_LOCK:
-            for k in self.added:
-                _BOUND.pop(k, None)
+        for k in self.added:
+            _BOUND.pop(k)
 
 
 _BIND_SCOPE: contextvars.ContextVar[BindScope | None] = contextvars.ContextVar("dpgate_bind_scope", default=None)
-_BOUND: dict[tuple, None] = {}
-_BOUND_LOCK = threading.Lock()
-_BOUND_MAX = 4096
+_BOUND = Memo(4096)  # (schema key, SQL, parameters) of binds that succeeded
 
 
 @contextmanager
@@ -258,10 +255,7 @@ def bind(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None, *, public
             hint="fix the SQL; nothing was charged",
         ) from e
     if key is not None:
-        with _BOUND_LOCK:
-            if len(_BOUND) >= _BOUND_MAX:
-                _BOUND.clear()
-            _BOUND[key] = None
+        _BOUND.put(key)
         scope.added.append(key)
 
 
