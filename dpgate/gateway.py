@@ -291,6 +291,13 @@ class Gateway:
     def _plan(self, classified: Classified, cat: catalog_mod.Catalog):
         """(query class, plan); the statement must pass the allowlist first."""
         allowlist.check(classified.statement)
+        for table in backends.protected_tables(classified, cat):
+            if table.unit_collation is not None:
+                raise errors.PolicyError(
+                    f"Protected table {table.name} cannot be queried: {table.unit_collation}", code="DP329",
+                    hint="subjects must compare as bytes; the data owner removes the collation from the unit column "
+                    "(or protects a view that selects it with COLLATE \"binary\"); nothing was charged",
+                )  # fmt: skip
         if classified.statement.find(exp.DateDiff) is not None:  # only then are column types needed
             types: dict[str, set[str]] = {}
             for t in {t.name for t in classified.statement.find_all(exp.Table) if t.name}:

@@ -220,6 +220,14 @@ class Owner:
                 f"Table {table!r} has no column {unit!r} for the privacy unit", code="DP311",
                 hint=f"columns are: {', '.join(cols)}",
             )
+        why = catalog.unit_collation(self.con, table, unit, cols[unit], sample_order_mod.definition(self.con, table))
+        if why is not None:
+            raise errors.PolicyError(
+                f"The privacy unit of {table!r} cannot have a collation: {why}", code="DP329",
+                hint="subjects must compare as bytes (DuckDB's COUNT(DISTINCT) and unique indexes ignore a collation): "
+                f"protect the column without COLLATE, or a view that selects lower({unit}) COLLATE \"binary\" AS {unit} "
+                "if case must not tell subjects apart",
+            )  # fmt: skip
         _check_positive_int("max_rows", max_rows)
         options = dict(options or {})
         reserved = sorted(

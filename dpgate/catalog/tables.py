@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
+import sqlglot
+from sqlglot import exp
 
 SCHEMA = "dpgate"
 MAIN = "main"
@@ -153,6 +155,8 @@ class ProtectedTable:
     budget_column: str | None = None
     budget_table: str | None = None
     default_epsilon: float | None = None
+    unit_collation: str | None = None  # why the unit column has a collation (then no query runs): ``unit_collation``
+    base_table: bool = True  # a base table of main (False: a view, computed anew by every statement that reads it)
 
     def column(self, name: str) -> Column | None:
         return self.columns.get(name.lower())
@@ -348,6 +352,45 @@ def table_columns(con: duckdb.DuckDBPyConnection, table: str, schema: str = MAIN
     ]
 
 
+#: Strings that binary comparison keeps apart and DuckDB's collations compare equal in pairs: NOCASE
+#: (a/A, İ/i), NOACCENT (e/é), NFC and ICU's canonical equivalence (é composed / e + combining accent).
+_COLLATION_PROBE = ["a", "A", "e", "\u00e9", "e\u0301", "\u00df", "ss", "\ufb01", "fi", "\u0130", "i"]
+
+
+def unit_collation(con: duckdb.DuckDBPyConnection, relation: str, unit: str, unit_type: str, definition: str = "") -> str | None:
+    """Why the text unit column of ``main.relation`` carries a collation, or None when it compares as bytes.
+
+    A subject is its unit value. DuckDB applies a column's collation (``COLLATE NOCASE``, ...) to
+    grouping, joins and ``IN``, but not to ``count(DISTINCT ...)`` or to a PRIMARY KEY / UNIQUE index:
+    with a case-insensitive unit, 'a' and 'A' are one subject to the roster and the row bound, two to
+    the subject count (sensitivity 1 became 4) and to the index (which dpgate read as "one row per
+    subject": red team, helper-39). Such a unit is refused. Read from a base table's CREATE statement
+    (any COLLATE on the unit column) and, for tables and views alike, by grouping probe strings in the
+    column's own type (a zero-row read of the column: no row is read)."""
+    if not unit_type.upper().startswith("VARCHAR"):
+        return None
+    if definition:
+        try:
+            create = sqlglot.parse_one(definition, dialect="duckdb")
+        except sqlglot.errors.SqlglotError:
+            create = None
+        for col in create.find_all(exp.ColumnDef) if create is not None else ():
+            for c in col.args.get("constraints") or () if col.name.lower() == unit.lower() else ():
+                if isinstance(c.args.get("kind"), exp.CollateColumnConstraint):
+                    return f"its unit column {unit} is declared COLLATE {c.args['kind'].this.sql(dialect='duckdb')}"
+    try:
+        (groups,) = con.execute(
+            f"SELECT count(*) FROM (SELECT u FROM (SELECT u FROM (SELECT {quote_ident(unit)} AS u FROM "
+            f"main.{quote_ident(relation)} LIMIT 0) UNION ALL SELECT unnest(CAST(? AS VARCHAR[]))) GROUP BY u)",
+            [_COLLATION_PROBE],
+        ).fetchone()  # fmt: skip
+    except duckdb.Error:  # a view that cannot be read now: every statement over it is refused at its bind check
+        return None
+    if groups != len(_COLLATION_PROBE):
+        return f"its unit column {unit} compares text with a collation (distinct strings such as 'a' and 'A' are equal in it)"
+    return None
+
+
 def load(con: duckdb.DuckDBPyConnection) -> Catalog:
     """Read the whole catalog (a few small queries)."""
     db_name = con.execute("SELECT current_database()").fetchone()[0]
@@ -388,6 +431,12 @@ def load(con: duckdb.DuckDBPyConnection) -> Catalog:
     for t, kind, cols in constraints:
         if kind != "NOT NULL":
             unique_sets.setdefault(t.lower(), []).append((kind, frozenset(c.lower() for c in cols)))
+    definitions = dict(
+        con.execute(
+            "SELECT lower(table_name), sql FROM duckdb_tables() WHERE schema_name = 'main' "
+            "AND database_name = current_database() AND NOT temporary"
+        ).fetchall()
+    )
     tables: dict[str, ProtectedTable] = {}
     for row in con.execute(
         f"SELECT table_name, kind, unit_column, max_rows, max_groups, budget_source, "
@@ -419,6 +468,10 @@ def load(con: duckdb.DuckDBPyConnection) -> Catalog:
             budget_column=bcol,
             budget_table=btab,
             default_epsilon=default_eps,
+            unit_collation=(
+                unit_collation(con, tname, unit, cols[unit].type, definitions.get(tname) or "") if unit in cols else None
+            ),
+            base_table=tname in definitions,
         )
     budget_tables = frozenset(t.budget_table for t in tables.values() if t.budget_table)
     public = frozenset(base_tables - set(tables) - budget_tables)

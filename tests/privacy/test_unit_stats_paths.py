@@ -182,3 +182,25 @@ def test_one_read_gives_the_definition_the_key_and_the_roster_additions(world):
         gw._con.execute("ALTER TABLE t ADD COLUMN z INTEGER")
         altered = unit_stats.read(gw._con, table)
         assert altered.key != moved and altered.definition != first.definition
+
+
+def test_a_view_whose_units_change_at_each_read_is_bounded_in_the_aggregates_statement(make_db):
+    """A protected view computes its units anew in every statement (random() is allowed in one): facts or
+    a per-subject count read by one statement need not describe the rows the aggregate computes. The
+    bound held on neither path before (red team, helper-39: subject 1 kept up to 115 rows with max_rows =
+    100). Now the view's rows are bounded inside the aggregate's own statement, on both paths."""
+    path = make_db("CREATE TABLE base AS SELECT i AS id FROM range(2, 202) r(i);"
+                   "CREATE VIEW t AS SELECT CASE WHEN random() < 0.5 THEN 1 ELSE id END AS uid FROM base",
+                   protect={"t": {"unit": "uid", "max_rows": 100, "epsilon": 1e6}})  # fmt: skip
+    harness.add_harness_analyst(path)
+    sql = DP.format(opts="") + "COUNT(*) FROM t WHERE uid = 1"
+    counts = []
+    with harness.gateways(path) as (gw,):
+        assert not gw.catalog().protected("t").base_table
+        for _ in range(20):
+            for use_stats in (True, False):
+                unit_stats.clear()
+                comps, _, _ = _components(gw, sql, use_stats)
+                counts.append(comps[(0, "count")][0])
+    assert max(counts) <= 100  # every run: P(subject 1 has over 100 of 200 rows) is about 1/2 per read
+    assert max(counts) == 100  # and the bound was reached (sampled down) in some run: P(never) < 2^-30

@@ -412,8 +412,13 @@ def _run(
     # and the per-subject subquery (which cut rows first) always take the full path.
     # [order] A stored sample order that lines up with the rows in this snapshot replaces the
     # per-query hash for sampling, and names the table's units for the facts below.
-    order_id = sample_order.current(con, plan.table) if orderable(plan) else None
-    facts = use_stats and not plan.joined and not plan.prebound
+    # A view is computed anew by every statement that reads it, and may not compute the same units
+    # each time (random() is allowed in one): facts, or a per-subject count, read by one statement
+    # need not describe the rows the aggregate's statement computes. Over a view, every subject's
+    # rows are bounded inside the aggregate's own statement (red team, helper-39).
+    volatile = not all(t.base_table for t in (plan.table, *plan.joined))
+    order_id = sample_order.current(con, plan.table) if orderable(plan) and not volatile else None
+    facts = use_stats and not plan.joined and not plan.prebound and not volatile
     # The definition, the facts' fingerprint and the roster units added since the debit: one read.
     reading = unit_stats.read(con, plan.table, order_id, generation if n_parts == 1 else None) if facts else None
     definition = reading.definition if reading is not None else ""
@@ -432,7 +437,7 @@ def _run(
         and (reading.added_after == 0 if reading.added_after is not None else _charged_is_roster(con, plan, charged))
     )  # fmt: skip
     # A unique constraint on the unit (a schema fact) means one row per subject: nothing to bound.
-    one_row_each = plan.table.unique_unit and not plan.source.args.get("joins")
+    one_row_each = plan.table.unique_unit and not plan.source.args.get("joins") and not volatile
     ordered = order_id is not None and not within and not one_row_each
     unclamped = _unclamped(con, plan, stats, definition) if facts else frozenset()
     q = _build(plan, charged, n_parts, salt, restrict=not everyone, ordered=ordered, unclamped=unclamped)
@@ -455,6 +460,9 @@ def _run(
         elif within:
             unused = 0  # src holds charged subjects' rows only (restricted, or everyone is charged)
             parts.append(f"SELECT {q.cols} FROM ({q.src})")
+        elif volatile:  # rank every subject's rows in the aggregate's statement (one evaluation of the view)
+            heavy, unused = 0, None  # not counted
+            to_sample = f"SELECT {q.sample_cols} FROM ({q.src})"
         elif stats is not None and 2 * stats.over(limit) >= stats.units and stats.off_roster_units == 0:
             # Most subjects of the table are over the bound: rank everyone's rows (a subject within
             # it keeps them all) without counting rows per subject first.
