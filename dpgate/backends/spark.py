@@ -276,11 +276,21 @@ def _column_kind(sql_type: str) -> str | None:
     return {"VARCHAR": "text", "DATE": "date", "BOOLEAN": "bool"}.get(t)
 
 
-def _kind(n: exp.Expr, types: dict[str, str]) -> str | None:
+def _kind(n: exp.Expr, types: dict[str, str], memo: dict[int, str | None] | None = None) -> str | None:
     """The kind of value (int, double, decimal, text, date, bool, null) an analyst's expression has
-    in DuckDB, where it can be told from the expression alone; None where it cannot."""
+    in DuckDB, where it can be told from the expression alone; None where it cannot. ``memo``: kinds
+    already found in the same tree, by node (one check asks for a node's kind from every ancestor)."""
+    if memo is None:
+        return _kind_of(n, types, None)
+    key = id(n)
+    if key not in memo:
+        memo[key] = _kind_of(n, types, memo)
+    return memo[key]
+
+
+def _kind_of(n: exp.Expr, types: dict[str, str], memo: dict[int, str | None] | None) -> str | None:
     if isinstance(n, exp.Paren):
-        return _kind(n.this, types)
+        return _kind(n.this, types, memo)
     if isinstance(n, exp.Null):
         return "null"
     if isinstance(n, exp.Column):
@@ -301,9 +311,9 @@ def _kind(n: exp.Expr, types: dict[str, str]) -> str | None:
     if isinstance(n, exp.Div):
         return "double"  # DuckDB's / is a DOUBLE quotient; dpgate writes it as one on Spark (_divide)
     if isinstance(n, (exp.Neg, exp.Abs)):
-        return _kind(n.this, types)
+        return _kind(n.this, types, memo)
     if isinstance(n, (exp.Add, exp.Sub, exp.Mul)):
-        a, b = _kind(n.this, types), _kind(n.expression, types)
+        a, b = _kind(n.this, types, memo), _kind(n.expression, types, memo)
         if isinstance(n, (exp.Add, exp.Sub)) and "date" in (a, b):  # DATE ± days; DATE - DATE is days
             if {a, b} == {"date", "int"} and not (isinstance(n, exp.Sub) and b == "date"):
                 return "date"
@@ -314,7 +324,7 @@ def _kind(n: exp.Expr, types: dict[str, str]) -> str | None:
                     *(i.args.get("true") for i in n.args.get("ifs") or [])]  # fmt: skip
         if isinstance(n, exp.Coalesce):
             branches += [n.this, *n.expressions]
-        kinds = {_kind(b, types) for b in branches if b is not None} - {"null"}
+        kinds = {_kind(b, types, memo) for b in branches if b is not None} - {"null"}
         if len(kinds) == 1:
             return kinds.pop()
         return _numeric(*kinds) if len(kinds) == 2 else None
@@ -416,14 +426,14 @@ def _semantic_refusal(what: str, n: exp.Expr, hint: str | None = None) -> errors
     )  # fmt: skip
 
 
-def _may_fail(n: exp.Expr, types: dict[str, str]) -> bool:
+def _may_fail(n: exp.Expr, types: dict[str, str], memo: dict[int, str | None] | None = None) -> bool:
     """Whether DuckDB could raise evaluating ``n`` itself (an overflow, a cast out of range or of
     unreadable text): inside dpgate's TRY that makes the whole expression NULL on DuckDB, where
     Spark's try_* make only ``n`` NULL."""
     if isinstance(n, (exp.Add, exp.Sub, exp.Mul)):
-        return _kind(n, types) != "double"
+        return _kind(n, types, memo) != "double"
     if isinstance(n, (exp.Neg, exp.Abs)):
-        return _kind(n.this, types) != "double"
+        return _kind(n.this, types, memo) != "double"
     if isinstance(n, exp.Cast) and not isinstance(n, exp.TryCast):
         if _KIND_OF_TYPE.get(n.to.this) == "text" or n.to.this == _T.DOUBLE:
             return False
@@ -483,6 +493,11 @@ def _check_semantics(root: exp.Expr, types: dict[str, str], predicate: bool) -> 
     """
     # The WHERE's top AND chain: nodes all of whose ancestors (and themselves) are AND, parentheses or
     # dpgate's TRY (found once, top down: per failable node it was cubic in the depth; helper-38).
+    memo: dict[int, str | None] = {}  # the kinds of this tree's nodes, each found once
+
+    def kind(x: exp.Expr) -> str | None:
+        return _kind(x, types, memo)
+
     top_chain: set[int] = set()
     stack = [root] if predicate else []
     while stack:
@@ -490,8 +505,14 @@ def _check_semantics(root: exp.Expr, types: dict[str, str], predicate: bool) -> 
         if isinstance(x, (exp.And, exp.Paren)) or _is_try(x):
             top_chain.add(id(x))
             stack.extend(x.iter_expressions())
+    # How many divisions, ABS or casts each node sits under (top down, once).
+    above: dict[int, int] = {id(root): sum(isinstance(a, _COPIES) for a in _ancestors(root))}
     for n in root.walk():
-        if isinstance(n, _COPIES) and sum(isinstance(a, _COPIES) for a in _ancestors(n)) >= MAX_NESTING:
+        below = above[id(n)] + isinstance(n, _COPIES)
+        for c in n.iter_expressions():
+            above[id(c)] = below
+    for n in root.walk():
+        if isinstance(n, _COPIES) and above[id(n)] >= MAX_NESTING:
             # nine nested divisions made 21 MB of Spark SQL in 208 s, ten nested casts failed after
             # the debit (red teams helper-36 and -38)
             raise _semantic_refusal(f"More than {MAX_NESTING} nested divisions, ABS or casts", n,
@@ -511,18 +532,18 @@ def _check_semantics(root: exp.Expr, types: dict[str, str], predicate: bool) -> 
         elif isinstance(n, exp.In):
             operands = [n.this, *n.expressions]
         if operands is not None:
-            classes = {_class(_kind(o, types)) for o in operands if o is not None} - {"null"}
+            classes = {_class(kind(o)) for o in operands if o is not None} - {"null"}
             if None in classes or len(classes) > 1:
                 raise _semantic_refusal("A comparison of values of different or unknown types", n)
-        if isinstance(n, exp.Like) and _kind(n.this, types) not in ("text", "null"):
+        if isinstance(n, exp.Like) and kind(n.this) not in ("text", "null"):
             raise _semantic_refusal("LIKE on a value that is not text", n)
         if isinstance(n, exp.DPipe):
             for o in (n.this, n.expression):
-                if _kind(o, types) not in ("text", "int", "null"):
+                if kind(o) not in ("text", "int", "null"):
                     raise _semantic_refusal("|| of a value that is not text or an integer", n)
         if isinstance(n, (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg, exp.Abs)):
             operands = (n.this,) if isinstance(n, (exp.Neg, exp.Abs)) else (n.this, n.expression)
-            kinds = [_kind(o, types) for o in operands]
+            kinds = [kind(o) for o in operands]
             dated = isinstance(n, (exp.Add, exp.Sub)) and "date" in kinds and set(kinds) <= {"date", "int", "null"}
             if not dated and not all(k in (*_NUMERIC, "null") for k in kinds):
                 raise _semantic_refusal("Arithmetic on TINYINT / SMALLINT or on values that are not numbers", n)
@@ -531,13 +552,14 @@ def _check_semantics(root: exp.Expr, types: dict[str, str], predicate: bool) -> 
                 # DuckDB's dates reach year 5,881,580 and overflow to NULL past it; Spark's date_add
                 # wraps its 32-bit day number (red team helper-38: d + 2147483647 < DATE '2000-01-01')
                 raise _semantic_refusal(f"A date plus or minus anything but a literal of at most {MAX_DAYS:,} days", n)
-        if isinstance(n, (exp.Case, exp.If, exp.Coalesce)) and not isinstance(n.parent, exp.Case) and _kind(n, types) is None:
+        if isinstance(n, (exp.Case, exp.If, exp.Coalesce)) and not isinstance(n.parent, exp.Case) and kind(n) is None:
             raise _semantic_refusal(f"{n.key.upper()} whose values are of different or unknown types", n)
-        if _may_fail(n, types):
+        if _may_fail(n, types, memo):
             child, parent = n, n.parent
             while parent is not None and not _is_try(parent):  # at dpgate's TRY both engines agree again
-                anded = isinstance(parent, exp.And) and id(parent) in top_chain
-                if not (_passes_null(parent, child) or anded):
+                if id(parent) in top_chain:  # it and all above it are ANDs, parentheses or TRY: all pass
+                    break
+                if not _passes_null(parent, child):
                     raise _semantic_refusal(
                         "An operation that can overflow or fail under IS NULL, COALESCE, a CASE condition, OR, "
                         "IN or BETWEEN", parent,
@@ -603,13 +625,14 @@ def to_spark(node: exp.Expr, dates: frozenset[str] = frozenset(), types: dict[st
     copy = node.copy()
     if types:
         _check_semantics(copy, types, predicate)
+    memo: dict[int, str | None] = {}
     for n in copy.walk():  # kinds of the analyst's own expressions, before any is rewritten for Spark
         if isinstance(n, exp.Cast):  # TRY_CAST converts as CAST does (exp.TryCast is an exp.Cast)
-            n.meta["dp_source_kind"] = _kind(n.this, types)
+            n.meta["dp_source_kind"] = _kind(n.this, types, memo)
         if isinstance(n, exp.Abs):
-            n.meta["dp_integer"] = _kind(n.this, types) == "int"
+            n.meta["dp_integer"] = _kind(n.this, types, memo) == "int"
         if isinstance(n, exp.Sub):  # DuckDB's DATE - DATE is days, Spark's an interval: datediff
-            n.meta["dp_days_between"] = _kind(n.this, types) == _kind(n.expression, types) == "date"
+            n.meta["dp_days_between"] = _kind(n.this, types, memo) == _kind(n.expression, types, memo) == "date"
     out = bottom_up(copy)
     for n in out.walk():
         if isinstance(n, exp.Anonymous) and n.name in (*_TRY_OPS.values(), *_ROUNDING, "atan2", "isnan"):
