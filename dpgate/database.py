@@ -10,12 +10,14 @@ DuckDB's own file lock keeps other processes out while the file is open.
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import threading
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import duckdb
 
@@ -145,3 +147,20 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
         raise
     _open.discard(con)
     con.execute("COMMIT")
+
+
+_FLOAT_TYPES = ("DOUBLE", "FLOAT", "REAL", "FLOAT4", "FLOAT8")
+
+
+def typed_list(name: str, values: list[Any], sql_type: str) -> tuple[str, list[Any]]:
+    """SQL reading the list parameter ``$name`` as ``sql_type[]``, and the value to bind to it.
+
+    DuckDB's Python binding turns a float NaN inside a list into NULL (a scalar NaN stays NaN): a
+    declared NaN domain value then matched no row, and a NaN cell was released as NULL (red team
+    helper-40). A list of a floating-point type holding a NaN travels as text instead — Python's
+    ``repr`` of a float reads back as the same double — and is read as DOUBLE before ``sql_type``,
+    as the list of floats was."""
+    if sql_type.upper() in _FLOAT_TYPES and any(isinstance(v, float) and math.isnan(v) for v in values):
+        text = [None if v is None else repr(float(v)) for v in values]
+        return f"CAST(CAST(CAST(${name} AS VARCHAR[]) AS DOUBLE[]) AS {sql_type}[])", text
+    return f"CAST(${name} AS {sql_type}[])", list(values)

@@ -15,7 +15,7 @@ import duckdb
 import numpy as np
 from sqlglot import exp
 
-from dpgate import errors
+from dpgate import database, errors
 from dpgate.frontend.dialect import to_duckdb
 from dpgate.mechanisms.base import NoisyColumn
 from dpgate.queries.plans import CountPlan
@@ -222,8 +222,8 @@ def noisy_rows(
     params: dict[str, Any] = {}
     cols = []
     for j, key in enumerate(plan.keys):
-        params[f"k{j}"] = [k[j] for k in keys]
-        cols.append(f"unnest(CAST($k{j} AS {key.sql_type}[])) AS __k{j}")
+        key_sql, params[f"k{j}"] = database.typed_list(f"k{j}", [k[j] for k in keys], key.sql_type)
+        cols.append(f"unnest({key_sql}) AS __k{j}")
     for i, col in enumerate(noisy):
         t = _list_type(col)
         for suffix, values in (("", col.values), ("_lo", col.low), ("_hi", col.high)):

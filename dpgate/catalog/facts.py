@@ -12,7 +12,7 @@ from typing import Any
 
 import duckdb
 
-from dpgate import errors
+from dpgate import database, errors
 from dpgate.catalog.tables import builtin_functions, table_columns
 from dpgate.memo import Memo
 
@@ -105,8 +105,8 @@ def _product(domains: list[tuple[list[Any], str]]) -> tuple[str, dict[str, Any]]
     parts = []
     params = {}
     for i, (values, typ) in enumerate(domains):
-        parts.append(f"(SELECT unnest(CAST($d{i} AS {typ}[])) AS __c{i})")
-        params[f"d{i}"] = values
+        domain_sql, params[f"d{i}"] = database.typed_list(f"d{i}", list(values), typ)
+        parts.append(f"(SELECT unnest({domain_sql}) AS __c{i})")
     return " CROSS JOIN ".join(parts), params
 
 

@@ -906,9 +906,10 @@ class Owner:
             ) from e
         finally:
             reader.close()
-        select = ", ".join(f"unnest(CAST($c{i} AS {t}[])) AS {quote(n)}" for i, (n, t) in enumerate(zip(names, types)))
+        lists = [database.typed_list(f"c{i}", list(c), t) for i, (c, t) in enumerate(zip(columns, types))]
+        select = ", ".join(f"unnest({sql}) AS {quote(n)}" for (sql, _), n in zip(lists, names))
         with self._transaction() as con:
-            con.execute(f"{verb} main.{quote(name)} AS SELECT {select}", {f"c{i}": list(c) for i, c in enumerate(columns)})
+            con.execute(f"{verb} main.{quote(name)} AS SELECT {select}", {f"c{i}": v for i, (_, v) in enumerate(lists)})
         return int(self.con.execute(f"SELECT count(*) FROM main.{quote(name)}").fetchone()[0])
 
     def budgets(self) -> tuple[list[tuple], list[tuple]]:

@@ -17,7 +17,7 @@ from typing import Any
 
 import duckdb
 
-from dpgate import errors
+from dpgate import database, errors
 from dpgate.release import Result
 from dpgate.catalog.tables import quote_ident
 
@@ -63,10 +63,9 @@ def _relation(result: Result, rows: list[tuple], intervals: bool):
     con = duckdb.connect()
     if not names:
         return con.sql("SELECT 1 AS no_columns WHERE false")
-    params = {f"c{i}": col for i, col in enumerate(values)}
-    select = ", ".join(
-        f"unnest(CAST($c{i} AS {typ}[])) AS {_quote(name)}" for i, (name, typ) in enumerate(zip(names, types))
-    )
+    lists = [database.typed_list(f"c{i}", list(col), typ) for i, (col, typ) in enumerate(zip(values, types))]
+    params = {f"c{i}": v for i, (_, v) in enumerate(lists)}
+    select = ", ".join(f"unnest({sql}) AS {_quote(name)}" for (sql, _), name in zip(lists, names))
     # A relation (not a cursor): DuckDB hands it to Arrow, pandas and polars without an extra copy.
     return con.sql(f"SELECT {select}", params=params)
 

@@ -33,7 +33,7 @@ import duckdb
 import numpy as np
 from sqlglot import exp
 
-from dpgate import errors, noise
+from dpgate import database, errors, noise
 from dpgate.frontend.dialect import to_duckdb
 from dpgate.mechanisms import pdp
 from dpgate.mechanisms import topk as topk_mech
@@ -73,9 +73,9 @@ def _pairs_from_domains(plan: TopKPlan, charged: str, params: dict[str, Any]) ->
             conds.append(f"__s.__k{j} BETWEEN {lo} AND {hi}")
             pos = f"(TRY_CAST(__s.__k{j} AS BIGINT) - {lo})"
         else:
-            params[f"d{j}"] = list(key.domain)
+            domain_sql, params[f"d{j}"] = database.typed_list(f"d{j}", list(key.domain), key.sql_type)
             joins.append(
-                f"JOIN (SELECT unnest(CAST($d{j} AS {key.sql_type}[])) AS __v, unnest(range({sizes[j]})) AS __i) "
+                f"JOIN (SELECT unnest({domain_sql}) AS __v, unnest(range({sizes[j]})) AS __i) "
                 f"__d{j} ON __s.__k{j} IS NOT DISTINCT FROM __d{j}.__v"
             )
             pos = f"__d{j}.__i"
@@ -93,8 +93,8 @@ def _pairs_from_keys(plan: TopKPlan, charged: str, params: dict[str, Any], selec
     src = restrict_to_charged(plan.source, plan.table, charged)
     cols = []
     for j, key in enumerate(plan.keys):
-        params[f"s{j}"] = [t[j] for t in selected]
-        cols.append(f"unnest(CAST($s{j} AS {key.sql_type}[])) AS __v{j}")
+        key_sql, params[f"s{j}"] = database.typed_list(f"s{j}", [t[j] for t in selected], key.sql_type)
+        cols.append(f"unnest({key_sql}) AS __v{j}")
     cols.append(f"unnest(range({len(selected)})) AS __i")
     on = " AND ".join(f"__s.__k{j} IS NOT DISTINCT FROM __u.__v{j}" for j in range(len(plan.keys)))
     distinct = "" if plan.distinct_by_schema else "DISTINCT "
@@ -150,7 +150,8 @@ def bind_check(con: duckdb.DuckDBPyConnection, plan: TopKPlan, charged: str) -> 
         bind(con, _pairs_from_domains(plan, charged, params), params)
         for name, values in params.items():  # the public domains must cast to the keys' types
             key = plan.keys[int(name[1:])]
-            bind(con, f"SELECT count(*) FROM (SELECT unnest(CAST($v AS {key.sql_type}[])))", {"v": values}, public=True)
+            domain_sql, value = database.typed_list("v", list(key.domain), key.sql_type)
+            bind(con, f"SELECT count(*) FROM (SELECT unnest({domain_sql}))", {"v": value}, public=True)
     else:
         bind(con, _key_subjects_sql(plan, charged, 0))
         bind(con, _pairs_from_keys(plan, charged, params, []), params)

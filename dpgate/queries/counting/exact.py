@@ -154,14 +154,14 @@ def _positions(plan: CountPlan, params: dict[str, Any]) -> list[str | None]:
         if key.domain is None:
             out.append(None)
             continue
-        params[f"dom{j}"] = list(key.domain)  # NULL entries never match a value in list_position
+        domain_sql, params[f"dom{j}"] = database.typed_list(f"dom{j}", list(key.domain), key.sql_type)  # NULLs never match
         null_pos = key.domain.index(None) + 1 if None in key.domain else "NULL"
         # The list as a scalar subquery: DuckDB evaluates it once. As a plain CAST of the parameter it
         # was cast again for every row once the optimizer pushed this filter below the GROUP BY into
         # the scan (a third of the aggregation's time at 1M rows).
         out.append(
             f"CASE WHEN __k{j} IS NULL THEN {null_pos} "
-            f"ELSE list_position((SELECT CAST($dom{j} AS {key.sql_type}[])), __k{j}) END"
+            f"ELSE list_position((SELECT {domain_sql}), __k{j}) END"
         )
     return out
 
@@ -338,7 +338,8 @@ def bind_check(
     q = _build(plan, charged, n_parts)
     for j, key in enumerate(plan.keys):  # the declared domains cast to the keys' types now, or refuse free
         if f"dom{j}" in q.params:
-            bind(con, f"SELECT CAST($dom{j} AS {key.sql_type}[])", {f"dom{j}": q.params[f"dom{j}"]}, public=True)
+            domain_sql, value = database.typed_list(f"dom{j}", list(key.domain), key.sql_type)
+            bind(con, f"SELECT {domain_sql}", {f"dom{j}": value}, public=True)
     bind(con, f"SELECT count(*) FILTER (WHERE {q.over}) FROM {q.per_unit}")
     variants = [q]
     if ordered is None:
