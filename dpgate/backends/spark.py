@@ -197,12 +197,17 @@ def stub_columns(df: Any, source: str) -> list[tuple[str, str]]:
     for field in df.schema.fields:
         name = field.name.lower()
         t = field.dataType.simpleString()
+        # A catalog table's CHAR(n) reads as a string whose type Spark keeps in the field's metadata,
+        # and compares it padded with spaces (c = 'ab' holds for the stored 'ab   '): refused
+        declared = str((field.metadata or {}).get("__CHAR_VARCHAR_TYPE_STRING", "")).lower()
+        if declared.startswith("char("):
+            t = declared
         m = re.fullmatch(r"decimal\((\d+),(\d+)\)", t)
         if t in _SIMPLE_TYPES:
             out.append((name, _SIMPLE_TYPES[t]))
         elif m:
             out.append((name, f"DECIMAL({m.group(1)},{m.group(2)})"))
-        elif re.fullmatch(r"(var)?char\(\d+\)", t):
+        elif re.fullmatch(r"varchar\(\d+\)", t):
             out.append((name, "VARCHAR"))
         else:
             bad.append(f"{field.name} ({t})")
@@ -211,7 +216,8 @@ def stub_columns(df: Any, source: str) -> list[tuple[str, str]]:
             f"The Spark source {source!r} has columns the Spark backend cannot serve: {', '.join(bad)}",
             code="DP342",
             hint="protect a Spark view without them (or with them cast); served types are booleans, integers, "
-            "floating point, decimals, strings and dates",
+            "floating point, decimals, strings and dates (not CHAR(n): Spark compares it padded with spaces, "
+            "cast it to STRING in the view)",
         )
     if len({n for n, _ in out}) != len(out):
         raise errors.PolicyError(
@@ -247,7 +253,7 @@ _T = exp.DataType.Type
 _NUMERIC = ("int", "decimal", "double")
 _KIND_OF_TYPE = {
     _T.TINYINT: "narrow", _T.SMALLINT: "narrow", _T.INT: "int", _T.BIGINT: "int",
-    _T.FLOAT: "double", _T.DOUBLE: "double", _T.DECIMAL: "decimal", _T.BOOLEAN: "bool",
+    _T.FLOAT: "float", _T.DOUBLE: "double", _T.DECIMAL: "decimal", _T.BOOLEAN: "bool",
     _T.VARCHAR: "text", _T.TEXT: "text", _T.DATE: "date",
 }  # fmt: skip
 #: Spark's rounding functions dpgate writes before a cast to an integer (never fail; ``_spark_cast``).
@@ -265,8 +271,13 @@ def _column_kind(sql_type: str) -> str | None:
         return "narrow"  # DuckDB keeps TINYINT + 1 a TINYINT (127 + 1 overflows), Spark widens it to INT
     if t in INTEGER_TYPES - {"HUGEINT", "UHUGEINT"}:
         return "int"
-    if t in ("DOUBLE", "FLOAT", "REAL"):
+    if t == "DOUBLE":
         return "double"
+    if t in ("FLOAT", "REAL"):
+        # DuckDB computes FLOAT with a DECIMAL literal, and FLOAT / x, in FLOAT; Spark (as dpgate writes
+        # it) in DOUBLE (red team helper-40: f = 0.7 held on one engine only): its own kind, compared
+        # only with FLOATs and never in arithmetic; CAST(f AS DOUBLE) is exact on both
+        return "float"
     if t.startswith("DECIMAL"):
         # Past 18 digits DuckDB fits the other operand into the column's DECIMAL, overflowing to NULL
         # where Spark widens (red team helper-38: dw > 0.00000000001 with dw DECIMAL(38, 10)):
@@ -331,6 +342,48 @@ def _kind_of(n: exp.Expr, types: dict[str, str], memo: dict[int, str | None] | N
     return None
 
 
+#: The most digits a DECIMAL may have for DuckDB's conversion to DOUBLE to equal Spark's: DuckDB
+#: converts the unscaled integer to a DOUBLE and then divides by 10^s (two roundings), Spark rounds
+#: once; below 2^53 (15 digits always) the first step is exact (red team helper-40: 18 digits
+#: differed for about 2% of values).
+EXACT_DOUBLE_DIGITS = 15
+_INTEGER_DIGITS = {"TINYINT": 3, "SMALLINT": 5, "INTEGER": 10, "BIGINT": 19}
+
+
+def _decimal_type(n: exp.Expr, types: dict[str, str]) -> tuple[int, int] | None:
+    """The exact (precision, scale) of an integer or DECIMAL expression by the SQL rules (+ - :
+    max(p1 - s1, p2 - s2) + max(s1, s2) + 1 digits; * : p1 + p2), from its columns' types and its
+    literals' digits; None where it cannot be told. DuckDB's result type has at least these digits
+    while they are at most 18, and keeps 18 past them, where its values overflow (to NULL in dpgate's
+    TRY) and Spark's do not (red team helper-40: DECIMAL(18, 2) * 1.5 is a DECIMAL(18, 3) in DuckDB)."""
+    if isinstance(n, (exp.Paren, exp.Neg, exp.Abs)):
+        return _decimal_type(n.this, types)
+    if isinstance(n, exp.Column):
+        t = types.get(n.name.lower(), "").upper()
+        m = re.fullmatch(r"DECIMAL\((\d+),\s*(\d+)\)", t)
+        return (int(m.group(1)), int(m.group(2))) if m else ((_INTEGER_DIGITS[t], 0) if t in _INTEGER_DIGITS else None)
+    if isinstance(n, exp.Literal) and not n.is_string:
+        text = n.name.lower()
+        if "e" in text:
+            return None
+        whole, _, frac = text.partition(".")
+        return max(len(whole.lstrip("-")), 1) + len(frac), len(frac)
+    if isinstance(n, exp.Cast) and n.to.this == _T.DECIMAL:
+        params = n.to.expressions
+        return (int(params[0].name), int(params[1].name) if len(params) > 1 else 0) if params else (18, 3)
+    if isinstance(n, exp.Cast) and n.to.this in (_T.INT, _T.BIGINT):
+        return (10, 0) if n.to.this == _T.INT else (19, 0)
+    if isinstance(n, (exp.Add, exp.Sub, exp.Mul)):
+        a, b = _decimal_type(n.this, types), _decimal_type(n.expression, types)
+        if a is None or b is None:
+            return None
+        if isinstance(n, exp.Mul):
+            return a[0] + b[0], a[1] + b[1]
+        scale = max(a[1], b[1])
+        return max(a[0] - a[1], b[0] - b[1]) + scale + 1, scale
+    return None
+
+
 def _numeric(a: str | None, b: str | None) -> str | None:
     """The kind of DuckDB's + - * (or CASE branches) over two kinds: a DOUBLE wins, then a DECIMAL."""
     if a == "null" or b == "null":
@@ -360,9 +413,9 @@ def _spark_cast(n: exp.Cast, source: str | None) -> exp.Expr:
 
     params = n.to.expressions
     wide = target == "decimal" and bool(params) and int(params[0].name) > 18  # see _column_kind
-    ok = source in ("null", target) and not (target == "double" and n.to.this == _T.FLOAT) and not wide
+    ok = source in ("null", target) and not wide
     if target == "int":
-        if source == "double":
+        if source in ("double", "float"):
             rounded = exp.Anonymous(this="bround", expressions=[value])
             if n.to.this != _T.BIGINT:
                 return cast(rounded)
@@ -375,7 +428,7 @@ def _spark_cast(n: exp.Cast, source: str | None) -> exp.Expr:
         ok = ok or source == "bool" or (text is not None and _INTEGER_TEXT.fullmatch(text) is not None)
     elif target == "double":
         # FLOAT from a DOUBLE out of its range: DuckDB NULL, Spark ±Infinity; from text: see _NUMBER_TEXT
-        ok = ok or source in ("int", "decimal", "bool") or (text is not None and _NUMBER_TEXT.fullmatch(text) is not None)
+        ok = ok or source in ("int", "decimal", "bool", "float") or (text is not None and _NUMBER_TEXT.fullmatch(text) is not None)
     elif target == "decimal":
         ok = not wide and (ok or source in ("int", "bool") or (text is not None and _NUMBER_TEXT.fullmatch(text) is not None))
     elif target == "text":
@@ -433,7 +486,9 @@ def _may_fail(n: exp.Expr, types: dict[str, str], memo: dict[int, str | None] | 
     if isinstance(n, (exp.Add, exp.Sub, exp.Mul)):
         return _kind(n, types, memo) != "double"
     if isinstance(n, (exp.Neg, exp.Abs)):
-        return _kind(n.this, types, memo) != "double"
+        if isinstance(n.this, exp.Literal) and not n.this.is_string:
+            return False  # a number literal of at most 18 digits (longer ones are refused): -7 cannot fail
+        return _kind(n.this, types, memo) not in ("double", "float")
     if isinstance(n, exp.Cast) and not isinstance(n, exp.TryCast):
         if _KIND_OF_TYPE.get(n.to.this) == "text" or n.to.this == _T.DOUBLE:
             return False
@@ -498,6 +553,21 @@ def _check_semantics(root: exp.Expr, types: dict[str, str], predicate: bool) -> 
     def kind(x: exp.Expr) -> str | None:
         return _kind(x, types, memo)
 
+    def wide(x: exp.Expr) -> bool:
+        """A DECIMAL that DuckDB and Spark may convert to different DOUBLEs (``EXACT_DOUBLE_DIGITS``)."""
+        if kind(x) != "decimal":
+            return False
+        t = _decimal_type(x, types)
+        return t is None or t[0] > EXACT_DOUBLE_DIGITS
+
+    def to_double(operands, n: exp.Expr, always: bool = False) -> None:
+        """Refuse when DuckDB would convert a wide DECIMAL operand to a DOUBLE here (``always``: the
+        operation converts its operands whatever the others are)."""
+        if (always or any(kind(o) in ("double", "float") for o in operands)) and any(wide(o) for o in operands):
+            raise _semantic_refusal(
+                f"A DECIMAL of more than {EXACT_DOUBLE_DIGITS} digits made a DOUBLE (the engines round it differently)", n,
+                f"compare or combine it with DECIMAL or integer values, or CAST it to DECIMAL({EXACT_DOUBLE_DIGITS}, s) first")
+
     top_chain: set[int] = set()
     stack = [root] if predicate else []
     while stack:
@@ -531,10 +601,13 @@ def _check_semantics(root: exp.Expr, types: dict[str, str], predicate: bool) -> 
             operands = [n.this, n.args.get("low"), n.args.get("high")]
         elif isinstance(n, exp.In):
             operands = [n.this, *n.expressions]
+        elif isinstance(n, exp.Case) and n.this is not None:  # CASE x WHEN v ...: x = v, unchecked before (helper-40)
+            operands = [n.this, *(i.this for i in n.args.get("ifs") or [])]
         if operands is not None:
             classes = {_class(kind(o)) for o in operands if o is not None} - {"null"}
             if None in classes or len(classes) > 1:
                 raise _semantic_refusal("A comparison of values of different or unknown types", n)
+            to_double([o for o in operands if o is not None], n)
         if isinstance(n, exp.Like) and kind(n.this) not in ("text", "null"):
             raise _semantic_refusal("LIKE on a value that is not text", n)
         if isinstance(n, exp.DPipe):
@@ -546,12 +619,28 @@ def _check_semantics(root: exp.Expr, types: dict[str, str], predicate: bool) -> 
             kinds = [kind(o) for o in operands]
             dated = isinstance(n, (exp.Add, exp.Sub)) and "date" in kinds and set(kinds) <= {"date", "int", "null"}
             if not dated and not all(k in (*_NUMERIC, "null") for k in kinds):
-                raise _semantic_refusal("Arithmetic on TINYINT / SMALLINT or on values that are not numbers", n)
+                raise _semantic_refusal("Arithmetic on TINYINT / SMALLINT / FLOAT or on values that are not numbers", n,
+                                        "CAST a FLOAT to DOUBLE first (exact on both engines)")
+            to_double(operands, n, always=isinstance(n, exp.Div))  # DuckDB's / converts to DOUBLE
+            if isinstance(n, (exp.Add, exp.Sub, exp.Mul)) and kind(n) == "decimal":
+                t = _decimal_type(n, types)
+                if t is None or t[0] > 18:
+                    raise _semantic_refusal(
+                        "DECIMAL arithmetic whose exact result may need more than 18 digits (DuckDB keeps 18 and "
+                        "gives NULL past them, Spark widens)", n,
+                        "CAST an operand to a narrower DECIMAL or to DOUBLE first")
             days = [o for o, k in zip(operands, kinds) if k == "int"] if dated else []
             if days and not (isinstance(days[0], exp.Literal) and abs(int(days[0].name)) <= MAX_DAYS):
                 # DuckDB's dates reach year 5,881,580 and overflow to NULL past it; Spark's date_add
                 # wraps its 32-bit day number (red team helper-38: d + 2147483647 < DATE '2000-01-01')
                 raise _semantic_refusal(f"A date plus or minus anything but a literal of at most {MAX_DAYS:,} days", n)
+        if isinstance(n, exp.Cast) and _KIND_OF_TYPE.get(n.to.this) in ("double", "float") and wide(n.this):
+            to_double([n.this], n, always=True)
+        if isinstance(n, (exp.Case, exp.Coalesce)) and not isinstance(n.parent, exp.Case):
+            branches = [n.args.get("default"), *(i.args.get("true") for i in n.args.get("ifs") or [])]
+            if isinstance(n, exp.Coalesce):
+                branches = [n.this, *n.expressions]
+            to_double([b for b in branches if b is not None], n)
         if isinstance(n, (exp.Case, exp.If, exp.Coalesce)) and not isinstance(n.parent, exp.Case) and kind(n) is None:
             raise _semantic_refusal(f"{n.key.upper()} whose values are of different or unknown types", n)
         if _may_fail(n, types, memo):
@@ -757,6 +846,11 @@ def _position(j: int, key) -> str | None:
     if key.domain is None:
         return None
     k = f"__k{j}"
+    if key.sql_type.upper().startswith("DECIMAL"):
+        # Spark types a DECIMAL expression wider than DuckDB (DECIMAL(21, 2) for DuckDB's (18, 2)) and
+        # array_position wants one type; the value fits DuckDB's type (its exact digits are at most 18:
+        # _decimal_type), so the cast keeps it (red team helper-40)
+        k = f"TRY_CAST({k} AS {key.sql_type})"
     null_pos = key.domain.index(None) + 1 if None in key.domain else "NULL"
     values = [v for v in key.domain]
     ints = key.source == "integer bounds" and all(isinstance(v, int) and not isinstance(v, bool) for v in values)
@@ -788,6 +882,21 @@ def check_plan(plan: CountPlan) -> None:
             if key.domain is None and not key.sql_type.upper().startswith(("VARCHAR", "TINYINT", "SMALLINT", "INTEGER", "BIGINT")):
                 raise _unsupported(f"A GROUP BY key of type {key.sql_type} without a declared domain")
     _source_parts(plan)
+    types = {c.name: c.type for c in plan.table.columns.values()}
+    for agg in plan.aggs:
+        if agg.expr is None or agg.kind not in (SUM, AVG, QUANTILE, *VARIANCE_KINDS):
+            continue
+        t = _decimal_type(agg.expr, types) if _kind(agg.expr, types) == "decimal" else None
+        if _kind(agg.expr, types) == "decimal" and (
+            t is None or (t[0] > EXACT_DOUBLE_DIGITS and max(abs(agg.lower), abs(agg.upper)) * 10 ** t[1] > 2**52)
+        ):
+            # The input is made a DOUBLE for the clamp and the grid. A value whose two conversions differ
+            # has at least 2^53 units of its last digit; within bounds below 2^52 such units it is
+            # clamped to the same bound on both engines.
+            raise _unsupported(
+                f"{agg.kind.upper()} of a DECIMAL of more than {EXACT_DOUBLE_DIGITS} digits with bounds this wide "
+                "(the engines make different DOUBLEs of it)"
+            )
 
 
 def _source_parts(plan: CountPlan) -> tuple[list[tuple[str, str]], str | None]:

@@ -1,0 +1,141 @@
+"""FLOAT, wide DECIMALs, the simple CASE, NaN domains and CHAR(n) on Spark: equal to DuckDB, or refused.
+
+Red team helper-40 found each of these statements answered differently by the two engines on the
+same rows (none a privacy break; the README promises equal statistics without sampling, or a free
+refusal, DP261): DuckDB compares and divides a FLOAT in FLOAT, Spark (as dpgate wrote it) in DOUBLE;
+``CASE s WHEN 10`` compared text with a number unchecked; DuckDB makes a DOUBLE of an 18-digit
+DECIMAL with two roundings, Spark with one; DuckDB keeps 18 digits for DECIMAL arithmetic and gives
+NULL past them, Spark widens; a NaN domain value reached DuckDB as NULL; Spark compares CHAR(n)
+padded. A negative literal in IN was refused though nothing could overflow, and a DECIMAL key's
+domain failed Spark's bind.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+import harness
+from conftest import spark_twin
+from dpgate import errors
+from dpgate.catalog.owner import Owner
+
+ANALYSTS = {harness.ANALYST: {"epsilon": 1e6, "delta": 1.0, "epsilon_per_query": 100.0, "delta_per_query": 0.5}}
+
+#: One row per subject (nothing sampled): a FLOAT column, text that DuckDB reads as numbers or dates,
+#: 18-digit DECIMALs (one that DuckDB and Spark make different DOUBLEs of), NaN and a narrow DECIMAL.
+RT42 = """
+CREATE TABLE r AS SELECT * FROM (VALUES
+  (1, '1e1', 0.1::FLOAT, -9485287166563617.63::DECIMAL(18, 2), -27277205.8840884416::DECIMAL(18, 10), 'NaN'::DOUBLE, 1.25::DECIMAL(10, 2)),
+  (2, '12.7', 0.7::FLOAT, 1.00::DECIMAL(18, 2), 1.0::DECIMAL(18, 10), 0.0::DOUBLE, 0.5::DECIMAL(10, 2)),
+  (3, ' 7', 2.5::FLOAT, 2.00::DECIMAL(18, 2), 2.0::DECIMAL(18, 10), -0.0::DOUBLE, 0.5::DECIMAL(10, 2)),
+  (4, '2020', 3.0::FLOAT, 3.00::DECIMAL(18, 2), 3.0::DECIMAL(18, 10), 2.5::DOUBLE, 1.25::DECIMAL(10, 2)),
+  (5, 'abc', 1.1::FLOAT, 4.00::DECIMAL(18, 2), 4.0::DECIMAL(18, 10), 'NaN'::DOUBLE, 1.25::DECIMAL(10, 2)),
+  (6, NULL, NULL, NULL, NULL, NULL, NULL)
+) v(pid, s, f, dw, dx, x, dc)
+"""
+RT42_PROTECT = {"r": {"unit": "pid", "max_rows": 1, "epsilon": 1e6, "bounds": {"f": (-10, 10)},
+                      "domains": {"f": [0.1, 0.7, 2.5, 3.0, 1.1], "x": [0.0, 2.5, float("nan")],
+                                  "dc": [0.5, 1.25]}}}
+
+
+def _values(exact):
+    return {name: s.values for name, s in exact.stats.items()}
+
+
+@pytest.fixture(scope="module")
+def rt42(spark, tmp_path_factory):
+    path = tmp_path_factory.mktemp("rt42") / "rt42.duckdb"
+    raw = duckdb.connect(str(path))
+    raw.execute(RT42)
+    raw.close()
+    with Owner(path) as owner:
+        owner.protect("r", public_roster=True, **RT42_PROTECT["r"])
+        for a, spec in ANALYSTS.items():
+            owner.add_analyst(a, **spec)
+            owner.allow_test_seed(a)
+    return path, spark_twin(spark, path, RT42_PROTECT, analysts=ANALYSTS)
+
+
+@pytest.mark.parametrize("sql", [
+    # F1: DuckDB compares FLOAT with a DECIMAL literal, and divides a FLOAT, in FLOAT; Spark in DOUBLE
+    "SELECT COUNT(*) FROM r WHERE f = 0.7",
+    "SELECT COUNT(*) FROM r WHERE f > 0.1",
+    "SELECT COUNT(*) FROM r WHERE f / 3 > 0.0333333333",
+    "SELECT SUM(f / 3) FROM r",
+    "SELECT f + 0.5, COUNT(*) FROM r GROUP BY 1",  # a domain image computed in FLOAT
+    # F2: the simple CASE compares text with a number / a date, unchecked
+    "SELECT COUNT(*) FROM r WHERE CASE s WHEN 10 THEN true ELSE false END",
+    "SELECT SUM(CASE s WHEN 13 THEN 1 ELSE 0 END) FROM r",
+    "SELECT SUM(CASE s WHEN DATE '2020-01-01' THEN 1 ELSE 0 END) FROM r",
+    # F4: DECIMAL -> DOUBLE / FLOAT: DuckDB double-rounds (int64 -> double, then / 10^s), Spark rounds once
+    "SELECT COUNT(*) FROM r WHERE CAST(dw AS DOUBLE) < -9485287166563617",
+    "SELECT COUNT(*) FROM r WHERE dw / 1 < -9485287166563617",
+    "SELECT COUNT(*) FROM r WHERE CAST(dx AS FLOAT) < -27277205",
+    # F6: DuckDB keeps DECIMAL(18, s) for + - * of operands of at most 18 digits (overflow: NULL); Spark widens
+    "SELECT COUNT(*) FROM r WHERE dw * 1.5 < 0",
+    "SELECT COUNT(*) FROM r WHERE dw + dw < 0",
+    "SELECT COUNT(dw * dw) FROM r",
+    # F7: a declared NaN domain value: DuckDB's list parameter turns it into NULL (NaN rows fall outside the
+    # domain), Spark's literal keeps it (DuckDB {0: 2, 1: 1, 2: 0}, Spark {0: 2, 1: 1, 2: 2})
+    "SELECT x, COUNT(*) FROM r GROUP BY x",
+    "SELECT x / 0, COUNT(*) FROM r GROUP BY 1",  # an image domain holding NaN
+    # F8 (refused, DP230, though DuckDB answers): a DECIMAL key's image domain is typed as DuckDB's DECIMAL(18, 2),
+    # Spark's key is DECIMAL(21, 2): array_position refuses the mix at Spark's bind
+    "SELECT dc * 2, COUNT(*) FROM r GROUP BY 1",
+])
+def test_spark_equals_duckdb_or_refuses(rt42, sql):
+    """The README's promise: without sampling, Spark's statistics equal DuckDB's, or the statement is refused (DP261)."""
+    duck, spark = rt42
+    with harness.gateways(duck, spark) as (gd, gs):
+        a = _values(harness.statistics_of(gd, sql))
+        try:
+            b = _values(harness.statistics_of(gs, sql))
+        except harness.errors.Error as e:
+            assert e.code == "DP261", (sql, e)
+            return
+    assert a == b, sql
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT COUNT(*) FROM r WHERE CAST(f AS DOUBLE) > 0.1",  # FLOAT made a DOUBLE first: exact on both
+    "SELECT SUM(f), AVG(f) FROM r",
+    "SELECT x, COUNT(*) FROM r GROUP BY x",  # a NaN domain value counts its rows on both engines
+    "SELECT x / 0, COUNT(*) FROM r GROUP BY 1",
+    "SELECT COUNT(*) FROM r WHERE dc * 2 > 1",  # at most 18 digits: exact on both
+    "SELECT dc * 2, COUNT(*) FROM r GROUP BY 1",  # a DECIMAL key's domain (failed Spark's bind)
+    "SELECT COUNT(*) FROM r WHERE CAST(dc AS DOUBLE) > 0.6",  # a DECIMAL of 10 digits converts alike
+    "SELECT COUNT(*) FROM r WHERE dw > 2",  # an 18-digit DECIMAL compared with an integer: exact
+    "SELECT COUNT(*) FROM r WHERE CASE pid WHEN 2 THEN true ELSE false END",
+    "SELECT COUNT(*) FROM r WHERE pid IN (-1, 2) OR pid BETWEEN -3 AND 3",
+])
+def test_what_both_engines_compute_alike_is_answered(rt42, sql):
+    duck, spark = rt42
+    with harness.gateways(duck, spark) as (gd, gs):
+        assert _values(harness.statistics_of(gd, sql)) == _values(harness.statistics_of(gs, sql)), sql
+
+
+def test_a_negative_literal_in_an_in_list_is_answered(rt42):
+    """A negative literal in IN (...) was refused on Spark though nothing can overflow."""
+    duck, spark = rt42
+    sql = "SELECT COUNT(*) FROM r WHERE pid IN (-1, 2)"
+    with harness.gateways(duck, spark) as (gd, gs):
+        assert _values(harness.statistics_of(gd, sql)) == _values(harness.statistics_of(gs, sql))
+
+
+def test_a_char_column_is_refused(spark, tmp_path):
+    """A CHAR(n) column of a catalog table was declared VARCHAR (its stub), but Spark compares it with
+    pad semantics: c = 'ab' held for the stored 'ab   ' on Spark (10 rows), not on DuckDB (0). Refused
+    at protect (DP342), with the way out in the hint."""
+    spark.sql(f"CREATE TABLE rt42_ct (pid BIGINT, c CHAR(5)) USING parquet LOCATION '{tmp_path / 'ct'}'")
+    try:
+        spark.sql("INSERT INTO rt42_ct SELECT id, CASE WHEN id % 2 = 0 THEN 'ab' ELSE 'cd' END FROM range(20)")
+        twin = tmp_path / "ct_spark.duckdb"
+        with Owner(twin, spark=spark) as owner:
+            owner.set_spark("local[2]")
+            with pytest.raises(errors.PolicyError) as e:
+                owner.protect("rt42_ct", unit="pid", max_rows=1, public_roster=True, epsilon=1e6,
+                              spark="default.rt42_ct")  # fmt: skip
+        assert e.value.code == "DP342" and "char(5)" in e.value.message and "STRING" in e.value.hint
+    finally:
+        spark.sql("DROP TABLE IF EXISTS rt42_ct")
