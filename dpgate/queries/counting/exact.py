@@ -20,7 +20,9 @@ NULL and off-roster units), cached under a fingerprint of the unit column and ro
 the same transaction as the rows, let the common cases skip work: when no subject of the table
 has more rows than the bound, the rows are aggregated directly (no per-subject count); when every
 row's subject is charged, the restriction to charged rows (a semi-join) is left out. Both give
-exactly the statistics of the full path (``tests/privacy/test_unit_stats_paths.py``).
+exactly the statistics of the full path (``tests/privacy/test_unit_stats_paths.py``). A protected
+view takes neither: it is computed anew by every statement (and may compute other units each time),
+so its subjects' rows are ranked and bounded inside the aggregate's own statement.
 
 The bounded relation is otherwise computed in two passes for speed: a first pass finds the subjects
 that exceed a bound or were not charged (usually none); only their rows go through the
