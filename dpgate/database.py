@@ -160,7 +160,10 @@ def typed_list(name: str, values: list[Any], sql_type: str) -> tuple[str, list[A
     helper-40). A list of a floating-point type holding a NaN travels as text instead — Python's
     ``repr`` of a float reads back as the same double — and is read as DOUBLE before ``sql_type``,
     as the list of floats was."""
-    if sql_type.upper() in _FLOAT_TYPES and any(isinstance(v, float) and math.isnan(v) for v in values):
-        text = [None if v is None else repr(float(v)) for v in values]
+    if not any(isinstance(v, float) and math.isnan(v) for v in values):
+        return f"CAST(${name} AS {sql_type}[])", list(values)
+    text = [None if v is None else repr(v) if isinstance(v, float) else str(v) for v in values]
+    if sql_type.upper() in _FLOAT_TYPES:
+        # an integer too large for a DOUBLE reads as Infinity, as DuckDB casts such an integer
         return f"CAST(CAST(CAST(${name} AS VARCHAR[]) AS DOUBLE[]) AS {sql_type}[])", text
-    return f"CAST(${name} AS {sql_type}[])", list(values)
+    return f"CAST(CAST(${name} AS VARCHAR[]) AS {sql_type}[])", text  # a text domain's 'nan', as protect read it

@@ -636,7 +636,7 @@ def _check_semantics(root: exp.Expr, types: dict[str, str], predicate: bool) -> 
                 raise _semantic_refusal(f"A date plus or minus anything but a literal of at most {MAX_DAYS:,} days", n)
         if isinstance(n, exp.Cast) and _KIND_OF_TYPE.get(n.to.this) in ("double", "float") and wide(n.this):
             to_double([n.this], n, always=True)
-        if isinstance(n, (exp.Case, exp.Coalesce)) and not isinstance(n.parent, exp.Case):
+        if isinstance(n, (exp.Case, exp.Coalesce)):  # nested ones too (red team helper-41: in an ELSE)
             branches = [n.args.get("default"), *(i.args.get("true") for i in n.args.get("ifs") or [])]
             if isinstance(n, exp.Coalesce):
                 branches = [n.this, *n.expressions]

@@ -206,3 +206,29 @@ def test_a_table_name_with_a_double_quote_is_queried_and_charged(tmp_path):
         con.execute('SELECT COUNT(*) FROM "we""ird"').fetchall()
         rows = con.execute("SHOW BUDGET").fetchall()
         assert rows[0][1] == 9.9 and any(r[0] == 'we"ird: subjects' and r[3] == 100 for r in rows)
+
+
+@pytest.mark.parametrize("declaration, domain, ok", [
+    ("DECIMAL(10, 2)", [0.14, 0.15], True),
+    ("DECIMAL(10, 2)", [0.145], False),  # 0.14 from the double, 0.15 from the text (red team helper-41)
+    ("DECIMAL(10, 2)", ["0.145"], True),  # text: read one way only
+    ("DECIMAL(10, 2)", [1, 1.0], False),  # one value twice
+    ("FLOAT", [0.1, 0.5], True),  # both routes give the FLOAT nearest to 0.1
+    ("FLOAT", [1.0000000596046448], False),  # 1 + 2^-24: 1.0 through a double, 1.00000012 from text
+    ("INTEGER", [1, 2.0, 3.5], True),  # 3.5 is 4 both ways
+    ("INTEGER", [2.5], False),  # 2 through a double (ties to even), 3 from text
+    ("DOUBLE", [0.1, float("nan"), 1e300], True),
+])  # fmt: skip
+def test_domain_values_must_read_alike_as_numbers_and_as_text(tmp_path, declaration, domain, ok):
+    """A domain reaches DuckDB as numbers (counting, top-k) or as text (releases, Spark): both must give
+    the same values of the column's type, or the query classes and engines disagree on a cell's rows."""
+    path = tmp_path / "d.duckdb"
+    with duckdb.connect(str(path)) as c:
+        c.execute(f"CREATE TABLE t (uid INTEGER, v {declaration})")
+    with Owner(path) as o:
+        if ok:
+            o.protect("t", unit="uid", domains={"v": domain}, public_roster=True)
+            return
+        with pytest.raises(errors.PolicyError) as info:
+            o.protect("t", unit="uid", domains={"v": domain}, public_roster=True)
+        assert info.value.code == "DP316" and "t" not in o.catalog().tables

@@ -71,6 +71,9 @@ def rt42(spark, tmp_path_factory):
     # F4: DECIMAL -> DOUBLE / FLOAT: DuckDB double-rounds (int64 -> double, then / 10^s), Spark rounds once
     "SELECT COUNT(*) FROM r WHERE CAST(dw AS DOUBLE) < -9485287166563617",
     "SELECT COUNT(*) FROM r WHERE dw / 1 < -9485287166563617",
+    # ... also in a CASE or COALESCE nested in a CASE's ELSE (red team helper-41)
+    "SELECT COUNT(*) FROM r WHERE CASE WHEN pid > 100 THEN 0.0 ELSE CASE WHEN pid > 0 THEN dw ELSE x END END < -9485287166563617",
+    "SELECT COUNT(*) FROM r WHERE CASE WHEN pid > 100 THEN 0.0 ELSE COALESCE(dw, x) END < -9485287166563617",
     "SELECT COUNT(*) FROM r WHERE CAST(dx AS FLOAT) < -27277205",
     # F6: DuckDB keeps DECIMAL(18, s) for + - * of operands of at most 18 digits (overflow: NULL); Spark widens
     "SELECT COUNT(*) FROM r WHERE dw * 1.5 < 0",

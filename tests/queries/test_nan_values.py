@@ -94,3 +94,14 @@ def test_typed_list_reads_every_double_back_exactly(sql_type):
     want = con.execute(f"SELECT {plain}", {"l": plain_value}).fetchone()[0]  # the plain list: every value but NaN
     assert math.isnan(got[2]) and [v for i, v in enumerate(got) if i != 2] == want
     assert str(got[1]) == "-0.0"
+
+
+def test_typed_list_takes_any_value_beside_a_nan():
+    """An integer too large for a DOUBLE beside a NaN raised OverflowError in Python (red team helper-41);
+    a NaN in a text domain is the text 'nan', as protect read it, not NULL."""
+    con = duckdb.connect()
+    sql, value = database.typed_list("l", [float("nan"), 1, 10**400], "DOUBLE")
+    got = con.execute(f"SELECT {sql}", {"l": value}).fetchone()[0]
+    assert math.isnan(got[0]) and got[1:] == [1.0, math.inf]
+    sql, value = database.typed_list("l", [float("nan"), "a"], "VARCHAR")
+    assert con.execute(f"SELECT {sql}", {"l": value}).fetchone()[0] == ["nan", "a"]
