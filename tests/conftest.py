@@ -148,3 +148,18 @@ def spark_twin(spark, duck_path: Path, tables: dict[str, dict], *, analysts: dic
             owner.add_analyst(name, **spec)
             owner.allow_test_seed(name)
     return twin
+
+
+def duckdb_and_spark(spark, path: Path, setup_sql: str, tables: dict[str, dict], *, analysts: dict) -> tuple[Path, Path]:
+    """A DuckDB database made by ``setup_sql`` with ``tables`` protected and ``analysts`` added (with
+    test seeds), and its ``spark_twin``: (DuckDB file, Spark twin)."""
+    raw = duckdb.connect(str(path))
+    raw.execute(setup_sql)
+    raw.close()
+    with Owner(path) as owner:
+        for table, spec in tables.items():
+            owner.protect(table, **{"public_roster": True, **spec})
+        for name, spec in analysts.items():
+            owner.add_analyst(name, **spec)
+            owner.allow_test_seed(name)
+    return path, spark_twin(spark, path, tables, analysts=analysts)

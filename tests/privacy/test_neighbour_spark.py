@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 import harness
-from conftest import spark_twin
+from conftest import duckdb_and_spark, spark_twin
 
 ROWS = """
 CREATE TABLE t AS SELECT
@@ -207,19 +207,8 @@ EDGE_STATEMENTS = [
 
 @pytest.fixture(scope="module")
 def edges(spark, tmp_path_factory):
-    import duckdb
-    from dpgate.catalog.owner import Owner
-
-    path = tmp_path_factory.mktemp("edges") / "edges.duckdb"
-    raw = duckdb.connect(str(path))
-    raw.execute(EDGES)
-    raw.close()
-    with Owner(path) as owner:
-        owner.protect("e", public_roster=True, **EDGE_PROTECT["e"])
-        for a, spec in ANALYSTS.items():
-            owner.add_analyst(a, **spec)
-            owner.allow_test_seed(a)
-    return path, spark_twin(spark, path, EDGE_PROTECT, analysts=ANALYSTS)
+    return duckdb_and_spark(spark, tmp_path_factory.mktemp("edges") / "edges.duckdb", EDGES, EDGE_PROTECT,
+                            analysts=ANALYSTS)  # fmt: skip
 
 
 @pytest.mark.parametrize("sql", EDGE_STATEMENTS)

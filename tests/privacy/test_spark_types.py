@@ -12,11 +12,10 @@ domain failed Spark's bind.
 
 from __future__ import annotations
 
-import duckdb
 import pytest
 
 import harness
-from conftest import spark_twin
+from conftest import duckdb_and_spark
 from dpgate import errors
 from dpgate.catalog.owner import Owner
 
@@ -45,16 +44,7 @@ def _values(exact):
 
 @pytest.fixture(scope="module")
 def rt42(spark, tmp_path_factory):
-    path = tmp_path_factory.mktemp("rt42") / "rt42.duckdb"
-    raw = duckdb.connect(str(path))
-    raw.execute(RT42)
-    raw.close()
-    with Owner(path) as owner:
-        owner.protect("r", public_roster=True, **RT42_PROTECT["r"])
-        for a, spec in ANALYSTS.items():
-            owner.add_analyst(a, **spec)
-            owner.allow_test_seed(a)
-    return path, spark_twin(spark, path, RT42_PROTECT, analysts=ANALYSTS)
+    return duckdb_and_spark(spark, tmp_path_factory.mktemp("rt42") / "rt42.duckdb", RT42, RT42_PROTECT, analysts=ANALYSTS)
 
 
 @pytest.mark.parametrize("sql", [
