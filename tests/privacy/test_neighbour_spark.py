@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 import harness
-from conftest import duckdb_and_spark, spark_twin
+from conftest import duckdb_and_spark
 
 ROWS = """
 CREATE TABLE t AS SELECT
@@ -83,25 +83,9 @@ def worlds(spark, tmp_path_factory):
     """(DuckDB, Spark) file pairs: 'within' (no subject over its bound) and 'heavy' (40 sampled)."""
     out = {}
     for name, sql in (("within", ROWS), ("heavy", ROWS + HEAVY)):
-        path = _db(tmp_path_factory.mktemp(name) / f"{name}.duckdb", sql)
-        out[name] = (path, spark_twin(spark, path, PROTECT, analysts=ANALYSTS))
+        out[name] = duckdb_and_spark(spark, tmp_path_factory.mktemp(name) / f"{name}.duckdb", sql, PROTECT,
+                                     analysts=ANALYSTS)  # fmt: skip
     return out
-
-
-def _db(path, sql):
-    import duckdb
-    from dpgate.catalog.owner import Owner
-
-    raw = duckdb.connect(str(path))
-    raw.execute(sql)
-    raw.close()
-    with Owner(path) as owner:
-        for table, spec in PROTECT.items():
-            owner.protect(table, **{"public_roster": True, **spec})
-        for a, spec in ANALYSTS.items():
-            owner.add_analyst(a, **spec)
-            owner.allow_test_seed(a)
-    return path
 
 
 def test_spark_statistics_equal_duckdb_without_sampling(worlds):
@@ -159,8 +143,9 @@ def neighbours(spark, tmp_path_factory, worlds):
                   "CASE WHEN i = 3 THEN 'NaN'::DOUBLE ELSE 1e9 END, 200 + i, DATE '2024-01-07', i % 2 = 0, "
                   "149.99 FROM range(8) r(i)"),
     ):
-        path = _db(tmp_path_factory.mktemp(name) / f"{name}.duckdb", ROWS + HEAVY + "; " + change)
-        out.append((name, spark_twin(spark, path, PROTECT, analysts=ANALYSTS)))
+        _, twin = duckdb_and_spark(spark, tmp_path_factory.mktemp(name) / f"{name}.duckdb", ROWS + HEAVY + "; " + change,
+                                   PROTECT, analysts=ANALYSTS)  # fmt: skip
+        out.append((name, twin))
     return base, out
 
 
