@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
+import decimal
 import math
 import os
 import time
@@ -655,16 +656,26 @@ def bind_parameters(statement: exp.Expr, params: Any) -> exp.Expr:
     def replace(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Placeholder):
             value = value_for(node)
-            if isinstance(value, float) and not math.isfinite(value):
-                # exp.convert would write inf as a bare identifier and nan as NULL
-                return exp.cast(exp.Literal.string(repr(value)), exp.DataType.build("DOUBLE"))
             try:
+                if isinstance(value, decimal.Decimal):
+                    # exp.convert writes Decimal('NaN') as a bare NaN, which reads back as a column (red team
+                    # helper-42); a finite one as its digits, a non-finite one as the DOUBLE it stands for
+                    if value.is_finite():
+                        return exp.Literal.number(format(value, "f"))
+                    value = float(value)  # ValueError for a signalling NaN
+                if isinstance(value, float) and not math.isfinite(value):
+                    # exp.convert would write inf as a bare identifier and nan as NULL
+                    return exp.cast(exp.Literal.string(repr(value)), exp.DataType.build("DOUBLE"))
                 return exp.convert(value)
             except ValueError as e:
                 raise errors.DataError(f"Cannot use parameter value {value!r} in SQL", code="DP604") from e
         return node
 
     bound = statement.copy().transform(replace)
+    if sum(1 for _ in bound.find_all(exp.Column)) != sum(1 for _ in statement.find_all(exp.Column)):
+        # a parameter is a value: never a name (a guard should a value's SQL ever read back as one)
+        raise errors.DataError("A parameter value would be read as a column name", code="DP604",
+                               hint="pass numbers, text, booleans, dates or NULL")  # fmt: skip
     if positional is not None:
         used = sum(1 for n in statement.find_all(exp.Placeholder) if n.this is None)
         if used and used != len(positional):

@@ -227,6 +227,27 @@ def test_non_finite_parameters_keep_their_meaning(seeded):
     assert lo <= 32561 <= hi  # DuckDB orders NaN above every number
 
 
+def test_decimal_parameters_are_values(seeded):
+    """Decimal('NaN') was written as a bare NaN and read back as a column name (DP218; red team helper-42)."""
+    import decimal
+
+    cur = seeded.cursor()
+    sql = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.2, alpha = 1e-6, clamp_counts = false) COUNT(*) FROM adult WHERE age < ?"
+    cur.execute(sql, [decimal.Decimal("NaN")])
+    lo, hi = cur.release.intervals[0]["count_star()"]
+    assert lo <= 32561 <= hi  # the NaN DOUBLE, as for float("nan")
+    cur.execute(sql, [decimal.Decimal("Infinity")])
+    lo, hi = cur.release.intervals[0]["count_star()"]
+    assert lo <= 32561 <= hi
+    cur.execute(sql, [decimal.Decimal("1E+2")])  # a finite Decimal: its digits
+    lo, hi = cur.release.intervals[0]["count_star()"]
+    assert lo <= 32561 <= hi
+    before = seeded.budget()
+    with pytest.raises(dpgate.DataError) as info:
+        cur.execute(sql, [decimal.Decimal("sNaN")])
+    assert info.value.code == "DP604" and seeded.budget() == before
+
+
 def test_public_timestamptz_values_come_back_as_aware_utc_datetimes(con):
     # DuckDB converts TIMESTAMPTZ through pytz, which dpgate does not need: the values arrive in UTC.
     import datetime
