@@ -119,15 +119,21 @@ class Owner:
         return self._con
 
     @contextmanager
-    def _transaction(self):
+    def _transaction(self, declarations: bool = True):
+        """One transaction under the ledger lock. ``declarations``: it changes what queries are planned
+        against, so the catalog version moves (every gateway re-reads the catalog, and a statement in
+        flight restarts, or fails closed after its debit). A login is not such a change: an analyst may
+        change their own password as often as they like, and each bump cost other analysts' statements
+        in flight their debit (red team helper-42)."""
         with self._instance.ledger_lock:
             self.con.execute("BEGIN TRANSACTION")
             try:
                 yield self.con
-                self.con.execute(
-                    f"UPDATE {catalog.SCHEMA}.settings SET value = CAST(CAST(value AS BIGINT) + 1 AS VARCHAR) "
-                    "WHERE key = 'catalog_version'"
-                )
+                if declarations:
+                    self.con.execute(
+                        f"UPDATE {catalog.SCHEMA}.settings SET value = CAST(CAST(value AS BIGINT) + 1 AS VARCHAR) "
+                        "WHERE key = 'catalog_version'"
+                    )
             except BaseException:
                 self.con.execute("ROLLBACK")
                 raise
@@ -883,7 +889,7 @@ class Owner:
         """
         from dpgate.catalog import logins
 
-        with self._transaction() as con:
+        with self._transaction(declarations=False) as con:
             logins.set_login(con, name, role="owner" if owner else "analyst", password=password, verifier=verifier)
 
     def logins(self) -> list[tuple[str, str]]:

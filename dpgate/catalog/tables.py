@@ -300,6 +300,18 @@ def relevant(fp: frozenset, names: set[str], views: dict[str, str]) -> frozenset
     return frozenset(e for e in fp if e[0] != "table" or e[1] in named)
 
 
+def mentioned_by_views(views: "Views", name: str) -> str | None:
+    """A view whose SQL has ``name`` as a word (so ``relevant`` counts a table of that name as one every
+    statement depends on), or None."""
+    target = name.lower()
+    for view in views:
+        sql = views.get(view) or ""
+        for quoted, bare in _WORD.findall(sql):
+            if (quoted.replace('""', '"') if quoted else bare).lower() == target:
+                return view
+    return None
+
+
 def shadowing_functions(con: duckdb.DuckDBPyConnection) -> frozenset[str]:
     """Functions or macros the owner defined in the main schema under the name of a DuckDB built-in.
 

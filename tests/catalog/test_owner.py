@@ -232,3 +232,22 @@ def test_domain_values_must_read_alike_as_numbers_and_as_text(tmp_path, declarat
         with pytest.raises(errors.PolicyError) as info:
             o.protect("t", unit="uid", domains={"v": domain}, public_roster=True)
         assert info.value.code == "DP316" and "t" not in o.catalog().tables
+
+
+def test_a_login_does_not_move_the_catalog_version(raw_db):
+    """A login is not a declaration: an analyst changing their password (ALTER ROLE over the server) moved
+    the catalog version, which restarted other analysts' statements in flight or failed them after
+    their debit (red team helper-42: 1.37 of bob's 2.32 ε spent on failures)."""
+    with Owner(raw_db) as o:
+        o.protect("t", unit="uid", epsilon=1.0)
+        o.add_analyst("alice", epsilon=1.0)
+
+        def version():
+            return o.con.execute("SELECT value FROM dpgate.settings WHERE key = 'catalog_version'").fetchone()[0]
+
+        v = version()
+        o.set_login("alice", password="a password long enough")
+        o.set_login("alice", password="another password, also long")
+        assert version() == v
+        o.add_analyst("bob", epsilon=1.0)  # a declaration still moves it
+        assert version() != v

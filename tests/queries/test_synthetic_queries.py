@@ -370,3 +370,17 @@ def test_rows_past_ten_million_are_refused_free(demo_db):
                 con.execute(f"CREATE SYNTHETIC TABLE z FROM adult USING {method} WITH (epsilon = 1, rows = 1000000000000)")
             assert e.value.code == "DP205" and "rows" in str(e.value)
         assert con.budget() == before
+
+
+def test_a_release_cannot_take_a_name_a_views_sql_mentions(make_db):
+    """Every statement depends on the tables a view's SQL may name: an analyst creating and dropping a
+    release named like a word of a view restarted other analysts' statements, or failed them after
+    their debit (red team helper-42: 41 of 267 charged and failed)."""
+    db = make_db(SETUP + "CREATE TABLE pub AS SELECT 1 AS k; CREATE VIEW v AS SELECT k AS region FROM pub;",
+                 protect={"people": PEOPLE}, analysts=ANALYSTS)  # fmt: skip
+    with dpgate.connect(str(db), analyst="alice", test_seed=TEST_SEED) as c:
+        before = c.budget()
+        with pytest.raises(errors.Error) as e:
+            fetch(c, CREATE.format(name="region", opts="epsilon = 1, columns = 'colour'"))
+        assert e.value.code == "DP226" and "view v" in e.value.message and c.budget() == before
+        fetch(c, CREATE.format(name="regions", opts="epsilon = 1, columns = 'colour'"))  # a word no view has
