@@ -59,6 +59,9 @@ def set_login(con: duckdb.DuckDBPyConnection, name: str, *, role: str, password:
                                  hint="add the analyst first (dpgate analyst add DB NAME --epsilon ...)")  # fmt: skip
     if role == "owner" and is_analyst:
         raise errors.PolicyError(f"{name!r} is an analyst; an owner login needs a name of its own", code="DP326")
+    if role == "analyst" and owner_login(con, name):
+        # INSERT OR REPLACE would turn the owner's login into an analyst's (red team helper-42)
+        raise errors.PolicyError(f"{name!r} is an owner login; an analyst needs a name of its own", code="DP326")
     con.execute(
         f"INSERT OR REPLACE INTO {catalog.SCHEMA}.logins (name, verifier, role, changed_at) "
         "VALUES (?, ?, ?, current_timestamp)",
@@ -80,3 +83,12 @@ def server_secret(con: duckdb.DuckDBPyConnection) -> bytes:
                     [secrets.token_hex(32)])  # fmt: skip
         row = con.execute(f"SELECT value FROM {catalog.SCHEMA}.settings WHERE key = 'server_secret'").fetchone()
     return bytes.fromhex(row[0])
+
+
+def owner_login(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Whether ``name`` is an owner login of ``dpgate serve`` (no logins table: no login)."""
+    try:
+        row = con.execute(f"SELECT 1 FROM {catalog.SCHEMA}.logins WHERE name = ? AND role = 'owner'", [name]).fetchone()
+    except duckdb.CatalogException:  # a binder error: it leaves an open transaction usable
+        return False
+    return row is not None

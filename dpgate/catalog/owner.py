@@ -871,7 +871,11 @@ class Owner:
                 raise errors.PolicyError(f"{label} must be finite and >= 0, got {value}", code="DP320")
         if not name or not isinstance(name, str):
             raise errors.PolicyError("Analyst name must be a non-empty string", code="DP320")
+        from dpgate.catalog import logins
+
         with self._transaction() as con:
+            if logins.owner_login(con, name):  # that name logs in to dpgate serve as the owner (red team helper-42)
+                raise errors.PolicyError(f"{name!r} is an owner login; an analyst needs a name of its own", code="DP326")
             con.execute(
                 f"INSERT INTO {catalog.SCHEMA}.analysts (name, epsilon_quota, delta_quota, epsilon_per_query, "
                 "delta_per_query) VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "

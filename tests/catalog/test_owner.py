@@ -251,3 +251,15 @@ def test_a_login_does_not_move_the_catalog_version(raw_db):
         assert version() == v
         o.add_analyst("bob", epsilon=1.0)  # a declaration still moves it
         assert version() != v
+
+
+def test_an_owner_login_and_an_analyst_never_share_a_name(raw_db):
+    """An analyst added under an owner login's name logged in as the owner, and a later analyst login
+    of that name replaced the owner's (red team helper-42)."""
+    with Owner(raw_db) as o:
+        o.set_login("boss", password="the owner's long password", owner=True)
+        with pytest.raises(errors.PolicyError) as info:
+            o.add_analyst("boss", epsilon=1.0)
+        assert info.value.code == "DP326"
+        assert ("boss", "owner") in o.logins()
+        o.add_analyst("alice", epsilon=1.0)  # other names as before
