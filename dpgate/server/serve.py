@@ -57,6 +57,9 @@ _BEGIN = re.compile(r"^\s*(begin|start\s+transaction)\b", re.I)
 _COMMIT = re.compile(r"^\s*(commit|end)\b", re.I)
 _ROLLBACK = re.compile(r"^\s*(rollback|abort)\b", re.I)
 _PLACEHOLDER = re.compile(r"\$(\d+)")
+#: DEALLOCATE [PREPARE] name | ALL and DISCARD ALL: a client's (psycopg's) cleanup of prepared statements
+_DEALLOCATE = re.compile(r'^\s*deallocate\s+(?:prepare\s+)?(?:(all)|"((?:[^"]|"")+)"|([A-Za-z_][A-Za-z0-9_$]*))\s*;?\s*$', re.I)
+_DISCARD_ALL = re.compile(r"^\s*discard\s+all\s*;?\s*$", re.I)
 MAX_PARAMETERS = 65_535  # as PostgreSQL (the protocol counts them in 16 bits)
 MAX_PREPARED = 1_000  # named statements and portals per session
 
@@ -586,6 +589,22 @@ class Server:
                 "current transaction is aborted, commands ignored until end of transaction block", code="DP707",
                 hint="send ROLLBACK (a debit is final whatever you send)",
             )  # fmt: skip
+        deallocate = _DEALLOCATE.match(sql)
+        if deallocate is not None or _DISCARD_ALL.match(sql):
+            # prepared statements (and, for DISCARD ALL, portals) of this connection, as PostgreSQL; nothing
+            # reaches DuckDB, and dpgate's session settings stay (red team helper-42: psycopg sends these)
+            if deallocate is None or deallocate.group(1):  # the unnamed ones stay: this statement may be in them
+                client.statements = {k: v for k, v in client.statements.items() if k == ""}
+                if deallocate is None:
+                    client.portals = {k: v for k, v in client.portals.items() if k == ""}
+            else:
+                name = deallocate.group(3) or deallocate.group(2).replace('""', '"')
+                name = name if deallocate.group(2) else name.lower()
+                if name not in client.statements:
+                    raise errors.ProgrammingError(f"prepared statement {name!r} does not exist", code="DP705")
+                del client.statements[name]
+            return Outcome([], [], [], "DEALLOCATE" + (" ALL" if deallocate is not None and deallocate.group(1) else "")
+                           if deallocate is not None else "DISCARD ALL")  # fmt: skip
         future = asyncio.get_running_loop().run_in_executor(self.pool, client.session.run, sql, params)
         timed_out = False
         deadline = time.monotonic() + self.statement_timeout

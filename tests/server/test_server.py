@@ -204,6 +204,22 @@ def test_prepared_statements_run_many_times(server):
     assert got == [12, 12, 12]
 
 
+def test_deallocate_and_discard_all_clean_up_prepared_statements(server):
+    """psycopg sends DEALLOCATE ALL (and poolers DISCARD ALL); they were refused as unknown statements
+    (red team helper-42). They drop the connection's prepared statements and reach no database;
+    psycopg, seeing their tags, prepares its statements again."""
+    with psycopg.connect(server.url("demo"), autocommit=True, prepare_threshold=0) as con:
+        sql = "SELECT count(*) FROM country_regions WHERE region = %s"
+        assert con.execute(sql, ["Europe"]).fetchone()[0] == 12  # prepared on the server
+        assert con.execute("DEALLOCATE ALL").statusmessage == "DEALLOCATE ALL"
+        assert con.execute(sql, ["Asia"]).fetchone()[0] == 12
+        assert con.execute("DISCARD ALL").statusmessage == "DISCARD ALL"
+        assert con.execute(sql, ["Europe"]).fetchone()[0] == 12
+        with pytest.raises(psycopg.Error) as e:
+            con.execute("DEALLOCATE nothing_of_that_name")
+        assert "does not exist" in e.value.diag.message_primary
+
+
 def test_transactions_are_accepted_and_refund_nothing(server):
     with psycopg.connect(server.url("bob")) as con:  # psycopg opens a transaction by itself
         notices = notices_of(con)
