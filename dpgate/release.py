@@ -219,6 +219,32 @@ def noisy_rows(
     intervals: bool,
 ) -> tuple[list[str], list[str], list[tuple], list[dict[str, tuple]]]:
     """Run the post-processing query over the noisy values; return names, types, rows, intervals."""
+    sql, params, n_out, ci_names = post_statement(plan, keys, noisy)
+    try:
+        cur = con.execute(sql, params)
+        rows = cur.fetchall()
+        desc = cur.description
+    except duckdb.Error as e:
+        raise errors.ProgrammingError(
+            f"Post-processing of the noisy answer failed: {str(e).splitlines()[0]}",
+            code="DP231",
+            hint="the query was charged; simplify the SELECT / HAVING / ORDER BY expressions",
+        ) from e
+    names = [d[0] for d in desc]
+    types = [str(d[1]) for d in desc]
+    interval_rows = []
+    for r in rows:
+        iv: dict[str, list] = {}
+        for (name, tag), v in zip(ci_names, r[n_out:]):
+            iv.setdefault(name, [None, None])[0 if tag == "ci_low" else 1] = v
+        interval_rows.append({k: (v[0], v[1]) for k, v in iv.items()})
+    if intervals:
+        return names, types, rows, interval_rows
+    return names[:n_out], types[:n_out], [r[:n_out] for r in rows], interval_rows
+
+
+def post_statement(plan: CountPlan, keys: list[tuple], noisy: list[NoisyColumn]) -> tuple[str, dict[str, Any], int, list]:
+    """(SQL, parameters, output columns, interval columns) of the post-processing over the noisy values."""
     params: dict[str, Any] = {}
     cols = []
     for j, key in enumerate(plan.keys):
@@ -251,28 +277,7 @@ def noisy_rows(
             ci_exprs.append(exp.alias_(src, name, quoted=True))
             ci_names.append((out.name, tag))
     post.set("expressions", [*post.expressions, *ci_exprs])
-    sql = f"WITH __noisy AS ({values_sql}) {to_duckdb(post)}"
-    try:
-        cur = con.execute(sql, params)
-        rows = cur.fetchall()
-        desc = cur.description
-    except duckdb.Error as e:
-        raise errors.ProgrammingError(
-            f"Post-processing of the noisy answer failed: {str(e).splitlines()[0]}",
-            code="DP231",
-            hint="the query was charged; simplify the SELECT / HAVING / ORDER BY expressions",
-        ) from e
-    names = [d[0] for d in desc]
-    types = [str(d[1]) for d in desc]
-    interval_rows = []
-    for r in rows:
-        iv: dict[str, list] = {}
-        for (name, tag), v in zip(ci_names, r[n_out:]):
-            iv.setdefault(name, [None, None])[0 if tag == "ci_low" else 1] = v
-        interval_rows.append({k: (v[0], v[1]) for k, v in iv.items()})
-    if intervals:
-        return names, types, rows, interval_rows
-    return names[:n_out], types[:n_out], [r[:n_out] for r in rows], interval_rows
+    return f"WITH __noisy AS ({values_sql}) {to_duckdb(post)}", params, n_out, ci_names
 
 
 def _py(v: Any) -> Any:

@@ -248,6 +248,22 @@ def test_decimal_parameters_are_values(seeded):
     assert info.value.code == "DP604" and seeded.budget() == before
 
 
+def test_post_processing_that_cannot_run_is_refused_before_the_debit(seeded):
+    """HAVING n > 'abc' fails whatever the data and the noise: it was charged, then failed (DP231; red team
+    helper-42). It is now run over a row of NULLs before the debit, and refused free."""
+    cur = seeded.cursor()
+    before = seeded.budget()
+    for sql in ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5) sex, COUNT(*) AS n FROM adult GROUP BY sex HAVING n > 'abc'",
+                "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5) sex, COUNT(*) AS n FROM adult GROUP BY sex ORDER BY n + 'x'"):
+        with pytest.raises(dpgate.ProgrammingError) as info:
+            cur.execute(sql)
+        assert info.value.code == "DP231" and "nothing was charged" in info.value.hint
+    assert seeded.budget() == before
+    cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5) sex, COUNT(*) AS n FROM adult GROUP BY sex "
+                "HAVING n > 10 ORDER BY n DESC")  # what can run runs
+    assert len(cur.fetchall()) == 2
+
+
 def test_public_timestamptz_values_come_back_as_aware_utc_datetimes(con):
     # DuckDB converts TIMESTAMPTZ through pytz, which dpgate does not need: the values arrive in UTC.
     import datetime
