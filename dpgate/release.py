@@ -16,6 +16,7 @@ import numpy as np
 from sqlglot import exp
 
 from dpgate import database, errors
+from dpgate.memo import Memo
 from dpgate.frontend.dialect import to_duckdb
 from dpgate.mechanisms.base import NoisyColumn
 from dpgate.queries.plans import CountPlan
@@ -284,3 +285,34 @@ def _py(v: Any) -> Any:
     if hasattr(v, "item"):
         return v.item()
     return v
+
+
+#: Post-processing statements that ran over a row of NULLs (they read no table: their SQL is their key).
+_POST_RAN = Memo(4096)
+
+
+def check_post(con: duckdb.DuckDBPyConnection, plan: Any, columns: int) -> None:
+    """Before the debit: run the post-processing (SELECT expressions, HAVING, ORDER BY over the noisy
+    values) over one row of NULLs, its ``columns`` noisy values typed as integers and then as doubles
+    (their run-time type is one of the two). A statement that runs neither way fails whatever the data
+    and the noise — ``HAVING n > 'abc'`` — and was charged before it failed (red team helper-42): it is
+    refused here, free. (Over no rows DuckDB never evaluates the conversion, and EXPLAIN does not either.)"""
+    failure = ""
+    null = np.array([None], dtype=object)
+    for integer in (True, False):
+        noisy = [NoisyColumn(null, null, null, integer, "", 0.0, "") for _ in range(columns)]
+        sql, params, _, _ = post_statement(plan, [tuple(None for _ in plan.keys)], noisy)
+        params = {k: v for k, v in params.items() if f"${k}" in sql}
+        if (sql, repr(params)) in _POST_RAN:
+            return
+        try:
+            con.execute(sql, params).fetchall()
+        except duckdb.Error as e:
+            failure = str(e).strip().splitlines()[0]
+            continue
+        _POST_RAN.put((sql, repr(params)))
+        return
+    raise errors.ProgrammingError(
+        f"The SELECT / HAVING / ORDER BY over the answer cannot run: {failure}", code="DP231",
+        hint="fix the expressions over the aggregates; nothing was charged",
+    )  # fmt: skip

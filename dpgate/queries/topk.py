@@ -44,7 +44,7 @@ from dpgate.frontend.classify import TOPK_COLUMNS_FUNCTION, Classified, function
 from dpgate.queries.analysis import Analysis, Syntax, key_selection_threshold
 from dpgate.queries.base import Context, Run, _subject_rows, bind, personalization_notes, restrict_to_charged
 from dpgate.queries.plans import COUNT_ROWS, COUNT_SUBJECTS, Component, KeySpec, SubjectCharge, TopKPlan
-from dpgate.release import Answer, ColumnNoise, noisy_rows
+from dpgate.release import Answer, ColumnNoise, check_post, noisy_rows
 
 _ids = itertools.count(1)
 
@@ -146,7 +146,9 @@ def bind_check(con: duckdb.DuckDBPyConnection, plan: TopKPlan, charged: str) -> 
     if plan.columns:
         bind(con, _pairs_from_columns(plan, charged))
         _bind_post(con, plan)
-    elif plan.key_selection is None:
+        return
+    check_post(con, plan, 2)  # the noisy score and its rank (red team helper-42: HAVING n > 'abc')
+    if plan.key_selection is None:
         bind(con, _pairs_from_domains(plan, charged, params), params)
         for name, values in params.items():  # the public domains must cast to the keys' types
             key = plan.keys[int(name[1:])]

@@ -20,44 +20,11 @@ from dpgate import backends, errors, noise, release
 from dpgate.catalog import sample_order
 from dpgate.frontend.classify import Classified
 from dpgate.mechanisms import KeySelector, LaplaceCounting
-from dpgate.mechanisms.base import NoisyColumn
-from dpgate.memo import Memo
 from dpgate.queries.analysis import Analysis, _with_epsilon, key_selection_threshold
 from dpgate.queries.base import Context, Run, _subject_rows, personalization_notes
 from dpgate.queries.counting import exact as exact_mod
 from dpgate.queries.plans import COUNT_SUBJECTS, QUANTILE, VALUE_KINDS, CountPlan, SubjectCharge
 from dpgate.release import Answer, ColumnNoise
-
-
-#: Post-processing statements that ran over a row of NULLs (they read no table: their SQL is their key).
-_POST_RAN = Memo(4096)
-
-
-def _bind_post(con, plan: CountPlan) -> None:
-    """Run the post-processing (SELECT expressions, HAVING, ORDER BY over the noisy values) before the
-    debit, over one row of NULLs, with the noisy values typed as integers and then as doubles (their
-    run-time type is one of the two). A statement that runs neither way fails whatever the data and the
-    noise — ``HAVING n > 'abc'`` — and was charged before it failed (red team helper-42): refused here.
-    (Over no rows DuckDB never evaluates the conversion, and EXPLAIN does not either.)"""
-    failure = ""
-    for integer in (True, False):
-        null = np.array([None], dtype=object)
-        noisy = [NoisyColumn(null, null, null, integer, "", 0.0, "") for _ in plan.aggs]
-        sql, params, _, _ = release.post_statement(plan, [tuple(None for _ in plan.keys)], noisy)
-        params = {k: v for k, v in params.items() if f"${k}" in sql}
-        if (sql, repr(params)) in _POST_RAN:
-            return
-        try:
-            con.execute(sql, params).fetchall()
-        except duckdb.Error as e:
-            failure = str(e).strip().splitlines()[0]
-            continue
-        _POST_RAN.put((sql, repr(params)))
-        return
-    raise errors.ProgrammingError(
-        f"The SELECT / HAVING / ORDER BY over the answer cannot run: {failure}", code="DP231",
-        hint="fix the expressions over the aggregates; nothing was charged",
-    )  # fmt: skip
 
 
 class CountingQuery:
@@ -191,7 +158,7 @@ class CountingQuery:
         # A stored sample order: (re)built now, before the debit, if needed.
         ordered = exact_mod.orderable(plan) and sample_order.refresh(con, plan.table) is not None
         exact_mod.bind_check(con, plan, probe, unit_type, parts, ordered=ordered)
-        _bind_post(con, plan)
+        release.check_post(con, plan, len(plan.aggs))
         if backends.engine_of(plan.table) != "duckdb":  # the rows live elsewhere: that engine must run it too
             backends.plane(backends.engine_of(plan.table)).bind_check(plan)
 
