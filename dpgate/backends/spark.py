@@ -263,6 +263,7 @@ _ROUNDING = ("bround", "round")
 _INTEGER_TEXT = re.compile(r"[ \t\n\r\v\f]*-?[0-9]+[ \t\n\r\v\f]*", re.ASCII)
 _NUMBER_TEXT = re.compile(r"[ \t\n\r\v\f]*-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?[ \t\n\r\v\f]*", re.ASCII)
 _DATE_TEXT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_DECIMAL_TYPE = re.compile(r"DECIMAL\((\d+),\s*(\d+)\)")
 
 
 def _column_kind(sql_type: str) -> str | None:
@@ -282,7 +283,7 @@ def _column_kind(sql_type: str) -> str | None:
         # Past 18 digits DuckDB fits the other operand into the column's DECIMAL, overflowing to NULL
         # where Spark widens (red team helper-38: dw > 0.00000000001 with dw DECIMAL(38, 10)):
         # such a column is summed and counted as it is, never combined (its kind is unknown).
-        m = re.fullmatch(r"DECIMAL\((\d+),\s*(\d+)\)", t)
+        m = _DECIMAL_TYPE.fullmatch(t)
         return "decimal" if m is None or int(m.group(1)) <= 18 else None
     return {"VARCHAR": "text", "DATE": "date", "BOOLEAN": "bool"}.get(t)
 
@@ -331,11 +332,7 @@ def _kind_of(n: exp.Expr, types: dict[str, str], memo: dict[int, str | None] | N
             return "int" if isinstance(n, exp.Sub) and a == b == "date" else None
         return _numeric(a, b)
     if isinstance(n, (exp.Case, exp.If, exp.Coalesce)):
-        branches = [n.args.get("true"), n.args.get("false"), n.args.get("default"),
-                    *(i.args.get("true") for i in n.args.get("ifs") or [])]  # fmt: skip
-        if isinstance(n, exp.Coalesce):
-            branches += [n.this, *n.expressions]
-        kinds = {_kind(b, types, memo) for b in branches if b is not None} - {"null"}
+        kinds = {_kind(b, types, memo) for b in _branches(n)} - {"null"}
         if len(kinds) == 1:
             return kinds.pop()
         return _numeric(*kinds) if len(kinds) == 2 else None
@@ -360,7 +357,7 @@ def _decimal_type(n: exp.Expr, types: dict[str, str]) -> tuple[int, int] | None:
         return _decimal_type(n.this, types)
     if isinstance(n, exp.Column):
         t = types.get(n.name.lower(), "").upper()
-        m = re.fullmatch(r"DECIMAL\((\d+),\s*(\d+)\)", t)
+        m = _DECIMAL_TYPE.fullmatch(t)
         return (int(m.group(1)), int(m.group(2))) if m else ((_INTEGER_DIGITS[t], 0) if t in _INTEGER_DIGITS else None)
     if isinstance(n, exp.Literal) and not n.is_string:
         text = n.name.lower()
@@ -382,6 +379,15 @@ def _decimal_type(n: exp.Expr, types: dict[str, str]) -> tuple[int, int] | None:
         scale = max(a[1], b[1])
         return max(a[0] - a[1], b[0] - b[1]) + scale + 1, scale
     return None
+
+
+def _branches(n: exp.Case | exp.If | exp.Coalesce) -> list[exp.Expr]:
+    """The values a CASE, IF or COALESCE may take (not its conditions)."""
+    values = [n.args.get("true"), n.args.get("false"), n.args.get("default"),
+              *(i.args.get("true") for i in n.args.get("ifs") or [])]  # fmt: skip
+    if isinstance(n, exp.Coalesce):
+        values += [n.this, *n.expressions]
+    return [v for v in values if v is not None]
 
 
 def _numeric(a: str | None, b: str | None) -> str | None:
@@ -634,13 +640,10 @@ def _check_semantics(root: exp.Expr, types: dict[str, str], predicate: bool) -> 
                 # DuckDB's dates reach year 5,881,580 and overflow to NULL past it; Spark's date_add
                 # wraps its 32-bit day number (red team helper-38: d + 2147483647 < DATE '2000-01-01')
                 raise _semantic_refusal(f"A date plus or minus anything but a literal of at most {MAX_DAYS:,} days", n)
-        if isinstance(n, exp.Cast) and _KIND_OF_TYPE.get(n.to.this) in ("double", "float") and wide(n.this):
+        if isinstance(n, exp.Cast) and _KIND_OF_TYPE.get(n.to.this) in ("double", "float"):
             to_double([n.this], n, always=True)
         if isinstance(n, (exp.Case, exp.Coalesce)):  # nested ones too (red team helper-41: in an ELSE)
-            branches = [n.args.get("default"), *(i.args.get("true") for i in n.args.get("ifs") or [])]
-            if isinstance(n, exp.Coalesce):
-                branches = [n.this, *n.expressions]
-            to_double([b for b in branches if b is not None], n)
+            to_double(_branches(n), n)
         if isinstance(n, (exp.Case, exp.If, exp.Coalesce)) and not isinstance(n.parent, exp.Case) and kind(n) is None:
             raise _semantic_refusal(f"{n.key.upper()} whose values are of different or unknown types", n)
         if _may_fail(n, types, memo):
@@ -882,14 +885,12 @@ def check_plan(plan: CountPlan) -> None:
             if key.domain is None and not key.sql_type.upper().startswith(("VARCHAR", "TINYINT", "SMALLINT", "INTEGER", "BIGINT")):
                 raise _unsupported(f"A GROUP BY key of type {key.sql_type} without a declared domain")
     _source_parts(plan)
-    types = {c.name: c.type for c in plan.table.columns.values()}
+    types = _column_types(plan)
     for agg in plan.aggs:
-        if agg.expr is None or agg.kind not in (SUM, AVG, QUANTILE, *VARIANCE_KINDS):
+        if agg.expr is None or agg.kind not in (SUM, AVG, QUANTILE, *VARIANCE_KINDS) or _kind(agg.expr, types) != "decimal":
             continue
-        t = _decimal_type(agg.expr, types) if _kind(agg.expr, types) == "decimal" else None
-        if _kind(agg.expr, types) == "decimal" and (
-            t is None or (t[0] > EXACT_DOUBLE_DIGITS and max(abs(agg.lower), abs(agg.upper)) * 10 ** t[1] > 2**52)
-        ):
+        t = _decimal_type(agg.expr, types)
+        if t is None or (t[0] > EXACT_DOUBLE_DIGITS and max(abs(agg.lower), abs(agg.upper)) * 10 ** t[1] > 2**52):
             # The input is made a DOUBLE for the clamp and the grid. A value whose two conversions differ
             # has at least 2^53 units of its last digit; within bounds below 2^52 such units it is
             # clamped to the same bound on both engines.
@@ -899,9 +900,13 @@ def check_plan(plan: CountPlan) -> None:
             )
 
 
+def _column_types(plan: CountPlan) -> dict[str, str]:
+    return {c.name: c.type for c in plan.table.columns.values()}
+
+
 def _source_parts(plan: CountPlan) -> tuple[list[tuple[str, str]], str | None]:
     """(alias, Spark SQL) of each column of ``plan.source`` and its WHERE, analyst parts rewritten."""
-    types = {c.name: c.type for c in plan.table.columns.values()}
+    types = _column_types(plan)
     dates = frozenset(name for name, t in types.items() if t.upper() == "DATE")
     cols = []
     for e in plan.source.expressions:

@@ -47,15 +47,13 @@ def roster_name(subjects: str) -> str:
     return f"roster_{subjects.lower()}"
 
 
-def _check_exact_domain(con, where: str, sql_type: str, values: list[Any], as_text: list[Any]) -> None:
-    """Refuse a domain whose values dpgate's two routes into DuckDB read differently, or that repeats a
-    value once read as the column's type.
+def _check_exact_domain(con, where: str, sql_type: str, values: list[Any]) -> None:
+    """Refuse a domain whose values dpgate's two routes into DuckDB read differently.
 
     dpgate hands a domain to DuckDB as a list of numbers (counting, top-k: a float is a DOUBLE first)
     or as text (synthetic releases, Spark). Where the type cannot hold a float exactly the two round it
     differently — 0.145 in a DECIMAL(10, 2) is 0.14 as a double and 0.15 as text — and query classes
-    and engines would disagree on which rows fall in its cell (red team helper-41). Two values equal
-    once read ([1, 1.0]) would make two cells of one value."""
+    and engines would disagree on which rows fall in its cell (red team helper-41)."""
     floats = [repr(v) for v in values if isinstance(v, float) and math.isfinite(v)]
     if floats:
         rows = con.execute(
@@ -69,11 +67,6 @@ def _check_exact_domain(con, where: str, sql_type: str, values: list[Any], as_te
                 hint="declare the values exactly as the column holds them (a DECIMAL(10, 2) holds 0.14 and 0.15, "
                 "not 0.145)",
             )  # fmt: skip
-    (distinct,) = con.execute(
-        f"SELECT count(DISTINCT CAST(x AS {sql_type})) FROM unnest(CAST(? AS VARCHAR[])) AS u(x)", [as_text]
-    ).fetchone()
-    if distinct != sum(v is not None for v in values):
-        raise errors.PolicyError(f"Domain of {where} repeats a value once read as {sql_type}", code="DP316")
 
 
 class Owner:
@@ -670,16 +663,19 @@ class Owner:
                 raise errors.PolicyError(f"Domain of {table}.{column} repeats a value", code="DP316")
             # The values must be castable to the column type (checked without reading rows).
             as_text = [None if v is None else json.dumps(v) if isinstance(v, bool) else str(v) for v in values]
-            try:
-                con.execute(
-                    f"SELECT CAST(x AS {cols[column]}) FROM unnest(CAST(? AS VARCHAR[])) AS u(x)", [as_text]
-                ).fetchall()
+            try:  # (and how many values they are once read as that type)
+                (distinct,) = con.execute(
+                    f"SELECT count(DISTINCT CAST(x AS {cols[column]})) FROM unnest(CAST(? AS VARCHAR[])) AS u(x)", [as_text]
+                ).fetchone()
             except duckdb.Error as e:
                 raise errors.PolicyError(
                     f"Domain of {table}.{column} does not fit its type {cols[column]}: {e}",
                     code="DP316",
                 ) from e
-            _check_exact_domain(con, f"{table}.{column}", cols[column], values, as_text)
+            _check_exact_domain(con, f"{table}.{column}", cols[column], values)
+            if distinct != sum(v is not None for v in values):  # [1, 1.0]: two cells of one value
+                raise errors.PolicyError(f"Domain of {table}.{column} repeats a value once read as {cols[column]}",
+                                         code="DP316")  # fmt: skip
         existing = con.execute(
             f"SELECT lower, upper, domain FROM {catalog.SCHEMA}.columns WHERE table_name = ? AND column_name = ?",
             [table, column],

@@ -295,21 +295,19 @@ def relevant(fp: frozenset, names: set[str], views: dict[str, str]) -> frozenset
     orders — are left out, so that their changes neither restart a statement nor fail a charged one."""
     named = {n.lower() for n in names}
     for sql in views.values():
-        for quoted, bare in _WORD.findall(sql):
-            named.add((quoted.replace('""', '"') if quoted else bare).lower())
+        named |= _words(sql)
     return frozenset(e for e in fp if e[0] != "table" or e[1] in named)
+
+
+def _words(sql: str) -> set[str]:
+    """The names a view's SQL may use: every word and quoted identifier, lower-cased."""
+    return {(quoted.replace('""', '"') if quoted else bare).lower() for quoted, bare in _WORD.findall(sql)}
 
 
 def mentioned_by_views(views: "Views", name: str) -> str | None:
     """A view whose SQL has ``name`` as a word (so ``relevant`` counts a table of that name as one every
     statement depends on), or None."""
-    target = name.lower()
-    for view in views:
-        sql = views.get(view) or ""
-        for quoted, bare in _WORD.findall(sql):
-            if (quoted.replace('""', '"') if quoted else bare).lower() == target:
-                return view
-    return None
+    return next((view for view in views if name.lower() in _words(views.get(view) or "")), None)
 
 
 def shadowing_functions(con: duckdb.DuckDBPyConnection) -> frozenset[str]:

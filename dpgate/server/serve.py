@@ -589,22 +589,22 @@ class Server:
                 "current transaction is aborted, commands ignored until end of transaction block", code="DP707",
                 hint="send ROLLBACK (a debit is final whatever you send)",
             )  # fmt: skip
-        deallocate = _DEALLOCATE.match(sql)
-        if deallocate is not None or _DISCARD_ALL.match(sql):
+        deallocate, discard = _DEALLOCATE.match(sql), _DISCARD_ALL.match(sql)
+        if deallocate is not None or discard is not None:
             # prepared statements (and, for DISCARD ALL, portals) of this connection, as PostgreSQL; nothing
             # reaches DuckDB, and dpgate's session settings stay (red team helper-42: psycopg sends these)
-            if deallocate is None or deallocate.group(1):  # the unnamed ones stay: this statement may be in them
-                client.statements = {k: v for k, v in client.statements.items() if k == ""}
-                if deallocate is None:
-                    client.portals = {k: v for k, v in client.portals.items() if k == ""}
-            else:
-                name = deallocate.group(3) or deallocate.group(2).replace('""', '"')
-                name = name if deallocate.group(2) else name.lower()
+            if deallocate is not None and not deallocate.group(1):  # one statement, by name
+                quoted, bare = deallocate.group(2), deallocate.group(3)
+                name = quoted.replace('""', '"') if quoted else bare.lower()
                 if name not in client.statements:
                     raise errors.ProgrammingError(f"prepared statement {name!r} does not exist", code="DP705")
                 del client.statements[name]
-            return Outcome([], [], [], "DEALLOCATE" + (" ALL" if deallocate is not None and deallocate.group(1) else "")
-                           if deallocate is not None else "DISCARD ALL")  # fmt: skip
+                return Outcome([], [], [], "DEALLOCATE")
+            # all of them; the unnamed ones stay: this very statement may be in them
+            client.statements = {k: v for k, v in client.statements.items() if k == ""}
+            if discard is not None:
+                client.portals = {k: v for k, v in client.portals.items() if k == ""}
+            return Outcome([], [], [], "DISCARD ALL" if discard is not None else "DEALLOCATE ALL")
         future = asyncio.get_running_loop().run_in_executor(self.pool, client.session.run, sql, params)
         timed_out = False
         deadline = time.monotonic() + self.statement_timeout
