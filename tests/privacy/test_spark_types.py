@@ -64,6 +64,7 @@ def rt42(spark, tmp_path_factory):
     # ... also in a CASE or COALESCE nested in a CASE's ELSE (red team helper-41)
     "SELECT COUNT(*) FROM r WHERE CASE WHEN pid > 100 THEN 0.0 ELSE CASE WHEN pid > 0 THEN dw ELSE x END END < -9485287166563617",
     "SELECT COUNT(*) FROM r WHERE CASE WHEN pid > 100 THEN 0.0 ELSE COALESCE(dw, x) END < -9485287166563617",
+    "SELECT COUNT(*) FROM r WHERE CASE WHEN pid > 100 THEN 0.0 ELSE IF(pid > 0, dw, x) END < -9485287166563617",
     "SELECT COUNT(*) FROM r WHERE CAST(dx AS FLOAT) < -27277205",
     # F6: DuckDB keeps DECIMAL(18, s) for + - * of operands of at most 18 digits (overflow: NULL); Spark widens
     "SELECT COUNT(*) FROM r WHERE dw * 1.5 < 0",
