@@ -47,7 +47,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from dpgate import __version__, errors
+from sqlglot.tokens import TokenType
+
 from dpgate.catalog import logins
+from dpgate.frontend.dialect import DPDuckDB
 from dpgate.server import scram, wire
 from dpgate.server.session import Outcome, Session
 
@@ -461,7 +464,7 @@ class Server:
         elif kind == b"P":
             name, query = r.string(), r.string()
             oids = [r.int32() for _ in range(max(r.int16(), 0))]
-            placeholders = _PLACEHOLDER.findall(query)
+            placeholders = parameter_numbers(query)
             if any(len(m) > 6 or int(m) > MAX_PARAMETERS for m in placeholders):
                 raise errors.ProgrammingError(f"Parameter numbers go up to ${MAX_PARAMETERS}", code="DP602",
                                               hint="number parameters $1, $2, ...")  # fmt: skip
@@ -631,6 +634,22 @@ class Server:
                 raise errors.OperationalError("canceling statement due to user request", code="DP708") from e
             log.exception("statement failed")
             raise errors.InternalError(f"Internal error: {type(e).__name__}", code="DP709") from e
+
+
+def parameter_numbers(query: str) -> list[str]:
+    """The numbers of the ``$n`` parameters of ``query``, as the statement's parser will read them: not
+    inside a string, a quoted name or a comment (psql's ``\\password`` sends ``'SCRAM-SHA-256$4096:...'``,
+    which counted as 4,096 parameters, red team helper-42). A statement the tokenizer cannot read
+    (an unclosed quote) is counted by pattern; it fails when it is parsed anyway."""
+    try:
+        tokens = DPDuckDB().tokenize(query)
+    except Exception:  # sqlglot's TokenError; the statement's parse reports it
+        return _PLACEHOLDER.findall(query)
+    return [
+        b.text for a, b in zip(tokens, tokens[1:])
+        if a.token_type == TokenType.PARAMETER and b.token_type == TokenType.NUMBER and b.start == a.end + 1
+        and b.text.isdigit()
+    ]  # fmt: skip
 
 
 def split_statements(sql: str) -> list[str]:

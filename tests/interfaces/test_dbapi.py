@@ -273,3 +273,13 @@ def test_public_timestamptz_values_come_back_as_aware_utc_datetimes(con):
     ).fetchone()
     assert row[0] == datetime.datetime(2024, 3, 1, 10, 30, tzinfo=datetime.timezone.utc)
     assert row[1] == 7 and row[2] is None and row[3].tzinfo is datetime.timezone.utc
+
+
+def test_a_parameter_bound_as_an_element_index_keeps_its_value():
+    """sqlglot keeps element indexes 0-based and adds DuckDB's 1 when it writes an integer one: x[?]
+    bound to 1 was written x[2] (red team helper-42). Slices and map keys are not shifted."""
+    from dpgate.frontend.dialect import parse_one, to_sql
+    from dpgate.gateway import bind_parameters
+
+    bound = bind_parameters(parse_one("SELECT x[?], x[?], m[?], x[?:?], x[$1] FROM t"), [1, -1, "k", 1, 2])
+    assert to_sql(bound) == "SELECT x[1], x[-1], m['k'], x[1:2], x[1] FROM t"

@@ -15,7 +15,7 @@ import pytest
 import dpgate
 from dpgate.catalog.owner import Owner
 from dpgate.server import scram
-from dpgate.server.serve import LoginGuard, split_statements
+from dpgate.server.serve import LoginGuard, parameter_numbers, split_statements
 from pgserver import OWNER_PASSWORD, PASSWORD, ThreadServer, add_logins
 
 DP = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.1) "
@@ -218,6 +218,23 @@ def test_deallocate_and_discard_all_clean_up_prepared_statements(server):
         with pytest.raises(psycopg.Error) as e:
             con.execute("DEALLOCATE nothing_of_that_name")
         assert "does not exist" in e.value.diag.message_primary
+
+
+def test_dollar_numbers_inside_strings_and_comments_are_not_parameters(server):
+    """The server counted every ``$n`` of a statement as a parameter, inside strings too: a SCRAM
+    verifier ('SCRAM-SHA-256$4096:...') sent over the extended protocol was a statement of 4,096
+    parameters, bound with none (DP602; red team helper-42). Only ``$n`` outside strings, quoted
+    names and comments count, as the statement's parser reads them."""
+    assert parameter_numbers("SELECT $1, '$2', \"$3\", $$ $4 $$, $12 -- $5\n/* $6 */") == ["1", "12"]
+    with psycopg.connect(server.url("demo"), autocommit=True) as con:
+        res = con.pgconn.exec_params(b"SELECT count(*) FROM country_regions WHERE '$99999' <> $1", [b"x"], [25])
+        assert res.status == psycopg.pq.ExecStatus.TUPLES_OK, res.error_message
+        assert int(res.get_value(0, 0)) == con.execute("SELECT count(*) FROM country_regions").fetchone()[0]
+        verifier = scram.make_verifier("a password of demo's")
+        res = con.pgconn.exec_params(f"ALTER ROLE demo PASSWORD '{verifier}'".encode(), [])
+        assert res.status == psycopg.pq.ExecStatus.COMMAND_OK, res.error_message
+    with psycopg.connect(server.url("demo", "a password of demo's"), autocommit=True) as con:
+        assert con.execute("SELECT CURRENT_USER").fetchone() == ("demo",)
 
 
 def test_transactions_are_accepted_and_refund_nothing(server):
