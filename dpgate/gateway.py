@@ -299,6 +299,14 @@ class Gateway:
                     hint="subjects must compare as bytes; the data owner removes the collation from the unit column "
                     "(or protects a view that selects it with COLLATE \"binary\"); nothing was charged",
                 )  # fmt: skip
+            bad = next((c for c in table.columns.values() if c.domain_problem), None)
+            if bad is not None:  # declared before protect checked it, or the column's type changed since
+                raise errors.PolicyError(
+                    f"Protected table {table.name} cannot be queried: the declared domain of {table.name}.{bad.name} "
+                    f"does not fit its type {bad.type}: {bad.domain_problem}", code="DP316",
+                    hint=f"the data owner declares the domain of {bad.name} again (Owner.declare(table, column, domain=...) or "
+                    "dpgate policy apply); nothing was charged",
+                )  # fmt: skip
         if classified.statement.find(exp.DateDiff) is not None:  # only then are column types needed
             types: dict[str, set[str]] = {}
             for t in {t.name for t in classified.statement.find_all(exp.Table) if t.name}:

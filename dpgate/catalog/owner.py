@@ -33,7 +33,7 @@ from dpgate.catalog import tables as catalog
 from dpgate.backends import spark as spark_backend
 from dpgate.catalog import releases as registry
 from dpgate.catalog import sample_order as sample_order_mod
-from dpgate.catalog.tables import quote_ident
+from dpgate.catalog.tables import domain_problem, quote_ident
 
 SCHEMA_VERSION = "1"
 DEFAULT_SUBJECT_DELTA = 1e-5
@@ -45,28 +45,6 @@ quote = quote_ident
 
 def roster_name(subjects: str) -> str:
     return f"roster_{subjects.lower()}"
-
-
-def _check_exact_domain(con, where: str, sql_type: str, values: list[Any]) -> None:
-    """Refuse a domain whose values dpgate's two routes into DuckDB read differently.
-
-    dpgate hands a domain to DuckDB as a list of numbers (counting, top-k: a float is a DOUBLE first)
-    or as text (synthetic releases, Spark). Where the type cannot hold a float exactly the two round it
-    differently — 0.145 in a DECIMAL(10, 2) is 0.14 as a double and 0.15 as text — and query classes
-    and engines would disagree on which rows fall in its cell (red team helper-41)."""
-    floats = [repr(v) for v in values if isinstance(v, float) and math.isfinite(v)]
-    if floats:
-        rows = con.execute(
-            f"SELECT x FROM unnest(CAST(? AS VARCHAR[])) AS u(x) WHERE TRY_CAST(x AS {sql_type}) "
-            f"IS DISTINCT FROM TRY_CAST(TRY_CAST(x AS DOUBLE) AS {sql_type})", [floats],
-        ).fetchall()  # fmt: skip
-        if rows:
-            raise errors.PolicyError(
-                f"Domain value {rows[0][0]} of {where} is not a value of type {sql_type}: DuckDB rounds it one way from a "
-                "number and another from text", code="DP316",
-                hint="declare the values exactly as the column holds them (a DECIMAL(10, 2) holds 0.14 and 0.15, "
-                "not 0.145)",
-            )  # fmt: skip
 
 
 class Owner:
@@ -661,21 +639,18 @@ class Owner:
                 ) from e
             if len({json.dumps(v) for v in values}) != len(values):
                 raise errors.PolicyError(f"Domain of {table}.{column} repeats a value", code="DP316")
-            # The values must be castable to the column type (checked without reading rows).
-            as_text = [None if v is None else json.dumps(v) if isinstance(v, bool) else str(v) for v in values]
-            try:  # (and how many values they are once read as that type)
-                (distinct,) = con.execute(
-                    f"SELECT count(DISTINCT CAST(x AS {cols[column]})) FROM unnest(CAST(? AS VARCHAR[])) AS u(x)", [as_text]
-                ).fetchone()
+            # The values must be values of the column's type, read alike as numbers and as text, and
+            # distinct once read (checked without reading rows); the catalog checks again at each load.
+            try:
+                problem = domain_problem(con, cols[column], values)
             except duckdb.Error as e:
+                problem = str(e).strip().splitlines()[0]
+            if problem is not None:
                 raise errors.PolicyError(
-                    f"Domain of {table}.{column} does not fit its type {cols[column]}: {e}",
-                    code="DP316",
-                ) from e
-            _check_exact_domain(con, f"{table}.{column}", cols[column], values)
-            if distinct != sum(v is not None for v in values):  # [1, 1.0]: two cells of one value
-                raise errors.PolicyError(f"Domain of {table}.{column} repeats a value once read as {cols[column]}",
-                                         code="DP316")  # fmt: skip
+                    f"Domain of {table}.{column} does not fit its type {cols[column]}: {problem}", code="DP316",
+                    hint="declare the values exactly as the column holds them (a DECIMAL(10, 2) holds 0.14 and 0.15, "
+                    "not 0.145), each once",
+                )  # fmt: skip
         existing = con.execute(
             f"SELECT lower, upper, domain FROM {catalog.SCHEMA}.columns WHERE table_name = ? AND column_name = ?",
             [table, column],

@@ -83,6 +83,9 @@ class Column:
     upper: float | None = None
     domain: tuple[Any, ...] | None = None
     not_null: bool = False  # a NOT NULL constraint (schema fact)
+    #: Why the declared domain does not fit the column's type now (``domain_problem``); then no
+    #: statement that reads the column runs until the owner declares it again.
+    domain_problem: str | None = None
 
     @property
     def bounded(self) -> bool:
@@ -401,6 +404,37 @@ def unit_collation(con: duckdb.DuckDBPyConnection, relation: str, unit: str, uni
     return None
 
 
+def domain_text(values: list[Any]) -> list[Any]:
+    """A declared domain's values as the text DuckDB casts to the column's type (JSON's true/false)."""
+    return [None if v is None else json.dumps(v) if isinstance(v, bool) else str(v) for v in values]
+
+
+def domain_problem(con: duckdb.DuckDBPyConnection, sql_type: str, values: list[Any]) -> str | None:
+    """Why a declared domain does not describe cells of a column of ``sql_type``, or None: a value the
+    type cannot hold, two values that the type reads as one ([1, 1.0] in an INTEGER: one cell counted
+    twice), or a number the two routes into DuckDB read differently (dpgate hands a domain over as
+    numbers — counting, top-k: a float is a DOUBLE first — or as text — releases, Spark; 0.145 in a
+    DECIMAL(10, 2) is 0.14 one way and 0.15 the other, red team helper-41). ``protect`` refuses
+    such a domain; ``load`` finds one declared before that check, or made wrong by a later ALTER of
+    the column's type, and no statement reading the column runs (``Column.domain_problem``)."""
+    floats = [repr(v) for v in values if isinstance(v, float) and math.isfinite(v)]
+    t = sql_type
+    unreadable, distinct, differs = con.execute(
+        f"SELECT (SELECT min(x) FROM unnest(CAST($text AS VARCHAR[])) u(x) WHERE x IS NOT NULL AND TRY_CAST(x AS {t}) IS NULL), "
+        f"(SELECT count(DISTINCT TRY_CAST(x AS {t})) FROM unnest(CAST($text AS VARCHAR[])) u(x)), "
+        f"(SELECT min(x) FROM unnest(CAST($floats AS VARCHAR[])) u(x) "
+        f"WHERE TRY_CAST(x AS {t}) IS DISTINCT FROM TRY_CAST(TRY_CAST(x AS DOUBLE) AS {t}))",
+        {"text": domain_text(values), "floats": floats},
+    ).fetchone()  # fmt: skip
+    if unreadable is not None:
+        return f"{unreadable} is not a value of the type"
+    if differs is not None:
+        return f"{differs} is not a value of the type (DuckDB rounds it one way from a number, another from text)"
+    if distinct != sum(v is not None for v in values):
+        return "two of its values are one value of the type"
+    return None
+
+
 def load(con: duckdb.DuckDBPyConnection) -> Catalog:
     """Read the whole catalog (a few small queries)."""
     db_name = con.execute("SELECT current_database()").fetchone()[0]
@@ -461,7 +495,13 @@ def load(con: duckdb.DuckDBPyConnection) -> Catalog:
         cols = {}
         for cname, ctype in table_columns(con, tname):
             lo, hi, dom = declared.get(tname, {}).get(cname, (None, None, None))
-            cols[cname] = Column(cname, ctype, lo, hi, dom, (tname, cname) in not_null)
+            problem = None
+            if dom is not None:
+                try:
+                    problem = domain_problem(con, ctype, list(dom))
+                except duckdb.Error:  # a type DuckDB does not know (a Spark table's): its engine checks it
+                    problem = None
+            cols[cname] = Column(cname, ctype, lo, hi, dom, (tname, cname) in not_null, problem)
         tables[tname] = ProtectedTable(
             name=tname,
             kind=kind,

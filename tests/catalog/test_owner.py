@@ -234,6 +234,38 @@ def test_domain_values_must_read_alike_as_numbers_and_as_text(tmp_path, declarat
         assert info.value.code == "DP316" and "t" not in o.catalog().tables
 
 
+def test_a_domain_that_no_longer_fits_its_column_stops_the_tables_statements_free(tmp_path):
+    """protect checks a domain against the column's type (above), but a domain declared before that
+    check (dpgate < 0.17), or a column whose type an ALTER changed since, escaped it: the catalog checks
+    every domain when it loads, and no statement over the table runs (DP316, nothing charged) until the
+    owner declares the domain again."""
+    path = tmp_path / "d.duckdb"
+    with duckdb.connect(str(path)) as c:
+        c.execute("CREATE TABLE t AS SELECT i AS uid, CAST((i % 3) * 0.05 + 0.1 AS DOUBLE) AS v, i % 2 AS w FROM range(300) r(i)")
+    with Owner(path) as o:
+        o.protect("t", unit="uid", max_rows=1, epsilon=10.0, domains={"v": [0.1, 0.145, 0.2], "w": [0, 1]},
+                  public_roster=True)  # fmt: skip
+        o.add_analyst("a", epsilon=10.0, delta=1e-6)
+    query = "SELECT w, COUNT(*) FROM t GROUP BY w"
+    with dpgate.connect(str(path), analyst="a") as con:
+        con.execute(query).fetchall()
+        before = con.budget()
+    for change in ("ALTER TABLE t ALTER v TYPE DECIMAL(10, 2)",  # 0.145 reads 0.14 or 0.15
+                   "UPDATE dpgate.columns SET domain = '[0, 1, 1.0]' WHERE column_name = 'w'"):  # as before 0.17
+        with duckdb.connect(str(path)) as c:
+            c.execute(change)
+        with dpgate.connect(str(path), analyst="a") as con:
+            with pytest.raises(errors.PolicyError) as info:
+                con.execute(query)
+            assert info.value.code == "DP316" and con.budget() == before
+            assert "does not fit its type" in str(info.value) and "declares the domain" in info.value.hint
+    with Owner(path) as o:
+        o.declare("t", "v", domain=[0.1, 0.15, 0.2])
+        o.declare("t", "w", domain=[0, 1])
+    with dpgate.connect(str(path), analyst="a") as con:
+        assert len(con.execute(query).fetchall()) == 2
+
+
 def test_a_login_does_not_move_the_catalog_version(raw_db):
     """A login is not a declaration: an analyst changing their password (ALTER ROLE over the server) moved
     the catalog version, which restarted other analysts' statements in flight or failed them after
