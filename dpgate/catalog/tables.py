@@ -8,6 +8,7 @@ is read from the protected rows at query time.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import math
@@ -416,23 +417,54 @@ def domain_problem(con: duckdb.DuckDBPyConnection, sql_type: str, values: list[A
     numbers — counting, top-k: a float is a DOUBLE first — or as text — releases, Spark; 0.145 in a
     DECIMAL(10, 2) is 0.14 one way and 0.15 the other, red team helper-41). ``protect`` refuses
     such a domain; ``load`` finds one declared before that check, or made wrong by a later ALTER of
-    the column's type, and no statement reading the column runs (``Column.domain_problem``)."""
-    floats = [repr(v) for v in values if isinstance(v, float) and math.isfinite(v)]
-    t = sql_type
-    unreadable, distinct, differs = con.execute(
-        f"SELECT (SELECT min(x) FROM unnest(CAST($text AS VARCHAR[])) u(x) WHERE x IS NOT NULL AND TRY_CAST(x AS {t}) IS NULL), "
-        f"(SELECT count(DISTINCT TRY_CAST(x AS {t})) FROM unnest(CAST($text AS VARCHAR[])) u(x)), "
-        f"(SELECT min(x) FROM unnest(CAST($floats AS VARCHAR[])) u(x) "
-        f"WHERE TRY_CAST(x AS {t}) IS DISTINCT FROM TRY_CAST(TRY_CAST(x AS DOUBLE) AS {t}))",
-        {"text": domain_text(values), "floats": floats},
-    ).fetchone()  # fmt: skip
-    if unreadable is not None:
-        return f"{unreadable} is not a value of the type"
-    if differs is not None:
-        return f"{differs} is not a value of the type (DuckDB rounds it one way from a number, another from text)"
-    if distinct != sum(v is not None for v in values):
-        return "two of its values are one value of the type"
-    return None
+    the column's type, and no statement over the table runs (``Column.domain_problem``)."""
+    return domain_problems(con, [(sql_type, values)])[0]
+
+
+def domain_problems(con: duckdb.DuckDBPyConnection, domains: list[tuple[str, list[Any]]]) -> list[str | None]:
+    """``domain_problem`` for each (type, values), in one statement (a catalog load checks every
+    declared domain). Raises duckdb.Error for a type DuckDB does not know."""
+    if not domains:
+        return []
+    parts, params = [], {}
+    for i, (t, values) in enumerate(domains):
+        params[f"x{i}"] = domain_text(values)
+        params[f"f{i}"] = [isinstance(v, float) and math.isfinite(v) for v in values]  # a number as Python wrote it
+        parts.append(
+            f"SELECT {i} AS i, min(x) FILTER (WHERE x IS NOT NULL AND TRY_CAST(x AS {t}) IS NULL), "
+            f"count(DISTINCT TRY_CAST(x AS {t})), min(x) FILTER (WHERE f AND TRY_CAST(x AS {t}) IS DISTINCT FROM "
+            f"TRY_CAST(TRY_CAST(x AS DOUBLE) AS {t})) "
+            f"FROM (SELECT unnest(CAST($x{i} AS VARCHAR[])) AS x, unnest(CAST($f{i} AS BOOLEAN[])) AS f)"
+        )  # fmt: skip
+    found = {int(r[0]): r[1:] for r in con.execute(" UNION ALL ".join(parts), params).fetchall()}
+    out: list[str | None] = []
+    for i, (t, values) in enumerate(domains):
+        unreadable, distinct, differs = found[i]
+        if unreadable is not None:
+            out.append(f"{unreadable} is not a value of the type")
+        elif differs is not None:
+            out.append(f"{differs} is not a value of the type (DuckDB rounds it one way from a number, another from text)")
+        elif distinct != sum(v is not None for v in values):
+            out.append("two of its values are one value of the type")
+        else:
+            out.append(None)
+    return out
+
+
+def _domain_problems(con: duckdb.DuckDBPyConnection, declared: list[tuple[str, str, str, list[Any]]]) -> dict[tuple[str, str], str]:
+    """The declared domains (table, column, type, values) that do not fit their column's type now, in one
+    statement when every type is DuckDB's; a type DuckDB does not know (a Spark table's) is left to its
+    engine's check."""
+    try:
+        problems = domain_problems(con, [(t, v) for _, _, t, v in declared])
+    except duckdb.Error:
+        problems = []
+        for _, _, t, v in declared:
+            try:
+                problems.append(domain_problem(con, t, v))
+            except duckdb.Error:
+                problems.append(None)
+    return {(tname, cname): p for (tname, cname, _, _), p in zip(declared, problems) if p is not None}
 
 
 def load(con: duckdb.DuckDBPyConnection) -> Catalog:
@@ -495,13 +527,7 @@ def load(con: duckdb.DuckDBPyConnection) -> Catalog:
         cols = {}
         for cname, ctype in table_columns(con, tname):
             lo, hi, dom = declared.get(tname, {}).get(cname, (None, None, None))
-            problem = None
-            if dom is not None:
-                try:
-                    problem = domain_problem(con, ctype, list(dom))
-                except duckdb.Error:  # a type DuckDB does not know (a Spark table's): its engine checks it
-                    problem = None
-            cols[cname] = Column(cname, ctype, lo, hi, dom, (tname, cname) in not_null, problem)
+            cols[cname] = Column(cname, ctype, lo, hi, dom, (tname, cname) in not_null)
         tables[tname] = ProtectedTable(
             name=tname,
             kind=kind,
@@ -523,6 +549,12 @@ def load(con: duckdb.DuckDBPyConnection) -> Catalog:
             ),
             base_table=tname in definitions,
         )
+    declared_domains = [(t.name, c.name, c.type, list(c.domain)) for t in tables.values() for c in t.columns.values()
+                        if c.domain is not None]  # fmt: skip
+    for (tname, cname), problem in _domain_problems(con, declared_domains).items():
+        t = tables[tname]
+        cols = dict(t.columns, **{cname: dataclasses.replace(t.columns[cname], domain_problem=problem)})
+        tables[tname] = dataclasses.replace(t, columns=cols)
     budget_tables = frozenset(t.budget_table for t in tables.values() if t.budget_table)
     public = frozenset(base_tables - set(tables) - budget_tables)
     releases = frozenset()
