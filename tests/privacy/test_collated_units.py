@@ -73,3 +73,22 @@ def test_a_collation_added_after_protect_refuses_every_statement_free(tmp_path, 
                 con.cursor().execute(sql)
             assert e.value.code == "DP329", sql
         assert con.budget() == before
+
+
+def test_a_unique_key_over_a_collated_column_proves_nothing(tmp_path):
+    """Under PRIMARY KEY (uid, item) with item COLLATE NOCASE the index holds a subject's 'a' and 'A' as
+    two rows; top-k read the key as "each subject holds each item once", skipped its DISTINCT, and its
+    domain join (which applies the collation) counted the subject twice for item 'a' (red team
+    helper-44: one subject moved an item by 2^length). A unique set with a collated column no longer
+    counts as one; the subject counts once."""
+    path = _db(tmp_path, "CREATE TABLE t (uid INTEGER, item VARCHAR COLLATE NOCASE, PRIMARY KEY (uid, item));"
+                         "INSERT INTO t VALUES (1, 'a'), (1, 'A'), (1, 'b'), (2, 'b'), (3, 'b'), (4, 'b')")  # fmt: skip
+    with Owner(path) as owner:
+        owner.protect("t", unit="uid", max_rows=5, epsilon=1e6, domains={"item": ["a", "b", "c"]}, public_roster=True)
+        owner.add_analyst("x", epsilon=1e6, epsilon_per_query=1e4)
+        assert owner.catalog().tables["t"].unique_keys == ()
+    with dpgate.connect(str(path), analyst="x") as con:
+        # ε = 2,000, half of it for the counts: their discrete Laplace noise is 0 but with probability ~e^-1000
+        rows = con.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 2000) item, COUNT(*) AS n FROM t "
+                           "GROUP BY item ORDER BY n DESC LIMIT 3").fetchall()  # fmt: skip
+    assert dict(rows) == {"b": 4, "a": 1, "c": 0}
