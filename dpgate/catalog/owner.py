@@ -473,10 +473,11 @@ class Owner:
             if node_column not in ncols:
                 raise errors.PolicyError(f"Node table {node_table!r} has no column {node_column!r}", code="DP318")
             for c in (src, dst):
-                if not catalog.join_safe(cols[c], ncols[node_column]):
+                if not catalog.join_exact(cols[c], ncols[node_column]):
                     raise errors.PolicyError(
                         f"{table}.{c} ({cols[c]}) and {node_table}.{node_column} ({ncols[node_column]}) "
-                        "are not comparable types: joining them would convert values row by row",
+                        "are not comparable types: joining them would convert values row by row, or match one "
+                        "endpoint with several node ids (an integer with a floating-point type)",
                         code="DP318",
                         hint="use the same type for the endpoints and the node ids",
                     )

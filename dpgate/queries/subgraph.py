@@ -34,7 +34,7 @@ from sqlglot import exp
 
 from dpgate import errors
 from dpgate.mechanisms import graphs
-from dpgate.catalog.tables import Catalog, ProtectedTable, join_safe
+from dpgate.catalog.tables import Catalog, ProtectedTable, join_exact
 from dpgate.frontend.classify import GRAPH_FUNCTIONS, Classified, function_name
 from dpgate.frontend.dialect import to_duckdb
 from dpgate.queries.base import bind
@@ -142,9 +142,11 @@ def _universe(table: ProtectedTable, catalog: Catalog, facts) -> tuple[int, str]
     node_type = dict(facts.columns(node_table)).get(col)
     for end in ("src", "dst"):
         edge_type = table.columns[graph[end]].type
-        if node_type is None or not join_safe(edge_type, node_type):
+        if node_type is None or not join_exact(edge_type, node_type):
             # Joining differently typed ids would cast row by row, and a failing cast would
-            # depend on the data: refuse before anything is read.
+            # depend on the data; an integer id compared with a floating-point endpoint is compared
+            # as a double, where distinct ids can equal one endpoint (one edge row, many edges):
+            # refuse before anything is read (the owner may have changed a type since protect).
             raise errors.PolicyError(
                 f"{table.name}.{graph[end]} ({edge_type}) and {node_table}.{col} ({node_type}) are not comparable",
                 code="DP318",

@@ -336,3 +336,43 @@ def test_a_node_table_of_another_numeric_type_is_refused(make_db):
     with Owner(path) as owner, pytest.raises(errors.PolicyError) as e:
         owner.protect_graph("g", src="s", dst="d", nodes="nodes")
     assert e.value.code == "DP318"
+
+
+@pytest.mark.parametrize("edge, node", [("DOUBLE", "BIGINT"), ("FLOAT", "INTEGER"), ("BIGINT", "DOUBLE")])
+def test_integer_ids_with_floating_point_endpoints_are_refused(make_db, edge, node):
+    """Compared as doubles, the distinct BIGINT ids 2^60 + i all equal the DOUBLE endpoint 2^60: one edge
+    row joined 30 node ids, and adding it moved TRIANGLE_COUNT from 0 to 30 (red team helper-44). An
+    integer type with a floating-point one is refused at protect_graph, and at query time when an
+    ALTER makes them so later (free); FLOAT with DOUBLE and integers of any widths stay accepted."""
+    path = make_db(f"CREATE TABLE g (s {edge}, d {edge}); CREATE TABLE nodes (id {node});"
+                   "INSERT INTO nodes SELECT i FROM range(10) r(i); INSERT INTO g VALUES (0, 1), (1, 2), (0, 2)",
+                   analysts=ANALYST)  # fmt: skip
+    with Owner(path) as owner, pytest.raises(errors.PolicyError) as e:
+        owner.protect_graph("g", src="s", dst="d", nodes="nodes")
+    assert e.value.code == "DP318" and "several node ids" in e.value.message
+
+
+def test_a_node_type_changed_after_protect_graph_is_refused_at_query_time(make_db):
+    path = make_db("CREATE TABLE g (s BIGINT, d BIGINT); CREATE TABLE nodes (id BIGINT);"
+                   "INSERT INTO nodes SELECT i FROM range(10) r(i); INSERT INTO g VALUES (0, 1), (1, 2), (0, 2)",
+                   analysts=ANALYST)  # fmt: skip
+    with Owner(path) as owner:
+        owner.protect_graph("g", src="s", dst="d", nodes="nodes")
+        owner.protect_graph("g", src="s", dst="d", nodes="nodes")  # re-declaring is accepted
+        owner.con.execute("ALTER TABLE g ALTER s TYPE DOUBLE")
+    with dpgate.connect(str(path), analyst="alice") as c:
+        before = c.budget()
+        with pytest.raises(errors.PolicyError) as e:
+            fetch(c, q("epsilon = 1", "TRIANGLE_COUNT(s, d) FROM g"))
+        assert e.value.code == "DP318" and c.budget() == before
+
+
+@pytest.mark.parametrize("edge, node", [("FLOAT", "DOUBLE"), ("INTEGER", "BIGINT"), ("UINTEGER", "BIGINT")])
+def test_exact_comparisons_between_types_stay_accepted(make_db, edge, node):
+    path = make_db(f"CREATE TABLE g (s {edge}, d {edge}); CREATE TABLE nodes (id {node});"
+                   "INSERT INTO nodes SELECT i FROM range(10) r(i); INSERT INTO g VALUES (0, 1), (1, 2), (0, 2)",
+                   analysts=ANALYST)  # fmt: skip
+    with Owner(path) as owner:
+        owner.protect_graph("g", src="s", dst="d", nodes="nodes", epsilon=1e6)
+    with dpgate.connect(str(path), analyst="alice") as c:
+        assert fetch(c, q(BIG, "TRIANGLE_COUNT(s, d) AS t FROM g"))[0] == [(1,)]
