@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import datetime
 import decimal
+import functools
 import math
 import os
 import time
@@ -335,9 +336,21 @@ class Gateway:
         )
 
     def _dp(self, qc, plan, sql: str, pin: tuple) -> Result:
-        """Bind checks, the debit, the answer in a snapshot pinned to the planned catalog, the release."""
+        """Bind checks, the debit, the answer in a snapshot pinned to the planned catalog, the release.
+
+        A query class may hold a scope from before its debit to the end of its release (``debit_scope``:
+        a release's name in the making), and check its plan inside the debit's transaction against the
+        personalization plan's ε (``check_at_debit``: a refusal there is free)."""
+        scope = getattr(qc, "debit_scope", None)
+        with scope(plan, (self._instance.path, self._instance.serial)) if scope is not None else contextlib.nullcontext():
+            return self._dp_scoped(qc, plan, sql, pin)
+
+    def _dp_scoped(self, qc, plan, sql: str, pin: tuple) -> Result:
         randomness = self._randomness()
         cost = self._cost(plan, sql, randomness.private)
+        check = getattr(qc, "check_at_debit", None)
+        if check is not None:
+            cost = dataclasses.replace(cost, check=functools.partial(check, self._con, plan))
         probe = f"(SELECT unit, 0 AS part FROM {plan.table.roster_table_sql})"
         fp = pin[0]
         try:

@@ -20,6 +20,7 @@ All quantities are exact decimals (``DECIMAL(38, 18)``).
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, Decimal
 
@@ -68,6 +69,9 @@ class Cost:
     rule: str = "threshold"
     private: bool = True
     options: dict = field(default_factory=dict)  # personalization options (partitioning, partitions, ...)
+    #: Run inside the debit's transaction with the personalization plan, before anything is written: a
+    #: refusal of what the plan's ε cannot run (or of a name taken meanwhile) rolls the debit back, free.
+    check: Callable[[pdp.SubjectPlan], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -268,6 +272,8 @@ class Ledger:
                 subject_total = Decimal(0)
                 if cost.table is not None:
                     splan = self.subject_plan(cost)
+                    if cost.check is not None:
+                        cost.check(splan)
                     charge_eps = splan.max_charge  # the analyst pays the largest subject charge (≤ ε)
                     excluded = splan.excluded + splan.left_out
                     used = sum(lv.count for lv in splan.levels if splan.charges[lv.allowance] > 0)

@@ -346,6 +346,20 @@ class TopKQuery:
         shape = _topk_shape(a, x)
         return _topk_plan(a, x.q, p.base, p.key_specs, shape, x.projections, x.keys_exprs, x.aggs_nodes, x.original_sql)
 
+    def check_at_debit(self, con: duckdb.DuckDBPyConnection, plan: TopKPlan, subjects) -> None:
+        """In the debit's transaction, before anything is written: the selection runs at the ε the
+        personalization plan leaves (``minimum`` can leave far less than asked: tps_pfm over 20,000
+        items failed after the debit, red team helper-44). A refusal here rolls the debit back: free."""
+        factor = float(subjects.parts[0].epsilon) / plan.epsilon
+        try:
+            topk_mech.check_public_inputs(plan.n_items or plan.k, plan.k, plan.selection_epsilon * factor, plan.method)
+        except ValueError as e:
+            raise errors.UnsupportedQueryError(
+                f"Top-k at ε={plan.epsilon * factor:.3g}, what the personalization rule leaves this query: {e}",
+                code="DP219", hint="raise epsilon, ask for fewer items, choose another topk_method, or use "
+                "personalization 'threshold'; nothing was charged",
+            ) from e  # fmt: skip
+
     def bind_check(self, con: duckdb.DuckDBPyConnection, plan: TopKPlan, probe: str) -> None:
         bind_check(con, plan, probe)
 

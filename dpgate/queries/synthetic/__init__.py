@@ -28,7 +28,9 @@ scaled to everyone with budget, unless ``rows`` is given.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import duckdb
@@ -93,7 +95,9 @@ def plan(classified: Classified, catalog: Catalog, session: Session) -> Synthesi
             f"Unknown synthesizer {mechanism!r}", code="DP221", hint="USING " + " | ".join(MECHANISMS)
         )
     if mechanism in OWN_MODULES:
-        return _module(mechanism).plan(classified, catalog, session, _release_name(stmt.this, catalog))
+        own_plan = _module(mechanism).plan(classified, catalog, session, _release_name(stmt.this, catalog))
+        dry_run(own_plan, own_plan.epsilon)
+        return own_plan
     from dpgate.queries.synthetic import options as synthetic_options
 
     specs = SYNTHESIS_OPTIONS if mechanism == "privbayes" else {k: SYNTHESIS_OPTIONS[k] for k in COLUMN_OPTIONS}
@@ -220,17 +224,81 @@ def _fit(plan: SynthesisPlan, codes: np.ndarray, epsilon: float, *, population: 
                          **_fit_kwargs(plan, population))  # fmt: skip
 
 
-def _dry_run(plan: SynthesisPlan) -> None:
-    """Fit to an empty table: every refusal of the mechanism's parameters happens here, free."""
+def _dry_run(plan: SynthesisPlan, epsilon: float | None = None) -> None:
+    """Fit to an empty table at ``epsilon`` (the statement's, or the one its personalization rule
+    leaves it): every refusal of the mechanism's parameters happens here, free."""
     sizes = [c.size for c in plan.codings]
+    eps = plan.epsilon if epsilon is None else epsilon
     try:
-        _fit(plan, np.zeros((0, len(sizes)), dtype=np.int64), plan.fit_epsilon, population=1,
+        _fit(plan, np.zeros((0, len(sizes)), dtype=np.int64), eps / plan.max_rows, population=1,
              rng=np.random.default_rng(0), noisy_rows=1.0)  # fmt: skip
     except (errors.DataError, errors.NotSupportedError) as e:
         raise errors.ProgrammingError(
-            f"{_LABEL[plan.mechanism]} cannot run with these parameters: {e.message}", code="DP205",
+            f"{_LABEL[plan.mechanism]} cannot run with these parameters{_at(plan, eps)}: {e.message}", code="DP205",
             hint=e.hint or "change the WITH (...) options",
         ) from e  # fmt: skip
+
+
+def _at(plan: SynthesisPlan, eps: float) -> str:
+    return "" if eps == plan.epsilon else f" at ε={eps:.3g}, what the personalization rule leaves this release"
+
+
+def dry_run(plan: SynthesisPlan, epsilon: float) -> None:
+    """Refuse, free, a release whose mechanism cannot run at ``epsilon``: each mechanism runs over no
+    rows, which makes every choice that depends on ε and public facts only (its parameters, the
+    noise of its first, data-independent steps: DiffPart's root at 6,000 items and ε = 1e-6 drew
+    noise below the sampler's floor after the debit, red team helper-43)."""
+    if plan.mechanism not in OWN_MODULES:
+        _dry_run(plan, epsilon)
+        return
+    try:
+        _module(plan.mechanism).dry_run(plan, epsilon)
+    except (errors.DataError, errors.NotSupportedError, ValueError) as e:
+        message = e.message if isinstance(e, errors.Error) else str(e)
+        raise errors.ProgrammingError(
+            f"{plan.mechanism} cannot run with these parameters{_at(plan, epsilon)}: {message}", code="DP205",
+            hint="raise epsilon, or change the WITH (...) options (fewer items or symbols, a coarser domain)",
+        ) from e  # fmt: skip
+
+
+#: Releases being made in this process: (database file, opening, name). A second statement creating
+#: a name in the making is refused before its debit; the first's debit transaction finds no table of
+#: that name. Two analysts creating one name at once were both charged, and one failed after its
+#: fit (red team helper-43). One process holds a database file, so this set sees every creator.
+_MAKING: set[tuple] = set()
+_MAKING_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def making(plan: SynthesisPlan, instance_key: tuple) -> Iterator[None]:
+    key = (*instance_key, plan.name)
+    with _MAKING_LOCK:
+        if key in _MAKING:
+            raise errors.ProgrammingError(
+                f"A release named {plan.name} is being made by another statement", code="DP226",
+                hint="choose another name, or wait and see SHOW RELEASES; nothing was charged",
+            )  # fmt: skip
+        _MAKING.add(key)
+    try:
+        yield
+    finally:
+        with _MAKING_LOCK:
+            _MAKING.discard(key)
+
+
+def check_at_debit(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, subjects) -> None:
+    """Inside the debit's transaction, before anything is written: the name is still free there (another
+    statement may have made it since this one was planned) and the mechanism runs at the ε the
+    personalization plan leaves (``dry_run``). A refusal here rolls the debit back: free."""
+    taken = con.execute(
+        "SELECT count(*) FROM (SELECT table_name AS n FROM duckdb_tables() WHERE database_name = current_database() "
+        "UNION ALL SELECT view_name FROM duckdb_views() WHERE database_name = current_database()) WHERE lower(n) = ?",
+        [plan.name.lower()],
+    ).fetchone()[0]  # fmt: skip
+    if taken:
+        raise errors.ProgrammingError(f"A table or view named {plan.name} already exists", code="DP226",
+                                      hint="choose another name; nothing was charged")  # fmt: skip
+    dry_run(plan, float(subjects.parts[0].epsilon))
 
 
 _LABEL = {"mst": "MST", "privbayes": "PrivBayes", "independent": "independent columns"}
@@ -395,6 +463,13 @@ class SyntheticQuery:
 
     def plan(self, classified: Classified, ctx) -> SynthesisPlan:
         return plan(classified, ctx.catalog, ctx.session)
+
+    def debit_scope(self, plan: SynthesisPlan, instance_key: tuple):
+        """Held from before the debit to the end of the release (``making``)."""
+        return making(plan, instance_key)
+
+    def check_at_debit(self, con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, subjects) -> None:
+        check_at_debit(con, plan, subjects)
 
     def bind_check(self, con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, probe: str) -> None:
         if plan.mechanism in OWN_MODULES:

@@ -204,6 +204,11 @@ def fetch_leaves(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: s
     return np.stack(cols, axis=1) if cols else np.zeros((n, 0), dtype=np.int64)
 
 
+def dry_run(plan: SynthesisPlan, epsilon: float) -> None:
+    """The mechanism's parameters at ``epsilon`` (its size condition is checked against the roster)."""
+    _parameters(plan.options, epsilon)
+
+
 def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str) -> None:
     """The bind check, and what the roster's size (public; |D| is at most it) already rules out, free."""
     bind(con, source_sql(plan, charged, 0))

@@ -112,6 +112,12 @@ def source_sql(plan: SynthesisPlan, charged: str) -> str:
             f"WHERE k <= {int(o['max_length'])} ORDER BY r, k")  # fmt: skip  (a row past l⊤ − 1 only drops the end)
 
 
+def dry_run(plan: SynthesisPlan, epsilon: float) -> None:
+    """The Markov model over no sequences at ``epsilon``: its parameters and the root's noise at that ε."""
+    o = plan.options
+    privtree.sequence_release([], len(o["symbols"]), o["max_length"], epsilon, rng=np.random.default_rng(0))
+
+
 def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str) -> None:
     bind(con, source_sql(plan, charged))
 

@@ -113,6 +113,13 @@ def source_sql(plan: SynthesisPlan, charged: str, salt: int) -> str:
     return f"SELECT dense_rank() OVER (ORDER BY __unit) - 1 AS r, __item FROM ({kept})"
 
 
+def dry_run(plan: SynthesisPlan, epsilon: float) -> None:
+    """DiffPart over no records at ``epsilon``: its data-independent steps (the root's noise) at that ε."""
+    o = plan.options
+    empty = np.zeros((0, o["taxonomy"].n_items), dtype=bool)
+    diffpart.release(empty, o["taxonomy"], epsilon, rng=np.random.default_rng(0), c1=o["c1"], c2=o["c2"])
+
+
 def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str) -> None:
     bind(con, source_sql(plan, charged, 0))
 

@@ -120,6 +120,13 @@ def source_sql(plan: SynthesisPlan, charged: str, salt: int) -> str:
             f"QUALIFY row_number() OVER (PARTITION BY __unit ORDER BY {rank}, __dup) <= {plan.max_rows}")  # fmt: skip
 
 
+def dry_run(plan: SynthesisPlan, epsilon: float) -> None:
+    """PrivTree over no points at ``epsilon``: its parameters and the root's noise at that ε."""
+    o = plan.options
+    privtree.release(np.zeros((0, len(o["columns"]))), o["lower"], o["upper"], epsilon, rng=np.random.default_rng(0),
+                     contributions=plan.max_rows, tree_share=o["tree_share"], integer=o["integer"])  # fmt: skip
+
+
 def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str) -> None:
     bind(con, source_sql(plan, charged, 0))
 
