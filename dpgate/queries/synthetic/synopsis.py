@@ -177,6 +177,9 @@ def _write(con, plan: SynthesisPlan, syn: privtree.Synopsis, half: int, debit, a
             "columns": o["columns"], "lower": o["lower"], "upper": o["upper"], "integer": o["integer"],
             "tree_share": o["tree_share"], "max_rows": plan.max_rows, "epsilon_run": eps,
             "personalization": plan.charge.rule, "leaves": len(syn.counts),
+            # who the counts describe: the subjects that took part, and those not in it (no budget, or
+            # left out by the threshold rule); free answers from it say so
+            "subjects_used": debit.subjects_charged, "subjects_not_in": debit.subjects_excluded,
         }  # fmt: skip
         registry.record(
             con, entry_id=debit.entry_id, name=plan.name, kind="synopsis", sources=[plan.table.name],
@@ -345,6 +348,10 @@ def from_synopsis(con, classified: Classified, catalog: Catalog, session: Sessio
         "spread evenly inside each leaf" + ("; every bin is listed, empty ones included" if keys else ""),
         "no interval: the error of that assumption is not known (each leaf's own noise is in the synopsis table)",
     ]
+    if p.get("subjects_not_in"):
+        notes.append(f"the synopsis counts the {p.get('subjects_used', 0):,} subjects that took part when it was made; "
+                     f"{p['subjects_not_in']:,} others (no budget left, or left out by personalization = "
+                     f"'{p.get('personalization')}') are not in these counts")  # fmt: skip
     return Result(names, types, rows, None, message="\n".join(notes))
 
 
