@@ -88,9 +88,17 @@ def test_integer_columns_use_unit_cells(make_db):
         con.execute("CREATE SYNTHETIC TABLE t_tree FROM t USING privtree WITH (epsilon = 50, columns = 'x')")
         assert con.execute("SELECT min(x_lo), max(x_hi) FROM t_tree").fetchone() == (0.0, 10.0)
         for where, true in (("x BETWEEN 2 AND 4", 6000), ("x = 7", 2000), ("x > 7", 4000), ("x < 3", 6000),
-                            ("x >= 9 AND x <= 9", 2000)):  # fmt: skip
+                            ("x >= 9 AND x <= 9", 2000), ("x = 2.5", 0), ("x > 2.5 AND x < 4.5", 4000)):  # fmt: skip
             (n,) = con.execute(f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (from_synopsis = 't_tree') COUNT(*) FROM t WHERE {where}").fetchone()
-            assert abs(n - true) < 60, where
+            assert abs(n - true) < 60, where  # x = 2.5 answered half of two cells (red team helper-43)
+        rows = con.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (from_synopsis = 't_tree') FLOOR(x / 5) AS b, "
+                           "COUNT(*) AS n FROM t GROUP BY b").fetchall()  # fmt: skip
+        assert [b for b, _ in rows] == [0.0, 1.0] and all(abs(n - 10000) < 60 for _, n in rows)
+        before = con.budget()
+        with pytest.raises(dpgate.Error) as e:  # bins of 2.5 cut unit cells: 5,000 / 15,000 for 10,000 each
+            con.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (from_synopsis = 't_tree') FLOOR(x / 2.5) AS b, "
+                        "COUNT(*) AS n FROM t GROUP BY b")  # fmt: skip
+        assert e.value.code == "DP227" and "whole width" in e.value.message and con.budget() == before
 
 
 @pytest.mark.parametrize("options, code", [

@@ -264,7 +264,9 @@ def _ranges(where: exp.Expr | None, columns: list[str], integer: list[bool]) -> 
             else:  # EQ: a unit cell of an integer column; a point (no mass) of a real one
                 if not is_int:
                     return None
-                lo, hi = v, v + 1
+                # x = 2.5 holds for no integer: the empty range (it was [2.5, 3.5), half of two cells: red
+                # team helper-43)
+                lo, hi = (v, v + 1) if float(v).is_integer() else (math.inf, -math.inf)
         box[c] = [max(box[c][0], lo), min(box[c][1], hi)]
     return box
 
@@ -309,6 +311,12 @@ def from_synopsis(con, classified: Classified, catalog: Catalog, session: Sessio
                "GROUP BY x, ... on its columns (w and an offset a in FLOOR((col - a) / w) numbers)", shape)  # fmt: skip
         return None
     keys, count_name = bins
+    for _, c, w, off in keys:
+        if p["integer"][p["columns"].index(c)] and not (float(w).is_integer() and float(off).is_integer()):
+            # FLOOR(x / 2.5) puts every integer wholly in one bin, but the bins' edges cut unit cells in
+            # two, and the cells' counts would be split by area (5,000 / 15,000 for 10,000 / 10,000)
+            refuse(f"{c} is an integer column: its bins need a whole width and offset", "FLOOR(x / 5), FLOOR((x - 1) / 10)")
+            return None
     terms, params, ranges = [], [], []
     cols = p["columns"]
     for j, (c, lo, hi) in enumerate(zip(cols, p["lower"], p["upper"])):
