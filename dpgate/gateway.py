@@ -538,6 +538,8 @@ class Gateway:
         rows = []
         for r in registry.records(self._con):
             status = "active" if r.active else f"dropped {r.dropped_at:%Y-%m-%d %H:%M} by {r.dropped_by}"
+            if not r.private:  # its noise came from a fixed test seed: whoever knows it can remove the noise
+                status += "; NOT PRIVATE (made with a fixed test seed)"
             options = r.parameters.get("options", {})
             detail = ", ".join(f"{k}={v}" for k, v in options.items() if v is not None)
             rows.append((r.name, r.kind, ", ".join(r.sources), r.mechanism, r.epsilon, r.delta, r.analyst,

@@ -955,8 +955,12 @@ class Owner:
             raise errors.ProgrammingError(
                 f"No release named {release!r}", code="DP225", hint="SHOW RELEASES lists the releases"
             )
-        if rec.kind != "synthetic table":
-            raise errors.NotSupportedError(f"No quality report for a {rec.kind}", code="DP221")
+        if rec.kind != "synthetic table" or "codings" not in rec.parameters:
+            # DiffPart's and the Markov model's tables are synthetic too, but not coded column by column
+            raise errors.NotSupportedError(
+                f"No quality report for a {rec.kind} made with {rec.mechanism}", code="DP221",
+                hint="quality compares the marginals of MST, PrivBayes and independent-column releases",
+            )  # fmt: skip
         codings = [coding_from_dict(d) for d in rec.parameters["codings"]]
         source = rec.sources[0]
         cols = ", ".join(quote(c.name) for c in codings)

@@ -38,6 +38,8 @@ class ReleaseRecord:
     created_at: datetime
     dropped_at: datetime | None = None
     dropped_by: str | None = None
+    #: False when its ledger entry was made with a fixed test seed: its noise can be reproduced
+    private: bool = True
 
     @property
     def active(self) -> bool:
@@ -61,15 +63,16 @@ def ensure(con: duckdb.DuckDBPyConnection) -> None:
 
 _COLUMNS = (
     "entry_id, name, kind, sources, mechanism, parameters, epsilon, delta, analyst, row_count, "
-    "created_at, dropped_at, dropped_by"
+    "created_at, dropped_at, dropped_by, "
+    f"coalesce((SELECT l.private FROM {SCHEMA}.ledger l WHERE l.entry_id = {SCHEMA}.release_registry.entry_id), true)"
 )
 
 
 def _record(row: tuple) -> ReleaseRecord:
-    (entry_id, name, kind, sources, mechanism, parameters, eps, delta, analyst, rows, created, dropped, by) = row
+    (entry_id, name, kind, sources, mechanism, parameters, eps, delta, analyst, rows, created, dropped, by, private) = row
     return ReleaseRecord(
         int(entry_id), name, kind, json.loads(sources), mechanism, json.loads(parameters), float(eps), float(delta),
-        analyst, int(rows), created, dropped, by,
+        analyst, int(rows), created, dropped, by, bool(private),
     )  # fmt: skip
 
 

@@ -38,6 +38,9 @@ def test_a_release_writes_both_tables_and_its_lineage(db):
         assert con.execute("SELECT count(*) FROM b_dp WHERE item = 'bread'").fetchone()[0] > 1300  # free query
         (rel,) = [r for r in con.execute("SHOW RELEASES").fetchall() if r[0] == "b_dp"]
         assert rel[3] == "diffpart" and rel[4] == 1.0
+        with Owner(db, create=False) as o, pytest.raises(dpgate.errors.NotSupportedError) as e:
+            o.quality("b_dp")  # raised a bare KeyError: 'codings' (red team helper-43 F7)
+        assert e.value.code == "DP221" and "diffpart" in e.value.message
         assert "b_dp_itemsets" in con.execute("DROP SYNTHETIC TABLE b_dp").message or True
         names = {r[0] for r in con.execute("SHOW TABLES").fetchall()}
         assert "b_dp" not in names and "b_dp_itemsets" not in names

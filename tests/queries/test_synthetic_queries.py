@@ -92,11 +92,21 @@ def test_show_releases_and_show_tables_list_it(alice):
     rows, cur = fetch(alice, "SHOW RELEASES")
     by = dict(zip([d[0] for d in cur.description], rows[0]))
     assert by["name"] == "syn" and by["source"] == "people" and by["mechanism"] == "privbayes"
-    assert by["epsilon"] == 1.0 and by["analyst"] == "alice" and by["rows"] == 50 and by["status"] == "active"
+    assert by["epsilon"] == 1.0 and by["analyst"] == "alice" and by["rows"] == 50
+    # alice's test seed made its noise reproducible: every analyst sees that (red team helper-43 F6)
+    assert by["status"] == "active; NOT PRIVATE (made with a fixed test seed)"
     rows, _ = fetch(alice, "SHOW TABLES")
     assert ("syn", "release", None, None, None) in rows
     rows, _ = fetch(alice, "SELECT count(*) FROM syn")
     assert rows == [(50,)], "rows = 50 writes exactly 50 rows"
+
+
+def test_a_release_made_without_a_test_seed_is_shown_active(db):
+    with dpgate.connect(str(db), analyst="bob") as bob:
+        fetch(bob, CREATE.format(name="private_syn", opts="epsilon = 1, columns = 'colour, size', rows = 50, bins = 4"))
+        rows, cur = fetch(bob, "SHOW RELEASES")
+    by = dict(zip([d[0] for d in cur.description], rows[0]))
+    assert by["name"] == "private_syn" and by["status"] == "active"
 
 
 def test_the_registry_keeps_the_lineage(alice, db):
