@@ -668,7 +668,12 @@ def bind_parameters(statement: exp.Expr, params: Any) -> exp.Expr:
                 )
             return positional[i]
         key = str(key)
-        if key.isdigit():
+        if isinstance(node.parent, exp.Dot):
+            # $1.5 reads as the parameter, a dot and 5: bound to 30 it ran as 30.5 (DuckDB refuses it)
+            raise errors.ProgrammingError(f"${key}.{node.parent.expression.sql()} is not a parameter: a parameter "
+                                          "stands alone", code="DP602",
+                                          hint="write $1, $2, ... (or ?) where a value goes")  # fmt: skip
+        if key.isascii() and key.isdigit():  # not '²', which isdigit() but int() refuses
             if positional is None or not 1 <= int(key) <= len(positional):
                 raise errors.ProgrammingError(f"No parameter ${key}", code="DP602")
             return positional[int(key) - 1]
@@ -691,12 +696,14 @@ def bind_parameters(statement: exp.Expr, params: Any) -> exp.Expr:
                     return exp.cast(exp.Literal.string(repr(value)), exp.DataType.build("DOUBLE"))
                 literal = exp.convert(value)
                 parent = node.parent
-                if (isinstance(parent, exp.Bracket) and node.arg_key == "expressions" and len(parent.expressions) == 1
-                        and isinstance(value, int) and not isinstance(value, bool)):
-                    # An element index: sqlglot keeps indexes 0-based and adds DuckDB's offset (1) to an
-                    # integer one when it writes the SQL, so x[?] bound to 1 read x[2] (red team helper-42)
+                if isinstance(parent, exp.Bracket) and node.arg_key == "expressions" and len(parent.expressions) == 1:
+                    # An element index: sqlglot keeps a list's indexes 0-based and adds DuckDB's offset (1)
+                    # when it writes an integer one, so x[?] bound to 1 read x[2] (red team helper-42). Only
+                    # where it will add it (not for a string's or a map's [?]: helper-44).
                     offset = DPDuckDB.INDEX_OFFSET - (parent.args.get("offset") or 0)
-                    literal = exp.Literal.number(value - offset)
+                    written = exp.apply_index_offset(parent.this.copy(), [literal.copy()], offset, dialect=DPDuckDB)
+                    if written[0] != literal:
+                        literal = exp.Literal.number(value - offset)
                 return literal
             except ValueError as e:
                 raise errors.DataError(f"Cannot use parameter value {value!r} in SQL", code="DP604") from e

@@ -283,3 +283,18 @@ def test_a_parameter_bound_as_an_element_index_keeps_its_value():
 
     bound = bind_parameters(parse_one("SELECT x[?], x[?], m[?], x[?:?], x[$1] FROM t"), [1, -1, "k", 1, 2])
     assert to_sql(bound) == "SELECT x[1], x[-1], m['k'], x[1:2], x[1] FROM t"
+    # a string's or a map's [?] is not shifted (red team helper-44)
+    bound = bind_parameters(parse_one("SELECT 'abc'[?], MAP {1: 2}[?] FROM t"), [2, 1])
+    assert to_sql(bound) == "SELECT 'abc'[2], MAP {1: 2}[1] FROM t"
+
+
+@pytest.mark.parametrize("sql", ["SELECT a FROM t WHERE a > $1.5", "SELECT $²"])
+def test_what_is_not_a_parameter_is_refused(sql):
+    """$1.5 read as the parameter, a dot and 5 (bound to 30 it ran as 30.5; DuckDB refuses it), and $²
+    raised Python's ValueError (red team helper-44)."""
+    from dpgate.frontend.dialect import parse_one
+    from dpgate.gateway import bind_parameters
+
+    with pytest.raises(errors.ProgrammingError) as e:
+        bind_parameters(parse_one(sql), [30])
+    assert e.value.code == "DP602"
