@@ -554,6 +554,11 @@ class Gateway:
 
     def _drop_synthetic(self, statement) -> Result:
         name = statement.this.name.lower()
+        schema = statement.this.args.get("db")
+        if statement.this.args.get("catalog") is not None or (schema is not None and schema.name.lower() != "main"):
+            # releases live in main; other.r named main.r (red team helper-43)
+            raise errors.ProgrammingError(f"No release {statement.this.sql(dialect='duckdb')}: releases are tables of "
+                                          "schema main", code="DP225", hint=f"DROP SYNTHETIC TABLE {name}")  # fmt: skip
         cat = self.catalog()
         graph_nodes = {t.graph.get("node_table") for t in cat.tables.values() if t.graph}
         if cat.protected(name) is not None or name in cat.budget_tables or name in graph_nodes:

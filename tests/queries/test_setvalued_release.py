@@ -88,3 +88,24 @@ def test_an_empty_release_says_why(make_db):
         cur = con.execute("CREATE SYNTHETIC TABLE t_dp FROM t USING diffpart WITH (epsilon = 0.5)")
         assert any("no itemset reached its threshold" in m for m in cur.messages), cur.messages
         assert con.execute("SELECT count(*) FROM t_dp").fetchone() == (0,)
+
+
+def test_repeated_rows_of_one_item_take_one_place_in_a_record(make_db):
+    """Every basket holds bread three times and milk once, max_rows = 2: its record is {bread, milk}. The
+    rows were ranked before DISTINCT, so bread's copies took both places in about half the baskets
+    (red team helper-43)."""
+    db = make_db("CREATE TABLE t AS SELECT b, unnest(['bread', 'bread', 'bread', 'milk']) AS item FROM range(2000) r(b)",
+                 protect={"t": {"unit": "b", "max_rows": 2, "epsilon": 1e4, "domains": {"item": ITEMS}}},
+                 analysts={"alice": {"epsilon": 1e4, "epsilon_per_query": 1e4}})  # fmt: skip
+    with dpgate.connect(str(db), analyst="alice", test_seed=4) as con:
+        con.execute("CREATE SYNTHETIC TABLE t_dp FROM t USING diffpart WITH (epsilon = 1000)")
+        got = {tuple(sorted(i)): n for i, n in con.execute("SELECT items, count FROM t_dp_itemsets").fetchall()}
+    # ε = 1,000: the counts' noise is a few units; before, ~1,000 records were {bread} alone
+    assert abs(got.get(("bread", "milk"), 0) - 2000) < 20 and got.get(("bread",), 0) < 20
+
+
+def test_drop_names_releases_of_schema_main_only(db):
+    with dpgate.connect(str(db), analyst="alice") as con:
+        with pytest.raises(dpgate.errors.ProgrammingError) as e:
+            con.execute("DROP SYNTHETIC TABLE other.b_dp")  # acted on main.b_dp (red team helper-43)
+        assert e.value.code == "DP225"

@@ -109,7 +109,10 @@ def source_sql(plan: SynthesisPlan, charged: str, salt: int) -> str:
         f"JOIN ({lookup}) __d ON __s.{_q(item)} = __d.v"
     )
     rank = f"hash(xor(hash(__unit, __item), {int(salt)}::UBIGINT))"
-    kept = f"SELECT DISTINCT __unit, __item FROM ({rows}) QUALIFY row_number() OVER (PARTITION BY __unit ORDER BY {rank}, __item) <= {plan.max_rows}"
+    # DISTINCT before the ranking: a subject's repeated rows of one item took several of its max_rows
+    # places and left it fewer distinct items (red team helper-43)
+    kept = (f"SELECT __unit, __item FROM (SELECT DISTINCT __unit, __item FROM ({rows})) "
+            f"QUALIFY row_number() OVER (PARTITION BY __unit ORDER BY {rank}, __item) <= {plan.max_rows}")  # fmt: skip
     return f"SELECT dense_rank() OVER (ORDER BY __unit) - 1 AS r, __item FROM ({kept})"
 
 

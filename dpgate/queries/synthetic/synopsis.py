@@ -102,11 +102,13 @@ def plan(classified: Classified, catalog: Catalog, session: Session, name: str) 
 
 
 def source_sql(plan: SynthesisPlan, charged: str, salt: int) -> str:
-    """The charged subjects' points, at most ``max_rows`` each (keyed random choice); NULLs dropped."""
+    """The charged subjects' points, at most ``max_rows`` each (keyed random choice); a point with a NULL or
+    NaN coordinate is dropped (a NaN was counted in the domain's lower corner, where MST and PrivBayes
+    read NaN as NULL: red team helper-43)."""
     t = plan.table
     cols = plan.options["columns"]
     sel = ", ".join(f"CAST(__s.{_q(c)} AS DOUBLE) AS {_q(c)}" for c in cols)
-    where = " AND ".join(f"__s.{_q(c)} IS NOT NULL" for c in cols)
+    where = " AND ".join(f"NOT isnan(CAST(__s.{_q(c)} AS DOUBLE))" for c in cols)  # NULL is not TRUE either
     rows = (
         f"SELECT __s.{_q(t.unit)} AS __unit, {sel} FROM main.{_q(t.name)} __s "
         f"JOIN (SELECT DISTINCT unit FROM {charged}) __c ON __s.{_q(t.unit)} = __c.unit WHERE {where}"
