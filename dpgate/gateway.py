@@ -662,6 +662,11 @@ def bind_parameters(statement: exp.Expr, params: Any) -> exp.Expr:
 
     def value_for(node: exp.Placeholder) -> Any:
         key = node.this
+        if isinstance(node.parent, exp.Dot):
+            # $1.5 (or ?.5) reads as the parameter, a dot and 5: bound to 30 it ran as 30.5 (DuckDB refuses it)
+            raise errors.ProgrammingError(f"{node.sql()}.{node.parent.expression.sql()} is not a parameter: a "
+                                          "parameter stands alone", code="DP602",
+                                          hint="write $1, $2, ... (or ?) where a value goes")  # fmt: skip
         if key is None:
             if positional is None:
                 raise errors.ProgrammingError("? placeholders need a sequence of parameters", code="DP601")
@@ -673,11 +678,6 @@ def bind_parameters(statement: exp.Expr, params: Any) -> exp.Expr:
                 )
             return positional[i]
         key = str(key)
-        if isinstance(node.parent, exp.Dot):
-            # $1.5 reads as the parameter, a dot and 5: bound to 30 it ran as 30.5 (DuckDB refuses it)
-            raise errors.ProgrammingError(f"${key}.{node.parent.expression.sql()} is not a parameter: a parameter "
-                                          "stands alone", code="DP602",
-                                          hint="write $1, $2, ... (or ?) where a value goes")  # fmt: skip
         if key.isascii() and key.isdigit():  # not '²', which isdigit() but int() refuses
             if positional is None or not 1 <= int(key) <= len(positional):
                 raise errors.ProgrammingError(f"No parameter ${key}", code="DP602")

@@ -435,6 +435,14 @@ class Owner:
                 )
         if src == dst:
             raise errors.PolicyError("src and dst must be two different columns", code="DP311")
+        for c in (src, dst):  # an endpoint that compares with a collation joins 'x' and 'X' of the node table
+            why = catalog.unit_collation(self.con, table, c, cols[c], sample_order_mod.definition(self.con, table),
+                                         what="endpoint column")  # fmt: skip
+            if why is not None:
+                raise errors.PolicyError(
+                    f"Graph {table} cannot be protected: {why}", code="DP329",
+                    hint="endpoints must compare as bytes: protect a view that selects them with COLLATE \"binary\"",
+                )  # fmt: skip
         graph: dict[str, Any] = {"src": src, "dst": dst, "allow_kclique": bool(allow_kclique)}
         if isinstance(nodes, bool) or not isinstance(nodes, (int, str)):
             raise errors.PolicyError(

@@ -421,6 +421,22 @@ def unit_collation(
     return None
 
 
+def _unit_collation(con, tname: str, kind: str, unit: str, options: str | None, cols: dict, definition: str) -> str | None:
+    """``unit_collation`` of a table's unit, and for a graph of both endpoints: with ``dst COLLATE NOCASE``
+    the endpoint join matched 'x' and 'X' of the node table, and one edge row became several edges
+    (red team helper-45)."""
+    names = [unit]
+    if kind == "graph":
+        graph = (json.loads(options) if options else {}).get("graph") or {}
+        names = [c for c in (graph.get("src"), graph.get("dst")) if c] or names
+    for c in names:
+        why = unit_collation(con, tname, c, cols[c].type, definition, what="unit column" if c == unit and kind != "graph"
+                             else "endpoint column") if c in cols else None  # fmt: skip
+        if why is not None:
+            return why
+    return None
+
+
 def domain_text(values: list[Any]) -> list[Any]:
     """A declared domain's values as the text DuckDB casts to the column's type (JSON's true/false)."""
     return [None if v is None else json.dumps(v) if isinstance(v, bool) else str(v) for v in values]
@@ -569,9 +585,7 @@ def load(con: duckdb.DuckDBPyConnection) -> Catalog:
             budget_column=bcol,
             budget_table=btab,
             default_epsilon=default_eps,
-            unit_collation=(
-                unit_collation(con, tname, unit, cols[unit].type, definitions.get(tname) or "") if unit in cols else None
-            ),
+            unit_collation=_unit_collation(con, tname, kind, unit, options, cols, definitions.get(tname) or ""),
             base_table=tname in definitions,
         )
     declared_domains = [(t.name, c.name, c.type, list(c.domain)) for t in tables.values() for c in t.columns.values()

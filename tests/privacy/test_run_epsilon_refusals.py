@@ -99,14 +99,38 @@ def test_a_name_another_statement_is_making_is_refused_before_the_debit(make_db)
         try:
 
             class Making:
-                name = "same"
+                name, mechanism = "same", "mst"
 
             with synthetic.making(Making(), (inst.path, inst.serial)):
                 before = _spent(path)
                 with pytest.raises(errors.ProgrammingError) as info:
                     con.cursor().execute(sql)
-                assert info.value.code == "DP226" and "being made" in info.value.message
+                assert info.value.code == "DP226" and "being written by another" in info.value.message
                 assert _spent(path) == before
             con.cursor().execute(sql)  # the name is free again
+        finally:
+            database.release(inst)
+
+
+def test_a_release_side_table_in_the_making_is_refused_before_the_debit(make_db):
+    """A DiffPart release writes NAME and NAME_itemsets: another statement's release named r_itemsets made
+    a DiffPart release r fail after its debit (red team helper-45). Both names are reserved."""
+    path = make_db("CREATE TABLE t AS SELECT i % 100 AS uid, ['a', 'b', 'c'][1 + i % 3] AS item FROM range(300) r(i)",
+                   analysts=ANALYST)  # fmt: skip
+    with Owner(path) as owner:
+        owner.protect("t", unit="uid", max_rows=3, domains={"item": ["a", "b", "c"]}, public_roster=True)
+    with dpgate.connect(str(path), analyst="alice") as con:
+        inst = database.acquire(path)
+        try:
+
+            class Making:  # another statement's MST release named r_itemsets
+                name, mechanism = "r_itemsets", "mst"
+
+            with synthetic.making(Making(), (inst.path, inst.serial)):
+                before = _spent(path)
+                with pytest.raises(errors.ProgrammingError) as info:
+                    con.cursor().execute("CREATE SYNTHETIC TABLE r FROM t USING diffpart WITH (epsilon = 1)")
+                assert info.value.code == "DP226" and "r_itemsets" in info.value.message
+                assert _spent(path) == before
         finally:
             database.release(inst)

@@ -376,3 +376,30 @@ def test_exact_comparisons_between_types_stay_accepted(make_db, edge, node):
         owner.protect_graph("g", src="s", dst="d", nodes="nodes", epsilon=1e6)
     with dpgate.connect(str(path), analyst="alice") as c:
         assert fetch(c, q(BIG, "TRIANGLE_COUNT(s, d) AS t FROM g"))[0] == [(1,)]
+
+
+def test_an_endpoint_with_a_collation_is_refused(make_db):
+    """With dst COLLATE NOCASE and node ids 'x' and 'X', the endpoint join matched both: each edge row became
+    two edges (red team helper-45). Refused at protect_graph, and for every statement when an ALTER adds
+    the collation later (free)."""
+    setup = ("CREATE TABLE e (src VARCHAR, dst VARCHAR{}); INSERT INTO e VALUES ('x', 'y'), ('y', 'z'), ('z', 'x');"
+             "CREATE TABLE nodes (id VARCHAR); INSERT INTO nodes VALUES ('x'), ('X'), ('y'), ('Y'), ('z'), ('Z')")
+    path = make_db(setup.format(" COLLATE NOCASE"), analysts=ANALYST)
+    with Owner(path) as owner, pytest.raises(errors.PolicyError) as e:
+        owner.protect_graph("e", src="src", dst="dst", nodes="nodes", epsilon=1e6)
+    assert e.value.code == "DP329" and "endpoint column dst" in e.value.message
+    path = make_db(setup.format(""), analysts=ANALYST)
+    with Owner(path) as owner:
+        owner.protect_graph("e", src="src", dst="dst", nodes="nodes", epsilon=1e6)
+        assert fetch_one_triangle(path) == 1
+        owner.con.execute("ALTER TABLE e ALTER dst SET DATA TYPE VARCHAR COLLATE NOCASE")
+    with dpgate.connect(str(path), analyst="alice") as c:
+        before = c.budget()
+        with pytest.raises(errors.PolicyError) as e:
+            fetch(c, q(BIG, "TRIANGLE_COUNT(src, dst) AS t FROM e"))
+        assert e.value.code == "DP329" and c.budget() == before
+
+
+def fetch_one_triangle(path) -> int:
+    with dpgate.connect(str(path), analyst="alice") as c:
+        return fetch(c, q(BIG, "TRIANGLE_COUNT(src, dst) AS t FROM e"))[0][0][0]

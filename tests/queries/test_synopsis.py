@@ -94,6 +94,10 @@ def test_integer_columns_use_unit_cells(make_db):
         rows = con.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (from_synopsis = 't_tree') FLOOR(x / 5) AS b, "
                            "COUNT(*) AS n FROM t GROUP BY b").fetchall()  # fmt: skip
         assert [b for b, _ in rows] == [0.0, 1.0] and all(abs(n - 10000) < 60 for _, n in rows)
+        for where in ("x <= 1e999", "x BETWEEN -1e999 AND 3"):  # an OverflowError (red team helper-45)
+            with pytest.raises(dpgate.Error) as e:
+                con.execute(f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (from_synopsis = 't_tree') COUNT(*) FROM t WHERE {where}")
+            assert e.value.code == "DP227"
         before = con.budget()
         with pytest.raises(dpgate.Error) as e:  # bins of 2.5 cut unit cells: 5,000 / 15,000 for 10,000 each
             con.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (from_synopsis = 't_tree') FLOOR(x / 2.5) AS b, "

@@ -269,34 +269,49 @@ _MAKING: set[tuple] = set()
 _MAKING_LOCK = threading.Lock()
 
 
+#: The second table some releases write beside ``name`` (checked and reserved like the name itself:
+#: another analyst's release named ``r_itemsets`` made a DiffPart release ``r`` fail after its debit,
+#: red team helper-45).
+SIDE_TABLES = {"diffpart": "_itemsets", "privtree_markov": "_model", "supermodular": "_hierarchy"}
+
+
+def written_names(plan: SynthesisPlan) -> list[str]:
+    """The tables a release writes."""
+    side = SIDE_TABLES.get(plan.mechanism)
+    return [plan.name] + ([plan.name + side] if side else [])
+
+
 @contextlib.contextmanager
 def making(plan: SynthesisPlan, instance_key: tuple) -> Iterator[None]:
-    key = (*instance_key, plan.name)
+    keys = [(*instance_key, n.lower()) for n in written_names(plan)]
     with _MAKING_LOCK:
-        if key in _MAKING:
+        busy = next((k[-1] for k in keys if k in _MAKING), None)
+        if busy is not None:
             raise errors.ProgrammingError(
-                f"A release named {plan.name} is being made by another statement", code="DP226",
+                f"A table named {busy} is being written by another statement's release", code="DP226",
                 hint="choose another name, or wait and see SHOW RELEASES; nothing was charged",
             )  # fmt: skip
-        _MAKING.add(key)
+        _MAKING.update(keys)
     try:
         yield
     finally:
         with _MAKING_LOCK:
-            _MAKING.discard(key)
+            _MAKING.difference_update(keys)
 
 
 def check_at_debit(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, subjects) -> None:
     """Inside the debit's transaction, before anything is written: the name is still free there (another
     statement may have made it since this one was planned) and the mechanism runs at the ε the
     personalization plan leaves (``dry_run``). A refusal here rolls the debit back: free."""
+    names = [n.lower() for n in written_names(plan)]
     taken = con.execute(
-        "SELECT count(*) FROM (SELECT table_name AS n FROM duckdb_tables() WHERE database_name = current_database() "
-        "UNION ALL SELECT view_name FROM duckdb_views() WHERE database_name = current_database()) WHERE lower(n) = ?",
-        [plan.name.lower()],
+        "SELECT min(n) FROM (SELECT lower(table_name) AS n FROM duckdb_tables() WHERE database_name = current_database() "
+        "AND schema_name = 'main' UNION ALL SELECT lower(view_name) FROM duckdb_views() WHERE database_name = "
+        "current_database() AND schema_name = 'main') WHERE list_contains(?, n)",
+        [names],
     ).fetchone()[0]  # fmt: skip
-    if taken:
-        raise errors.ProgrammingError(f"A table or view named {plan.name} already exists", code="DP226",
+    if taken is not None:
+        raise errors.ProgrammingError(f"A table or view named {taken} already exists", code="DP226",
                                       hint="choose another name; nothing was charged")  # fmt: skip
     if plan.mechanism in OWN_MODULES and subjects.rule == "sample" and subjects.combined:
         # These releases count the subjects that took part and cannot scale their counts to everyone:

@@ -239,10 +239,12 @@ def _ranges(where: exp.Expr | None, columns: list[str], integer: list[bool]) -> 
         is_int = integer[columns.index(c)]
 
         def num(node) -> float | None:
-            if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal) and not node.this.is_string:
-                return -float(node.this.this)
+            if isinstance(node, exp.Neg):
+                v = num(node.this)
+                return None if v is None else -v
             if isinstance(node, exp.Literal) and not node.is_string:
-                return float(node.this)
+                v = float(node.this)
+                return v if math.isfinite(v) else None  # 1e999: no range (ceil(inf) raised OverflowError)
             return None
 
         step = 1.0 if is_int else 0.0
