@@ -74,6 +74,12 @@ class DuckDBFacts:
         ).fetchone()[0]
         return dup == 0
 
+    def collated(self, table: str, column: str, sql_type: str) -> bool:
+        """Whether a text column of ``table`` compares with a collation (a zero-row probe: no row is read)."""
+        from dpgate.catalog.tables import unit_collation
+
+        return unit_collation(self._con, table, column, sql_type, what="column") is not None
+
     def count_where(self, condition: str, domains: list[tuple[list[Any], str]]) -> int:
         """How many points of the product of domains satisfy ``condition`` (over ``__c0, ...``)."""
         rel, params = _product(domains)

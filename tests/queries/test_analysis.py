@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import math
 
 import pytest
@@ -145,7 +147,8 @@ def test_filter_clause_becomes_a_bounded_input(plan):
 
 
 def test_plans_read_no_protected_rows(con):
-    """Every statement the planner sends to DuckDB is a DESCRIBE (binding only) or reads public objects."""
+    """Every statement the planner sends to DuckDB is a DESCRIBE (binding only), a zero-row read of a
+    column (the collation probe of a lookup's key: ``LIMIT 0``) or reads public objects."""
     g = con.gateway
     real = g.facts._con
     seen = []
@@ -165,4 +168,5 @@ def test_plans_read_no_protected_rows(con):
         g.facts._con = real
     assert seen
     for sql in seen:
-        assert sql.startswith("DESCRIBE ") or "adult" not in sql.lower(), sql
+        rest = re.sub(r'from main\."adult" limit 0\)', "", sql.lower())
+        assert sql.startswith("DESCRIBE ") or "adult" not in rest, sql
