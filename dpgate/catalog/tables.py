@@ -20,6 +20,8 @@ import duckdb
 import sqlglot
 from sqlglot import exp
 
+from dpgate.memo import Memo
+
 SCHEMA = "dpgate"
 MAIN = "main"
 
@@ -483,19 +485,34 @@ def domain_problems(con: duckdb.DuckDBPyConnection, domains: list[tuple[str, lis
     return out
 
 
+#: (type, values as JSON) -> the domain's problem ("" for none): a function of DuckDB's casts alone, so
+#: the gateways of a process share it (a server opens one per session: 32 sessions ran the check 32
+#: times). Not kept for types whose text casts read the session's time zone.
+_DOMAIN_CHECKS = Memo(4096)
+_MISSING = object()
+
+
 def _domain_problems(con: duckdb.DuckDBPyConnection, declared: list[tuple[str, str, str, list[Any]]]) -> dict[tuple[str, str], str]:
     """The declared domains (table, column, type, values) that do not fit their column's type now, in one
     statement when every type is DuckDB's; a type DuckDB does not know (a Spark table's) is left to its
     engine's check."""
+    keys = [(t.upper(), json.dumps(v)) for _, _, t, v in declared]
+    cached = [_DOMAIN_CHECKS.get(k, _MISSING) for k in keys]  # read once: an entry may be evicted meanwhile
+    todo = [i for i, c in enumerate(cached) if c is _MISSING]
     try:
-        problems = domain_problems(con, [(t, v) for _, _, t, v in declared])
+        found = domain_problems(con, [(declared[i][2], declared[i][3]) for i in todo])
     except duckdb.Error:
-        problems = []
-        for _, _, t, v in declared:
+        found = []
+        for i in todo:
             try:
-                problems.append(domain_problem(con, t, v))
+                found.append(domain_problem(con, declared[i][2], declared[i][3]))
             except duckdb.Error:
-                problems.append(None)
+                found.append(None)
+    fresh = dict(zip(todo, found))
+    for i, problem in fresh.items():
+        if "TIME ZONE" not in keys[i][0] and "TZ" not in keys[i][0]:
+            _DOMAIN_CHECKS.put(keys[i], problem or "")
+    problems = [fresh[i] if i in fresh else (cached[i] or None) for i in range(len(keys))]
     return {(tname, cname): p for (tname, cname, _, _), p in zip(declared, problems) if p is not None}
 
 
