@@ -177,8 +177,11 @@ class Server:
         self.write_timeout = write_timeout
         self.test_seed = test_seed
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dpgate-session")
-        # logins have threads of their own: long statements filling the pool never block a login
+        # logins have threads of their own: long statements filling the pool never block a login; and
+        # opening a session has its own, so that 32 logins at once do not wait for 32 sessions to open
+        # (the last ones ran past login_timeout on a loaded machine)
         self._auth_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="dpgate-login")
+        self._open_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="dpgate-open")
         self._secret = b""  # set below: the fake verifiers' key, kept in the database
         self._sessions: dict[int, tuple[int, Session]] = {}
         self._next_pid = 1000
@@ -209,6 +212,7 @@ class Server:
             session.interrupt()
         self.pool.shutdown(wait=True, cancel_futures=True)
         self._auth_pool.shutdown(wait=True, cancel_futures=True)
+        self._open_pool.shutdown(wait=True, cancel_futures=True)
         for _, session in list(self._sessions.values()):
             session.close()
         self._sessions.clear()
@@ -254,7 +258,7 @@ class Server:
             logged_in = True
             try:
                 session = await asyncio.get_running_loop().run_in_executor(
-                    self._auth_pool, lambda: Session(self.path, name, role, test_seed=self.test_seed)
+                    self._open_pool, lambda: Session(self.path, name, role, test_seed=self.test_seed)
                 )
             except errors.Error as e:
                 client.send(wire.error_for(e))
