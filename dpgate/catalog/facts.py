@@ -13,12 +13,14 @@ from typing import Any
 import duckdb
 
 from dpgate import database, errors
-from dpgate.catalog.tables import builtin_functions, table_columns
+from dpgate.catalog.tables import builtin_functions, column_collation, table_columns
 from dpgate.memo import Memo
 
 
 #: Output columns of statements that bound, by (schema key, SQL): see ``DuckDBFacts.schema_key``.
 _DESCRIBED = Memo(4096)
+#: Whether a column compares with a collation, by (schema key, table, column, type).
+_COLLATED = Memo(4096)
 
 
 class DuckDBFacts:
@@ -75,10 +77,17 @@ class DuckDBFacts:
         return dup == 0
 
     def collated(self, table: str, column: str, sql_type: str) -> bool:
-        """Whether a text column of ``table`` compares with a collation (a zero-row probe: no row is read)."""
-        from dpgate.catalog.tables import unit_collation
-
-        return unit_collation(self._con, table, column, sql_type, what="column") is not None
+        """Whether a text column of ``table`` compares with a collation (a zero-row probe: no row is read);
+        a fact of the schema, kept under ``schema_key`` like ``describe``'s answers (planning asks it for
+        every lookup's key, every statement)."""
+        key = (self.schema_key, table, column, sql_type) if self.schema_key is not None else None
+        hit = _COLLATED.get(key) if key is not None else None
+        if hit is not None:
+            return hit
+        collated = column_collation(self._con, table, column, sql_type) is not None
+        if key is not None:
+            _COLLATED.put(key, collated)
+        return collated
 
     def count_where(self, condition: str, domains: list[tuple[list[Any], str]]) -> int:
         """How many points of the product of domains satisfy ``condition`` (over ``__c0, ...``)."""

@@ -226,7 +226,8 @@ class Owner:
                 f"Table {table!r} has no column {unit!r} for the privacy unit", code="DP311",
                 hint=f"columns are: {', '.join(cols)}",
             )
-        why = catalog.unit_collation(self.con, table, unit, cols[unit], sample_order_mod.definition(self.con, table))
+        why = catalog.column_collation(self.con, table, unit, cols[unit], sample_order_mod.definition(self.con, table),
+                                       "unit column")  # fmt: skip
         if why is not None:
             raise errors.PolicyError(
                 f"The privacy unit of {table!r} cannot have a collation: {why}", code="DP329",
@@ -436,8 +437,8 @@ class Owner:
         if src == dst:
             raise errors.PolicyError("src and dst must be two different columns", code="DP311")
         for c in (src, dst):  # an endpoint that compares with a collation joins 'x' and 'X' of the node table
-            why = catalog.unit_collation(self.con, table, c, cols[c], sample_order_mod.definition(self.con, table),
-                                         what="endpoint column")  # fmt: skip
+            why = catalog.column_collation(self.con, table, c, cols[c], sample_order_mod.definition(self.con, table),
+                                           "endpoint column")  # fmt: skip
             if why is not None:
                 raise errors.PolicyError(
                     f"Graph {table} cannot be protected: {why}", code="DP329",

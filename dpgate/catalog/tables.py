@@ -174,7 +174,7 @@ class ProtectedTable:
     budget_column: str | None = None
     budget_table: str | None = None
     default_epsilon: float | None = None
-    unit_collation: str | None = None  # why the unit column has a collation (then no query runs): ``unit_collation``
+    unit_collation: str | None = None  # why the unit column has a collation (then no query runs): ``column_collation``
     base_table: bool = True  # a base table of main (False: a view, computed anew by every statement that reads it)
 
     def column(self, name: str) -> Column | None:
@@ -386,10 +386,11 @@ def table_columns(con: duckdb.DuckDBPyConnection, table: str, schema: str = MAIN
 _COLLATION_PROBE = ["a", "A", "e", "\u00e9", "e\u0301", "\u00df", "ss", "\ufb01", "fi", "\u0130", "i"]
 
 
-def unit_collation(
-    con: duckdb.DuckDBPyConnection, relation: str, unit: str, unit_type: str, definition: str = "", what: str = "unit column"
+def column_collation(
+    con: duckdb.DuckDBPyConnection, relation: str, unit: str, unit_type: str, definition: str = "", what: str = "column"
 ) -> str | None:
-    """Why the text unit column of ``main.relation`` carries a collation, or None when it compares as bytes.
+    """Why the text column ``unit`` of ``main.relation`` (``what``: how the message names it) carries a
+    collation, or None when it compares as bytes.
 
     A subject is its unit value. DuckDB applies a column's collation (``COLLATE NOCASE``, ...) to
     grouping, joins and ``IN``, but not to ``count(DISTINCT ...)`` or to a PRIMARY KEY / UNIQUE index:
@@ -397,8 +398,8 @@ def unit_collation(
     the subject count (sensitivity 1 became 4) and to the index (which dpgate read as "one row per
     subject": red team, helper-39). Such a unit is refused. Read from a base table's CREATE statement
     (any COLLATE on the unit column) and, for tables and views alike, by grouping probe strings in the
-    column's own type (a zero-row read of the column: no row is read). The same test tells whether any
-    text column (``what``) of a unique constraint compares with a collation (``load``)."""
+    column's own type (a zero-row read of the column: no row is read). The same test tells whether a
+    text column of a unique constraint, a graph's endpoint or a lookup's key compares with one."""
     if not unit_type.upper().startswith("VARCHAR"):
         return None
     if definition:
@@ -424,16 +425,15 @@ def unit_collation(
 
 
 def _unit_collation(con, tname: str, kind: str, unit: str, options: str | None, cols: dict, definition: str) -> str | None:
-    """``unit_collation`` of a table's unit, and for a graph of both endpoints: with ``dst COLLATE NOCASE``
+    """``column_collation`` of a table's unit, and for a graph of both endpoints: with ``dst COLLATE NOCASE``
     the endpoint join matched 'x' and 'X' of the node table, and one edge row became several edges
     (red team helper-45)."""
-    names = [unit]
+    names, what = [unit], "unit column"
     if kind == "graph":
         graph = (json.loads(options) if options else {}).get("graph") or {}
-        names = [c for c in (graph.get("src"), graph.get("dst")) if c] or names
+        names, what = [c for c in (graph.get("src"), graph.get("dst")) if c] or names, "endpoint column"
     for c in names:
-        why = unit_collation(con, tname, c, cols[c].type, definition, what="unit column" if c == unit and kind != "graph"
-                             else "endpoint column") if c in cols else None  # fmt: skip
+        why = column_collation(con, tname, c, cols[c].type, definition, what) if c in cols else None
         if why is not None:
             return why
     return None
@@ -579,7 +579,7 @@ def load(con: duckdb.DuckDBPyConnection) -> Catalog:
         # domain join, counted twice (red team helper-44). Such a set proves nothing dpgate relies on.
         collated = {
             c for c in set().union(*unique) if c in types
-            and unit_collation(con, tname, c, types[c], definitions.get(tname) or "", what="column")
+            and column_collation(con, tname, c, types[c], definitions.get(tname) or "")
         } if unique else set()  # fmt: skip
         unique = {u for u in unique if not u & collated}
         cols = {}

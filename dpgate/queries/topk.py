@@ -164,7 +164,7 @@ def answer(
     con: duckdb.DuckDBPyConnection, plan: TopKPlan, charged: str, subjects: pdp.SubjectPlan | None, *, rng
 ) -> Answer:
     """Select, count (if shown) and post-process; the debit has been made."""
-    factor = float(subjects.parts[0].epsilon) / plan.epsilon if subjects is not None else 1.0
+    factor = _run_factor(plan, subjects)
     params: dict[str, Any] = {}
     notes: list[str] = []
     if plan.columns:
@@ -350,15 +350,11 @@ class TopKQuery:
         """In the debit's transaction, before anything is written: the selection runs at the ε the
         personalization plan leaves (``minimum`` can leave far less than asked: tps_pfm over 20,000
         items failed after the debit, red team helper-44). A refusal here rolls the debit back: free."""
-        factor = float(subjects.parts[0].epsilon) / plan.epsilon
-        try:
-            topk_mech.check_public_inputs(plan.n_items or plan.k, plan.k, plan.selection_epsilon * factor, plan.method)
-        except ValueError as e:
-            raise errors.UnsupportedQueryError(
-                f"Top-k at ε={plan.epsilon * factor:.3g}, what the personalization rule leaves this query: {e}",
-                code="DP219", hint="raise epsilon, ask for fewer items, choose another topk_method, or use "
-                "personalization 'threshold'; nothing was charged",
-            ) from e  # fmt: skip
+        factor = _run_factor(plan, subjects)
+        _check_selection(plan.n_items or plan.k, plan.k, plan.selection_epsilon * factor, plan.method,
+                         f"Top-k at ε={plan.epsilon * factor:.3g}, what the personalization rule leaves this query",
+                         "raise epsilon, ask for fewer items, choose another topk_method, or use personalization "
+                         "'threshold'; nothing was charged")  # fmt: skip
 
     def bind_check(self, con: duckdb.DuckDBPyConnection, plan: TopKPlan, probe: str) -> None:
         bind_check(con, plan, probe)
@@ -454,13 +450,22 @@ def _topk_shares(a: Analysis, k: int, n_items: int | None, counts: bool, selecti
     releases = 1 + int(counts) + int(selection)
     share = s.epsilon / releases
     sel = s.epsilon - share * (releases - 1)  # absorbs rounding: the shares sum to ε exactly
-    try:
-        topk_mech.check_public_inputs(n_items or k, k, sel, s.topk_method)
-    except ValueError as e:
-        raise errors.UnsupportedQueryError(
-            f"Top-k: {e}", code="DP219", hint="raise epsilon, ask for fewer items, or choose another topk_method"
-        ) from e
+    _check_selection(n_items or k, k, sel, s.topk_method, "Top-k",
+                     "raise epsilon, ask for fewer items, or choose another topk_method")  # fmt: skip
     return sel, (share if counts else None), (share if selection else None)
+
+
+def _check_selection(n_items: int, k: int, epsilon: float, method: str, what: str, hint: str) -> None:
+    """The selection method's limits at ``epsilon`` (public inputs only), as a refusal."""
+    try:
+        topk_mech.check_public_inputs(n_items, k, epsilon, method)
+    except ValueError as e:
+        raise errors.UnsupportedQueryError(f"{what}: {e}", code="DP219", hint=hint) from e
+
+
+def _run_factor(plan: TopKPlan, subjects: pdp.SubjectPlan | None) -> float:
+    """The share of the statement's ε its personalization plan runs it at (its first part's ε / ε)."""
+    return float(subjects.parts[0].epsilon) / plan.epsilon if subjects is not None else 1.0
 
 def _topk_plan(a: Analysis, q: exp.Select, base: exp.Select, key_specs: list[KeySpec], shape: _TopKShape,
     projections: list[exp.Expr], keys_exprs: list[exp.Expr], aggs: list[exp.Expr], original_sql: str,

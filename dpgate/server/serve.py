@@ -46,9 +46,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from dpgate import __version__, errors
+from sqlglot.errors import TokenError
 from sqlglot.tokens import TokenType
 
+from dpgate import __version__, errors
 from dpgate.catalog import logins
 from dpgate.frontend.dialect import DPDuckDB
 from dpgate.server import scram, wire
@@ -647,7 +648,7 @@ def parameter_numbers(query: str) -> list[str]:
     (an unclosed quote) is counted by pattern; it fails when it is parsed anyway."""
     try:
         tokens = DPDuckDB().tokenize(query)
-    except Exception:  # sqlglot's TokenError; the statement's parse reports it
+    except TokenError:  # the statement's parse reports it
         return _PLACEHOLDER.findall(query)
     return [
         b.text for a, b in zip(tokens, tokens[1:])

@@ -133,7 +133,7 @@ def plan(classified: Classified, catalog: Catalog, session: Session) -> Synthesi
             [f"{max_rows} row(s) per subject: the model runs at ε/{max_rows} (group privacy)"] if max_rows > 1 else []
         ),
     )
-    _dry_run(synth_plan)
+    _dry_run(synth_plan, synth_plan.epsilon)
     return synth_plan
 
 
@@ -224,11 +224,10 @@ def _fit(plan: SynthesisPlan, codes: np.ndarray, epsilon: float, *, population: 
                          **_fit_kwargs(plan, population))  # fmt: skip
 
 
-def _dry_run(plan: SynthesisPlan, epsilon: float | None = None) -> None:
-    """Fit to an empty table at ``epsilon`` (the statement's, or the one its personalization rule
-    leaves it): every refusal of the mechanism's parameters happens here, free."""
+def _dry_run(plan: SynthesisPlan, eps: float) -> None:
+    """Fit to an empty table at ``eps`` (the statement's, or the one its personalization rule leaves
+    it): every refusal of the mechanism's parameters happens here, free."""
     sizes = [c.size for c in plan.codings]
-    eps = plan.epsilon if epsilon is None else epsilon
     try:
         _fit(plan, np.zeros((0, len(sizes)), dtype=np.int64), eps / plan.max_rows, population=1,
              rng=np.random.default_rng(0), noisy_rows=1.0)  # fmt: skip
