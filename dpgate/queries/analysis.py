@@ -42,6 +42,7 @@ from dpgate.catalog.tables import (
     ProtectedTable,
     is_temporal_type,
     join_exact,
+    join_safe,
 )
 from dpgate.frontend.classify import GRAPH_FUNCTIONS, Classified, function_name
 from dpgate.frontend.dialect import to_duckdb
@@ -1149,10 +1150,11 @@ def _check_join_condition(on: exp.Expr, scope: _Scope) -> None:
 
 def _check_comparable(left: str, left_type: str, right: str, right_type: str) -> None:
     if not join_exact(left_type, right_type):
+        why = ("compared as doubles (distinct integer keys equal one double: a lookup would repeat rows)"
+               if join_safe(left_type, right_type)
+               else "converted row by row (a failing conversion would depend on the data)")  # fmt: skip
         raise errors.UnsupportedQueryError(
-            f"Join compares {left} ({left_type}) with {right} ({right_type}): values would be converted "
-            "row by row (a failing conversion would depend on the data), or compared as doubles (distinct "
-            "integer keys equal one double: a lookup would repeat rows)",
+            f"Join compares {left} ({left_type}) with {right} ({right_type}): values would be {why}",
             code="DP218",
             hint="join columns of the same type (cast the public side in a view if needed)",
         )
