@@ -17,6 +17,7 @@ import decimal
 import functools
 import math
 import os
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -97,6 +98,11 @@ class Gateway:
         self._planes: dict[str, Any] = {}
         self._queries = 0
         self._running = False
+        # From the debit to the end of the release a statement may not be stopped: whether it would
+        # finish before a timeout or a cancel depends on the rows (design rule 11); its work is
+        # bounded before the debit instead (frontend.cost).
+        self._phase = threading.Lock()
+        self._charged = False
         self.closed = False
         #: Called with (fraction done, message) while long work (a synthetic release) runs.
         self.progress: Callable[[float, str], None] | None = None
@@ -105,6 +111,22 @@ class Gateway:
     def where(self) -> str:
         """The database this session is on (its file path)."""
         return self._instance.path
+
+    @property
+    def charged(self) -> bool:
+        """Whether the running statement is past its debit (and so runs to its end)."""
+        return self._charged
+
+    def interrupt(self) -> bool:
+        """Stop the running statement if it has not been charged yet (a refusal then, free).
+
+        After the debit an interrupt is ignored: ending a charged statement at a deadline would make
+        its outcome depend on how long one subject's rows took. Returns whether it was interrupted."""
+        with self._phase:
+            if self._charged or self.closed:
+                return False
+            self._con.interrupt()
+            return True
 
     def close(self) -> None:
         if not self.closed:
@@ -365,27 +387,38 @@ class Gateway:
             # what the bind cache answered or stored, may not describe the schema the run will see.
             scope.forget()
             raise _CatalogMoved
-        debit = self.ledger.reserve(cost)  # --- debit before release: from here on, charged
+        with self._phase:  # from here on no interrupt reaches the statement (the debit itself is bounded)
+            self._charged = True
         try:
-            if plan.charge.rule == "sample" and debit.temp:
-                self.ledger.thin_sample(debit, rng=randomness.rng)
-            run = Run(self._con, plan, debit, self.analyst, randomness.rng, randomness.sampling, self.progress)
-            with backends.planes(self._plane), self._pinned(*pin):
-                answer = qc.answer(run)
-        except errors.Error:
+            debit = self.ledger.reserve(cost)  # --- debit before release: from here on, charged
+        except BaseException:
+            with self._phase:
+                self._charged = False
             raise
-        except Exception:  # noqa: BLE001 - after the debit, nothing of a failure may leave
-            # DuckDB's (or Python's) message could quote a protected value (a failed conversion,
-            # an overflow), so neither it nor the chained exception leaves the gateway.
-            raise errors.OperationalError(
-                "The query failed after it was charged (a database error while computing the exact answer)",
-                code="DP404",
-                hint="the debit stands (fail closed); the database's message is withheld because it could "
-                "quote a protected value",
-            ) from None
+        try:
+            try:
+                if plan.charge.rule == "sample" and debit.temp:
+                    self.ledger.thin_sample(debit, rng=randomness.rng)
+                run = Run(self._con, plan, debit, self.analyst, randomness.rng, randomness.sampling, self.progress)
+                with backends.planes(self._plane), self._pinned(*pin):
+                    answer = qc.answer(run)
+            except errors.Error:
+                raise
+            except Exception:  # noqa: BLE001 - after the debit, nothing of a failure may leave
+                # DuckDB's (or Python's) message could quote a protected value (a failed conversion,
+                # an overflow), so neither it nor the chained exception leaves the gateway.
+                raise errors.OperationalError(
+                    "The query failed after it was charged (a database error while computing the exact answer)",
+                    code="DP404",
+                    hint="the debit stands (fail closed); the database's message is withheld because it could "
+                    "quote a protected value",
+                ) from None
+            finally:
+                self.ledger.discard(debit)
+            self.ledger.released(debit, answer.released_rows if answer.released_rows is not None else len(answer.rows))
         finally:
-            self.ledger.discard(debit)
-        self.ledger.released(debit, answer.released_rows if answer.released_rows is not None else len(answer.rows))
+            with self._phase:
+                self._charged = False
         notes = list(plan.notes) + answer.notes
         if not randomness.private:
             notes.append("NOT PRIVATE: a fixed test seed was used")

@@ -92,11 +92,17 @@ class Session:
         if self.owner is not None:
             self.owner.close()
 
-    def interrupt(self) -> None:
-        """Stop the running statement (a CancelRequest); a debit already made stands."""
-        con = self.gateway._con if self.gateway is not None else self.owner._con
+    def interrupt(self) -> bool:
+        """Stop the running statement (a CancelRequest, a timeout) unless it is past its debit: a charged
+        statement runs to its end, so whether it finishes before a deadline cannot become its outcome
+        (its work was bounded before the debit). Returns whether it was interrupted."""
+        if self.gateway is not None:
+            return self.gateway.interrupt()
+        con = self.owner._con
         if con is not None:
             con.interrupt()
+            return True
+        return False
 
     # -- statements ------------------------------------------------------------------------------
     def run(self, sql: str, params: list[Any] | None = None) -> Outcome:
