@@ -31,6 +31,7 @@ from dpgate.catalog import releases as registry
 from dpgate.catalog import tables as catalog_mod
 from dpgate.catalog.facts import DuckDBFacts
 from dpgate.frontend import allowlist
+from dpgate.frontend import cost as cost_mod
 from dpgate.frontend.classify import Classified, classify
 from dpgate.frontend.dialect import DPDuckDB, parse_one, to_duckdb, to_sql
 from dpgate.frontend.settings import Session, literal_value
@@ -106,6 +107,11 @@ class Gateway:
         self.closed = False
         #: Called with (fraction done, message) while long work (a synthetic release) runs.
         self.progress: Callable[[float, str], None] | None = None
+        #: Reads a public statement's rows (None: all at once). ``dpgate serve`` sets one that sends
+        #: them to its client in batches and bounds them, so a large result is never held whole:
+        #: ``start()`` as the statement starts to run (its time limit), then ``read(cursor, names,
+        #: types, convert)`` returns the rows for the Result (``convert`` maps a row, or is None).
+        self.public_reader: Any = None
 
     @property
     def where(self) -> str:
@@ -340,7 +346,21 @@ class Gateway:
         ctx = self._context(cat)
         qc = queries.for_statement(classified, ctx)
         backends.require_served(qc.name, backends.protected_tables(classified, cat), qc.name)
-        return qc, qc.plan(classified, ctx)
+        plan = qc.plan(classified, ctx)
+        self._check_work(classified.statement, plan, backends.protected_tables(classified, cat))
+        return qc, plan
+
+    def _check_work(self, statement: exp.Expr, plan, tables) -> None:
+        """The statement's constant work per row times a public bound on its rows (the roster times
+        the rows a subject keeps), refused free when it would hold a core for minutes [cost]."""
+        _, per_row = cost_mod.row_work(statement)
+        if not tables or per_row * 2**26 <= cost_mod.MAX_STATEMENT_WORK:
+            return  # within the bound for any roster below 67 million subjects: no count needed
+        rows = 0
+        for table in tables:
+            (subjects,) = self._con.execute(f"SELECT count(*) FROM {table.roster_sql}").fetchone()
+            rows += subjects * max(getattr(plan, "max_rows", None) or table.max_rows, 1)
+        cost_mod.check_statement(statement, rows)
 
     def _cost(self, plan, sql: str, private: bool) -> Cost:
         return Cost(
@@ -444,33 +464,42 @@ class Gateway:
     # -- statements that are not DP queries -------------------------------------------------
     def _public(self, statement: exp.Expr, params: Any) -> Result:
         sql = to_duckdb(statement)
+        reader = self.public_reader
         try:
+            if reader is not None:
+                reader.start()
             cur = self._con.execute(sql, params if params else None)
             desc = cur.description or []
+            names, types = [d[0] for d in desc], [str(d[1]) for d in desc]
             zoned = [i for i, d in enumerate(desc) if str(d[1]) == "TIMESTAMP WITH TIME ZONE"]
+            convert = None
             if zoned:
-                rows = self._zoned_rows(sql, params, len(desc), zoned)
+                cur, convert = self._zoned(sql, params, len(desc), zoned)
+            if reader is not None:
+                rows = reader.read(cur, names, types, convert)
             else:
-                rows = cur.fetchall()
+                rows = cur.fetchall() if convert is None else [convert(r) for r in cur.fetchall()]
         except duckdb.Error as e:
             raise _map_duckdb_error(e) from e
-        return Result([d[0] for d in desc], [str(d[1]) for d in desc], rows, None)
+        return Result(names, types, rows, None)
 
-    def _zoned_rows(self, sql: str, params: Any, width: int, zoned: list[int]) -> list[tuple]:
-        """Rows whose TIMESTAMPTZ values are aware datetimes in UTC.
+    def _zoned(self, sql: str, params: Any, width: int, zoned: list[int]):
+        """The statement again with its TIMESTAMPTZ columns as UTC timestamps, and the map of a row
+        to aware datetimes in UTC.
 
         DuckDB's own conversion of TIMESTAMPTZ needs the pytz package, which dpgate does not
-        depend on; the public statement runs again with those columns as UTC timestamps.
+        depend on.
         """
         names = [f"c{i}" for i in range(width)]
         cols = [f"timezone('UTC', {n})" if i in zoned else n for i, n in enumerate(names)]
         wrapped = f"SELECT {', '.join(cols)} FROM ({sql}) AS q({', '.join(names)})"
-        rows = self._con.execute(wrapped, params if params else None).fetchall()
+        cur = self._con.execute(wrapped, params if params else None)
         utc = datetime.timezone.utc
-        return [
-            tuple(v.replace(tzinfo=utc) if i in zoned and v is not None else v for i, v in enumerate(row))
-            for row in rows
-        ]
+
+        def convert(row: tuple) -> tuple:
+            return tuple(v.replace(tzinfo=utc) if i in zoned and v is not None else v for i, v in enumerate(row))
+
+        return cur, convert
 
     def _set(self, statement: exp.Set) -> Result:
         changed = []

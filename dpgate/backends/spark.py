@@ -62,6 +62,7 @@ from sqlglot import exp
 from dpgate import errors
 from dpgate.backends import Charged
 from dpgate.catalog.tables import INTEGER_TYPES, ProtectedTable
+from dpgate.frontend import cost
 from dpgate.queries.counting.exact import scaled_input
 from dpgate.queries.plans import (
     AVG,
@@ -717,6 +718,11 @@ def to_spark(node: exp.Expr, dates: frozenset[str] = frozenset(), types: dict[st
     copy = node.copy()
     if types:
         _check_semantics(copy, types, predicate)
+    for n in copy.walk():
+        if isinstance(n, (exp.Like, exp.ILike)):
+            # Spark matches LIKE with a Java regular expression, which backtracks: each '%' inside a pattern
+            # multiplies the work by the text's length, a time one row could decide [cost]
+            cost.check_like(n, backtracking=True)
     memo: dict[int, str | None] = {}
     for n in copy.walk():  # kinds of the analyst's own expressions, before any is rewritten for Spark
         if isinstance(n, exp.Cast):  # TRY_CAST converts as CAST does (exp.TryCast is an exp.Cast)

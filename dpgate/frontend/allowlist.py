@@ -104,6 +104,7 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from dpgate import errors
+from dpgate.frontend import cost
 from dpgate.frontend.nodes import CreateSynthetic, DPOptions, ExplainPrivacy
 from dpgate.frontend.dialect import received
 
@@ -125,8 +126,8 @@ REQUIRED_SETTINGS = {"disabled_optimizers": "common_subexpressions,statistics_pr
 MAX_CONSTANT_TEXT = 1000
 #: Largest constant position or length (substring, left/right).
 MAX_POSITION = 1_000_000
-#: Largest constant padded length (lpad/rpad).
-MAX_PAD = 10_000
+#: Largest constant padded length (lpad/rpad): the text a row expression may add [cost].
+MAX_PAD = cost.MAX_TEXT_CONSTANT
 #: Output size bound the fuzz test enforces: at most this many times the inputs, plus 1 KiB.
 SIZE_FACTOR = 8
 
@@ -282,7 +283,9 @@ def Text(
 # strftime: the specifiers DuckDB documents, every one fuzzed.
 _STRFTIME_SPECIFIERS = "aAwudbBmyYHIpMSfgnzZjUWcxXGV%"
 _STRFTIME_RE = re.compile(r"(?:[^%]|%-[dmyHIMSj]|%[" + re.escape(_STRFTIME_SPECIFIERS) + r"])*\Z")
-_LIKE_SAMPLES = ("", "%", "_", "a%", "%a", "%a%b%", "%\\%", "__%__", "é%", "%%%%%%%%%%%x", "%🦆%")
+_LIKE_SAMPLES = ("", "%", "_", "a%", "%a", "%a%b%", "%\\%", "%__%", "é%", "%%%%%%%%%%%x", "%🦆%")
+#: ILIKE (and LIKE with '_') matches by backtracking: '%' only at the ends [cost].
+_BACKTRACKING_SAMPLES = ("", "%", "_", "a%", "%a", "%a_b%", "%\\%", "%__%", "é%", "%%%x", "%🦆%")
 _REGEX_SAMPLES = (
     "", "a", "^a.*$", "(a|b)*c", "\\d+", "[[:alpha:]]+", "(?i)é", "(a)(b)?", ".*.*.*.*.*.*.*x", "\\p{L}+", "^$",
 )  # fmt: skip
@@ -294,8 +297,12 @@ def _valid_regex_options(value: str) -> bool:
     return all(ch in "cilmnps" for ch in value)
 
 
-REGEX = Text(_REGEX_SAMPLES, description="a constant regular expression (RE2)")
-LIKE = Text(_LIKE_SAMPLES, description="a constant LIKE pattern")
+LIKE = Text(_LIKE_SAMPLES, valid=lambda v: "_" not in v or cost.inner_wildcards(v) == 0, code=cost.WORK,
+            description="a constant LIKE pattern (with '_', '%' only at its start and end)")
+ILIKE = Text(_BACKTRACKING_SAMPLES, valid=lambda v: cost.inner_wildcards(v) == 0, code=cost.WORK,
+             description="a constant LIKE pattern with '%' only at its start and end")
+REGEX = Text(_REGEX_SAMPLES, valid=lambda v: cost.regex_program(v) <= cost.MAX_REGEX_PROGRAM, code=cost.WORK,
+             description=f"a constant regular expression (RE2) of at most {cost.MAX_REGEX_PROGRAM} instructions")
 OPTIONS = Text(("", "i", "c", "s", "m", "n", "p", "l"), max_len=8, valid=_valid_regex_options,
                description="constant regexp options from c, i, l, m, n, p, s (no g)")  # fmt: skip
 STRFTIME_FORMAT = Text(
@@ -543,7 +550,7 @@ RULES: tuple[Rule, ...] = (
     Rule("like", exp.Like, "LIKE / NOT LIKE with a constant pattern",
          ("{0} LIKE '{expression}'", "{0} NOT LIKE '{expression}'"), S1, consts={"expression": LIKE}),
     Rule("ilike", exp.ILike, "ILIKE / NOT ILIKE with a constant pattern",
-         ("{0} ILIKE '{expression}'", "{0} NOT ILIKE '{expression}'"), S1, consts={"expression": LIKE}),
+         ("{0} ILIKE '{expression}'", "{0} NOT ILIKE '{expression}'"), S1, consts={"expression": ILIKE}),
     Rule("replace", exp.Replace, "replaces constant text by constant text (bounded growth)",
          ("replace({0}, '{expression}', '{replacement}')",), S1,
          consts={"expression": Text(_TEXT_SAMPLES), "replacement": Text(("", "b", "🦆", "yyyyyyyy"))},
@@ -741,7 +748,7 @@ def check(statement: exp.Expr) -> None:
             "write one SELECT ... FROM <protected table> with aggregates; combine answers afterwards",
         )
     _Checker().select(statement)
-    _check_growth(statement)
+    cost.check(statement)  # the text and work of each row expression [cost]
 
 
 class _Checker:
@@ -1134,7 +1141,7 @@ class _Checker:
                 constant = _is_constant(child) or isinstance(child, exp.Var)
                 problem = "is not an accepted value" if constant else "must be a constant"
                 raise _refuse(
-                    const.code,
+                    CONSTANT if const.code == cost.WORK and not constant else const.code,
                     f"In {_sql(node)}, the argument {_sql(child, 40)} {problem}: it selects how {rule.name}() behaves"
                     + (" and how large its result is" if const.code == SIZE else ""),
                     f"write {const.description} there",
@@ -1304,8 +1311,14 @@ def reference_markdown() -> str:
         "`CAST` / `TRY_CAST` / `::` to " + ", ".join(sorted(set(CAST_TYPES.values()))) + ".",
         "- **Not allowed**: window functions, subqueries (also in IN and EXISTS), lambdas, list / struct / map "
         "constructors and element access, `*` outside `COUNT(*)`, and every function not in the table below.",
-        f"- **Output size**: a whole row expression may make text of at most {GROWTH_FACTOR} times its longest "
-        f"input value plus {GROWTH_CONSTANT:,} characters (nested `replace`, `lpad`, `concat` multiply; DP255).",
+        f"- **Output size**: a whole row expression may make text of at most {cost.MAX_TEXT_FACTOR} times its "
+        f"longest input value plus {cost.MAX_TEXT_CONSTANT:,} characters (nested `replace`, `lpad`, `concat` "
+        "multiply; DP255).",
+        f"- **Work per row**: a regular expression compiles to at most {cost.MAX_REGEX_PROGRAM} instructions "
+        "(counted repetitions are copied: `(a|b){1,100}` is about 500); a LIKE pattern with `_` or ESCAPE, and every "
+        "ILIKE pattern, has `%` only at its start and end (LIKE without `_` takes any number of `%`); a row's "
+        f"work is at most {cost.MAX_WORK_FACTOR:,} steps per character of its longest input plus "
+        f"{cost.MAX_WORK_CONSTANT:,} steps (DP258). The time one chosen row takes is not the analyst's to choose.",
         "",
         "Functions: each is total (under `TRY`, no input makes it fail) and its output is bounded by its inputs; "
         "the arguments named in the second column must be constants.",
@@ -1338,17 +1351,6 @@ def constant_samples(rule: Rule) -> list[dict[str, str]]:
     return combos
 
 
-# -- output size of a whole row expression --------------------------------------------------------
-#: A row expression's text may be at most GROWTH_FACTOR times its longest input column plus
-#: GROWTH_CONSTANT characters. Each listed function bounds its own output, but a chain of them
-#: multiplies (eight nested 8x replaces make 16 million characters of one row): a size that one
-#: row's values decide would turn memory exhaustion into a one-bit oracle, which TRY() cannot
-#: catch. So the bound is propagated through the whole expression and checked once [growth].
-GROWTH_FACTOR = 64
-GROWTH_CONSTANT = 1_000_000
-_FIXED = 64  # characters of any non-text value shown as text (a number, a date, a boolean)
-
-
 def _dangling_escape(pattern: str, escape: str) -> bool:
     """Whether ``pattern`` ends in an escape character that escapes nothing."""
     i = 0
@@ -1362,68 +1364,3 @@ def _dangling_escape(pattern: str, escape: str) -> bool:
     return False
 
 
-def _literal_length(node: exp.Expr | None) -> int:
-    text = _string(node)
-    return len(text) if text is not None else _FIXED
-
-
-def _growth(node: exp.Expr, memo: dict[int, tuple[float, float]]) -> tuple[float, float]:
-    """(a, b): the text of ``node`` is at most a * (longest input value) + b characters."""
-    key = id(node)
-    if key in memo:
-        return memo[key]
-    sub = [_growth(child, memo) for child in node.iter_expressions()]
-
-    def widest(parts):
-        return (max((a for a, _ in parts), default=0.0), max((b for _, b in parts), default=0.0))
-
-    if isinstance(node, exp.Column):
-        out = (1.0, 0.0)
-    elif isinstance(node, exp.Literal):
-        out = (0.0, float(len(node.this)) if node.is_string else float(_FIXED))
-    elif isinstance(node, (exp.DPipe, exp.Concat)):
-        out = (sum(a for a, _ in sub), sum(b for _, b in sub))
-    elif isinstance(node, exp.Replace):
-        a, b = _growth(node.this, memo)
-        old, new = _string(node.expression), _string(node.args.get("replacement"))
-        ratio = 1.0 if not old else max(1.0, (len(new) if new is not None else GROWTH_CONSTANT) / len(old))
-        out = (a * ratio, b * ratio)
-    elif isinstance(node, exp.Pad):
-        width = _integer(node.expression)
-        out = (0.0, float(width)) if width is not None else (GROWTH_FACTOR + 1.0, 0.0)
-    elif isinstance(node, (exp.Left, exp.Right)):
-        n = _integer(node.expression)
-        out = (0.0, float(abs(n))) if n is not None else _growth(node.this, memo)
-    elif isinstance(node, exp.Substring):
-        n = _integer(node.args.get("length"))
-        out = (0.0, float(abs(n))) if n is not None else _growth(node.this, memo)
-    elif isinstance(node, exp.RegexpReplace):
-        a, b = _growth(node.this, memo)
-        out = (a, b + _literal_length(node.args.get("replacement")))
-    elif isinstance(node, (exp.Upper, exp.Lower)):
-        a, b = _growth(node.this, memo)
-        out = (3.0 * a, 3.0 * b)  # case mapping can lengthen a character (ß -> SS), at most 3x in bytes
-    elif isinstance(node, exp.TimeToStr):
-        out = (0.0, float(_FIXED) * max(1, _literal_length(node.args.get("format"))))
-    elif isinstance(node, (exp.Cast, exp.TryCast, exp.Trim, exp.RegexpExtract, exp.Paren, exp.Case, exp.If,
-                           exp.Coalesce, exp.Nullif, exp.Greatest, exp.Least, exp.Anonymous)):
-        out = widest(sub + [(0.0, float(_FIXED))])  # at most one of its inputs, or a short value
-    else:
-        out = (0.0, float(_FIXED))  # numbers, booleans, dates: fixed-size values
-    memo[key] = out
-    return out
-
-
-def _check_growth(statement: exp.Expr) -> None:
-    memo: dict[int, tuple[float, float]] = {}
-    for node in statement.walk():
-        if not isinstance(node, exp.Expr) or isinstance(node, (exp.Select, exp.Subquery, exp.Table, exp.From, exp.Join)):
-            continue
-        a, b = _growth(node, memo)
-        if a > GROWTH_FACTOR or b > GROWTH_CONSTANT:
-            raise _refuse(
-                SIZE,
-                f"{_sql(node)} can make a value of up to {a:g} x its input + {b:,.0f} characters",
-                f"keep a row expression within {GROWTH_FACTOR} x its longest input + {GROWTH_CONSTANT:,} "
-                "characters: nest fewer growing functions (replace, lpad, concat)",
-            )

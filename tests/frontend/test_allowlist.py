@@ -664,13 +664,14 @@ def test_nested_growth_is_refused_as_a_whole():
 @pytest.mark.parametrize(
     ("expr", "ok"),
     [
-        ("replace(replace(s, 'a', 'aaaaaaaa'), 'a', 'aaaaaaaa')", True),  # 64x
-        ("replace(replace(replace(s, 'a', 'aaaaaaaa'), 'a', 'aaaaaaaa'), 'a', 'aaaaaaaa')", False),  # 512x
-        ("concat(lpad('', 10000, 'a'), lpad('', 10000, 'b'))", True),
-        ("replace(lpad('', 10000, 'a'), 'a', 'aaaaaaaa') || replace(lpad('', 10000, 'a'), 'a', 'aaaaaaaa')", True),
-        ("replace(replace(lpad('', 10000, 'a'), 'a', 'aaaaaaaa'), 'a', 'aaaaaaaa')", True),  # 640,000
-        ("replace(replace(replace(lpad('', 10000, 'a'), 'a', 'aaaaaaaa'), 'a', 'aaaaaaaa'), 'a', 'aa')", False),
+        ("replace(s, 'a', 'aaaaaaaa')", True),  # 8x
+        ("replace(replace(s, 'a', 'aaaaaaaa'), 'a', 'aa')", False),  # 16x
+        ("concat(lpad('', 2000, 'a'), lpad('', 2000, 'b'))", True),  # 4,000 characters
+        ("concat(lpad('', 4096, 'a'), lpad('', 1, 'b'))", False),  # 4,097
+        ("replace(lpad('', 500, 'a'), 'a', 'aaaaaaaa')", True),  # 4,000
+        ("replace(lpad('', 500, 'a'), 'a', 'aaaaaaaa') || replace(lpad('', 500, 'a'), 'a', 'aaaaaaaa')", False),
         ("s || s || s || s || s || s || s || s", True),
+        ("s || s || s || s || s || s || s || s || s", False),  # 9x
         ("concat(" + ", ".join(["replace(s, 'a', 'aaaaaaaa')"] * 9) + ")", False),  # 72x
     ],
 )

@@ -1,0 +1,407 @@
+"""What one row of a DP statement may cost: the text its expressions build and the work they do.
+
+Why: timing is an output the analyst sees (README, 'The privacy model': a statement's cost). An
+expression that does seconds of work on one chosen row (``CASE WHEN <a condition on one person>
+THEN regexp_matches(lpad(x, 100000, 'x'), '(x|y){1,1000}z') END``) turns a statement's duration
+into a readout of that row, and no noise covers it. So every listed function's work is bounded
+by the size of its inputs, and a row expression's bound is checked before anything runs:
+
+text size
+    A row expression's text is at most ``a * L + b`` characters, ``L`` the longest stored value
+    it reads; dpgate refuses ``a > MAX_TEXT_FACTOR`` or ``b > MAX_TEXT_CONSTANT`` (DP255). The
+    constant part is what the analyst adds beyond the data (``lpad(x, 4096, ' ')``).
+work
+    A row's work is at most ``A * L + B`` *units* (one unit: one step of a scan over one
+    character), summed over the expression's nodes: each node's input size times its
+    per-character factor (1 for a scan; the needle for a search; the pattern's length for a LIKE
+    that backtracks; the compiled program for a regular expression), plus the text it builds.
+    dpgate refuses ``A > MAX_WORK_FACTOR`` or ``B > MAX_WORK_CONSTANT`` (DP258), and a statement
+    whose ``B`` times its public bound on rows exceeds ``MAX_STATEMENT_WORK``.
+patterns
+    A regular expression's program, with every counted repetition expanded as RE2 compiles it,
+    has at most ``MAX_REGEX_PROGRAM`` instructions (RE2 is linear in the text, but its time per
+    character grows with the program once its DFA cache overflows: ``(x|y){1,1000}z`` costs
+    80 ms on 4 KB, ``(x|y){1,30}z`` 16 µs). A LIKE pattern that DuckDB matches by backtracking
+    (one with ``_`` or an ESCAPE, and every ILIKE) may have ``%`` only at its start and end:
+    each ``%`` inside multiplies the work by the text's length (``'%_%z'`` on 4 KB: 23 ms).
+
+What the bounds leave: one row can change a statement's time by at most ``B`` units plus its
+stored size times ``A`` (``tests/privacy/test_timing.py`` measures the worst accepted shapes).
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from dpgate import errors
+
+#: A row expression's text: at most this many times its longest input value ...
+MAX_TEXT_FACTOR = 8
+#: ... plus this many characters.
+MAX_TEXT_CONSTANT = 4096
+#: A regular expression's program, counted repetitions expanded (RE2 caps a count at 1,000).
+MAX_REGEX_PROGRAM = 256
+#: A row's work: at most this many units per character of its longest input ...
+MAX_WORK_FACTOR = 4096
+#: ... plus this many units (a regex of the largest program over the largest built text).
+MAX_WORK_CONSTANT = MAX_REGEX_PROGRAM * MAX_TEXT_CONSTANT * 2
+#: A statement's constant work over its public bound on rows (about a minute of one core at the
+#: slowest measured unit cost; a statement within the per-row bounds stays far below it).
+MAX_STATEMENT_WORK = 2**38
+
+SIZE = "DP255"
+WORK = "DP258"
+
+_FIXED = 64  # characters of any non-text value shown as text (a number, a date, a boolean)
+
+
+def _refuse(code: str, message: str, hint: str) -> errors.UnsupportedQueryError:
+    return errors.UnsupportedQueryError(message, code=code, hint=hint)
+
+
+def _sql(node: exp.Expr, limit: int = 80) -> str:
+    try:
+        text = node.sql(dialect="duckdb")
+    except Exception:  # noqa: BLE001 - only for a message
+        text = node.key
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _string(node: exp.Expr | None) -> str | None:
+    return node.this if isinstance(node, exp.Literal) and node.is_string else None
+
+
+def _integer(node: exp.Expr | None) -> int | None:
+    if isinstance(node, exp.Neg):
+        inner = _integer(node.this)
+        return None if inner is None else -inner
+    if isinstance(node, exp.Literal) and not node.is_string:
+        try:
+            return int(node.this)
+        except ValueError:
+            return None
+    return None
+
+
+def _literal_length(node: exp.Expr | None) -> int:
+    text = _string(node)
+    return len(text) if text is not None else _FIXED
+
+
+# -- regular expressions --------------------------------------------------------------------------
+class _Regex:
+    """The size of RE2's program for a pattern: a recursive reading of RE2's syntax that counts
+    one instruction per atom and alternative and copies a repeated item as RE2 does."""
+
+    def __init__(self, pattern: str):
+        self.p, self.i = pattern, 0
+
+    def size(self) -> int:
+        n = self.alternation()
+        return n
+
+    def alternation(self) -> int:
+        total, branches = self.sequence(), 1
+        while self.i < len(self.p) and self.p[self.i] == "|":
+            self.i += 1
+            total += self.sequence()
+            branches += 1
+        return total + branches - 1
+
+    def sequence(self) -> int:
+        total = 0
+        while self.i < len(self.p) and self.p[self.i] not in "|)":
+            total += self.quantified(self.atom())
+        return total
+
+    def atom(self) -> int:
+        p = self.p
+        c = p[self.i]
+        if c == "(":
+            self.i += 1
+            if p.startswith("?", self.i):  # (?flags) (?:...) (?P<name>...)
+                while self.i < len(p) and p[self.i] not in ":)>":
+                    self.i += 1
+                if self.i < len(p) and p[self.i] == ")":
+                    self.i += 1
+                    return 0
+                self.i += 1
+            inner = self.alternation()
+            self.i += 1  # ')'
+            return inner + 1
+        if c == "[":
+            self.i += 1
+            if p.startswith("^", self.i):
+                self.i += 1
+            if p.startswith("]", self.i):
+                self.i += 1
+            while self.i < len(p) and p[self.i] != "]":
+                if p.startswith("[:", self.i):
+                    end = p.find(":]", self.i + 2)
+                    self.i = end + 2 if end >= 0 else len(p)
+                    continue
+                self.i += 2 if p[self.i] == "\\" else 1
+            self.i += 1
+            return 1
+        if c == "\\":
+            if p.startswith("\\Q", self.i):  # literal text up to \E: one instruction a character
+                end = p.find("\\E", self.i + 2)
+                end = len(p) if end < 0 else end
+                n = end - self.i - 2
+                self.i = min(len(p), end + 2)
+                return max(n, 0)
+            if self.i + 1 < len(p) and p[self.i + 1] in "pP" and p.startswith("{", self.i + 2):
+                end = p.find("}", self.i)
+                self.i = end + 1 if end >= 0 else len(p)
+                return 1
+            self.i += 2
+            return 1
+        self.i += 1
+        return 1
+
+    def quantified(self, size: int) -> int:
+        p = self.p
+        while self.i < len(p):
+            c = p[self.i]
+            if c in "*+?":
+                self.i += 1
+                size = size + 1
+            elif c == "{":
+                end = p.find("}", self.i)
+                body = p[self.i + 1 : end] if end > 0 else ""
+                lo, _, hi = body.partition(",")
+                if not lo.strip().isdigit() or (hi.strip() and not hi.strip().isdigit()):
+                    return size  # a literal '{' (RE2 reads it so when it is not a count)
+                self.i = end + 1
+                low = int(lo)
+                high = int(hi) if hi.strip() else (low + 1 if "," in body else low)
+                size = size * max(high, 1) + max(high - low, 0)
+            else:
+                return size
+            if self.i < len(p) and p[self.i] == "?":  # lazy
+                self.i += 1
+        return size
+
+
+def regex_program(pattern: str) -> int:
+    """An upper estimate of the instructions RE2 compiles ``pattern`` into."""
+    try:
+        return _Regex(pattern).size() + 1
+    except (IndexError, ValueError):
+        return len(pattern) * 1000  # unreadable here: RE2 decides; count it as too large
+
+
+def check_regex(node: exp.Expr, pattern: str) -> None:
+    size = regex_program(pattern)
+    if size > MAX_REGEX_PROGRAM:
+        raise _refuse(
+            WORK,
+            f"The pattern of {_sql(node)} compiles to about {size:,} instructions (at most {MAX_REGEX_PROGRAM}); "
+            "its work per character, and so the time one row takes, would be the analyst's to choose",
+            "write a smaller pattern: fewer or smaller counted repetitions ({1,1000} is copied 1,000 times)",
+        )
+
+
+# -- LIKE ----------------------------------------------------------------------------------------
+def inner_wildcards(pattern: str, escape: str | None = None) -> int:
+    """How many runs of ``%`` stand inside ``pattern`` (not at its start or its end)."""
+    wild: list[bool] = []
+    i = 0
+    while i < len(pattern):
+        if escape and pattern[i] == escape and i + 1 < len(pattern):
+            wild.append(False)
+            i += 2
+            continue
+        wild.append(pattern[i] == "%")
+        i += 1
+    lo, hi = 0, len(wild)
+    while lo < hi and wild[lo]:
+        lo += 1
+    while hi > lo and wild[hi - 1]:
+        hi -= 1
+    runs, before = 0, False
+    for w in wild[lo:hi]:
+        runs += w and not before
+        before = w
+    return runs
+
+
+def backtracks(node: exp.Expr, escape: str | None) -> bool:
+    """Whether DuckDB matches this LIKE / ILIKE by backtracking (its linear matcher takes only LIKE
+    patterns of literal text and ``%``)."""
+    pattern = _string(node.expression) or ""
+    return isinstance(node, exp.ILike) or "_" in pattern or bool(escape)
+
+
+def check_like(node: exp.Expr, escape: str | None = None, *, backtracking: bool | None = None) -> None:
+    pattern = _string(node.expression)
+    if pattern is None:
+        return
+    slow = backtracks(node, escape) if backtracking is None else backtracking
+    if slow and inner_wildcards(pattern, escape) > 0:
+        raise _refuse(
+            WORK,
+            f"{_sql(node)}: a '%' inside this pattern makes the match backtrack, so its work grows with a power "
+            "of the text's length (a time one row could decide)",
+            "put '%' only at the start and end of the pattern (LIKE '%a_b%'), or use LIKE without '_' and "
+            "ESCAPE, which matches any number of '%' in linear time; ILIKE can be lower(x) LIKE '...'",
+        )
+
+
+# -- size and work of a row expression -------------------------------------------------------------
+Linear = tuple[float, float]  # (a, b): at most a * L + b
+
+
+def _widest(parts: list[Linear]) -> Linear:
+    return (max((a for a, _ in parts), default=0.0), max((b for _, b in parts), default=0.0))
+
+
+def _plus(*parts: Linear) -> Linear:
+    return (sum(a for a, _ in parts), sum(b for _, b in parts))
+
+
+def _times(k: float, part: Linear) -> Linear:
+    return (k * part[0], k * part[1])
+
+
+class RowCost:
+    """The size (characters) and work (units) of each node of one statement, as linear forms in
+    the longest stored value ``L`` it reads."""
+
+    def __init__(self) -> None:
+        self.sizes: dict[int, Linear] = {}
+        self.works: dict[int, Linear] = {}
+
+    def size(self, node: exp.Expr) -> Linear:
+        key = id(node)
+        if key not in self.sizes:
+            self.sizes[key] = self._size(node)
+        return self.sizes[key]
+
+    def _size(self, node: exp.Expr) -> Linear:
+        sub = [self.size(child) for child in node.iter_expressions()]
+        if isinstance(node, exp.Column):
+            return (1.0, 0.0)
+        if isinstance(node, exp.Literal):
+            return (0.0, float(len(node.this)) if node.is_string else float(_FIXED))
+        if isinstance(node, (exp.DPipe, exp.Concat)):
+            return _plus(*sub)
+        if isinstance(node, exp.Replace):
+            old, new = _string(node.expression), _string(node.args.get("replacement"))
+            ratio = 1.0 if not old else max(1.0, (len(new) if new is not None else MAX_TEXT_CONSTANT) / len(old))
+            return _times(ratio, self.size(node.this))
+        if isinstance(node, exp.Pad):
+            width = _integer(node.expression)
+            return (0.0, float(width)) if width is not None else (float("inf"), 0.0)
+        if isinstance(node, (exp.Left, exp.Right, exp.Substring)):
+            n = _integer(node.args.get("length") if isinstance(node, exp.Substring) else node.expression)
+            inner = self.size(node.this)
+            if n is None:
+                return inner
+            return (0.0, float(abs(n))) if abs(n) <= MAX_TEXT_CONSTANT or inner[0] == 0 and abs(n) < inner[1] else inner
+        if isinstance(node, exp.RegexpReplace):
+            a, b = self.size(node.this)
+            return (a, b + _literal_length(node.args.get("replacement")))
+        if isinstance(node, (exp.Upper, exp.Lower)):
+            return _times(3.0, self.size(node.this))  # case mapping lengthens a character at most 3x (ß -> SS)
+        if isinstance(node, exp.TimeToStr):  # each specifier at most 32 characters (%c), other characters as they are
+            fmt = _string(node.args.get("format"))
+            return (0.0, float(32 * fmt.count("%") + len(fmt)) if fmt is not None else float(MAX_TEXT_CONSTANT))
+        if isinstance(node, (exp.Cast, exp.TryCast, exp.Trim, exp.RegexpExtract, exp.Paren, exp.Case, exp.If,
+                             exp.Coalesce, exp.Nullif, exp.Greatest, exp.Least, exp.Anonymous)):  # fmt: skip
+            return _widest(sub + [(0.0, float(_FIXED))])  # at most one of its inputs, or a short value
+        return (0.0, float(_FIXED))  # numbers, booleans, dates: fixed-size values
+
+    def work(self, node: exp.Expr) -> Linear:
+        key = id(node)
+        if key not in self.works:
+            self.works[key] = self._work(node)
+        return self.works[key]
+
+    def _work(self, node: exp.Expr) -> Linear:
+        children = list(node.iter_expressions())
+        below = _plus(*(self.work(c) for c in children)) if children else (0.0, 0.0)
+        inputs = _widest([self.size(c) for c in children]) if children else (0.0, 0.0)
+        return _plus(below, _times(self._factor(node), inputs), self.size(node))
+
+    @staticmethod
+    def _factor(node: exp.Expr) -> float:
+        """Units of work per input character of ``node``."""
+        if isinstance(node, (exp.RegexpLike, exp.RegexpFullMatch, exp.RegexpExtract, exp.RegexpReplace)):
+            pattern = _string(node.expression)
+            return float(regex_program(pattern)) if pattern is not None else float(MAX_REGEX_PROGRAM)
+        if isinstance(node, (exp.Like, exp.ILike)):
+            pattern = _string(node.expression) or ""
+            escape = isinstance(node.parent, exp.Escape)
+            return float(max(len(pattern), 1)) if backtracks(node, "!" if escape else None) else 2.0
+        if isinstance(node, (exp.Contains, exp.StrPosition, exp.StartsWith, exp.EndsWith, exp.Replace)):
+            needle = node.args.get("substr") if isinstance(node, exp.StrPosition) else node.expression
+            return float(max(_literal_length(needle), 1))
+        if isinstance(node, exp.Trim):
+            return float(max(_literal_length(node.expression), 1)) if node.expression is not None else 1.0
+        if isinstance(node, (exp.Upper, exp.Lower)):
+            return 3.0
+        return 1.0
+
+
+_SKIP = (exp.Select, exp.Subquery, exp.Table, exp.From, exp.Join, exp.With, exp.CTE)
+
+
+def check(statement: exp.Expr) -> RowCost:
+    """Refuse a row expression of ``statement`` whose text or work is not bounded as above."""
+    cost = RowCost()
+    for node in statement.walk():
+        if not isinstance(node, exp.Expr) or isinstance(node, _SKIP):
+            continue
+        if isinstance(node, (exp.RegexpLike, exp.RegexpFullMatch, exp.RegexpExtract, exp.RegexpReplace)):
+            pattern = _string(node.expression)
+            if pattern is not None:
+                check_regex(node, pattern)
+        if isinstance(node, (exp.Like, exp.ILike)):
+            escape = _string(node.parent.expression) if isinstance(node.parent, exp.Escape) else None
+            check_like(node, escape or None)
+        a, b = cost.size(node)
+        if a > MAX_TEXT_FACTOR or b > MAX_TEXT_CONSTANT:
+            raise _refuse(
+                SIZE,
+                f"{_sql(node)} can make a value of up to {a:g} x its input + {b:,.0f} characters",
+                f"keep a row expression within {MAX_TEXT_FACTOR} x its longest input + {MAX_TEXT_CONSTANT:,} "
+                "characters: nest fewer growing functions (replace, lpad, concat), pad to fewer characters",
+            )
+    for node in statement.walk():
+        if not isinstance(node, exp.Expr) or isinstance(node, _SKIP):
+            continue
+        a, b = cost.work(node)
+        if a > MAX_WORK_FACTOR or b > MAX_WORK_CONSTANT:
+            raise _refuse(
+                WORK,
+                f"{_sql(node)} may do up to {a:,.0f} steps per character of its input + {b:,.0f} steps on one row "
+                f"(at most {MAX_WORK_FACTOR:,} and {MAX_WORK_CONSTANT:,})",
+                "do less per row: fewer or smaller patterns and searches over shorter built text; "
+                "the time one row takes must not be the analyst's to choose",
+            )
+    return cost
+
+
+def row_work(statement: exp.Expr) -> Linear:
+    """The work of one row of ``statement``: the sum over its top-level row expressions."""
+    cost = RowCost()
+    total: Linear = (0.0, 0.0)
+    for node in statement.walk():
+        if isinstance(node, exp.Expr) and not isinstance(node, _SKIP) and isinstance(node.parent, _SKIP + (exp.Where, exp.Group, exp.Having, exp.Order, exp.Alias, exp.Ordered)):
+            total = _plus(total, cost.work(node))
+    return total
+
+
+def check_statement(statement: exp.Expr, rows: int) -> None:
+    """Refuse a statement whose constant work per row times ``rows`` (a public bound on the rows it
+    reads) exceeds ``MAX_STATEMENT_WORK``: it would hold a core for minutes whatever the data."""
+    _, b = row_work(statement)
+    total = b * max(rows, 1)
+    if total > MAX_STATEMENT_WORK:
+        raise _refuse(
+            WORK,
+            f"This statement may do {b:,.0f} steps on each of up to {rows:,} rows ({total:,.0f} in all; "
+            f"at most {MAX_STATEMENT_WORK:,})",
+            "do less per row (shorter built text, fewer patterns), or ask the data owner about a smaller table",
+        )
