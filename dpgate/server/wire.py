@@ -245,7 +245,9 @@ SQLSTATE: list[tuple[type, str]] = [
 
 
 #: Codes whose SQLSTATE says more than their class's.
-BY_CODE = {"DP708": "57014", "DP707": "25P02", "DP223": "42501", "DP713": "42501", "DP604": "22P02"}
+BY_CODE = {"DP708": "57014", "DP707": "25P02", "DP223": "42501", "DP713": "42501", "DP604": "22P02",
+           "DP714": "54000", "DP715": "53000", "DP716": "53300", "DP717": "53300", "DP718": "57P05",
+           "DP719": "55000"}  # fmt: skip
 
 
 def sqlstate(e: errors.Error) -> str:
@@ -257,7 +259,7 @@ def sqlstate(e: errors.Error) -> str:
     return "58000"
 
 
-def error_for(e: errors.Error) -> bytes:
+def error_for(e: errors.Error, *, severity: str = "ERROR") -> bytes:
     """An ErrorResponse: the message, the dpgate code and class in the detail, the hint."""
     detail = f"dpgate {e.code} ({type(e).__name__})"
-    return error(sqlstate(e), e.message, detail=detail, hint=e.hint)
+    return error(sqlstate(e), e.message, detail=detail, hint=e.hint, severity=severity)

@@ -8,6 +8,12 @@ Data: as ``bench_gateway.py`` (subjects of 10 rows, a 20-value category). Every 
 same DP ``GROUP BY cat20, COUNT(*)`` at ε = 0.001 over its own connection; the analyst's quota
 allows them all. Reports p50 / p99 latency and throughput for the server, the same statement
 through ``dpgate.connect`` in one thread, and raw DuckDB's GROUP BY.
+
+``--hostile`` instead measures ``dpgate serve`` (a child process, default settings) against
+hostile clients on loopback: wrong passwords for one name, sprayed names, idle pre-login sockets,
+a guesser rotating 127.x.y.z source addresses, clients that ask for large public results and do
+not read them, and how long an endless public statement runs. Each line reports what an honest
+client got meanwhile (its login's outcome and time) or what the attack obtained.
 """
 
 from __future__ import annotations
@@ -28,7 +34,8 @@ import dpgate
 from dpgate.catalog.owner import Owner
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
-from pgserver import PASSWORD, ThreadServer  # noqa: E402
+from pgserver import OWNER_PASSWORD, PASSWORD, ProcessServer, ThreadServer  # noqa: E402
+import rawclient  # noqa: E402
 
 DP = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.001) cat20, COUNT(*) AS n FROM events GROUP BY cat20"
 RAW = "SELECT cat20, COUNT(*) AS n FROM events GROUP BY cat20"
@@ -44,7 +51,11 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=100_000)
     ap.add_argument("--clients", type=int, default=32)
     ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument("--hostile", action="store_true", help="hostile clients instead of the latency benchmark")
     args = ap.parse_args()
+    if args.hostile:
+        hostile()
+        return
     path = Path(tempfile.mkdtemp()) / "bench.duckdb"
     build(path, args.rows)
     with Owner(path) as owner:
@@ -95,6 +106,131 @@ def main() -> None:
         for t in threads:
             t.join()
         report(f"dpgate serve, {clients} psycopg client(s)", lat, time.perf_counter() - t0)
+    server.stop()
+
+
+def _rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _honest(port: int, user: str = "alice", password: str = PASSWORD) -> str:
+    verdict, seconds, _ = rawclient.login(port, user, password, timeout=90)
+    return f"{verdict} in {seconds:.2f} s"
+
+
+def hostile(only_logins: bool = False) -> None:
+    """Attacks on a default ``dpgate serve`` (each bounded in time), with what honest clients got."""
+    path = Path(tempfile.mkdtemp()) / "hostile.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE t AS SELECT i AS uid, i % 5 AS g FROM range(1000) r(i)")
+    con.close()
+    with Owner(path) as owner:
+        owner.protect("t", unit="uid", epsilon=100.0, public_roster=True, domains={"g": [0, 1, 2, 3, 4]})
+        for name in ("alice", "bob"):
+            owner.add_analyst(name, epsilon=10.0)
+            owner.set_login(name, password=PASSWORD)
+        owner.set_login("boss", password=OWNER_PASSWORD, owner=True)
+
+    def fresh() -> ProcessServer:
+        return ProcessServer(path)
+
+    # 1. five wrong passwords for alice from 127.0.0.1, then alice's right one
+    server = fresh()
+    for _ in range(5):
+        rawclient.login(server.port, "alice", "wrong password")
+    print(f"1a. after 5 wrong passwords for alice: alice's right password: {_honest(server.port)}")
+    server.stop()
+
+    # 1b. 50 sprayed names (from 127.0.0.1, eight at a time), then the owner and bob
+    server = fresh()
+    verdicts: list[str] = []
+
+    def spray(k: int) -> None:
+        for i in range(k, 50, 8):
+            verdicts.append(rawclient.login(server.port, f"user{i}", "guess", timeout=60)[0])
+
+    threads = [threading.Thread(target=spray, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    print(f"1b. after 50 sprayed names ({verdicts.count('failed')} answered wrong): owner "
+          f"{_honest(server.port, 'boss', OWNER_PASSWORD)}; bob {_honest(server.port, 'bob')}")  # fmt: skip
+    server.stop()
+
+    # 1c. idle pre-login sockets: 32 from 127.0.0.1, then 128 from 127.0.0.2..129
+    server = fresh()
+    idle = [rawclient.connect(server.port) for _ in range(32)]
+    time.sleep(0.3)
+    print(f"1c. 32 idle sockets from 127.0.0.1: alice {_honest(server.port)}")
+    idle += [rawclient.connect(server.port, f"127.0.0.{2 + i}") for i in range(128)]
+    time.sleep(0.3)
+    print(f"    +128 idle sockets from 127.0.0.2-129: alice {_honest(server.port)}")
+    for s in idle:
+        s.close()
+    server.stop()
+
+    # 1d. a guesser on alice rotating source addresses: 64 threads for 10 s
+    server = fresh()
+    answered, stop = [], time.monotonic() + 10
+
+    def guesser(k: int) -> None:
+        n = 0
+        while time.monotonic() < stop:
+            verdict, _, _ = rawclient.login(server.port, "alice", f"guess {k} {n}", source=f"127.{k}.{n % 250}.{1 + n // 250 % 250}",
+                                            timeout=15)  # fmt: skip
+            n += 1
+            answered.append(verdict)
+
+    threads = [threading.Thread(target=guesser, args=(k,)) for k in range(1, 65)]
+    for t in threads:
+        t.start()
+    time.sleep(5)
+    during = _honest(server.port)
+    for t in threads:
+        t.join()
+    wrong = sum(v == "failed" for v in answered)
+    print(f"1d. rotating guesser, 64 threads, 10 s: {wrong} wrong passwords tested ({wrong / 10:.1f}/s), "
+          f"{len(answered) - wrong} other answers; alice meanwhile: {during}")  # fmt: skip
+    server.stop()
+
+    if only_logins:
+        return
+
+    # 2a. three clients ask for 10M rows of two BIGINTs and never read
+    server = fresh()
+    before = _rss_mb(server.proc.pid)
+    socks = []
+    for _ in range(3):
+        verdict, _, s = rawclient.login(server.port, "alice", PASSWORD, keep=True)
+        rawclient.query(s, "SELECT range AS a, range AS b FROM range(10000000)")
+        socks.append(s)
+    peak = before
+    for _ in range(40):
+        time.sleep(0.5)
+        peak = max(peak, _rss_mb(server.proc.pid))
+    print(f"2a. 3 non-reading clients of 10M-row results: server RSS {before:.0f} MB -> {peak:.0f} MB; "
+          f"alice meanwhile: {_honest(server.port)}")  # fmt: skip
+    for s in socks:
+        s.close()
+    server.stop()
+
+    # 2b. an endless public statement: how long it runs (bounded here at 90 s)
+    server = fresh()
+    _, _, s = rawclient.login(server.port, "alice", PASSWORD, keep=True)
+    start = time.monotonic()
+    rawclient.query(s, "SELECT count(*) FROM range(1000000000000)")
+    s.settimeout(90)
+    try:
+        rows, err = rawclient.read_until_ready(s)
+        print(f"2b. SELECT count(*) FROM range(1e12): ended after {time.monotonic() - start:.0f} s ({err})")
+    except (TimeoutError, OSError):
+        print("2b. SELECT count(*) FROM range(1e12): still running after 90 s")
+    s.close()
     server.stop()
 
 

@@ -15,7 +15,7 @@ import pytest
 import dpgate
 from dpgate.catalog.owner import Owner
 from dpgate.server import scram
-from dpgate.server.serve import LoginGuard, parameter_numbers, split_statements
+from dpgate.server.serve import parameter_numbers, split_statements
 from pgserver import OWNER_PASSWORD, PASSWORD, ThreadServer, add_logins
 
 DP = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.1) "
@@ -80,39 +80,6 @@ def test_wrong_and_unknown_logins_get_the_same_answer(server):
             psycopg.connect(server.url(user, password), connect_timeout=5)
         messages.append(str(e.value).replace(user, "USER"))
     assert messages[0] == messages[1] and "password authentication failed" in messages[0]
-
-
-def test_failed_logins_lock_the_name_out(demo_db):
-    with Owner(demo_db, create=False) as o:
-        o.add_analyst("carol", epsilon=1.0)
-    add_logins(demo_db, ["demo", "carol"])
-    s = ThreadServer(demo_db, guard=LoginGuard(max_failures=3, window=60, delay=0))
-    try:
-        for _ in range(3):
-            with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
-                psycopg.connect(s.url("demo", "guess"), connect_timeout=5)
-        with pytest.raises(psycopg.OperationalError, match="too many failed logins"):
-            psycopg.connect(s.url("demo"), connect_timeout=5)  # even the right password waits
-        psycopg.connect(s.url("carol")).close()  # another name from the same address is not locked out
-    finally:
-        s.stop()
-
-
-def test_guessing_other_names_does_not_lock_a_user_out(demo_db):
-    add_logins(demo_db, ["demo"])
-    s = ThreadServer(demo_db, guard=LoginGuard(max_failures=3, window=60, delay=0))
-    try:
-        for i in range(20):  # below the address's limit (10 × 3)
-            with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
-                psycopg.connect(s.url(f"nobody{i}", "guess"), connect_timeout=5)
-        psycopg.connect(s.url("demo"), connect_timeout=5).close()
-        for i in range(10):  # the address's limit: now it is locked out
-            with pytest.raises(psycopg.OperationalError):
-                psycopg.connect(s.url(f"other{i}", "guess"), connect_timeout=5)
-        with pytest.raises(psycopg.OperationalError, match="too many failed logins"):
-            psycopg.connect(s.url("demo"), connect_timeout=5)
-    finally:
-        s.stop()
 
 
 def test_a_bad_parse_or_bind_is_an_error_not_a_dropped_connection(server):

@@ -192,7 +192,7 @@ def test_connections_beyond_the_limit_are_refused_and_the_rest_served(small_db):
         held = _fill_then_refuse_one_more(server, 3, "too many connections")
         assert all(c.execute("SELECT 1").fetchone() == (1,) for c in held)
         with socket.create_connection(("127.0.0.1", server.port)) as idle:  # says nothing: timed out
-            assert idle.recv(100) == b""
+            assert b"DP718" in idle.recv(1000)
         _free_one_and_serve(server, held)
     finally:
         server.stop()
@@ -215,18 +215,23 @@ def _free_one_and_serve(server, held: list) -> None:
         c.close()
 
 
-def test_connections_still_logging_in_have_their_own_caps(small_db):
-    # Three silent sockets fill this address's pre-login slots: a fourth connection is closed at once,
-    # and once they time out, a real client logs in. Logged-in sessions are not pre-login slots.
+def test_idle_sockets_cannot_keep_a_client_from_logging_in(small_db):
+    # Three silent sockets fill this address's pre-login slots: a real client still logs in (the socket
+    # waited on longest is closed to make room, and told why), and the rest are cut at login_timeout.
+    # Logged-in sessions are not pre-login slots.
     server = ThreadServer(small_db, max_pending_per_host=3, login_timeout=1.0)
     try:
         held = psycopg.connect(server.url("alice"), autocommit=True)  # logged in: not a pending slot
         idle = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(3)]
         time.sleep(0.2)
-        with pytest.raises(psycopg.OperationalError):
-            psycopg.connect(server.url("alice"), connect_timeout=5)
+        _still_serves(server)
+        idle[0].settimeout(5)
+        assert b"DP717" in idle[0].recv(1000)  # the oldest made room
         assert held.execute("SELECT 1").fetchone() == (1,)
         time.sleep(1.5)  # the silent ones are cut at login_timeout
+        for sock in idle[1:]:
+            sock.settimeout(5)
+            assert b"DP718" in sock.recv(1000)
         _still_serves(server)
         for sock in idle:
             sock.close()
@@ -253,33 +258,6 @@ def test_one_login_holds_at_most_its_share_of_sessions(small_db):
     server = ThreadServer(small_db, max_sessions_per_login=2)
     try:
         _free_one_and_serve(server, _fill_then_refuse_one_more(server, 2, "at most 2 for alice"))
-    finally:
-        server.stop()
-
-
-def test_parallel_guesses_count_before_they_finish(small_db):
-    # 12 wrong passwords at once, then the right one: the lock (5 per name and address) holds
-    from dpgate.server.serve import LoginGuard
-
-    server = ThreadServer(small_db, guard=LoginGuard(max_failures=5, window=60, delay=0.5))
-    try:
-        results = []
-
-        def guess():
-            try:
-                psycopg.connect(server.url("alice", "wrong-guess"), connect_timeout=10).close()
-                results.append("in")
-            except psycopg.OperationalError as e:
-                results.append("locked" if "too many failed logins" in str(e) else "wrong")
-
-        threads = [threading.Thread(target=guess) for _ in range(12)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(30)
-        assert results.count("wrong") <= 5 and results.count("locked") >= 7 and "in" not in results
-        with pytest.raises(psycopg.OperationalError, match="too many failed logins"):
-            psycopg.connect(server.url("alice"), connect_timeout=5)
     finally:
         server.stop()
 
