@@ -314,7 +314,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
                   flush=True)  # fmt: skip
         print(f"connect: psql \"postgresql://NAME@{where}/dpgate\"", flush=True)
 
-    serve.run(args.database, host=args.host, port=args.port, tls=tls, ready=ready)
+    limits = {"statement_timeout": args.statement_timeout, "public_timeout": args.public_timeout,
+              "max_result_rows": args.max_result_rows, "max_result_bytes": int(args.max_result_mb * 2**20),
+              "statements_per_login": args.statements_per_login}  # fmt: skip
+    for flag in ("statement_timeout", "public_timeout", "max_result_rows", "max_result_mb", "statements_per_login"):
+        if not getattr(args, flag) > 0:
+            raise errors.ProgrammingError(f"--{flag.replace('_', '-')} must be positive", code="DP322",
+                                          hint="dpgate serve --help lists the limits and their defaults")  # fmt: skip
+    serve.run(args.database, host=args.host, port=args.port, tls=tls, ready=ready, **limits)
     return 0
 
 
@@ -467,6 +474,16 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--port", type=int, default=5433)
     sv.add_argument("--tls-cert", help="PEM certificate: clients must then use TLS")
     sv.add_argument("--tls-key", help="PEM private key of --tls-cert")
+    sv.add_argument("--statement-timeout", type=float, default=600.0, metavar="S",
+                    help="seconds a statement may run before its debit (a charged one runs to its end; default 600)")
+    sv.add_argument("--public-timeout", type=float, default=60.0, metavar="S",
+                    help="seconds a public (free) statement may run (default 60)")
+    sv.add_argument("--max-result-rows", type=int, default=1_000_000, metavar="N",
+                    help="rows one public statement may send (default 1,000,000)")
+    sv.add_argument("--max-result-mb", type=float, default=256.0, metavar="MB",
+                    help="megabytes one public statement may send (default 256)")
+    sv.add_argument("--statements-per-login", type=int, default=4, metavar="N",
+                    help="statements one login may run at once over all its sessions; more wait (default 4)")
     sv.set_defaults(func=cmd_serve)
     return p
 
