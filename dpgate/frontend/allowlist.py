@@ -1139,6 +1139,10 @@ class _Checker:
                 continue
             if not const.ok(child):
                 constant = _is_constant(child) or isinstance(child, exp.Var)
+                if const is REGEX and _string(child) is not None:
+                    cost.check_regex(node, _string(child))  # says how large the program is
+                elif const in (LIKE, ILIKE) and _string(child) is not None:
+                    cost.check_like(node, backtracking=True)  # says why '%' inside backtracks
                 problem = "is not an accepted value" if constant else "must be a constant"
                 raise _refuse(
                     CONSTANT if const.code == cost.WORK and not constant else const.code,

@@ -1,0 +1,96 @@
+"""The work bound of row expressions (``dpgate.frontend.cost``): what it refuses, what it keeps.
+
+A row expression whose work one chosen row can make large turns a statement's time into a readout
+of that row; each refusal here is free (DP258 / DP255 / DP259, before the debit).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from dpgate import errors
+from dpgate.frontend import allowlist, cost
+from dpgate.frontend.dialect import MAX_STATEMENT_BYTES, MAX_TOKENS, parse_one
+
+DP = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) COUNT(*) FROM t WHERE "
+
+
+def _code(where: str) -> str | None:
+    try:
+        allowlist.check(parse_one(DP + where))
+    except errors.Error as e:
+        return e.code
+    return None
+
+
+@pytest.mark.parametrize(
+    ("pattern", "low", "high"),
+    [
+        ("a", 1, 3),
+        ("(x|y){1,1000}z", 4000, 6000),  # RE2 copies the group 1,000 times
+        ("(x|y){1,30}z", 100, 200),
+        ("((x|y){8}){8}", 200, 300),  # nested counts multiply
+        ("[[:alpha:]]+", 2, 5),
+        ("\\p{L}+", 2, 5),
+        ("a{2,}", 3, 6),
+        ("\\Qaaaa\\E", 4, 6),
+        ("x{", 2, 4),  # a literal brace
+    ],
+)
+def test_regex_program_estimate(pattern, low, high):
+    assert low <= cost.regex_program(pattern) <= high
+
+
+@pytest.mark.parametrize(
+    ("where", "code"),
+    [
+        ("regexp_matches(s, '(x|y){1,1000}z')", "DP258"),  # 80 ms a row on 4 KB in 0.18.0
+        ("regexp_matches(s, '(x|y){1,40}z')", None),
+        ("regexp_extract(s, '((a|b){20}){20}') = ''", "DP258"),
+        ("regexp_matches(s, 'a.*b.*c')", None),
+        ("s LIKE '%_%z'", "DP258"),  # backtracks: 23 ms a row on 4 KB
+        ("s LIKE '%a%b%c%'", None),  # no '_': DuckDB's linear matcher
+        ("s LIKE '%a_b%'", None),  # '%' only at the ends
+        ("s ILIKE '%x%z'", "DP258"),  # ILIKE always backtracks: 16 ms a row on 4 KB
+        ("s ILIKE '%x%'", None),
+        ("s LIKE 'a!%b%c' ESCAPE '!'", "DP258"),  # an ESCAPE takes the backtracking matcher too
+        ("s LIKE '%a!%b%' ESCAPE '!'", None),
+        ("length(lpad(s, 4096, 'x')) > 1", None),
+        ("length(lpad(s, 4097, 'x')) > 1", "DP255"),
+        ("length(s || s || s || s || s || s || s || s || s) > 1", "DP255"),  # 9x its input
+        (" AND ".join(f"regexp_matches(lpad(s, 4096, '{c}'), '(x|y){{1,50}}z')" for c in "xyz"),
+         "DP258"),  # three of the largest patterns over the largest built text: over a row's work
+        ("contains(lpad(s, 4096, 'x'), '" + "x" * 999 + "')", None),
+    ],
+)
+def test_row_work_bound(where, code):
+    assert _code(where) == code
+
+
+def test_refusals_say_the_bound():
+    with pytest.raises(errors.UnsupportedQueryError) as e:
+        allowlist.check(parse_one(DP + "regexp_matches(s, '(x|y){1,1000}z')"))
+    assert "instructions" in e.value.message and f"at most {cost.MAX_REGEX_PROGRAM}" in e.value.message
+    with pytest.raises(errors.UnsupportedQueryError) as e:
+        allowlist.check(parse_one(DP + "s ILIKE 'a%b%'"))
+    assert "backtrack" in e.value.message and "start and end" in e.value.hint
+
+
+def test_statement_work_over_the_public_row_bound():
+    statement = parse_one(DP + "regexp_matches(lpad(s, 4096, 'x'), '(x|y){1,50}z')")
+    _, per_row = cost.row_work(statement)
+    assert per_row > 100_000
+    cost.check_statement(statement, rows=1000)
+    with pytest.raises(errors.UnsupportedQueryError) as e:
+        cost.check_statement(statement, rows=10**8)
+    assert e.value.code == "DP258" and "rows" in e.value.message
+
+
+def test_statement_size_and_tokens_are_bounded_before_parsing():
+    with pytest.raises(errors.ParseError) as e:
+        parse_one("SELECT 1 WHERE " + " OR ".join(["a = 1"] * (MAX_TOKENS // 2)))
+    assert e.value.code == "DP259" and "tokens" in e.value.message
+    with pytest.raises(errors.ParseError) as e:
+        parse_one("SELECT '" + "x" * MAX_STATEMENT_BYTES + "'")
+    assert e.value.code == "DP259" and "bytes" in e.value.message
+    parse_one("SELECT 1 WHERE " + " OR ".join(["a = 1"] * 1000))  # a long but ordinary statement
