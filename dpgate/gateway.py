@@ -296,6 +296,9 @@ class Gateway:
                 return None
             if params:
                 classified = classify(bind_parameters(statement, params), cat)
+            # as run() does: a statement a public release answers (a synopsis range count) is free
+            if classified.kind == "dp" and queries.free_answer(classified, self._context(cat), self._con) is not None:
+                return None
             plan = self.plan(classified, cat)
         return plan.epsilon, plan.delta
 

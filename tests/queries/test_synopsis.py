@@ -31,6 +31,7 @@ def test_a_synopsis_is_released_once_and_then_answers_for_free(demo_db):
         area = con.execute("SELECT sum((lon_hi - lon_lo) * (lat_hi - lat_lo)) FROM cities_tree").fetchone()[0]
         assert area == pytest.approx(360 * 180)
         before = con.budget()
+        assert con.gateway.cost(EUROPE) is None  # priced as it runs: free (the shell asks nothing)
         cur = con.execute(EUROPE)
         (n,) = cur.fetchone()
         assert abs(n - true) < 0.02 * true and cur.release is None and con.budget() == before
