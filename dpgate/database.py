@@ -143,10 +143,25 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
         yield con
     except BaseException:
         _open.discard(con)
-        con.execute("ROLLBACK")
+        _rollback(con)
         raise
     _open.discard(con)
     con.execute("COMMIT")
+
+
+def _rollback(con: duckdb.DuckDBPyConnection) -> None:
+    """ROLLBACK, again when an interrupt meant for the statement lands on it instead.
+
+    A cancel or a timeout can race the statement's end, and DuckDB keeps an interrupt aimed at a
+    streaming result for the connection's next call: a ROLLBACK it ended left the transaction
+    aborted, and every later statement of the connection failed."""
+    for attempt in range(3):
+        try:
+            con.execute("ROLLBACK")
+            return
+        except duckdb.InterruptException:
+            if attempt == 2:
+                raise
 
 
 _FLOAT_TYPES = ("DOUBLE", "FLOAT", "REAL", "FLOAT4", "FLOAT8")
