@@ -223,6 +223,9 @@ class Running:
     # -- running ---------------------------------------------------------------------------------
     def start(self, pool: concurrent.futures.Executor) -> asyncio.Future:
         self.worker = self.loop.run_in_executor(pool, self._work)
+        # its error is read by whoever waits for it; a statement nobody waits for any more (its client
+        # went away mid-stream) must not have its error logged as never retrieved
+        self.worker.add_done_callback(lambda f: f.cancelled() or f.exception())
         self._watch = asyncio.ensure_future(self._watchdog())
         return self.worker
 
