@@ -41,10 +41,12 @@ guess.
 **Pre-login slots** (``PreLogin``). Connections that have not logged in yet hold at most
 ``max_pending`` slots (``per_group`` of one address group). A newcomer is never turned away for
 want of a slot. Instead the server closes the pending connection that has cost it the most
-for the least: a failed attempt waiting out its delay (its turn stays taken), else the one
-that has kept the server waiting on it longest (an idle socket, a slowloris), else the latest
-waiter of the name with the most waiters. A client that answers promptly has been waited on
-for milliseconds, so it outlasts idle sockets opened before or after it. The server also
+for the least: a failed attempt waiting out its delay (its turn stays taken), else one that
+has sent nothing since it connected, else the one that has kept the server waiting on it
+longest (an idle socket, a slowloris), else the latest waiter of the name with the most
+waiters. A client that answers promptly has been waited on for milliseconds, so it outlasts
+idle sockets opened before or after it, unless sockets arrive faster than ``per_group`` in
+those milliseconds. The server also
 closes a connection whose client has used up ``startup_timeout`` before its startup message,
 or ``login_timeout`` in all (time the server owes the client is not counted).
 """
@@ -230,6 +232,7 @@ class Pending:
     seq: int
     state: str = "client"  # client: waiting on the client | server | turn | failed
     name: str = ""
+    started: bool = False  # its startup message has arrived
     since: float = dataclasses.field(default_factory=time.monotonic)
     client_time: float = 0.0  # finished waits on the client
 
@@ -250,7 +253,7 @@ class Pending:
 class PreLogin:
     """The pre-login slots (see the module's docstring)."""
 
-    def __init__(self, max_pending: int = 128, per_group: int = 32):
+    def __init__(self, max_pending: int = 256, per_group: int = 64):
         self.max_pending, self.per_group = max_pending, per_group
         self._pending: dict[str, list[Pending]] = {}
         self._seq = itertools.count()
@@ -289,8 +292,8 @@ class PreLogin:
             return min(failed, key=lambda p: p.since)
         now = time.monotonic()
         idle = [p for p in members if p.state == "client"]
-        if idle:
-            return max(idle, key=lambda p: p.client_wait(now))
+        if idle:  # silent since it connected first, then the longest waited on
+            return max(idle, key=lambda p: (not p.started, p.client_wait(now)))
         waiting = [p for p in members if p.state == "turn"]
         if waiting:
             per_name: dict[str, int] = {}

@@ -74,8 +74,8 @@ class Server(QueryLoop):
     def __init__(self, path: str, *, host: str = "127.0.0.1", port: int = 5433, tls: ssl.SSLContext | None = None,
                  workers: int = 64, guard: LoginGuard | None = None, write_timeout: float = 300.0,
                  test_seed: int | None = None, max_connections: int = 100,
-                 login_timeout: float = 10.0, startup_timeout: float = 5.0, max_pending: int = 128,
-                 max_pending_per_host: int = 32, statement_timeout: float = 600.0, public_timeout: float = 60.0,
+                 login_timeout: float = 10.0, startup_timeout: float = 5.0, max_pending: int = 256,
+                 max_pending_per_host: int = 64, statement_timeout: float = 600.0, public_timeout: float = 60.0,
                  max_result_rows: int = 1_000_000, max_result_bytes: int = 256 * 2**20,
                  statements_per_login: int = 4, max_sessions_per_login: int = 32):  # fmt: skip
         self.path = os.path.abspath(path)
@@ -162,8 +162,8 @@ class Server(QueryLoop):
         try:
             try:
                 # a bound of last resort; the client's own time is bounded inside (startup / login timeouts)
-                cap = self.login_timeout + self.guard.max_wait + self.guard.max_delay + 5
-                login = await asyncio.wait_for(self._login(client), cap)
+                async with asyncio.timeout(self.login_timeout + self.guard.max_wait + self.guard.max_delay + 5):
+                    login = await self._login(client)
             finally:
                 self.prelogin.leave(client.pending)
             if login is None:
@@ -263,8 +263,9 @@ class Server(QueryLoop):
         rec = client.pending
         rec.enter("client")
         try:
-            return await asyncio.wait_for(aw, max(0.001, limit - rec.client_time))
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(max(0.001, limit - rec.client_time)):  # no task of its own to leak
+                return await aw
+        except TimeoutError:
             raise LoginRefused(errors.OperationalError(
                 f"The client took longer than {limit:g} s over {which}; the connection was closed", code="DP718",
                 hint="connect again and answer promptly (a client that waits for a password should ask for it first)",
@@ -278,7 +279,8 @@ class Server(QueryLoop):
         data, client.out = b"".join(client.out), []
         try:
             client.writer.write(data)
-            await asyncio.wait_for(client.writer.drain(), self.write_timeout)
+            async with asyncio.timeout(self.write_timeout):
+                await client.writer.drain()
         except Exception:
             if not quiet:
                 raise
@@ -334,6 +336,7 @@ class Server(QueryLoop):
             except UnicodeDecodeError as e:
                 raise wire.ProtocolViolation("startup parameters are not UTF-8") from e
             params = dict(zip(words[0:-1:2], words[1::2]))
+            client.pending.started = True
             if not params.get("user"):
                 client.send(wire.error("28000", "no user name in the startup message", severity="FATAL"))
                 await self._flush(client, quiet=True)

@@ -34,17 +34,19 @@ def db(make_db):
 
 @pytest.fixture
 def slow_after_debit(monkeypatch):
-    """The work after a DP statement's debit takes 1 s of DuckDB queries — each one an interrupt would end."""
+    """The work after a DP statement's debit takes 1 s (or as set) of DuckDB queries — each one an interrupt would end."""
 
     real = dpgate.gateway.Run
+    setting = {"seconds": 1.0}
 
     def slow(con, *args, **kwargs):
-        end = time.monotonic() + 1.0
+        end = time.monotonic() + setting["seconds"]
         while time.monotonic() < end:
             con.execute("SELECT count(*) FROM range(3000000)").fetchall()
         return real(con, *args, **kwargs)
 
     monkeypatch.setattr(dpgate.gateway, "Run", slow)
+    return setting
 
 
 def _entries(path) -> int:
@@ -232,11 +234,12 @@ def test_a_login_runs_at_most_its_slots_at_once_and_others_wait(db):
 
 
 def test_a_statement_that_waits_past_its_timeout_for_a_slot_is_refused_free(db, slow_after_debit):
+    slow_after_debit["seconds"] = 3.0  # well past the waiter's deadline, however slow its checks
     server = ThreadServer(db, statements_per_login=1, statement_timeout=0.6)
     try:
         with psycopg.connect(server.url("alice"), autocommit=True) as a, \
                 psycopg.connect(server.url("alice"), autocommit=True) as b:  # fmt: skip
-            runner = threading.Thread(target=lambda: a.execute(DP).fetchall())  # charged: runs 1 s past its debit
+            runner = threading.Thread(target=lambda: a.execute(DP).fetchall())  # charged: runs 3 s past its debit
             runner.start()
             time.sleep(0.3)
             with pytest.raises(psycopg.errors.InsufficientResources) as e:
