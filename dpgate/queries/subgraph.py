@@ -32,7 +32,7 @@ import duckdb
 import numpy as np
 from sqlglot import exp
 
-from dpgate import errors
+from dpgate import errors, noise
 from dpgate.mechanisms import graphs
 from dpgate.catalog.tables import Catalog, ProtectedTable, join_exact
 from dpgate.frontend.classify import GRAPH_FUNCTIONS, Classified, function_name
@@ -104,6 +104,7 @@ def plan(classified: Classified, catalog: Catalog, session: Session, facts) -> S
                 hint="ask for triangles, k-stars, k-triangles or a smaller k, or ask the owner for allow_kclique",
             )
         eps = settings.epsilon - share * (len(calls) - 1) if i == len(calls) - 1 else share
+        _check_split(label, eps, settings.interval_share, n_nodes)
         gs = graphs.global_sensitivity(query, k, n_nodes)
         counts.append(SubgraphCount(i, label, query, k, eps, settings.interval_share, gs))
     post, outputs = _post(q, shape, calls)
@@ -126,6 +127,31 @@ def plan(classified: Classified, catalog: Catalog, session: Session, facts) -> S
         outputs=tuple(outputs),
         charge=SubjectCharge("threshold", settings.epsilon, 0.0),
         notes=tuple(notes),
+    )
+
+
+def _check_split(label: str, epsilon: float, share: float, n_nodes: int) -> None:
+    """Refuse, before the debit, a count whose ε or error-bar share is below what its sampler can
+    run at: the samplers check the same numbers after the debit and would fail charged."""
+    width = epsilon * share
+    try:
+        ladder.sampling_epsilon(epsilon - width, n_nodes)
+        if width:
+            noise.discrete_laplace_alpha(width, 1)
+        return
+    except ValueError:
+        pass
+    count_floor = ladder.sampling_margin(n_nodes)
+    width_floor = noise.EPSILON_MARGIN + 2.0**-53
+    lo, hi = 1.01 * width_floor / epsilon, 1 - 1.01 * count_floor / epsilon
+    shares = f"interval_share = 0 (a public error bar) or between {lo:.3g} and {hi:.6g}" if lo < hi else (
+        "interval_share = 0 (a public error bar)" if epsilon > 1.01 * count_floor else None)  # fmt: skip
+    raise errors.ProgrammingError(
+        f"{label}: ε = {epsilon:.3g} with interval_share = {share:.10g} leaves ε = {epsilon - width:.3g} for the "
+        f"count and {width:.3g} for its error bar; the count needs more than {count_floor:.3g} and the error "
+        f"bar, when it spends anything, more than {width_floor:.3g}",
+        code="DP264",
+        hint=f"set {shares}" if shares else f"raise epsilon above {1.01 * count_floor:.3g} for each count",
     )
 
 

@@ -150,6 +150,53 @@ def test_public_error_bar_spends_everything_on_the_count(alice):
     assert "public error bar" in cur.release.columns["t"].description
 
 
+# -- the smallest ε -------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "call, truth",
+    [("TRIANGLE_COUNT(src, dst)", TRUE["triangles"]), ("KSTAR_COUNT(src, dst, 3)", TRUE["3-stars"]),
+     ("KTRIANGLE_COUNT(src, dst, 2)", TRUE["2-triangles"]), ("KCLIQUE_COUNT(src, dst, 4)", TRUE["4-cliques"])],
+)  # fmt: skip
+def test_every_count_at_the_minimum_epsilon_answers_with_bounded_work(alice, monkeypatch, call, truth):
+    """At ε = 10^-6 (the least a statement may ask) the error bar's calibration, which runs
+    after the debit and can no longer be interrupted, visits at most BAND_WORK (rung, window)
+    pairs per probe (its work used to grow like 1/ε²: this statement never finished), and the
+    answer comes back with an interval around the count."""
+    from dpgate.mechanisms import ladder_bounds
+
+    probes = []
+
+    class Recorded(ladder_bounds._Band):
+        def ok(self, m, beta):
+            result = super().ok(m, beta)
+            probes.append(self.visits[-1])
+            return result
+
+    monkeypatch.setattr(ladder_bounds, "_Band", Recorded)
+    ladder_bounds._half_width.cache_clear()
+    before = {r[0]: r[1] for r in fetch(alice, "SHOW BUDGET")[0]}
+    rows, cur = fetch(alice, q("epsilon = 1e-6", f"{call} AS n FROM karate"))
+    lo, hi = cur.release.intervals[0]["n"]
+    assert lo <= truth <= hi and lo <= rows[0][0] <= hi
+    assert probes and max(probes) <= ladder_bounds.BAND_WORK and len(probes) <= 4 * 80
+    after = {r[0]: r[1] for r in fetch(alice, "SHOW BUDGET")[0]}
+    assert before["karate: edge budget"] - after["karate: edge budget"] == pytest.approx(1e-6, rel=1e-4)
+
+
+@pytest.mark.parametrize("share", ["0.00001", "0.9999999"])
+def test_an_epsilon_split_below_what_the_samplers_run_at_is_refused_free(alice, share):
+    """ε = 10^-6 split so that the error bar's statistic (or the count) gets less than the
+    samplers' margin of 10^-10: they would refuse it after the debit, so it is refused before."""
+    before = fetch(alice, "SHOW BUDGET")[0]
+    sql = q(f"epsilon = 1e-6, interval_share = {share}", "TRIANGLE_COUNT(src, dst) AS t FROM karate")
+    with pytest.raises(errors.ProgrammingError) as e:
+        fetch(alice, sql)
+    assert e.value.code == "DP264" and "interval_share = 0 (a public error bar) or between" in e.value.hint
+    assert fetch(alice, "SHOW BUDGET")[0] == before
+    low, high = (float(x) for x in e.value.hint.rsplit("between ", 1)[1].split(" and "))
+    for accepted in ("0", f"{low:.6g}", f"{high:.6g}"):
+        fetch(alice, q(f"epsilon = 1e-6, interval_share = {accepted}", "TRIANGLE_COUNT(src, dst) AS t FROM karate"))
+
+
 # -- recognised shapes ---------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "body",

@@ -1,0 +1,447 @@
+"""Error bars of the ladder mechanism (``dpgate.mechanisms.ladder``): public half-widths.
+
+**Guarantee:** coverage, not privacy. For a ladder release ``X`` of a count ``f`` at ``ε``
+(edge-level neighbours: graphs on the public universe ``0 .. N-1`` that differ in one edge),
+:func:`interval_half_width` returns an ``m`` with ``P(|X - f| > m) <= β`` for every graph whose
+width statistic lies in a given range, and :func:`calibrated_half_width` an ``m`` with
+``P(|X - f| > m(ŝ)) <= alpha`` over the noise of both ``X`` and the noisy statistic ``ŝ``.
+Everything here is a public function of ``(query, k, N, ε, alpha)`` and ``ŝ``: post-processing,
+it spends nothing. **Sensitivity:** the width statistic ``s`` (``a_m``, or ``d_m`` for k-stars)
+has global sensitivity 1; it is noised in ``dpgate.mechanisms.ladder`` (``[stat]`` there).
+
+The law of ``X`` (``dpgate.mechanisms.ladder``, Eq 5.3 of Zhang's thesis): the exact answer
+has weight 1, each integer on rung ``u`` (``I_{u-1}`` of them on each side) ``e^{-h u}``,
+``h = ε'/2``.
+
+- [bound] ``dpgate.mechanisms.graphs.width_bounds`` gives public ladders with
+  ``L_t(s) <= I_t(g) <= U_t(s)`` for every graph and every ``t``, non-decreasing in ``s``: a
+  graph whose statistic lies in ``[lo, hi]`` has its ladder in the band ``L(lo) <= I <= U(hi)``;
+- [band] for one ladder, ``P(|X - f| > m) = T_I(m) / (H_I(m) + T_I(m))`` (``H`` the weight
+  within ``m`` of ``f``, the centre's 1 included, ``T`` the weight beyond), which is
+  ``<= β`` iff ``Φ(I) = (1 - β) T_I(m) - β H_I(m) <= 0``. With ``w_u = I_u`` (rung
+  ``u + 1``: ``w_u`` integers each side at weight ``e^{-h(u+1)}``) and ``j`` the rung holding
+  distance ``m`` (``D_j <= m < D_{j+1}``, ``D_j = w_0 + ... + w_{j-1}``),
+  ``Φ = -β + 2 [sum_{u<j} w_u (e^{-h(j+1)} - β e^{-h(u+1)}) + e^{-h(j+1)} ((1 - β) w_j - m)
+  + (1 - β) sum_{u>j} w_u e^{-h(u+1)}]``, linear in ``w`` for a fixed ``j``. Its maximum
+  over the band subject to ``D_j <= m`` (the other half of "``j`` holds ``m``" is dropped:
+  a relaxation, hence an upper bound) takes ``w_u = U_u`` for ``u >= j``; below ``j`` it
+  takes ``L_u`` where the coefficient is negative (``u <= j - ln(1/β)/h``) and ``U_u`` where
+  it is positive, lowered to ``L_u`` from the smallest positive coefficient up until
+  ``D_j <= m`` (a fractional knapsack). ``m`` is the smallest integer (to 0.2%) at which
+  this maximum is ``<= 0`` for every ``j`` with ``D^L_j <= m`` (:class:`_Band`): every
+  ladder in the band then misses with probability at most ``β``. Only ``L <= I <= U``
+  pointwise is used, not monotonicity;
+- [sandwich] a second bound for the same band: ``T_I(m) <= T_U(m)`` and ``H_I(m) >= H_L(m)``
+  (a pointwise wider ladder puts every distance on an earlier rung, hence at a larger weight),
+  so ``P(|X - f| > m) <= T_U(m) / (H_L(m) + T_U(m))``. It costs ``O(len(L) + len(U))`` per
+  ``m`` whatever ``h`` (the constant tails are geometric series), but is up to 3.6 times as wide
+  as [band] when ``L`` and ``U`` differ, because its tail and centre number the rungs of two
+  different ladders. The half-width is the smaller of the two; the sandwich also bounds the
+  search, so [band] is never evaluated at an ``m`` beyond it;
+- [blocks] [band] visits, for every rung ``j`` that can hold ``m`` (about ``M + ln(1/β)/h``
+  of them), a window of ``ln(1/β)/h`` rungs: its work grows like ``1/ε²`` (at ``ε = 10^-6``
+  it would run for days). Below ``h = BLOCK_H`` it is therefore evaluated on blocks of ``b``
+  consecutive rungs: block ``v`` (rungs ``vb .. vb + b - 1``) has width ``W_v = sum I_u``, in
+  ``[sum L_u, sum U_u]``, and each of its integers has a weight in
+  ``[e^{-h'(v+1)}, c e^{-h'(v+1)}]`` with ``h' = hb``, ``c = e^{h(b-1)}``. Against the coarse
+  ladder ``W`` at ``h'`` (same centre): ``T_I <= c T_W`` and ``H_I >= H_W``, so
+  ``P(miss) <= c T_W / (H_W + c T_W)``, which is ``<= β`` when ``T_W / (H_W + T_W) <= β'``
+  with ``β' = β / (c (1 - β) + β)`` (then ``T_W / H_W <= β / (c (1 - β))``). [band] on the
+  coarse band at ``(h', β')`` therefore bounds the fine one; ``b`` doubles until one evaluation
+  visits at most ``BAND_WORK`` (rung, window) pairs, counted before the search from public
+  numbers (the crossings at the [sandwich] half-width, the window ``ln(1/β')/h' + 2``). With
+  ``b = 1`` nothing changes. The price: ``ln(1/β')`` exceeds ``ln(1/β)`` by about
+  ``h(b - 1) <= BLOCK_H``, and the block sums relax the band;
+- [levels] the calibration over ``ŝ``'s noise ``Z``: public levels ``i = 0 .. K-1`` with
+  nested ranges ``R_i = {-c_hi_i <= Z <= c_lo_i}`` and miss probabilities ``β_i``
+  (:func:`statistic_levels`); ``m = max_i band(ŝ - c_lo_i, ŝ + c_hi_i, β_i)`` (ranges
+  clamped to the public one). When ``Z`` is in ``R_i``, ``s`` lies in level ``i``'s range,
+  so the count, independent of ``Z``, misses with probability at most ``β_i``; hence
+  ``P(miss) <= sum_i P(Z in R_i minus R_{i-1}) β_i + P(Z outside R_{K-1}) <= alpha``, computed
+  from the sampler's exact law. Wide ranges get large ``β_i`` (they are rarely needed), so a
+  statistic that is small next to its noise (sparse graphs) no longer forces the interval to
+  the worst case of ``s + ln(8/alpha)/epsilon_width``.
+
+**Cost:** bounded from public numbers, whatever ε and alpha: per half-width, ``O(len(L) +
+len(U))`` per probe of [sandwich] (``len <= 3N + 3``) and at most ``BAND_WORK`` pairs per probe
+of [band], about 40 probes each (a binary search to 0.2%). Floating point (float64, like
+:class:`_Shape`): the levels keep ``1e-9`` of alpha in reserve for rounding.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import itertools
+import math
+import numbers
+
+import numpy as np
+
+from dpgate import noise
+from dpgate.mechanisms import graphs
+from dpgate.mechanisms.graphs import global_sensitivity
+
+__all__ = [
+    "BAND_WORK",
+    "BLOCK_H",
+    "calibrated_half_width",
+    "interval_half_width",
+    "sampling_epsilon",
+    "sampling_margin",
+    "statistic_levels",
+]
+
+_U = 2.0**-53
+#: Below this ``h``, [band] is evaluated on blocks of ``floor(BLOCK_H / h)`` rungs [blocks].
+BLOCK_H = 0.01
+#: The most (crossing rung, window rung) pairs one evaluation of [band] visits (about 10 ns
+#: each); blocks grow until it holds [blocks].
+BAND_WORK = 1 << 21
+#: [band] handles its (rung, window) pairs in chunks of this many (peak memory ~15 arrays of it).
+_CHUNK = 1 << 17
+
+
+def sampling_epsilon(epsilon: float, n_nodes: int) -> float:
+    """The ε the ladder sampler actually runs at: ``ε - EPSILON_MARGIN - 32u(3N + 5)``, the
+    margin that absorbs its rounding ([float] in ``dpgate.mechanisms.ladder``)."""
+    margin = sampling_margin(n_nodes)
+    real = isinstance(epsilon, numbers.Real) and not isinstance(epsilon, bool)
+    if not (real and math.isfinite(epsilon) and epsilon > margin):
+        raise ValueError(f"epsilon must be finite and > {margin:.3g}, got {epsilon!r}")
+    return float(epsilon) - margin
+
+
+def sampling_margin(n_nodes: int) -> float:
+    """``EPSILON_MARGIN + 32u(3N + 5)``: what :func:`sampling_epsilon` takes off (ε must exceed it)."""
+    return noise.EPSILON_MARGIN + 32 * _U * (graphs.convergence_cap(n_nodes) + 2)  # [float]
+
+
+def _logsumexp(x: np.ndarray) -> float:
+    top = float(np.max(x))
+    if top == -math.inf:
+        return top
+    return top + math.log(float(np.sum(np.exp(x - top))))
+
+
+# -- shapes of ladders: weight within and beyond a distance -------------------------------------
+class _Shape:
+    """A ladder given by its widths ``w_0 .. w_{K-1}`` and then a constant ``tail`` width.
+
+    Distance ``r >= 1`` from the centre lies on rung ``u`` when ``D_{u-1} < r <= D_u``; every
+    integer on rung ``u`` (both sides) has weight ``e^{-hu}``, the centre weight 1.
+    Computed in float64: used for error bars and medians, not for sampling.
+    """
+
+    def __init__(self, widths: list[int], tail: int):
+        self.k = len(widths)
+        self.tail = int(tail)
+        d = list(itertools.accumulate((int(w) for w in widths), initial=0))
+        self.d = d
+        self.lo = np.array(d[:-1], dtype=np.float64)
+        self.hi = np.array(d[1:], dtype=np.float64)
+        self.u = np.arange(1, self.k + 1, dtype=np.float64)
+
+    def _terms(self, counts: np.ndarray, h: float) -> np.ndarray:
+        with np.errstate(divide="ignore"):
+            return np.where(counts > 0, np.log(np.maximum(counts, 1.0)) + math.log(2) - h * self.u, -np.inf)
+
+    def log_within(self, m: int, h: float) -> float:
+        """``log`` of the weight of outputs at distance ``<= m`` (centre included)."""
+        counts = np.clip(np.minimum(float(m), self.hi) - self.lo, 0.0, None)
+        terms = [np.zeros(1), self._terms(counts, h)]
+        past = m - self.d[-1]
+        if past > 0 and self.tail > 0:
+            full, rem = divmod(past, self.tail)
+            if full:  # rungs K+1 .. K+full: 2C a^{K+1} (1 - a^full) / (1 - a)
+                head = math.log(2 * self.tail) - h * (self.k + 1)
+                terms.append([head + math.log(-math.expm1(-h * full)) - math.log(-math.expm1(-h))])
+            if rem:
+                terms.append([math.log(2 * rem) - h * (self.k + full + 1)])
+        return _logsumexp(np.concatenate(terms))
+
+    def log_beyond(self, m: int, h: float) -> float:
+        """``log`` of the weight of outputs at distance ``> m``."""
+        counts = np.clip(self.hi - np.maximum(float(m), self.lo), 0.0, None)
+        terms = [self._terms(counts, h)]
+        if self.tail > 0:
+            past = max(m - self.d[-1], 0)
+            full, rem = divmod(past, self.tail)
+            u0 = self.k + full + 1  # first tail rung with points beyond m
+            if rem:
+                terms.append([math.log(2 * (self.tail - rem)) - h * u0])
+                u0 += 1
+            terms.append([math.log(2 * self.tail) - h * u0 - math.log(-math.expm1(-h))])
+        flat = np.concatenate(terms)
+        return _logsumexp(flat) if flat.size else -math.inf
+
+    def log_total(self, h: float) -> float:
+        return float(np.logaddexp(self.log_within(0, h), self.log_beyond(0, h)))
+
+
+def _smallest(ok, rel: float = 0.0, hi: int | None = None) -> int:
+    """The smallest integer ``m >= 0`` with ``ok(m)``, for a monotone predicate; with ``rel > 0``
+    an ``m`` with ``ok(m)`` at most ``rel · m`` above the smallest. ``hi``: a known ``ok`` value."""
+    if ok(0):
+        return 0
+    lo = 0
+    if hi is None:
+        hi = 1
+        while not ok(hi):
+            lo, hi = hi, 2 * hi
+    while hi - lo > max(1, rel * hi):
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    return hi
+
+# -- error bars ---------------------------------------------------------------------------------
+#: The levels of the error bar's calibration over the noisy width statistic [levels]. Level
+#: ``i`` is ``(lower tail, upper tail, weight)``: the statistic's range at that level is
+#: ``[ŝ - c_lo, ŝ + c_hi]`` with ``P(Z > c_lo)`` and ``P(Z < -c_hi)`` at most the two tails
+#: (in units of alpha) and a miss probability ``β_i = λ · weight · alpha``, ``λ`` the largest
+#: that keeps the total at alpha. Public constants, tuned on public graphs (karate, WormNet, a
+#: random geometric graph) at ε = 0.5 for the narrowest error bars across them.
+WIDTH_LEVELS = ((0.5, 4.0, 0.5), (0.1, 1.0, 1.5), (0.03, 0.3, 5.0), (0.01, 0.1, 14.0))
+#: Error bars are searched to this relative precision (any ``m`` the bound accepts is valid).
+SEARCH_PRECISION = 0.002
+#: No level gets a miss probability above this.
+MAX_LEVEL_MISS = 0.75
+
+@functools.lru_cache(maxsize=256)
+def statistic_levels(epsilon_width: float, alpha: float) -> tuple[tuple[int, int, float], ...]:
+    """Public: the calibration levels ``(c_lo, c_hi, β)`` for a statistic released with
+    ``DLap(1/epsilon_width)`` [levels]: ``sum_i P(Z in R_i \\ R_{i-1}) β_i + P(Z not in R_last)
+    <= alpha`` with ``R_i = [-c_hi_i, c_lo_i]``, computed from the sampler's exact law.
+
+    >>> [(c_lo, c_hi, round(b, 3)) for c_lo, c_hi, b in statistic_levels(0.05, 0.05)]
+    [(60, 18, 0.023), (92, 46, 0.068), (116, 70, 0.227), (138, 92, 0.637)]
+    """
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    a = noise.discrete_laplace_alpha(epsilon_width, 1)
+
+    def cut(p: float) -> int:  # smallest c >= 0 with P(Z > c) = a^(c+1) / (1 + a) <= p
+        c = max(0, math.ceil(math.log(p * (1 + a)) / math.log(a)) - 1) if p * (1 + a) < 1 else 0
+        while c > 0 and a**c / (1 + a) <= p:
+            c -= 1
+        while a ** (c + 1) / (1 + a) > p:
+            c += 1
+        return c
+
+    cuts, outside = [], []
+    for lo_tail, hi_tail, _ in WIDTH_LEVELS:
+        c_lo, c_hi = cut(lo_tail * alpha), cut(hi_tail * alpha)
+        if cuts:  # nested ranges
+            c_lo, c_hi = max(c_lo, cuts[-1][0]), max(c_hi, cuts[-1][1])
+        cuts.append((c_lo, c_hi))
+        outside.append((a ** (c_lo + 1) + a ** (c_hi + 1)) / (1 + a))  # P(Z not in R_i)
+    weights = [w for _, _, w in WIDTH_LEVELS]
+
+    def total(lam: float) -> float:
+        spent, before = 0.0, 1.0
+        for out, w in zip(outside, weights):
+            spent += (before - out) * min(MAX_LEVEL_MISS, lam * w * alpha)
+            before = out
+        return spent + before
+
+    budget = alpha * (1 - 1e-9)  # covers rounding here and the sampler's 1e-11 deviation from its law
+    if total(0.0) >= budget:
+        raise ValueError("the calibration levels leave no miss probability for the noise")  # pragma: no cover
+    lo, hi = 0.0, 1.0
+    while total(hi) < budget and hi < 1e6:
+        lo, hi = hi, 2 * hi
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if total(mid) <= budget else (lo, mid)
+    return tuple((c_lo, c_hi, min(MAX_LEVEL_MISS, lo * w * alpha)) for (c_lo, c_hi), w in zip(cuts, weights))
+
+
+class _Band:
+    """All ladders ``I`` with ``L_t <= I_t <= U_t`` for every ``t`` [band].
+
+    ``ok(m, β)`` is True only if every such ladder has ``P(|X - f| > m) <= β`` at ``h``: the
+    maximum of ``(1 - β) T_I(m) - β H_I(m)`` over the band is at most 0, bounded by a linear
+    programme per crossing rung (module docstring). Float64, like :class:`_Shape`.
+    """
+
+    def __init__(self, lower: tuple[list[int], int], upper: tuple[list[int], int], h: float):
+        (self.lw, self.lt), (self.uw, self.ut) = lower, upper
+        self.h = h
+        self.visits: list[int] = []  # (rung, window) pairs per evaluation: the work [blocks] bounds
+        self._build(max(len(self.lw), len(self.uw)) + 1)
+
+    def _build(self, n: int) -> None:
+        h = self.h
+        self.n = n
+        self.L = np.array([float(x) for x in (list(self.lw) + [self.lt] * n)[:n]])
+        self.U = np.array([float(x) for x in (list(self.uw) + [self.ut] * n)[:n]])
+        self.L = np.minimum(self.L, self.U)  # (never binding for width_bounds; only loosens)
+        self.pre_l = np.concatenate([[0.0], np.cumsum(self.L)])  # D^L_j = L_0 + ... + L_{j-1}
+        u = np.arange(n)
+        with np.errstate(divide="ignore"):
+            log_l = np.log(self.L) - h * (u + 1)
+            log_u = np.log(self.U) - h * (u + 1)
+        self.pre_log_l = np.concatenate([[-np.inf], np.logaddexp.accumulate(log_l)])
+        tail = math.log(self.ut) - h * (n + 1) - math.log(-math.expm1(-h)) if self.ut > 0 else -math.inf
+        # suf_log_u[i] = log sum_{u >= i} U_u e^{-h(u+1)}, the constant tail past n included
+        self.suf_log_u = np.logaddexp.accumulate(np.concatenate([[tail], log_u[::-1]]))[::-1]
+
+    def ok(self, m: int, beta: float) -> bool:
+        h = self.h
+        while self.pre_l[-1] <= m:  # every rung that can hold distance m must be listed
+            if self.lt <= 0:  # only when GS = 0, which callers answer exactly
+                raise ValueError("a lower ladder ending at width 0 never reaches distance m")
+            self._build(self.n + max(self.n, int((m - self.pre_l[-1]) // self.lt) + 2))
+        crossings = int(np.searchsorted(self.pre_l, m, side="right"))  # rungs j with D^L_j <= m
+        reach = math.log(1 / beta) / h  # widths u <= j - reach count against the miss: L
+        window = int(math.floor(reach)) + 2
+        self.visits.append(crossings * window)
+        log_b, log_2b, keep = math.log(beta), math.log(2 * beta), 1 - beta
+        log_2m = math.log(2 * m) if m > 0 else -math.inf
+        step = max(1, _CHUNK // window)
+        for j0 in range(0, crossings, step):
+            j = np.arange(j0, min(crossings, j0 + step))
+            u0 = np.clip(np.floor(j - reach).astype(np.int64) + 1, 0, j)
+            idx = u0[:, None] + np.arange(window)[None, :]
+            inside = idx < j[:, None]
+            at = np.minimum(idx, self.n - 1)
+            up = np.where(inside, self.U[at], 0.0)
+            gap = up - np.where(inside, self.L[at], 0.0)
+            excess = np.maximum(self.pre_l[u0] + up.sum(axis=1) - m, 0.0)
+            cut = np.clip(excess[:, None] - (np.cumsum(gap, axis=1) - gap), 0.0, gap)
+            w = up - cut  # the window at U, lowered to L from its start until D_j <= m
+            scaled = np.where(inside, np.exp(h * (j[:, None] - idx)), 0.0)  # <= e^{h(reach + 1)}
+            covered = self.pre_l[u0] + w.sum(axis=1)  # D_j
+            width_j = self.U[np.minimum(j, self.n - 1)]
+            beyond = np.exp(h * (j + 1) + self.suf_log_u[np.minimum(j + 1, self.n)])
+            lhs = np.log(2 * (covered + keep * width_j + keep * beyond))
+            with np.errstate(divide="ignore"):
+                rhs = np.logaddexp.reduce(
+                    np.stack([
+                        log_b + h * (j + 1),
+                        log_2b + h * (j + 1) + self.pre_log_l[u0],
+                        log_2b + np.log((w * scaled).sum(axis=1)),
+                        np.full(j.size, log_2m),
+                    ]),
+                    axis=0,
+                )  # fmt: skip
+            if np.any(lhs > rhs):
+                return False
+        return True
+
+
+def interval_half_width(
+    query: str, k: int | None, n_nodes: int, epsilon: float, statistic_low: int, statistic_high: int, alpha: float
+) -> int:
+    """Public: an ``m`` with ``P(|X - f| > m) <= alpha`` for every graph on ``n_nodes`` nodes
+    whose width statistic lies in ``[statistic_low, statistic_high]``, when ``X`` is the
+    ladder release at ``epsilon`` [bound]: the band bound [band], within 0.2% of its smallest
+    such ``m``.
+
+    >>> interval_half_width("triangle", None, 34, 1.0, 0, 32, 0.05)  # public range: no data used
+    192
+    """
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    k = graphs.check_query(query, k)
+    lo_pub, hi_pub = graphs.statistic_range(query, graphs.check_universe(n_nodes))
+    if not lo_pub <= statistic_low <= statistic_high <= hi_pub:
+        raise ValueError(f"the statistic range must lie within [{lo_pub}, {hi_pub}]")
+    return _half_width(query, k, int(n_nodes), float(epsilon), int(statistic_low), int(statistic_high), float(alpha))
+
+
+@functools.lru_cache(maxsize=4096)
+def _half_width(
+    query: str, k: int | None, n_nodes: int, epsilon: float, statistic_low: int, statistic_high: int, alpha: float
+) -> int:
+    h = sampling_epsilon(epsilon, n_nodes) / 2
+    if global_sensitivity(query, k, n_nodes) == 0:
+        return 0
+    lower, _ = _width_bounds(query, k, n_nodes, statistic_low)
+    _, upper = _width_bounds(query, k, n_nodes, statistic_high)
+    return _band_half_width(lower, upper, h, alpha)
+
+
+def _band_half_width(lower, upper, h: float, beta: float) -> int:
+    """The smaller of the [sandwich] and the [band] half-widths for ladders between ``lower``
+    and ``upper`` at ``h``, [band] on blocks when its work would exceed ``BAND_WORK`` [blocks]."""
+    ceiling = _sandwich(lower, upper, h, beta)  # [sandwich]
+    b = _block(lower, h, beta, ceiling)  # [blocks]
+    if b is None:
+        return ceiling
+    band = _Band(_coarsen(lower, b), _coarsen(upper, b), h * b)  # [band]
+    coarse_beta = _block_miss(beta, h, b)
+    return _smallest(lambda m: m >= ceiling or band.ok(m, coarse_beta), SEARCH_PRECISION)
+
+
+# The widths of a few public ladders (tuples of up to 3N + 3 ints each): enough for the levels
+# of a few statements; a larger cache would hold hundreds of MB on a large universe.
+@functools.lru_cache(maxsize=128)
+def _width_bounds(query: str, k: int | None, n_nodes: int, statistic: int):
+    (lw, lt), (uw, ut) = graphs.width_bounds(query, k, n_nodes, statistic)
+    return (tuple(lw), lt), (tuple(uw), ut)
+
+
+def _sandwich(lower, upper, h: float, beta: float) -> int:
+    """The smallest ``m`` (to 0.2%) with ``T_U(m) / (H_L(m) + T_U(m)) <= β`` [sandwich]."""
+    low, high = _Shape(list(lower[0]), lower[1]), _Shape(list(upper[0]), upper[1])
+    log_beta = math.log(beta)
+
+    def ok(m: int) -> bool:
+        beyond = high.log_beyond(m, h)
+        return beyond - float(np.logaddexp(low.log_within(m, h), beyond)) <= log_beta
+
+    return _smallest(ok, SEARCH_PRECISION)
+
+
+def _coarsen(widths, b: int):
+    """The ladder of blocks of ``b`` rungs: block sums, the constant tail padding the last block
+    and ``b`` times the tail after it [blocks]."""
+    w, tail = widths
+    if b == 1:
+        return widths
+    d = list(itertools.accumulate(w, initial=0))
+    n = len(w)  # block i covers widths i .. i + b - 1; past n they are the tail
+    return tuple(d[min(i + b, n)] - d[i] + tail * max(i + b - n, 0) for i in range(0, n, b)), tail * b
+
+
+def _block_miss(beta: float, h: float, b: int) -> float:
+    """``β' = β / (c (1 - β) + β)``, ``c = e^{h(b - 1)}``: the coarse band's miss [blocks]."""
+    if b == 1:
+        return beta
+    return beta / (math.exp(h * (b - 1)) * (1 - beta) + beta)
+
+
+def _crossings(lower, m: int) -> int:
+    """How many rungs ``j >= 0`` have ``D^L_j <= m``: the rungs [band] visits at ``m``."""
+    w, tail = lower
+    d = list(itertools.accumulate(w, initial=0))  # D_0 .. D_len, non-decreasing
+    return bisect.bisect_right(d, m) if d[-1] > m else len(w) + 1 + (m - d[-1]) // tail
+
+
+def _block(lower, h: float, beta: float, ceiling: int) -> int | None:
+    """The block length for [band], from public numbers only [blocks]: at least
+    ``BLOCK_H / h``, doubled until one evaluation at an ``m`` below ``ceiling`` visits at most
+    ``BAND_WORK`` pairs. None when even blocks this coarse cost more: [sandwich] alone."""
+    b = max(1, int(BLOCK_H / h))
+    while h * b <= 30:
+        window = math.floor(math.log(1 / _block_miss(beta, h, b)) / (h * b)) + 2
+        if _crossings(_coarsen(lower, b), ceiling) * window <= BAND_WORK:
+            return b
+        b *= 2
+    return None
+
+
+def calibrated_half_width(
+    query: str, k: int | None, n_nodes: int, epsilon: float, noisy_statistic: int, epsilon_width: float, alpha: float
+) -> tuple[int, int, int]:
+    """Public given ``ŝ``: ``(m, lo, hi)`` with ``m = max_i interval_half_width(range_i, β_i)``
+    over the levels of :func:`statistic_levels` [levels]; ``[lo, hi]`` is the widest range.
+    Coverage ``P(|X - f| <= m) >= 1 - alpha`` over the noise of both ``X`` and ``ŝ``."""
+    lo_pub, hi_pub = graphs.statistic_range(query, n_nodes)
+    m, lo, hi = 0, lo_pub, hi_pub
+    for c_lo, c_hi, beta in statistic_levels(float(epsilon_width), float(alpha)):
+        lo = min(max(noisy_statistic - c_lo, lo_pub), hi_pub)
+        hi = max(min(noisy_statistic + c_hi, hi_pub), lo)
+        m = max(m, interval_half_width(query, k, n_nodes, epsilon, lo, hi, beta))
+    return m, lo, hi
