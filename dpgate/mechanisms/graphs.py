@@ -164,6 +164,23 @@ def global_sensitivity(query: str, k: int | None, n_nodes: int) -> int:
     return binom(n - 2, k) + 2 * (n - 2) * binom(n - 3, k - 1)
 
 
+def max_count(query: str, k: int | None, n_nodes: int) -> int:
+    """The largest count any graph on ``n_nodes`` nodes can have (the complete graph's): public.
+
+    >>> max_count("triangle", None, 34), max_count("kstar", 2, 4)
+    (5984, 12)
+    """
+    k = check_query(query, k)
+    n = check_universe(n_nodes)
+    if query == "triangle":
+        return binom(n, 3)
+    if query == "kclique":
+        return binom(n, k)
+    if query == "kstar":
+        return n * binom(n - 1, k)
+    return binom(n, 2) * binom(n - 2, k)  # every edge has N - 2 common neighbours
+
+
 def convergence_cap(n_nodes: int) -> int:
     """The public step from which every ladder here is set to ``GS`` (module docstring)."""
     return 3 * int(n_nodes) + 3

@@ -49,6 +49,9 @@ from dpgate.frontend.settings import Session
 #: k-cliques a graph on N nodes can have (their count bounds the work), is at most this. The
 #: cost grows with the graph's cliques, so the rule must be a public one on (N, k).
 KCLIQUE_FREE_WORK = 10**6
+#: Released counts and their error bars are HUGEINTs (below 2^127): a count is served only when a
+#: public bound on them stays below this (``output_bound``).
+OUTPUT_LIMIT = 1 << 126
 #: Degrees at which a degree-sum summand is compared with C(deg, k).
 _DEGREE_PROBES = 41
 
@@ -105,6 +108,7 @@ def plan(classified: Classified, catalog: Catalog, session: Session, facts) -> S
             )
         eps = settings.epsilon - share * (len(calls) - 1) if i == len(calls) - 1 else share
         _check_split(label, eps, settings.interval_share, n_nodes)
+        _check_size(label, query, k, n_nodes, eps, settings.interval_share, settings.alpha)
         gs = graphs.global_sensitivity(query, k, n_nodes)
         counts.append(SubgraphCount(i, label, query, k, eps, settings.interval_share, gs))
     post, outputs = _post(q, shape, calls)
@@ -153,6 +157,57 @@ def _check_split(label: str, epsilon: float, share: float, n_nodes: int) -> None
         code="DP264",
         hint=f"set {shares}" if shares else f"raise epsilon above {1.01 * count_floor:.3g} for each count",
     )
+
+
+def output_bound(query: str, k: int | None, n_nodes: int, epsilon: float, share: float, alpha: float) -> int | None:
+    """A public bound ``B`` such that the released value, clipped to ``[-B, B]``, and its error bar's
+    ends stay within ``±2^127`` (DuckDB's HUGEINT); None when ``B`` would reach ``OUTPUT_LIMIT``.
+
+    ``B`` is the largest count a graph on ``n_nodes`` can have plus ``cap``, twice a closed-form
+    bound on every half-width the ladder's error bar can take: any ladder's widths are at most
+    ``GS``, so distance ``r`` lies on rung ``>= r / GS`` and ``P(|X - f| > m) <= 2 GS e^{-hm/GS} /
+    (1 - e^{-h})``, which is below ``β`` from ``m = GS ln(2 GS / (β (1 - e^{-h}))) / h``; the bound
+    ``dpgate.mechanisms.ladder_bounds`` computes is at most this (its sandwich bound), up to its
+    0.2% search precision, at the smallest ``β`` of the calibration levels. Clipping the value to
+    ``[-B, B]``, with the interval taken around the clipped value, keeps every count the interval
+    held, since every count lies in ``[0, B]``."""
+    eps_width = epsilon * share
+    h = ladder.sampling_epsilon(epsilon - eps_width, n_nodes) / 2
+    beta = min(b for _, _, b in ladder.statistic_levels(eps_width, alpha)) if eps_width else alpha
+    gs = graphs.global_sensitivity(query, k, n_nodes)
+    top = graphs.max_count(query, k, n_nodes)
+    if gs == 0:
+        return top if top < OUTPUT_LIMIT else None
+    reach = (math.log(2 * gs) - math.log(beta) - math.log(-math.expm1(-h))) / h
+    log_cap = math.log(2) + math.log(gs) + math.log1p(reach)
+    if log_cap >= math.log(OUTPUT_LIMIT) or top >= OUTPUT_LIMIT:
+        return None
+    bound = top + 2 * math.ceil(math.exp(log_cap)) + 16
+    return bound if bound < OUTPUT_LIMIT else None
+
+
+def _check_size(label: str, query: str, k: int | None, n_nodes: int, epsilon: float, share: float, alpha: float):
+    """Refuse, before the debit, a count whose values could not be released as 128-bit integers."""
+    if output_bound(query, k, n_nodes, epsilon, share, alpha) is not None:
+        return
+    least = {"kstar": 2, "kclique": 3, "ktriangle": 1}.get(query)
+    served = None
+    if least is not None:
+        for j in range(least, min(k, n_nodes + 1)):
+            if output_bound(query, j, n_nodes, epsilon, share, alpha) is None:
+                break
+            served = j
+    raise errors.UnsupportedQueryError(
+        f"{label} on {n_nodes:,} nodes at ε = {epsilon:.3g}: the count (up to {_magnitude(graphs.max_count(query, k, n_nodes))}) "
+        f"or its noise could exceed the 128-bit integers answers are released as",
+        code="DP265",
+        hint=(f"ask for k <= {served} on this graph at this ε, or a larger ε" if served is not None
+              else "ask with a larger ε"),
+    )  # fmt: skip
+
+
+def _magnitude(x: int) -> str:
+    return f"{x:.3g}" if x < 10**300 else f"about 10^{int(x.bit_length() * math.log10(2))}"
 
 
 def _universe(table: ProtectedTable, catalog: Catalog, facts) -> tuple[int, str]:
@@ -539,7 +594,9 @@ def answer(con: duckdb.DuckDBPyConnection, plan: SubgraphPlan, *, rng: np.random
     for c in plan.counts:
         lf = ladder.ladder_function(edges, plan.n_nodes, c.query, c.k)
         rel = ladder.release_with_interval(lf, c.epsilon, width_share=c.interval_share, alpha=alpha, rng=rng)
-        value, low, high = clamped_interval(rel.value, rel.interval.half_width, plan.settings.clamp_counts)
+        bound = output_bound(c.query, c.k, plan.n_nodes, c.epsilon, c.interval_share, alpha)  # checked at planning
+        clipped = min(max(rel.value, -bound), bound)
+        value, low, high = clamped_interval(clipped, rel.interval.half_width, plan.settings.clamp_counts)
         iv = rel.interval
         desc = (
             f"ladder ({c.query}{'' if c.k is None else f', k={c.k}'}), GS {c.global_sensitivity}, "

@@ -197,6 +197,40 @@ def test_an_epsilon_split_below_what_the_samplers_run_at_is_refused_free(alice, 
         fetch(alice, q(f"epsilon = 1e-6, interval_share = {accepted}", "TRIANGLE_COUNT(src, dst) AS t FROM karate"))
 
 
+def test_a_count_too_large_for_128_bit_answers_is_refused_free(make_db):
+    """3-stars on 2,445 nodes reach 10^108 at k = 50 (and 10^539 at k = 500): the release failed
+    after the debit when it was converted to DuckDB's 128-bit integers (DP231, or DP404 when its
+    error bar overflowed a double). It is refused before, with the largest k that is served."""
+    path = make_db(f"CREATE TABLE g (s INTEGER, d INTEGER); INSERT INTO g VALUES {_values(KARATE)};", analysts=ANALYST)
+    with Owner(path) as owner:
+        owner.protect_graph("g", src="s", dst="d", nodes=2445, epsilon=1e6)
+    with dpgate.connect(str(path), analyst="alice", test_seed=TEST_SEED) as c:
+        for k, epsilon in ((50, "1"), (500, "1e-6")):
+            before = fetch(c, "SHOW BUDGET")[0]
+            with pytest.raises(errors.UnsupportedQueryError) as e:
+                fetch(c, q(f"epsilon = {epsilon}", f"KSTAR_COUNT(s, d, {k}) FROM g"))
+            assert e.value.code == "DP265" and fetch(c, "SHOW BUDGET")[0] == before
+            served = int(e.value.hint.split("k <= ")[1].split()[0])
+            rows, cur = fetch(c, q(f"epsilon = {epsilon}", f"KSTAR_COUNT(s, d, {served}) AS n FROM g"))
+            lo, hi = cur.release.intervals[0]["n"]
+            assert 0 <= lo <= rows[0][0] <= hi < 2**127
+            with pytest.raises(errors.UnsupportedQueryError):
+                fetch(c, q(f"epsilon = {epsilon}", f"KSTAR_COUNT(s, d, {served + 1}) FROM g"))
+
+
+def test_the_output_bound_holds_every_half_width_the_error_bar_takes():
+    """The clip bound's closed form is above the error bar the mechanism computes, at every level."""
+    from dpgate.mechanisms import graphs, ladder
+    from dpgate.queries.subgraph import output_bound
+
+    for n, query, k in ((34, "triangle", None), (2445, "kstar", 3), (300, "ktriangle", 2)):
+        for epsilon in (1.0, 1e-3, 1e-6):
+            bound = output_bound(query, k, n, epsilon, 0.1, 0.05)
+            m, _, _ = ladder.calibrated_half_width(query, k, n, 0.9 * epsilon, 0, 0.1 * epsilon, 0.05)
+            top = graphs.max_count(query, k, n)
+            assert top + m <= bound and top + 2 * m <= 2 * bound < 2**127
+
+
 # -- recognised shapes ---------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "body",
