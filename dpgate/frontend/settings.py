@@ -18,6 +18,25 @@ from dpgate.frontend.nodes import DPOptions
 
 #: Smallest ε a query may ask for (the noise sampler keeps a 1e-10 safety margin below it).
 MIN_EPSILON = 1e-6
+#: Largest ε a query may ask for: far past any meaningful privacy, and below where the ledger's
+#: decimals (DECIMAL(38, 18)) and the mechanisms' exponentials stop being exact.
+MAX_EPSILON = 1e6
+#: Smallest alpha: a (1 - 1e-9) interval is already wider than anyone reads; below it the interval
+#: searches of the noise distributions run out of floating-point precision.
+MIN_ALPHA = 1e-9
+
+#: An option value's number is read from at most this many characters (a longer one is refused, not
+#: parsed: Python's int() of 10,000 digits is slow and refused, its float() is inf).
+MAX_NUMBER_TEXT = 64
+#: An integer option without a bound of its own is at most this (what the catalog and DuckDB's
+#: INTEGER hold), a real-valued one at most ``FLOAT_LIMIT`` in magnitude and, unless zero, at least
+#: ``FLOAT_FLOOR``: every option's value is then a number the mechanisms can compute with.
+INT_LIMIT = 2**31 - 1
+FLOAT_LIMIT = 1e12
+FLOAT_FLOOR = 1e-12
+#: Rows or groups one subject may contribute to a query: a query's noise scales with them, and past
+#: this the noise at the smallest ε no longer fits the sampler's 53-bit scale.
+MAX_CONTRIBUTION = 1_000_000
 
 #: Top-k mechanisms (``mechanisms/topk.py``); the default measured best on the shipped baskets.
 TOPK_METHODS = ("oneshot", "tps_pfm", "tps_em", "em", "laplace")
@@ -35,17 +54,24 @@ class Spec:
     low_open: bool = False
     choices: tuple[str, ...] | None = None
     session: bool = True
+    #: The smallest magnitude of a non-zero real value (None: ``FLOAT_FLOOR``; 0: any).
+    floor: float | None = None
+    #: Whether ``high`` itself is refused (the bounds written before 0.19 exclude it).
+    high_open: bool = True
 
 
 SPECS: dict[str, Spec] = {
-    "epsilon": Spec("float", "ε spent by the query", MIN_EPSILON, None),
-    "delta": Spec("float", "δ the query may spend (DP key selection)", 0.0, 1.0),
-    "alpha": Spec("float", "error bars are (1 - alpha) intervals", 0.0, 1.0, low_open=True),
+    "epsilon": Spec("float", "ε spent by the query", MIN_EPSILON, MAX_EPSILON, high_open=False),
+    # a δ far below FLOAT_FLOOR is a meaningful request (the ledger charges it rounded up to 1e-18)
+    "delta": Spec("float", "δ the query may spend (DP key selection)", 0.0, 1.0, floor=0.0),
+    "alpha": Spec("float", "error bars are (1 - alpha) intervals", MIN_ALPHA, 1.0),
     "intervals": Spec("bool", "add <col>_ci_low / <col>_ci_high columns"),
     "clamp_counts": Spec("bool", "clamp noisy counts at zero (post-processing)"),
     "consistent": Spec("bool", "make a GROUP BY table of counts non-negative with its noisy total (Norm-Sub)"),
-    "max_rows_contributed": Spec("int", "rows kept per subject (default: the table's max_rows)", 1, None, session=False),
-    "max_groups_contributed": Spec("int", "groups kept per subject (default: the table's max_groups)", 1, None, session=False),
+    "max_rows_contributed": Spec("int", "rows kept per subject (default: the table's max_rows)", 1, MAX_CONTRIBUTION,
+                                 session=False, high_open=False),
+    "max_groups_contributed": Spec("int", "groups kept per subject (default: the table's max_groups)", 1,
+                                   MAX_CONTRIBUTION, session=False, high_open=False),
     "privacy_unit_column": Spec("ident", "must name the table's declared privacy unit", session=False),
     "personalization": Spec("str", "rule for subjects' personalized budgets", choices=PERSONALIZATION_RULES),
     "partitioning": Spec("str", "how partition / t_round split subjects", choices=("privacy", "utility")),
@@ -99,7 +125,10 @@ class QuerySettings:
 
 
 def literal_value(node: exp.Expr, name: str) -> Any:
-    """The Python value of an option's literal (numbers, strings, booleans, identifiers)."""
+    """The Python value of an option's literal (numbers, strings, booleans, identifiers).
+
+    Anything else — an expression, a cast, a list, a parameter left unbound — is refused (DP205):
+    an option is a public fact of the statement, read as written, never computed."""
     if isinstance(node, exp.Paren):
         return literal_value(node.this, name)
     if isinstance(node, exp.Boolean):
@@ -107,33 +136,60 @@ def literal_value(node: exp.Expr, name: str) -> Any:
     if isinstance(node, exp.Literal):
         if node.is_string:
             return node.this
-        return _number(node.this)
+        return _number(node.this, name)
     if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal) and not node.this.is_string:
-        return -_number(node.this.this)
+        return -_number(node.this.this, name)
     if isinstance(node, (exp.Column, exp.Identifier, exp.Var)):
         return _Ident(node.name)
     if isinstance(node, exp.Null):
         return None
     raise errors.ProgrammingError(
-        f"Option {name} needs a literal value, got {node.sql(dialect='duckdb')}",
+        f"Option {name} needs a literal value, got {_clip(_sql(node))}",
         code="DP205",
-        hint="use a number, a quoted string, true/false, or a column name",
+        hint=f"write {name} = followed by a number (0.5, 1e-6), a quoted string, true/false, or a column name; "
+        "not an expression, a cast or a parameter",
     )
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _sql(node: exp.Expr) -> str:
+    try:
+        return node.sql(dialect="duckdb")
+    except Exception:  # noqa: BLE001 - only for the message: sqlglot cannot write every tree back
+        return node.key
 
 
 class _Ident(str):
     """A bare identifier used as an option value."""
 
 
-def _number(text: str) -> float | int:
+def _number(text: str, name: str) -> float | int:
+    """A number literal's value; text too long to be a sensible option value is refused unread."""
+    text = str(text)
+    if len(text) > MAX_NUMBER_TEXT:
+        raise errors.ProgrammingError(
+            f"Invalid value for {name}: a number of {len(text):,} characters", code="DP205",
+            hint=f"{name} takes a number written in at most {MAX_NUMBER_TEXT} characters (1e-6, 0.5, 1000)",
+        )  # fmt: skip
     try:
         return int(text)
     except ValueError:
+        pass
+    try:
         return float(text)
+    except ValueError:
+        raise _bad(name, text, "a number") from None
 
 
 def coerce(name: str, value: Any, specs: dict[str, Spec] | None = None) -> Any:
-    """Validate one setting's value; raise DP204/DP205 with what is accepted."""
+    """Validate one setting's value; raise DP204/DP205 with what is accepted.
+
+    Every value is checked against a finite range (the spec's own, else ``INT_LIMIT`` /
+    ``FLOAT_LIMIT`` and ``FLOAT_FLOOR``), so what reaches planning is a number every mechanism
+    can compute with: an absurd value is refused here, free, never failing later."""
     specs = SPECS if specs is None else specs
     spec = specs.get(name)
     if spec is None:
@@ -162,25 +218,57 @@ def coerce(name: str, value: Any, specs: dict[str, Spec] | None = None) -> Any:
             raise _bad(name, value, "one of " + ", ".join(repr(c) for c in spec.choices))
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _bad(name, value, "a number")
+        raise _bad(name, value, _range(spec))
+    given = value
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _bad(name, given, _range(spec))
     if spec.kind == "int":
-        if not float(value).is_integer():
-            raise _bad(name, value, "an integer")
+        if isinstance(value, float) and not value.is_integer():
+            raise _bad(name, given, _range(spec))
         value = int(value)
     else:
-        value = float(value)
-        if not math.isfinite(value):
-            raise _bad(name, value, "a finite number")
-    if spec.low is not None and (value <= spec.low if spec.low_open else value < spec.low):
-        raise _bad(name, value, f"a number {'>' if spec.low_open else '>='} {spec.low:g}")
-    if spec.high is not None and value >= spec.high:
-        raise _bad(name, value, f"a number < {spec.high:g}")
+        value = float(value) + 0.0  # -0.0 is 0
+    low, high = _limits(spec)
+    if value < low or (spec.low_open and value == low) or value > high or (spec.high_open and value == high):
+        raise _bad(name, given, _range(spec))
+    if spec.kind == "float" and value != 0.0 and abs(value) < _floor(spec):
+        raise _bad(name, given, _range(spec) + f", and 0 or at least {_floor(spec):g} in size")
     return value
+
+
+def _limits(spec: Spec) -> tuple[float, float]:
+    limit = INT_LIMIT if spec.kind == "int" else FLOAT_LIMIT
+    low = -limit if spec.low is None else spec.low
+    high = limit if spec.high is None else spec.high
+    return low, high
+
+
+def _floor(spec: Spec) -> float:
+    return FLOAT_FLOOR if spec.floor is None else spec.floor
+
+
+def _range(spec: Spec) -> str:
+    """The values a numeric option takes, in words (for the hint)."""
+    low, high = _limits(spec)
+    what = "a whole number" if spec.kind == "int" else "a number"
+    lo = f"{'above' if spec.low_open else 'from'} {_g(low)}"
+    hi = f"{'below' if spec.high_open and spec.high is not None else 'up to'} {_g(high)}"
+    return f"{what} {lo} {hi}"
+
+
+def _g(x: float) -> str:
+    return f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e16 else f"{x:g}"
+
+
+def _shown(value: Any) -> str:
+    """A value for a message: at most 40 characters of its repr (a value may be 10,000 digits long)."""
+    text = repr(value) if not isinstance(value, _Ident) else str(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _bad(name: str, value: Any, wanted: str) -> errors.ProgrammingError:
     return errors.ProgrammingError(
-        f"Invalid value {value!r} for {name}", code="DP205", hint=f"{name} takes {wanted}"
+        f"Invalid value {_shown(value)} for {name}", code="DP205", hint=f"{name} takes {wanted}"
     )
 
 
