@@ -20,6 +20,11 @@ level, so the log-ratios of the split decisions sum to at most
 ``(1/λ)·(1 + 1/(1 − e^{−δ/λ})) = (1/λ)(2β − 1)/(β − 1)``, and clamped nodes (b = θ − δ) cost
 nothing; a clamped node splits with probability 1/(2β), so growth stops almost surely. A depth
 cap (``MAX_DEPTH``, data-independent) only removes decisions and keeps float boxes distinct.
+[cap] So does the node cap: the tree grows one level at a time, and before a level it stops —
+the level's nodes become leaves, undecided — when splitting all of them could take the tree past
+``MAX_NODES``. That test reads only the tree released so far (how many nodes it has and how many
+wait), so stopping is as private as going on, and the work and memory of growth are bounded by
+``MAX_NODES`` whatever ε and the data (the synopsis says when it stopped).
 
 **Discrete noise (our reading).** dpgate draws integer noise everywhere (no floating-point
 Laplace). With Z discrete Laplace the split test is ``Z ≥ ⌊θ − b⌋ + 1``; the thesis's proof is for
@@ -44,6 +49,13 @@ from dpgate import noise
 
 MAX_DIMENSIONS = 4
 MAX_DEPTH = 48
+#: The most nodes a tree may have [cap]: growth runs after the debit, and at large ε every
+#: non-empty node splits down to ``MAX_DEPTH`` (50,000 points in 4 dimensions at ε = 100: 70 s
+#: and 4.7 GB). About 10-40 µs and a few hundred bytes a node: at most ~4 s (1 dimension).
+MAX_NODES = 1 << 17
+#: The most cells a sequence model may have [cap]: a node at depth k has a histogram of
+#: ``symbols + 1`` counts and is written as that many rows with a context of k symbols.
+MAX_MODEL_CELLS = 1 << 22
 
 
 def parameters(epsilon_tree: float, beta: int, contributions: int = 1) -> tuple[float, float, float]:
@@ -78,6 +90,7 @@ class Synopsis:
     hi: np.ndarray
     depth: np.ndarray
     counts: np.ndarray  # noisy, integers (may be negative: unbiased range sums)
+    stopped: bool = False  # growth stopped at MAX_NODES [cap]
 
     def range_count(self, qlo: np.ndarray, qhi: np.ndarray) -> float:
         """Σ noisy · |q ∩ leaf| / |leaf| over the leaves (uniform spreading inside a leaf)."""
@@ -86,9 +99,10 @@ class Synopsis:
 
 
 def grow(points: np.ndarray, lower: np.ndarray, upper: np.ndarray, epsilon_tree: float, *, rng: np.random.Generator,
-         contributions: int = 1, integer: np.ndarray | None = None,
-         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:  # fmt: skip
-    """Algorithm 4.2: the leaves' boxes, depths and the indices of their points (exact).
+         contributions: int = 1, integer: np.ndarray | None = None, max_nodes: int = MAX_NODES,
+         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray], bool]:  # fmt: skip
+    """Algorithm 4.2: the leaves' boxes, depths, the indices of their points (exact), and whether
+    growth stopped at the node cap [cap].
 
     ``integer`` marks dimensions of unit cells (bounds and points integers): they split at
     integer midpoints and stop splitting at width 1, so a leaf is always a union of whole cells
@@ -102,7 +116,13 @@ def grow(points: np.ndarray, lower: np.ndarray, upper: np.ndarray, epsilon_tree:
     lam, delta, theta = parameters(epsilon_tree, 2**d, contributions)
     frontier = [(lower.astype(float), upper.astype(float), 0, np.arange(n))]
     leaves_lo, leaves_hi, leaves_depth, leaves_ids = [], [], [], []
+    nodes, stopped = 1, False
     while frontier:
+        if nodes + len(frontier) * 2**d > max_nodes:  # [cap]: reads the released tree only
+            stopped = True
+            for lo, hi, depth, ids in frontier:
+                leaves_lo.append(lo), leaves_hi.append(hi), leaves_depth.append(depth), leaves_ids.append(ids)
+            break
         # one level at a time: the split decisions of a level are drawn together
         b = np.array([max(theta - delta, len(ids) - depth * delta) for _, _, depth, ids in frontier])
         z = noise.discrete_laplace(1.0, lam, len(frontier), rng)
@@ -129,7 +149,8 @@ def grow(points: np.ndarray, lower: np.ndarray, upper: np.ndarray, epsilon_tree:
                 chi = np.where(in_dims & ~upper_half, mid, hi)
                 nxt.append((clo, chi, depth + 1, ids[order[starts[child] : starts[child + 1]]]))
         frontier = nxt
-    return np.array(leaves_lo), np.array(leaves_hi), np.array(leaves_depth), leaves_ids
+        nodes += len(nxt)
+    return np.array(leaves_lo), np.array(leaves_hi), np.array(leaves_depth), leaves_ids, stopped
 
 
 def release(points: np.ndarray, lower, upper, epsilon: float, *, rng: np.random.Generator, contributions: int = 1,
@@ -144,10 +165,11 @@ def release(points: np.ndarray, lower, upper, epsilon: float, *, rng: np.random.
         pts = np.where(np.asarray(integer, dtype=bool), np.floor(pts), pts)
     pts = np.clip(pts, lower, np.nextafter(upper, lower))  # the last cell is closed
     eps_tree, eps_count = epsilon * tree_share, epsilon * (1 - tree_share)
-    lo, hi, depth, ids = grow(pts, lower, upper, eps_tree, rng=rng, contributions=contributions, integer=integer)
+    lo, hi, depth, ids, stopped = grow(pts, lower, upper, eps_tree, rng=rng, contributions=contributions,
+                                       integer=integer)  # fmt: skip
     exact = np.array([len(i) for i in ids], dtype=np.int64)
     noisy = exact + noise.discrete_laplace(eps_count, contributions, len(exact), rng)
-    return Synopsis(lo, hi, depth, noisy)
+    return Synopsis(lo, hi, depth, noisy, stopped)
 
 
 # -- sequences: a private prediction suffix tree (thesis §4.3) ------------------------------------
@@ -168,6 +190,7 @@ class SequenceModel:
     hist: np.ndarray  # (nodes, n_symbols + 1)
     leaf: np.ndarray  # (nodes,) bool
     estimate: float = 0.0  # noisy number of sequences, before negatives are set to 0 (unbiased)
+    stopped: bool = False  # growth stopped at MAX_MODEL_CELLS [cap]
 
     @property
     def end(self) -> int:
@@ -227,8 +250,12 @@ def sequence_parameters(epsilon: float, n_symbols: int, max_length: int) -> dict
 
 
 def sequence_release(sequences: list[np.ndarray], n_symbols: int, max_length: int, epsilon: float, *,
-                     rng: np.random.Generator) -> SequenceModel:  # fmt: skip
+                     rng: np.random.Generator, max_cells: int = MAX_MODEL_CELLS) -> SequenceModel:  # fmt: skip
     """Algorithm 4.3 on sequences of symbols 0..n−1, truncated to ``max_length`` (counting END).
+
+    The tree stops growing before a level whose splits could take it past ``max_cells`` cells, a
+    node at depth k costing ``(n_symbols + 1)(k + 1)``: its histogram and, in the model table, its
+    context beside each next symbol; as ``grow`` does [cap].
 
     **Neighbouring relation:** add or remove one sequence (a subject's). After truncation a sequence
     holds at most ``max_length`` predicted occurrences (its symbols and END when it fits), and
@@ -238,6 +265,7 @@ def sequence_release(sequences: list[np.ndarray], n_symbols: int, max_length: in
     """
     p = sequence_parameters(epsilon, n_symbols, max_length)
     end = n_symbols
+    cells = n_symbols + 1  # the root's histogram
     flat, nxt_index = [], []
     for s in sequences:
         s = [int(x) for x in s[:max_length]]
@@ -255,7 +283,13 @@ def sequence_release(sequences: list[np.ndarray], n_symbols: int, max_length: in
     lam, delta, theta = p["lambda"], p["delta"], p["theta"]
     symbols_and_start = list(range(n_symbols)) + [START]
     leaf_flags: dict[int, bool] = {}
+    stopped = False
     while frontier:
+        level = len(contexts[frontier[0]]) + 1  # the depth of the children of this level
+        if cells + len(frontier) * (n_symbols + 1) ** 2 * (level + 1) > max_cells:  # [cap]: the released tree only
+            stopped = True
+            leaf_flags.update((v, True) for v in frontier)
+            break
         scores = []
         for v in frontier:
             h = np.bincount(flat[occurrences[v]], minlength=n_symbols + 1) if len(occurrences[v]) else np.zeros(n_symbols + 1)
@@ -282,6 +316,7 @@ def sequence_release(sequences: list[np.ndarray], n_symbols: int, max_length: in
                 depth_of.append(depth_of[v] + 1)
                 children[v][sym] = u
                 nxt.append(u)
+            cells += (n_symbols + 1) ** 2 * (depth_of[v] + 2)
         frontier = nxt
     n_nodes = len(contexts)
     leaf = np.array([leaf_flags[v] for v in range(n_nodes)])
@@ -298,4 +333,4 @@ def sequence_release(sequences: list[np.ndarray], n_symbols: int, max_length: in
     start = children.get(0, {}).get(START)
     estimate = float(hist[start].sum()) if start is not None else float(hist[0][end])
     hist = np.maximum(hist, 0)
-    return SequenceModel(n_symbols, max_length, contexts, children, hist, leaf, estimate)
+    return SequenceModel(n_symbols, max_length, contexts, children, hist, leaf, estimate, stopped)

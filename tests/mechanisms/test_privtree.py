@@ -70,7 +70,8 @@ def test_leaves_partition_the_domain_and_every_point_is_in_one_leaf():
     rng = np.random.default_rng(1)
     pts = np.concatenate([rng.normal(0.3, 0.05, (3000, 2)), rng.uniform(0, 1, (500, 2)), [[1.0, 1.0], [0.0, 0.0]]])
     pts = np.clip(pts, 0, np.nextafter(1.0, 0))
-    lo, hi, depth, ids = grow(pts, np.zeros(2), np.ones(2), 1.0, rng=rng)
+    lo, hi, depth, ids, stopped = grow(pts, np.zeros(2), np.ones(2), 1.0, rng=rng)
+    assert not stopped
     assert np.isclose(((hi - lo).prod(axis=1)).sum(), 1.0)
     assert sorted(np.concatenate(ids).tolist()) == list(range(len(pts)))
     for box_lo, box_hi, i in zip(lo, hi, ids):
@@ -81,9 +82,9 @@ def test_leaves_partition_the_domain_and_every_point_is_in_one_leaf():
 def test_duplicates_stop_and_the_tree_stays_small_on_empty_data():
     rng = np.random.default_rng(2)
     same = np.full((60, 2), 0.123)  # 60 identical points: clamped once depth·δ ≥ 60 + δ (δ = 3.2)
-    lo, hi, depth, ids = grow(same, np.zeros(2), np.ones(2), 1.0, rng=rng)
+    lo, hi, depth, ids, _ = grow(same, np.zeros(2), np.ones(2), 1.0, rng=rng)
     assert depth.max() < MAX_DEPTH
-    lo, hi, depth, ids = grow(np.full((10000, 2), 0.123), np.zeros(2), np.ones(2), 1.0, rng=rng)
+    lo, hi, depth, ids, _ = grow(np.full((10000, 2), 0.123), np.zeros(2), np.ones(2), 1.0, rng=rng)
     assert depth.max() == MAX_DEPTH and len(lo) < 2000  # a heap too big to clamp in time: the cap ends it
     sizes = np.array([len(grow(np.zeros((0, 2)), np.zeros(2), np.ones(2), 1.0, rng=rng)[0]) for _ in range(4000)])
     # No points: the root has b = 0, every node below is clamped (b = −δ) and splits with p ≈ 1/(2β):
@@ -93,6 +94,51 @@ def test_duplicates_stop_and_the_tree_stays_small_on_empty_data():
     expected = (1 - p0) + 4 * p0 * (1 - p) / (1 - 4 * p)
     assert abs(sizes.mean() - expected) < 4 * sizes.std() / math.sqrt(len(sizes))
     assert sizes.max() < 400
+
+
+@pytest.mark.parametrize("d", [1, 2, 4])
+def test_growth_stops_at_the_node_cap_whatever_epsilon(d):
+    """At ε = 10^4 every point is isolated down to MAX_DEPTH (20,000 points in 4 dimensions: about
+    4 million nodes before the cap; 50,000 took 70 s and 4.7 GB after the debit). The tree keeps
+    at most MAX_NODES nodes, its leaves still partition the domain and hold every point once, and
+    it says that it stopped; at ε = 1 the same points never reach the cap."""
+    rng = np.random.default_rng(4)
+    pts = rng.uniform(0, 1, (20_000, d))
+    cap = 1 << 14
+    lo, hi, depth, ids, stopped = grow(pts, np.zeros(d), np.ones(d), 1e4, rng=rng, max_nodes=cap)
+    assert stopped and len(lo) <= cap
+    assert np.isclose(((hi - lo).prod(axis=1)).sum(), 1.0)
+    assert sorted(np.concatenate(ids).tolist()) == list(range(len(pts)))
+    lo, _, _, _, stopped = grow(pts[:2000], np.zeros(d), np.ones(d), 1.0, rng=rng, max_nodes=cap)
+    assert not stopped
+
+
+def test_the_node_cap_is_decided_by_the_released_tree_only():
+    """The stop happens before a level whose nodes could all split past the cap: on data that grow
+    a full tree level by level (every node splits), the number of leaves is the same for any two
+    data sets that produce the same levels, and the cap is never exceeded by a split level."""
+    rng = np.random.default_rng(5)
+    for cap in (5, 21, 85, 100, 341):
+        pts = rng.uniform(0, 1, (50_000, 2))
+        lo, _, depth, _, stopped = grow(pts, np.zeros(2), np.ones(2), 1e6, rng=rng, max_nodes=cap)
+        # a full quadtree: levels of 1, 4, 16, 64 ... nodes; total after L levels (4^(L+1) - 1) / 3
+        full = max(t for t in (1, 5, 21, 85, 341) if t <= cap)
+        assert stopped and len(lo) == 4 ** int(depth.max()) and (4 * len(lo) - 1) // 3 == full
+
+
+def test_a_sequence_model_stops_at_its_cell_cap_whatever_epsilon():
+    """At ε = 10^4 the suffix tree extends every context seen (5,000 sequences of 20 over 60
+    symbols: 61 children a split); its cells (histogram and context per node) stay within the cap
+    and the model says it stopped; at ε = 1 the cap is not reached."""
+    from dpgate.mechanisms.privtree import sequence_release
+
+    rng = np.random.default_rng(6)
+    seqs = [(s * 7 + np.arange(20) ** 2) % 60 for s in range(5000)]
+    cap = 1 << 20
+    model = sequence_release(seqs, 60, 21, 1e4, rng=rng, max_cells=cap)
+    cells = sum(61 * (len(c) + 1) for c in model.contexts)
+    assert model.stopped and cells <= cap
+    assert not sequence_release(seqs, 60, 21, 1.0, rng=rng, max_cells=cap).stopped
 
 
 def test_range_counts_are_close_on_a_large_sample():

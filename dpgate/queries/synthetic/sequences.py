@@ -145,6 +145,9 @@ def answer(con, plan: SynthesisPlan, debit, analyst: str, *, rng: np.random.Gene
         f"{len(synthetic):,} synthetic sequences in {plan.name}; the model in {plan.name}_model; both are public "
         "from now on",
     ]
+    if model.stopped:
+        notes.append(f"the tree stopped growing at {privtree.MAX_MODEL_CELLS:,} cells (a release's work is bounded): "
+                     "at this ε PrivTree would extend some of the longest contexts further")  # fmt: skip
     if capped:
         notes.append(f"the model estimates {n:,} sequences; {cap:,} were sampled (at most {MAX_SYMBOLS:,} symbols "
                      "a release); sample more from the model table if needed")  # fmt: skip

@@ -154,6 +154,9 @@ def answer(con, plan: SynthesisPlan, debit, analyst: str, *, rng: np.random.Gene
         f"{plan.name} is public from now on; counts over {', '.join(o['columns'])} ranges of {plan.table.name} are "
         f"free with OPTIONS (from_synopsis = '{plan.name}')",
     ]
+    if syn.stopped:
+        notes.append(f"the tree stopped growing at {privtree.MAX_NODES:,} nodes (a release's work is bounded): at this "
+                     "ε PrivTree would split some of the deepest leaves further")  # fmt: skip
     message = f"CREATE SYNTHETIC TABLE {plan.name}: {len(syn.counts):,} leaves (PrivTree synopsis)"
     return Answer([], [], [], [], {}, notes, message=message, released_rows=len(syn.counts))
 
