@@ -4,10 +4,12 @@ What a stranger can do before logging in is bounded here, for one process servin
 one port (often a loopback port, where every local user has the same address).
 
 **Address groups.** Limits count an address *group*: 127.0.0.0/8 and ::1 are one group
-(``loopback``: on a loopback listener every local client is in it, and a local program can bind
-any 127.x.y.z as its source), an IPv6 address counts as its /64 (what one host is usually
-given), an IPv4-mapped IPv6 address as its IPv4 address. Rotating source addresses inside a
-group buys nothing.
+(``loopback``: a local program can bind any 127.x.y.z as its source), split by the local user
+that owns the client's socket where the kernel says (``dpgate.server.peer``: on a loopback
+listener every local client has a loopback address, and users are what tell a colleague from a
+stranger on the machine); an IPv6 address counts as its /64 (what one host is usually given),
+an IPv4-mapped IPv6 address as its IPv4 address. Rotating source addresses inside a group buys
+nothing.
 
 **Turns** (``LoginGuard``). A password proof is checked only inside one of its name's
 ``per_name`` turns. A right proof hands its turn back at once and logs in; a wrong one keeps
@@ -66,8 +68,9 @@ from dpgate import errors
 LOOPBACK = "loopback"
 
 
-def address_group(host: str) -> str:
-    """The group a client address counts in (see the module's docstring)."""
+def address_group(host: str, uid: int | None = None) -> str:
+    """The group a client address counts in (see the module's docstring); ``uid``: the local user
+    owning a loopback client's socket, when known."""
     try:
         addr = ipaddress.ip_address(host.split("%", 1)[0])
     except ValueError:
@@ -75,7 +78,7 @@ def address_group(host: str) -> str:
     if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
         addr = addr.ipv4_mapped
     if addr.is_loopback:
-        return LOOPBACK
+        return LOOPBACK if uid is None else f"{LOOPBACK} uid {uid}"
     if isinstance(addr, ipaddress.IPv6Address):
         return str(ipaddress.IPv6Network((addr, 64), strict=False))
     return str(addr)

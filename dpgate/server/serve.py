@@ -42,7 +42,8 @@ from typing import Any
 from dpgate import __version__, errors
 from dpgate.catalog import logins
 from dpgate.server import scram, wire
-from dpgate.server.guard import LoginGuard, LoginRefused, Pending, PreLogin, address_group
+from dpgate.server.guard import LOOPBACK, LoginGuard, LoginRefused, Pending, PreLogin, address_group
+from dpgate.server.peer import loopback_uid
 from dpgate.server.queries import QueryLoop, parameter_numbers, split_statements
 from dpgate.server.running import Running, Slots
 from dpgate.server.session import Session
@@ -150,8 +151,7 @@ class Server(QueryLoop):
 
     # -- one connection ----------------------------------------------------------------------------
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        peer = writer.get_extra_info("peername")
-        client = _Client(reader, writer, address_group(peer[0] if isinstance(peer, tuple) else str(peer)))
+        client = _Client(reader, writer, self._group(writer))
         pid = None
         # a newcomer is never turned away for want of a pre-login slot: the pending connection that gave
         # least away is closed instead (an idle socket must not block a login)
@@ -211,6 +211,18 @@ class Server(QueryLoop):
             if client.session is not None:
                 await self._end_session(client)
             writer.close()
+
+    @staticmethod
+    def _group(writer: asyncio.StreamWriter) -> str:
+        """The client's address group: on loopback, the local user owning its socket when the kernel says."""
+        peer = writer.get_extra_info("peername")
+        host = peer[0] if isinstance(peer, tuple) else str(peer)
+        group = address_group(host)
+        if group == LOOPBACK:
+            local = writer.get_extra_info("sockname")
+            if isinstance(peer, tuple) and isinstance(local, tuple):
+                group = address_group(host, loopback_uid(local[:2], peer[:2]))
+        return group
 
     async def _end_session(self, client: _Client) -> None:
         """Stop what the connection still runs (a charged statement runs to its end), then close its session."""

@@ -187,7 +187,8 @@ def test_sprayed_names_from_rotating_loopback_addresses_lock_nobody_out(db):
     try:
         verdicts = [rawclient.login(server.port, f"user{i}", "guess", source=f"127.{i}.0.{1 + i}")[0] for i in range(60)]
         assert verdicts == ["failed"] * 60
-        assert server.server.guard.delay_for("nobody", "loopback") == 0.02  # the group's failures: max_delay
+        (group,) = server.server.guard._groups._counts  # 60 addresses, one group (one local user)
+        assert group.startswith("loopback") and server.server.guard.delay_for("nobody", group) == 0.02  # max_delay
         for user, password in (("alice", PASSWORD), ("boss", OWNER_PASSWORD), ("bob", PASSWORD)):
             assert rawclient.login(server.port, user, password, source="127.9.9.9")[0] == "ok"
     finally:
@@ -220,5 +221,83 @@ def test_a_guesser_s_parallel_connections_and_addresses_get_only_the_name_s_turn
         # never a third check within one delay: each failure kept its turn for the delay, by the clock
         assert all(b - a >= delay * 0.95 for a, b in zip(checks, checks[2:])), checks
         assert rawclient.login(server.port, "alice", PASSWORD, source="127.3.3.3")[0] == "ok"
+    finally:
+        server.stop()
+
+
+def test_the_kernel_says_which_local_user_owns_a_loopback_client():
+    import os
+    import socket
+
+    from dpgate.server.peer import loopback_uid
+
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen()
+        with socket.socket() as mine:
+            mine.bind(("127.4.5.6", 0))
+            mine.connect(srv.getsockname())
+            conn, peer = srv.accept()
+            with conn:
+                me = loopback_uid(conn.getsockname(), peer)
+        if me is None:
+            pytest.skip("no sock_diag netlink here")
+        assert me == os.getuid()
+        if os.getuid() != 0:
+            return
+        pid = os.fork()
+        if pid == 0:  # a client of another local user (only C-level calls after the fork)
+            try:
+                os.setuid(65534)
+                s = socket.socket()
+                s.connect(srv.getsockname())
+                time.sleep(2)
+            finally:
+                os._exit(0)
+        conn, peer = srv.accept()
+        with conn:
+            assert loopback_uid(conn.getsockname(), peer) == 65534
+        os.waitpid(pid, 0)
+
+
+def test_another_local_user_s_guesses_and_idle_sockets_do_not_hold_up_a_user(db, monkeypatch):
+    # On loopback the local user owning a client's socket is its group: a stranger on the machine
+    # (here: clients from 127.0.9.x, as another uid) guessing alice in parallel and holding idle
+    # sockets takes neither alice's pre-login slots nor her place in line for a turn.
+    import socket
+
+    import dpgate.server.serve as serve_mod
+
+    monkeypatch.setattr(serve_mod, "loopback_uid", lambda local, peer: 65534 if peer[0].startswith("127.0.9.") else 1000)
+    delay = 0.6
+    server = ThreadServer(db, guard=LoginGuard(delay=delay, max_delay=delay, per_name=2), max_pending_per_host=16)
+    stop = time.monotonic() + 2.5
+    try:
+        idle = [socket.create_connection(("127.0.0.1", server.port), source_address=(f"127.0.9.{200 + i % 50}", 0))
+                for i in range(20)]  # more than the stranger's 16 slots  # fmt: skip
+
+        def guess(k):
+            n = 0
+            while time.monotonic() < stop:
+                rawclient.login(server.port, "alice", f"g {k} {n}", source=f"127.0.9.{1 + k}")
+                n += 1
+
+        threads = [threading.Thread(target=guess, args=(k,)) for k in range(12)]
+        for t in threads:
+            t.start()
+        time.sleep(1.0)  # twelve guesses wait in line for alice's two turns
+        assert server.server.guard.waiting("alice") >= 5
+        took = []
+        for _ in range(2):
+            verdict, seconds, _ = rawclient.login(server.port, "alice", PASSWORD, source="127.0.0.1")
+            assert verdict == "ok"
+            took.append(seconds)
+        # the next turn, at most a failure's delay away; in line behind the stranger's guesses it
+        # would have been their number over two turns, times the delay
+        assert max(took) < 2 * delay, took
+        for t in threads:
+            t.join(30)
+        for s in idle:
+            s.close()
     finally:
         server.stop()
