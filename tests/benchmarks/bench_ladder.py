@@ -4,6 +4,10 @@ Not part of the test suite (timings are reported, not asserted). Run:
 
     python tests/benchmarks/bench_ladder.py [--repeat 5]
     python tests/benchmarks/bench_ladder.py --intervals [--runs 200] [--epsilons 0.1,0.5,1.6]
+    python tests/benchmarks/bench_ladder.py --cost
+
+``--cost`` prints the seconds and peak memory of one calibrated error bar from ε = 10 down to
+10^-6 on 34 and 2,445 nodes, and the most (rung, window) pairs one probe visited.
 
 ``--intervals`` prints, per graph, query and ε, the mean half-width of the 95% error bar
 divided by the mean |X - f| over ``--runs`` releases (``release_with_interval``, 10% of ε on
@@ -63,7 +67,11 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--epsilons", default="0.1,0.5,1.6")
     ap.add_argument("--graphs", default="karate,karate<20,road,rgg,wormnet")
+    ap.add_argument("--cost", action="store_true", help="the error bar's time and memory from ε = 10 to 1e-6")
     args = ap.parse_args()
+    if args.cost:
+        cost()
+        return
     if args.intervals:
         intervals(args.runs, [float(e) for e in args.epsilons.split(",")], args.graphs.split(","))
         return
@@ -98,6 +106,43 @@ def main() -> None:
     width = max(len(r[0]) for r in rows)
     for name, sec, note in rows:
         print(f"{name:<{width}}  {sec:8.3f} s  {note}")
+
+
+def cost() -> None:
+    """Seconds and peak memory of one calibrated error bar (every cache cleared; 10% of ε on the
+    statistic, a noisy statistic of 5, 95%), and the most (rung, window) pairs one probe of the
+    band bound visited: it runs after the debit, so its work must not grow with 1/ε."""
+    import resource
+    import tracemalloc
+
+    from dpgate.mechanisms import ladder_bounds
+
+    visits = []
+
+    class Counted(ladder_bounds._Band):
+        def ok(self, m, beta):
+            result = super().ok(m, beta)
+            visits.append(self.visits[-1])
+            return result
+
+    ladder_bounds._Band = Counted
+    print(f"{'N':>6} {'query':<12} {'ε':>7} {'seconds':>8} {'peak MB':>8} {'pairs/probe':>12} {'half-width':>14}")
+    for n in (34, 2445):
+        for query, k in (("triangle", None), ("kstar", 3), ("ktriangle", 2)):
+            for eps in (10.0, 1.0, 0.1, 0.01, 1e-3, 1e-4, 1e-6):
+                ladder_bounds._half_width.cache_clear()
+                ladder_bounds._width_bounds.cache_clear()
+                del visits[:]
+                tracemalloc.start()
+                t = time.perf_counter()
+                m, _, _ = ladder_bounds.calibrated_half_width(query, k, n, 0.9 * eps, 5, 0.1 * eps, 0.05)
+                seconds = time.perf_counter() - t
+                peak = tracemalloc.get_traced_memory()[1] / 2**20
+                tracemalloc.stop()
+                label = query if k is None else f"{query} {k}"
+                print(f"{n:>6} {label:<12} {eps:>7g} {seconds:>8.2f} {peak:>8.1f} {max(visits, default=0):>12,} "
+                      f"{m:>14,}", flush=True)  # fmt: skip
+    print(f"process peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024} MB")
 
 
 def interval_graphs() -> dict[str, tuple[np.ndarray, int]]:
