@@ -249,8 +249,10 @@ class Server(QueryLoop):
             data = wire.error("28P01", f'password authentication failed for user "{victim.name}"', severity="FATAL")
         else:
             data = wire.error_for(errors.OperationalError(
-                "Too many connections are logging in: this one, waited on longest, was closed to make room",
-                code="DP717", hint="connect again and log in promptly",
+                "Too many connections are logging in from this address (or local user): this one was closed "
+                "to make room", code="DP717",
+                hint="connect again and log in promptly: connections that send nothing, or wait longest on "
+                "their client, are closed first",
             ), severity="FATAL")  # fmt: skip
         try:
             victim.writer.write(data)

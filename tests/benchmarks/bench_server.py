@@ -19,6 +19,8 @@ client got meanwhile (its login's outcome and time) or what the attack obtained.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 import tempfile
 import threading
@@ -122,6 +124,34 @@ def _honest(port: int, user: str = "alice", password: str = PASSWORD) -> str:
     return f"{verdict} in {seconds:.2f} s"
 
 
+def _guess(port: int, threads: int, seconds: float, alice_at: float | None) -> dict[str, object]:
+    """Guess alice's password from rotating 127.x.y.z addresses; answers by kind (and alice's own login
+    at ``alice_at`` seconds, from this process)."""
+    answered: dict[str, object] = {}
+    lock = threading.Lock()
+    stop = time.monotonic() + seconds
+
+    def guesser(k: int) -> None:
+        n = 0
+        while time.monotonic() < stop:
+            source = f"127.{k}.{n % 250}.{1 + n // 250 % 250}"
+            verdict, _, _ = rawclient.login(port, "alice", f"guess {k} {n}", source=source, timeout=90)
+            n += 1
+            with lock:
+                kind = verdict.split(" [")[0][:60]
+                answered[kind] = answered.get(kind, 0) + 1
+
+    pool = [threading.Thread(target=guesser, args=(k,)) for k in range(1, threads + 1)]
+    for t in pool:
+        t.start()
+    if alice_at is not None:
+        time.sleep(alice_at)
+        answered["alice"] = _honest(port)
+    for t in pool:
+        t.join()
+    return answered
+
+
 def hostile(only_logins: bool = False) -> None:
     """Attacks on a default ``dpgate serve`` (each bounded in time), with what honest clients got."""
     path = Path(tempfile.mkdtemp()) / "hostile.duckdb"
@@ -174,29 +204,39 @@ def hostile(only_logins: bool = False) -> None:
         s.close()
     server.stop()
 
-    # 1d. a guesser on alice rotating source addresses: 64 threads for 10 s
-    server = fresh()
-    answered, stop = [], time.monotonic() + 10
-
-    def guesser(k: int) -> None:
-        n = 0
-        while time.monotonic() < stop:
-            verdict, _, _ = rawclient.login(server.port, "alice", f"guess {k} {n}", source=f"127.{k}.{n % 250}.{1 + n // 250 % 250}",
-                                            timeout=15)  # fmt: skip
-            n += 1
-            answered.append(verdict)
-
-    threads = [threading.Thread(target=guesser, args=(k,)) for k in range(1, 65)]
-    for t in threads:
-        t.start()
-    time.sleep(5)
-    during = _honest(server.port)
-    for t in threads:
-        t.join()
-    wrong = sum(v == "failed" for v in answered)
-    print(f"1d. rotating guesser, 64 threads, 10 s: {wrong} wrong passwords tested ({wrong / 10:.1f}/s), "
-          f"{len(answered) - wrong} other answers; alice meanwhile: {during}")  # fmt: skip
-    server.stop()
+    # 1d. a guesser on alice rotating source addresses: 64 threads for 10 s, as the same local user as
+    # alice's client, then (when run as root) as another local user
+    for other in (False, True):
+        if other and os.getuid() != 0:
+            print("1d. (another local user: run as root to measure)")
+            continue
+        server = fresh()
+        read, write = os.pipe()
+        pid = os.fork() if other else 0
+        if pid == 0:  # the guesser (a child process of uid 65534 when other)
+            if other:
+                os.setuid(65534)
+            started = time.monotonic()
+            answered = _guess(server.port, 64, 10.0, alice_at=None if other else 5.0)
+            answered["seconds"] = time.monotonic() - started  # the last guesses end after their waits
+            os.write(write, json.dumps(answered).encode())
+            if other:
+                os._exit(0)
+        during = ""
+        if other:
+            time.sleep(5)
+            during = _honest(server.port)
+            os.waitpid(pid, 0)
+        os.close(write)
+        answered = json.loads(os.read(read, 1 << 20))
+        os.close(read)
+        during = answered.pop("alice", None) or during
+        seconds = answered.pop("seconds")
+        wrong = answered.pop("failed", 0)
+        who = "another local user" if other else "alice's own local user"
+        print(f"1d. rotating guesser on alice, 64 threads for 10 s, as {who}: {wrong} wrong passwords tested in "
+              f"{seconds:.0f} s ({wrong / seconds:.2f}/s), other answers {answered}; alice meanwhile: {during}")  # fmt: skip
+        server.stop()
 
     if only_logins:
         return

@@ -251,7 +251,7 @@ def test_the_kernel_says_which_local_user_owns_a_loopback_client():
                 os.setuid(65534)
                 s = socket.socket()
                 s.connect(srv.getsockname())
-                time.sleep(2)
+                time.sleep(0.5)
             finally:
                 os._exit(0)
         conn, peer = srv.accept()
