@@ -1178,6 +1178,8 @@ def key_selection_threshold(epsilon: float, delta: float, groups: int) -> KeySel
     touches at most ``groups`` keys, so the chance that any of them appears is at most δ.
     """
     a = noise.discrete_laplace_alpha(epsilon, groups)
+    if a == 0.0:  # ε / groups past ~745: P(Z >= 1) underflows to 0, so the smallest threshold already holds
+        return KeySelection(epsilon=epsilon, delta=delta, sensitivity=groups, threshold=2)
     tau = max(2, math.ceil(math.log(delta * (1 + a) / groups) / math.log(a)) + 1)
     while tau > 2 and groups * noise.discrete_laplace_tail(epsilon, groups, tau - 2) <= delta:
         tau -= 1
