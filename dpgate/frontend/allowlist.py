@@ -1319,7 +1319,10 @@ def reference_markdown() -> str:
         f"longest input value plus {cost.MAX_TEXT_CONSTANT:,} characters (nested `replace`, `lpad`, `concat` "
         "multiply; DP255).",
         f"- **Work per row**: a regular expression compiles to at most {cost.MAX_REGEX_PROGRAM} instructions "
-        "(counted repetitions are copied: `(a|b){1,100}` is about 500); a LIKE pattern with `_` or ESCAPE, and every "
+        "(counted repetitions are copied: `(a|b){1,100}` is about 500; `.` or a class counts 16, a Unicode class 96, "
+        f"case folding doubles) and is charged RE2's worst case, {cost.REGEX_UNITS} steps per character and "
+        "instruction (so a pattern runs over stored values, not over long built text); a LIKE pattern with `_` or "
+        "ESCAPE, and every "
         "ILIKE pattern, has `%` only at its start and end (LIKE without `_` takes any number of `%`); a row's "
         f"work is at most {cost.MAX_WORK_FACTOR:,} steps per character of its longest input plus "
         f"{cost.MAX_WORK_CONSTANT:,} steps (DP258). The time one chosen row takes is not the analyst's to choose.",

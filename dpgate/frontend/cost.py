@@ -31,6 +31,8 @@ stored size times ``A`` (``tests/privacy/test_timing.py`` measures the worst acc
 
 from __future__ import annotations
 
+import re
+
 from sqlglot import exp
 
 from dpgate import errors
@@ -41,10 +43,13 @@ MAX_TEXT_FACTOR = 8
 MAX_TEXT_CONSTANT = 4096
 #: A regular expression's program, counted repetitions expanded (RE2 caps a count at 1,000).
 MAX_REGEX_PROGRAM = 256
-#: A row's work: at most this many units per character of its longest input ...
-MAX_WORK_FACTOR = 1024
-#: ... plus this many units (about 0.2 ms: two regexes of the largest program over the largest built text).
+#: A row's work: at most this many units per character of its longest input (about 3 µs) ...
+MAX_WORK_FACTOR = 8192
+#: ... plus this many units (about 0.2 ms).
 MAX_WORK_CONSTANT = 2**19
+#: Units per character and instruction of a regular expression: RE2's worst case, a DFA state built
+#: for each character of varied text when the pattern's states overflow its cache (about 25 ns).
+REGEX_UNITS = 64
 #: A statement's constant work over its public bound on rows (about a minute of one core).
 MAX_STATEMENT_WORK = 2**37
 
@@ -141,7 +146,7 @@ class _Regex:
                     continue
                 self.i += 2 if p[self.i] == "\\" else 1
             self.i += 1
-            return 1
+            return _ANY  # ranges of UTF-8 byte sequences, not one instruction
         if c == "\\":
             if p.startswith("\\Q", self.i):  # literal text up to \E: one instruction a character
                 end = p.find("\\E", self.i + 2)
@@ -149,14 +154,18 @@ class _Regex:
                 n = end - self.i - 2
                 self.i = min(len(p), end + 2)
                 return max(n, 0)
-            if self.i + 1 < len(p) and p[self.i + 1] in "pP" and p.startswith("{", self.i + 2):
-                end = p.find("}", self.i)
-                self.i = end + 1 if end >= 0 else len(p)
-                return 1
+            if self.i + 1 < len(p) and p[self.i + 1] in "pP":  # a Unicode class: hundreds of ranges
+                if p.startswith("{", self.i + 2):
+                    end = p.find("}", self.i)
+                    self.i = end + 1 if end >= 0 else len(p)
+                else:
+                    self.i += 3
+                return _UNICODE
+            letter = p[self.i + 1] if self.i + 1 < len(p) else ""
             self.i += 2
-            return 1
+            return _ANY if letter in "DSWC" else (_ASCII if letter in "dswbB" else 1)
         self.i += 1
-        return 1
+        return _ANY if c == "." else 1
 
     def quantified(self, size: int) -> int:
         p = self.p
@@ -182,16 +191,31 @@ class _Regex:
         return size
 
 
-def regex_program(pattern: str) -> int:
-    """An upper estimate of the instructions RE2 compiles ``pattern`` into."""
+#: Instructions of RE2's UTF-8 program for an item: any character ('.', a class, \\D), an ASCII
+#: class (\\d, \\w, \\s), a Unicode class (\\pL: hundreds of ranges; \\p{L}{200} took 0.6 s to compile).
+_ANY, _ASCII, _UNICODE = 16, 4, 96
+
+
+def regex_program(pattern: str, options: str = "") -> int:
+    """An upper estimate of the instructions RE2 compiles ``pattern`` into (UTF-8, case folding doubles)."""
     try:
-        return _Regex(pattern).size() + 1
+        size = _Regex(pattern).size() + 1
     except (IndexError, ValueError):
         return len(pattern) * 1000  # unreadable here: RE2 decides; count it as too large
+    folded = "i" in options or re.search(r"\(\?[a-zA-Z]*i", pattern) is not None
+    return size * 2 if folded else size
+
+
+def _regex_options(node: exp.Expr) -> str:
+    for key in ("modifiers", "flag", "options", "parameters"):
+        text = _string(node.args.get(key))
+        if text is not None:
+            return text
+    return ""
 
 
 def check_regex(node: exp.Expr, pattern: str) -> None:
-    size = regex_program(pattern)
+    size = regex_program(pattern, _regex_options(node))
     if size > MAX_REGEX_PROGRAM:
         raise _refuse(
             WORK,
@@ -327,12 +351,13 @@ class RowCost:
     def _factor(node: exp.Expr) -> float:
         """Units of work per input character of ``node``: one unit is a plain scan's time per character
         (DuckDB 1.5, measured on 4 KB values: length() 0.4 ns, upper() 1 ns, replace() growing 8x 20 ns,
-        RE2 about 0.04 ns per character and instruction, a backtracking LIKE 1.7 ns per character and
-        pattern character, a search 0.017 ns per character and needle character)."""
+        a backtracking LIKE 1.7 ns per character and pattern character, a search 0.017 ns per character
+        and needle character; RE2 0.04 ns per character and instruction while its DFA cache holds, and
+        up to 25 ns on varied text when a pattern's states do not fit (``.*a.{250}c``): that is charged)."""
         if isinstance(node, (exp.RegexpLike, exp.RegexpFullMatch, exp.RegexpExtract, exp.RegexpReplace)):
             pattern = _string(node.expression)
-            program = regex_program(pattern) if pattern is not None else MAX_REGEX_PROGRAM
-            return max(program / 4.0, 1.0)
+            program = regex_program(pattern, _regex_options(node)) if pattern is not None else MAX_REGEX_PROGRAM
+            return REGEX_UNITS * program
         if isinstance(node, (exp.Like, exp.ILike)):
             pattern = _string(node.expression) or ""
             escape = isinstance(node.parent, exp.Escape)

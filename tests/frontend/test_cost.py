@@ -30,8 +30,10 @@ def _code(where: str) -> str | None:
         ("(x|y){1,1000}z", 4000, 6000),  # RE2 copies the group 1,000 times
         ("(x|y){1,30}z", 100, 200),
         ("((x|y){8}){8}", 200, 300),  # nested counts multiply
-        ("[[:alpha:]]+", 2, 5),
-        ("\\p{L}+", 2, 5),
+        ("[[:alpha:]]+", 16, 20),  # a class is ranges of UTF-8 sequences
+        ("\\p{L}+", 96, 100),  # a Unicode class: hundreds of ranges
+        ("(?i)abc", 8, 12),  # case folding doubles
+        ("(?s).*a.{250}c", 4000, 4100),
         ("a{2,}", 3, 6),
         ("\\Qaaaa\\E", 4, 6),
         ("x{", 2, 4),  # a literal brace
@@ -45,7 +47,10 @@ def test_regex_program_estimate(pattern, low, high):
     ("where", "code"),
     [
         ("regexp_matches(s, '(x|y){1,1000}z')", "DP258"),  # 80 ms a row on 4 KB in 0.18.0
-        ("regexp_matches(s, '(x|y){1,40}z')", None),
+        ("regexp_matches(s, '(x|y){1,40}z')", "DP258"),  # 200 instructions at RE2's worst case per character
+        ("regexp_matches(s, '^[0-9]{4}-[0-9]{2}$')", None),
+        ("regexp_matches(CAST(age AS VARCHAR) || '" + "ab" * 500 + "', '(?s).*a.{250}c')", "DP258"),  # varied built text
+        ("regexp_matches(s, '\\p{L}{200}')", "DP258"),  # 0.6 s to compile
         ("regexp_extract(s, '((a|b){20}){20}') = ''", "DP258"),
         ("regexp_matches(s, 'a.*b.*c')", None),
         ("s LIKE '%_%z'", "DP258"),  # backtracks: 23 ms a row on 4 KB

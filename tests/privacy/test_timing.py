@@ -28,10 +28,11 @@ pytestmark = pytest.mark.statistical
 
 DP = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.00001) "
 VICTIM = "CASE WHEN pid = 1 AND age = 40 THEN {} ELSE false END"
-#: The worst accepted shapes (each one chosen row pays about 0.1-0.35 ms on 4 KB of built text).
+#: The worst accepted shapes: a pattern whose DFA states overflow RE2's cache on varied text (a state
+#: built for each character of the chosen row's stored text), and a backtracking ILIKE over built text.
 WORST = (
-    "regexp_matches(lpad(note, 4096, 'x'), '(x|y)*x(x|y){50}z')",
-    "lpad(note, 2000, 'x') ILIKE '%x" + "_" * 60 + "z%'",
+    "regexp_matches(note, '(a|b)*a(a|b){20}c')",
+    "lpad(CAST(age AS VARCHAR), 2000, 'x') ILIKE '%x" + "_" * 60 + "z%'",
 )
 #: The amplifier 0.18.0 accepted: a counted repetition over built text (about 80 ms on 4 KB).
 AMPLIFIER = "regexp_matches(lpad(note, 4096, 'x'), '(x|y){1,1000}z')"
@@ -52,10 +53,12 @@ def _critical(n: int, m: int) -> float:
 
 
 def _build(path, age: int) -> None:
+    rng = np.random.default_rng(7)  # varied text: a constant fill keeps RE2's DFA small and hides its worst case
+    notes = ["".join(rng.choice(["a", "b"], size=200)) for _ in range(2000)]
     with duckdb.connect(str(path)) as con:
         con.execute("CREATE TABLE people (pid INTEGER, age INTEGER, note VARCHAR)")
-        con.execute("INSERT INTO people SELECT i, 20 + i % 50, 'n' || i FROM range(2000) r(i)")
-        con.execute("UPDATE people SET age = ? WHERE pid = 1", [age])
+        con.executemany("INSERT INTO people VALUES (?, ?, ?)",
+                        [(i, age if i == 1 else 20 + i % 50, notes[i]) for i in range(2000)])  # fmt: skip
     with Owner(path) as owner:
         owner.protect("people", unit="pid", epsilon=100.0, bounds={"age": (0, 100)}, public_roster=True)
         owner.add_analyst("mallory", epsilon=1e6)
@@ -117,6 +120,7 @@ def test_the_harness_detects_the_amplifier_when_the_bound_is_lifted(neighbours, 
     monkeypatch.setattr(cost, "MAX_REGEX_PROGRAM", 10**6)
     monkeypatch.setattr(cost, "MAX_WORK_FACTOR", float("inf"))
     monkeypatch.setattr(cost, "MAX_WORK_CONSTANT", float("inf"))
+    monkeypatch.setattr(cost, "MAX_STATEMENT_WORK", float("inf"))
     d, d_prime = neighbours
     runs = 12
     a, b = _times(d, d_prime, DP + "COUNT(*) FROM people WHERE " + VICTIM.format(AMPLIFIER), runs)
