@@ -27,8 +27,9 @@ so its subjects' rows are ranked and bounded inside the aggregate's own statemen
 The bounded relation is otherwise computed in two passes for speed: a first pass finds the subjects
 that exceed a bound or were not charged (usually none); only their rows go through the
 window functions, everyone else's rows are aggregated directly. The result is the same
-as bounding every subject. (Timing therefore depends on how many subjects need sampling;
-like every peer system, dpgate does not defend against timing side channels.)
+as bounding every subject. (Timing therefore depends on how many subjects need sampling: a
+passive effect of the data's shape that the README states; what an analyst's expressions can make
+one row cost is bounded before the debit, ``dpgate.frontend.cost``.)
 
 [transport] With DP key selection, the groups' keys come back to Python as text (and are cast
 back in SQL when released): the groups key selection drops — a single person's, say — never
