@@ -22,12 +22,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from decimal import ROUND_CEILING, Decimal
+from decimal import ROUND_CEILING, Context, Decimal
 
 import duckdb
 import numpy as np
 
 from dpgate import database, errors
+from dpgate.catalog import caps
 from dpgate.catalog.tables import SCHEMA, ProtectedTable
 from dpgate.mechanisms import pdp
 
@@ -39,12 +40,18 @@ BUCKETS = (0.0, 0.1, 0.5, 1.0, 2.0, 5.0)
 
 #: The ledger's resolution: quantities are stored as DECIMAL(38, 18).
 QUANTUM = Decimal(1).scaleb(-18)
+#: Enough digits to round any float to 18 decimals (the default context's 28 failed above ε = 1e10).
+_EXACT = Context(prec=400)
 
 
 def charge(x: float | int | Decimal) -> Decimal:
     """A charge as the ledger stores it: ``dec(x)`` rounded *up* to the ledger's 18 decimals, so
     no charge is stored below what the mechanism spends (a δ of 4e-19 is charged 1e-18, not 0)."""
-    return dec(x).quantize(QUANTUM, rounding=ROUND_CEILING)
+    d = dec(x)
+    if not d.is_finite():
+        raise errors.ProgrammingError(f"A charge of {x!r} is not a finite number", code="DP205",
+                                      hint="epsilon and delta take finite numbers")  # fmt: skip
+    return d.quantize(QUANTUM, rounding=ROUND_CEILING, context=_EXACT)
 
 
 def dec(x: float | int | Decimal) -> Decimal:
@@ -72,6 +79,9 @@ class Cost:
     #: Run inside the debit's transaction with the personalization plan, before anything is written: a
     #: refusal of what the plan's ε cannot run (or of a name taken meanwhile) rolls the debit back, free.
     check: Callable[[pdp.SubjectPlan], None] | None = None
+    #: The table a release may write (``caps.release_size`` of its plan): checked against the analyst's
+    #: release caps inside the debit's transaction, so a release past a cap is refused free.
+    release: caps.ReleaseSize | None = None
 
 
 @dataclass(frozen=True)
@@ -86,6 +96,8 @@ class Debit:
     epsilon: float = 0.0  # what the analyst was charged (the largest subject charge)
     subjects: pdp.SubjectPlan | None = None
     generation: int | None = None  # uniform charge: ``charged`` is the roster up to this generation
+    #: A release's rows as reserved against the analyst's caps: it writes no more than this.
+    release_rows: int | None = None
 
 
 class Ledger:
@@ -262,8 +274,12 @@ class Ledger:
         charged = temp = None
         splan = None
         generation = None
+        release_rows = release_bytes = None
         with self._instance.ledger_lock:
-            con.execute("BEGIN TRANSACTION")
+            try:
+                con.execute("BEGIN TRANSACTION")
+            except duckdb.Error as e:
+                raise (unwritable(e) or e) from None
             try:
                 eps_left, delta_left = self.check(cost)
                 asked_eps = charge_eps = charge(cost.epsilon)
@@ -274,6 +290,12 @@ class Ledger:
                     splan = self.subject_plan(cost)
                     if cost.check is not None:
                         cost.check(splan)
+                if cost.release is not None:  # public facts only: the options, the roster's size, the registry
+                    release_rows, release_bytes = caps.check(
+                        con, cost.analyst, cost.release, population=splan.population if splan is not None else 0,
+                        key=self._key,
+                    )  # fmt: skip
+                if cost.table is not None:
                     charge_eps = splan.max_charge  # the analyst pays the largest subject charge (≤ ε)
                     excluded = splan.excluded + splan.left_out
                     used = sum(lv.count for lv in splan.levels if splan.charges[lv.allowance] > 0)
@@ -282,10 +304,16 @@ class Ledger:
                         # Everyone in the space pays the same: one row, the space's common offset;
                         # the units used are the roster as it is now (a later refresh adds a new
                         # generation, which this query does not use).
-                        (generation,) = con.execute(
+                        # (no UPDATE ... RETURNING: DuckDB 1.5 runs it on a keyed table as a delete and an
+                        # insert, and when the commit then fails to write its log - a full disk - undoing
+                        # that insert aborts the whole process)
+                        con.execute(
                             f"UPDATE {SCHEMA}.roster_offsets SET epsilon_spent = epsilon_spent + ?, "
-                            "delta_spent = delta_spent + ? WHERE roster = ? RETURNING generation",
+                            "delta_spent = delta_spent + ? WHERE roster = ?",
                             [charge_eps, charge_delta, cost.table.roster],
+                        )
+                        (generation,) = con.execute(
+                            f"SELECT generation FROM {SCHEMA}.roster_offsets WHERE roster = ?", [cost.table.roster]
                         ).fetchone()
                         charged = (
                             f"(SELECT unit, 0 AS part FROM {cost.table.roster_table_sql} WHERE added <= {int(generation)})"
@@ -328,16 +356,28 @@ class Ledger:
                         cost.rule if cost.table else None, used, excluded, subject_total, cost.private,
                     ],
                 ).fetchone()[0]  # fmt: skip
-            except BaseException:
-                con.execute("ROLLBACK")
+            except BaseException as e:
+                _quietly(con, "ROLLBACK")
                 if temp:
-                    con.execute(f"DROP TABLE IF EXISTS {temp}")
+                    _quietly(con, f"DROP TABLE IF EXISTS {temp}")
+                mapped = unwritable(e) if isinstance(e, duckdb.Error) else None
+                if mapped is not None:
+                    raise mapped from None
                 raise
-            con.execute("COMMIT")
+            if release_rows is not None:  # counted against the caps until the release is written or abandoned
+                caps.reserve(self._key, entry_id, cost.analyst, release_rows, release_bytes)
+            try:
+                con.execute("COMMIT")
+            except duckdb.Error as e:
+                if release_rows is not None:
+                    caps.settle(self._key, entry_id)
+                if temp:
+                    _quietly(con, f"DROP TABLE IF EXISTS {temp}")
+                raise uncommitted(e) from None
         return Debit(
             entry_id, charged, temp, used, excluded,
             float(max(eps_left - charge_eps, Decimal(0))), float(max(delta_left - charge_delta, Decimal(0))),
-            float(charge_eps), splan, generation,
+            float(charge_eps), splan, generation, release_rows,
         )  # fmt: skip
 
     def thin_sample(self, debit: Debit, *, rng) -> None:
@@ -358,14 +398,87 @@ class Ledger:
             self._con.execute(f"DELETE FROM {debit.temp} WHERE unit IN (SELECT unnest(?))", [dropped])
 
     def released(self, debit: Debit, row_count: int) -> None:
-        """Record in the release log that the answer paid for by ``debit`` left the gateway."""
-        self._con.execute(
-            f"INSERT INTO {SCHEMA}.releases (entry_id, row_count) VALUES (?, ?)", [debit.entry_id, row_count]
-        )
+        """Record in the release log that the answer paid for by ``debit`` leaves the gateway.
+
+        Written before the answer is handed over: if the log cannot be written (a full disk), the answer
+        is withheld (DP609) — its debit stands — so the log never misses an answer that was released."""
+        try:
+            self._con.execute(
+                f"INSERT INTO {SCHEMA}.releases (entry_id, row_count) VALUES (?, ?)", [debit.entry_id, row_count]
+            )
+        except duckdb.Error as e:
+            raise errors.OperationalError(
+                f"The answer was computed but the database could not record its release ({_first_line(e)}); it is "
+                "withheld", code="DP609",
+                hint="the debit stands (ledger entry {}); free disk space or ask the data owner to, then ask again"
+                .format(debit.entry_id), entry_id=debit.entry_id,
+            ) from None  # fmt: skip
 
     def discard(self, debit: Debit) -> None:
+        """After the answer (or its failure): the temporary table of the charged units goes, and a
+        release's reservation against the caps ends (a written release is in the registry now)."""
+        if debit.release_rows is not None:
+            caps.settle(self._key, debit.entry_id)
         if debit.temp:
-            self._con.execute(f"DROP TABLE IF EXISTS {debit.temp}")
+            _quietly(self._con, f"DROP TABLE IF EXISTS {debit.temp}")
+
+    @property
+    def _key(self) -> tuple:
+        """This opening of the database file (the scope of the releases in the making)."""
+        return (self._instance.path, self._instance.serial)
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return (text.splitlines()[0] if text else type(e).__name__)[:300]
+
+
+def _quietly(con: duckdb.DuckDBPyConnection, sql: str) -> None:
+    """Clean-up that must not hide the error being raised (DuckDB refuses everything once a failed
+    checkpoint has invalidated the database)."""
+    try:
+        con.execute(sql)
+    except duckdb.Error:
+        pass
+
+
+def _invalidated(e: BaseException) -> bool:
+    return isinstance(e, duckdb.FatalException)
+
+
+def unwritable(e: duckdb.Error) -> errors.OperationalError | None:
+    """A failed write before or at the debit's COMMIT, which DuckDB rolled back: nothing was charged (None:
+    not a failed write)."""
+    if _invalidated(e):
+        return database.failed_write(e)
+    if not (isinstance(e, duckdb.IOException) or (isinstance(e, duckdb.TransactionException)
+                                                  and "Failed to commit" in str(e))):  # fmt: skip
+        return None
+    return errors.OperationalError(
+        f"The database could not record the debit ({_first_line(e)}); nothing was charged", code="DP605",
+        hint="the database file cannot grow (a full disk or a file size limit?): free disk space or ask the data "
+        "owner to, then ask again",
+    )  # fmt: skip
+
+
+def uncommitted(e: duckdb.Error) -> errors.OperationalError:
+    """The debit's COMMIT failed. DuckDB undoes a commit whose write-ahead log it could not write (nothing
+    charged); a commit that reached the log but whose checkpoint failed is durable, and DuckDB then stops
+    the database: the debit may stand, and nothing was computed either way."""
+    if not _invalidated(e):
+        return unwritable(e) or errors.OperationalError(
+            f"The database could not record the debit ({_first_line(e)}); nothing was charged", code="DP605",
+            hint="ask again; if it keeps failing, the data owner checks the database file",
+        )  # fmt: skip
+    durable = "succeeded and is durable" in str(e)
+    return errors.OperationalError(
+        "The database failed while recording the debit: "
+        + ("the debit is recorded" if durable else "the debit may be recorded")
+        + f", nothing was computed ({_first_line(e)})", code="DP606",
+        hint="the database stopped after a failed write (a full disk?) and must be reopened: free disk space, then "
+        "reconnect (or restart dpgate serve); the ledger then shows whether the debit stands",
+        durable=durable,
+    )  # fmt: skip
 
 
 def _eligible_sql() -> str:

@@ -31,6 +31,7 @@ import duckdb
 from dpgate import database, errors, resources
 from dpgate.catalog import tables as catalog
 from dpgate.backends import spark as spark_backend
+from dpgate.catalog import caps as release_caps
 from dpgate.catalog import releases as registry
 from dpgate.catalog import sample_order as sample_order_mod
 from dpgate.catalog.tables import domain_problem, quote_ident
@@ -865,6 +866,18 @@ class Owner:
                 [name, epsilon, delta, epsilon_per_query, delta_per_query],
             )
 
+    def set_release_caps(self, analyst: str | None = None, **caps: int | None) -> None:
+        """Cap what an analyst's releases may hold in this file: ``release_rows`` (one release),
+        ``releases`` (how many they hold), ``release_bytes`` (their estimated bytes); without
+        ``analyst``, the database's defaults. A cap given as None follows the default again.
+        Checked before each release's debit (``dpgate.catalog.caps``)."""
+        with self._transaction(declarations=False) as con:
+            release_caps.set_caps(con, analyst, caps)
+
+    def release_caps(self, analyst: str) -> dict[str, int]:
+        """The release caps that hold for ``analyst``."""
+        return release_caps.caps_of(self.con, analyst)
+
     def set_login(self, name: str, *, password: str | None = None, verifier: str | None = None,
                   owner: bool = False) -> None:  # fmt: skip
         """Let ``name`` log in to ``dpgate serve`` (SCRAM-SHA-256; only the verifier is stored).
@@ -1001,7 +1014,7 @@ class Owner:
                     policy = tomllib.load(f)
                 except tomllib.TOMLDecodeError as e:
                     raise errors.PolicyError(f"Policy file is not valid TOML: {e}", code="DP330") from e
-        _check_keys("policy", policy, {"tables", "graphs", "analysts", "owners", "backends"})
+        _check_keys("policy", policy, {"tables", "graphs", "analysts", "owners", "backends", "release_caps"})
         done = []
         backends = policy.get("backends", {})
         _check_keys("[backends]", backends, {"spark"})
@@ -1072,10 +1085,15 @@ class Owner:
                 allow_kclique=_check_flag(f"[graphs.{gname}] allow_kclique", spec.get("allow_kclique", False)),
             )
             done.append(f"protected graph {gname} ({spec['src']} - {spec['dst']})")
+        if "release_caps" in policy:  # the database's defaults
+            _check_keys("[release_caps]", policy["release_caps"], release_caps.DEFAULTS)
+            self.set_release_caps(None, **policy["release_caps"])
+            done.append("release caps " + ", ".join(f"{k} = {v}" for k, v in policy["release_caps"].items()))
         for aname, spec in policy.get("analysts", {}).items():
             _check_keys(
                 f"[analysts.{aname}]", spec,
-                {"epsilon", "delta", "epsilon_per_query", "delta_per_query", "allow_test_seed", "scram"},
+                {"epsilon", "delta", "epsilon_per_query", "delta_per_query", "allow_test_seed", "scram",
+                 *release_caps.DEFAULTS},
             )  # fmt: skip
             if "epsilon" not in spec:
                 raise errors.PolicyError(f"[analysts.{aname}] needs epsilon = <quota>", code="DP330")
@@ -1090,6 +1108,9 @@ class Owner:
                 self.allow_test_seed(aname, _check_flag(f"[analysts.{aname}] allow_test_seed", spec["allow_test_seed"]))
             if "scram" in spec:  # a login for dpgate serve: a verifier, never a password, in a file
                 self.set_login(aname, verifier=spec["scram"])
+            own = {k: spec[k] for k in release_caps.DEFAULTS if k in spec}
+            if own:
+                self.set_release_caps(aname, **own)
             done.append(f"analyst {aname} (epsilon quota {spec['epsilon']})")
         for oname, spec in policy.get("owners", {}).items():  # owner logins of dpgate serve
             _check_keys(f"[owners.{oname}]", spec, {"scram"})

@@ -268,11 +268,18 @@ def cmd_analyst(args: argparse.Namespace) -> int:
         if new["epsilon"] is None:
             raise errors.ProgrammingError("An analyst needs a lifetime quota", code="DP322", hint="pass --epsilon E")
         password = _read_password(args) if getattr(args, "password_stdin", False) else None
+        caps = {k: getattr(args, k) for k in ("release_rows", "releases", "release_bytes") if getattr(args, k) is not None}
         owner.add_analyst(args.name, **new)
+        if caps:
+            owner.set_release_caps(args.name, **caps)
         if password is not None:
             owner.set_login(args.name, password=password)
+        held = owner.release_caps(args.name)
     print(f"analyst {args.name}: ε quota {new['epsilon']:g}, δ quota {new['delta']:g}"
           + ("; can log in to dpgate serve" if password is not None else ""))  # fmt: skip
+    if caps:
+        print(f"release caps: {held['release_rows']:,} rows a release, {held['releases']:,} releases, "
+              f"{held['release_bytes']:,} bytes (estimated) in all")  # fmt: skip
     return 0
 
 
@@ -454,6 +461,11 @@ def build_parser() -> argparse.ArgumentParser:
         a.add_argument("--delta-per-query", type=float)
         a.add_argument("--password-stdin", action="store_true",
                        help="read a password for dpgate serve from stdin (only its SCRAM verifier is stored)")
+        a.add_argument("--release-rows", type=int, metavar="N",
+                       help="rows one synthetic release of theirs may write (default 1,000,000)")
+        a.add_argument("--releases", type=int, metavar="N", help="releases they may hold at once (default 100)")
+        a.add_argument("--release-bytes", type=int, metavar="N",
+                       help="estimated bytes their releases may hold in all (default 1 GiB)")
         a.set_defaults(func=cmd_analyst)
     al = ansub.add_parser("list", help="the analysts and their quotas")
     al.add_argument("database")

@@ -1,0 +1,293 @@
+"""Caps on what an analyst's releases may hold in the shared database file.
+
+A release (``CREATE SYNTHETIC TABLE``) writes a public table into the owner's file: at ε = 1e-6 and
+``rows = 9999999`` one statement wrote about 80 MB in 9 seconds, and nothing stopped the next one.
+Each analyst therefore has three caps, checked inside the debit's transaction, before anything is
+charged, from public facts only (the statement's options, the roster's size, the release registry):
+
+``release_rows``
+    the rows one release may write: the ``rows`` it asks for, or without it the most its source could
+    give (the subjects on the roster times the rows each contributes);
+``releases``
+    the releases the analyst holds (made and not dropped, and those being made);
+``release_bytes``
+    the estimated bytes the analyst's releases hold, this one included: rows times the width of a row
+    (``width``: the bytes DuckDB stores a value of each column's type in, before compression).
+
+A release that would pass a cap is refused (DP343, DP344, DP345) and charges nothing; the hint says the
+cap and what the analyst holds. The database's defaults are kept in ``dpgate.settings``, an analyst's
+own caps in ``dpgate.release_caps``; the owner changes either (``Owner.set_release_caps``, the policy's
+``[release_caps]`` and ``[analysts.NAME]`` entries, ``dpgate analyst add|set --release-rows ...``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+
+from dpgate import errors
+from dpgate.catalog.tables import SCHEMA
+
+#: The caps, with the defaults of a database whose owner has set none.
+DEFAULTS: dict[str, int] = {
+    "release_rows": 1_000_000,  # about 7 s and 10 MB per column on a 2-core machine
+    "releases": 100,
+    "release_bytes": 1 << 30,  # 1 GiB estimated (uncompressed): DuckDB's files hold a fraction of it
+}
+#: What a cap may be set to (a count of rows or bytes DuckDB's BIGINT holds with room to add).
+CAP_LIMIT = 2**62
+TABLE = f"{SCHEMA}.release_caps"
+_SETTING = "release_cap_"  # dpgate.settings keys of the database's defaults
+
+
+@dataclass(frozen=True)
+class ReleaseSize:
+    """What a release may write, from its plan: ``rows`` asked for (None: the most its source gives,
+    ``per_subject`` rows for each subject on the roster) of ``row_bytes`` estimated bytes each."""
+
+    rows: int | None
+    per_subject: int
+    row_bytes: int
+    columns: int
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What an analyst's releases hold: how many, their rows and estimated bytes."""
+
+    releases: int
+    rows: int
+    bytes: int
+
+
+# -- widths ------------------------------------------------------------------------------------
+_WIDTHS = {
+    "BOOLEAN": 1, "TINYINT": 1, "UTINYINT": 1, "SMALLINT": 2, "USMALLINT": 2, "INTEGER": 4, "UINTEGER": 4,
+    "FLOAT": 4, "REAL": 4, "DATE": 4, "BIGINT": 8, "UBIGINT": 8, "DOUBLE": 8, "TIME": 8, "TIMESTAMP": 8,
+    "TIMESTAMP WITH TIME ZONE": 8, "TIMESTAMP_S": 8, "TIMESTAMP_MS": 8, "TIMESTAMP_NS": 8, "HUGEINT": 16,
+    "UHUGEINT": 16, "UUID": 16, "INTERVAL": 16,
+}  # fmt: skip
+#: A string of up to 12 bytes is stored inline in 16; a longer one adds its bytes.
+_STRING = 16
+
+
+def width(sql_type: str, longest: int | None = None) -> int:
+    """Estimated bytes of one value of ``sql_type`` (``longest``: a text column's longest value in bytes)."""
+    t = str(sql_type).upper().strip()
+    if t in _WIDTHS:
+        return _WIDTHS[t]
+    m = re.match(r"DECIMAL\((\d+)", t)
+    if m:
+        return 8 if int(m.group(1)) <= 18 else 16
+    if t.startswith(("VARCHAR", "TEXT", "STRING", "BLOB")):
+        return _STRING + (longest if longest is not None and longest > 12 else 0)
+    return _STRING  # lists, structs and the rest: a reference at least
+
+
+def release_size(plan: Any) -> ReleaseSize | None:
+    """The size a statement's release may reach, from its plan (None: the statement writes no table).
+
+    A release with coded columns (MST, PrivBayes, independent columns) writes those; the others write
+    at most about one column per column of their source (and an id or two): the source's columns are
+    the estimate."""
+    if getattr(plan, "query_class", None) != "synthetic":
+        return None
+    codings = tuple(getattr(plan, "codings", ()) or ())
+    if codings:
+        widths = [width(c.sql_type, _longest(getattr(c, "values", None))) for c in codings]
+    else:
+        widths = [width(c.type) for c in plan.table.columns.values()]
+    rows = getattr(plan, "rows", None)
+    return ReleaseSize(None if rows is None else int(rows), max(1, int(plan.max_rows)), max(1, sum(widths)),
+                       len(widths))  # fmt: skip
+
+
+def _longest(values: Any) -> int | None:
+    if not values:
+        return None
+    return max((len(str(v).encode()) for v in values if v is not None), default=0)
+
+
+# -- storage -----------------------------------------------------------------------------------
+def ensure(con: duckdb.DuckDBPyConnection) -> None:
+    """The table of analysts' own caps (a column left NULL follows the database's default)."""
+    con.execute(
+        f"CREATE TABLE IF NOT EXISTS {TABLE} (analyst VARCHAR PRIMARY KEY, release_rows BIGINT, releases BIGINT, "
+        "release_bytes BIGINT)"
+    )
+
+
+def _exists(con: duckdb.DuckDBPyConnection) -> bool:
+    return bool(con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = ? "
+        "AND table_name = 'release_caps'", [SCHEMA],
+    ).fetchone()[0])  # fmt: skip
+
+
+def check_value(name: str, value: Any) -> int:
+    """A cap's value as the owner gives it: a whole number from 0 to ``CAP_LIMIT`` (DP346)."""
+    if name not in DEFAULTS:
+        raise errors.PolicyError(f"Unknown release cap {name!r}", code="DP346",
+                                 hint="the caps are " + ", ".join(DEFAULTS))  # fmt: skip
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= CAP_LIMIT:
+        raise errors.PolicyError(
+            f"{name} must be a whole number from 0 to {CAP_LIMIT:,}, got {value!r}"[:200], code="DP346",
+            hint=f"e.g. {name} = {DEFAULTS[name]:,} (the default); 0 allows no release",
+        )  # fmt: skip
+    return value
+
+
+def set_caps(con: duckdb.DuckDBPyConnection, analyst: str | None, caps: dict[str, Any]) -> None:
+    """Set caps (in the caller's transaction): an analyst's own, or with ``analyst`` None the database's
+    defaults. A value None in ``caps`` puts back the default (the database's, or the built-in one)."""
+    checked = {k: None if v is None else check_value(k, v) for k, v in caps.items()}
+    if analyst is None:
+        for name, value in checked.items():
+            key = _SETTING + name
+            if value is None:
+                con.execute(f"DELETE FROM {SCHEMA}.settings WHERE key = ?", [key])
+            else:
+                con.execute(f"INSERT OR REPLACE INTO {SCHEMA}.settings (key, value) VALUES (?, ?)", [key, str(value)])
+        return
+    if not con.execute(f"SELECT 1 FROM {SCHEMA}.analysts WHERE name = ?", [analyst]).fetchone():
+        raise errors.PolicyError(f"Unknown analyst {analyst!r}", code="DP302",
+                                 hint="add the analyst first (Owner.add_analyst, dpgate analyst add)")  # fmt: skip
+    ensure(con)
+    con.execute(f"INSERT INTO {TABLE} (analyst) VALUES (?) ON CONFLICT DO NOTHING", [analyst])
+    for name, value in checked.items():
+        con.execute(f"UPDATE {TABLE} SET {name} = ? WHERE analyst = ?", [value, analyst])
+
+
+def caps_of(con: duckdb.DuckDBPyConnection, analyst: str) -> dict[str, int]:
+    """The caps that hold for ``analyst``: their own, else the database's default, else ``DEFAULTS``."""
+    out = dict(DEFAULTS)
+    for key, value in con.execute(
+        f"SELECT key, value FROM {SCHEMA}.settings WHERE starts_with(key, ?)", [_SETTING]
+    ).fetchall():  # fmt: skip
+        name = key[len(_SETTING):]
+        if name in out:
+            out[name] = int(value)
+    if _exists(con):
+        row = con.execute(f"SELECT release_rows, releases, release_bytes FROM {TABLE} WHERE analyst = ?",
+                          [analyst]).fetchone()  # fmt: skip
+        if row is not None:
+            for name, value in zip(("release_rows", "releases", "release_bytes"), row):
+                if value is not None:
+                    out[name] = int(value)
+    return out
+
+
+# -- what an analyst holds ---------------------------------------------------------------------
+#: Releases debited in this process and not written or abandoned yet: (database, opening) ->
+#: {ledger entry: (analyst, rows, bytes)}. One process holds a database file (DuckDB's lock), so
+#: this sees every release in the making; the debit's ledger lock orders the checks.
+_PENDING: dict[tuple, dict[int, tuple[str, int, int]]] = {}
+_PENDING_LOCK = threading.Lock()
+
+
+def reserve(key: tuple, entry_id: int, analyst: str, rows: int, size: int) -> None:
+    with _PENDING_LOCK:
+        _PENDING.setdefault(key, {})[entry_id] = (analyst, rows, size)
+
+
+def settle(key: tuple, entry_id: int) -> None:
+    """The release of ``entry_id`` is written (the registry counts it now) or abandoned."""
+    with _PENDING_LOCK:
+        pending = _PENDING.get(key)
+        if pending is not None:
+            pending.pop(entry_id, None)
+            if not pending:
+                _PENDING.pop(key, None)
+
+
+def usage(con: duckdb.DuckDBPyConnection, analyst: str, key: tuple | None = None) -> Usage:
+    """The releases ``analyst`` holds (active in the registry, and in the making in this process), their
+    rows as recorded, and their estimated bytes as the tables stand (rows times the widths of their
+    columns' types: a release's side tables count too)."""
+    from dpgate.catalog import releases as registry
+
+    count = rows = size = 0
+    if registry.exists(con):
+        held = con.execute(
+            f"SELECT name, parameters, row_count FROM {registry.TABLE} WHERE analyst = ? AND dropped_at IS NULL",
+            [analyst],
+        ).fetchall()
+        names: list[str] = []
+        for name, parameters, row_count in held:
+            count += 1
+            rows += int(row_count)
+            try:
+                extra = json.loads(parameters).get("extra_tables", []) if parameters else []
+            except ValueError:
+                extra = []
+            names += [str(name).lower(), *(str(n).lower() for n in extra)]
+        if names:
+            for _, n, types in con.execute(
+                "SELECT t.table_name, any_value(t.estimated_size), list(c.data_type) FROM duckdb_tables() t "
+                "JOIN duckdb_columns() c ON c.database_name = t.database_name AND c.schema_name = t.schema_name "
+                "AND c.table_name = t.table_name WHERE t.database_name = current_database() AND t.schema_name = "
+                "'main' AND list_contains(?, lower(t.table_name)) GROUP BY t.table_name",
+                [names],
+            ).fetchall():  # fmt: skip
+                size += int(n or 0) * sum(width(t) for t in types)
+    if key is not None:
+        with _PENDING_LOCK:
+            for who, r, b in _PENDING.get(key, {}).values():
+                if who == analyst:
+                    count, rows, size = count + 1, rows + r, size + b
+    return Usage(count, rows, size)
+
+
+def check(con: duckdb.DuckDBPyConnection, analyst: str, release: ReleaseSize, *, population: int,
+          key: tuple | None = None) -> tuple[int, int]:  # fmt: skip
+    """Refuse (DP343-DP345, free: the caller's debit rolls back) a release past one of ``analyst``'s caps;
+    return the (rows, estimated bytes) it may write."""
+    caps = caps_of(con, analyst)
+    cap_rows = caps["release_rows"]
+    if release.rows is not None:
+        rows = release.rows
+        said = f"rows = {rows:,}"
+    else:
+        rows = population * release.per_subject
+        said = (f"without rows = ..., up to the {population:,} subjects on the roster"
+                + (f" × {release.per_subject:,} rows each" if release.per_subject > 1 else "") + f" = {rows:,} rows")
+    if rows > cap_rows:
+        raise errors.PolicyError(
+            f"This release may write {rows:,} rows ({said}); your cap on the rows of one release is {cap_rows:,}",
+            code="DP343",
+            hint=f"ask for at most rows = {cap_rows:,} in WITH (...); the data owner sets the cap "
+            "(release_rows: Owner.set_release_caps, dpgate analyst set ... --release-rows N); nothing was charged",
+            rows=rows, cap=cap_rows,
+        )  # fmt: skip
+    held = usage(con, analyst, key)
+    if held.releases + 1 > caps["releases"]:
+        raise errors.PolicyError(
+            f"You hold {held.releases:,} release(s); your cap is {caps['releases']:,}", code="DP344",
+            hint="DROP SYNTHETIC TABLE a release of yours you no longer need (SHOW RELEASES lists them), or ask the "
+            "data owner for a larger cap (releases); nothing was charged",
+            held=held.releases, cap=caps["releases"],
+        )  # fmt: skip
+    size = rows * release.row_bytes
+    cap_bytes = caps["release_bytes"]
+    if held.bytes + size > cap_bytes:
+        fit = max(0, (cap_bytes - held.bytes) // release.row_bytes)
+        raise errors.PolicyError(
+            f"This release may hold about {_mb(size)} ({rows:,} rows of {release.columns} column(s), ~{release.row_bytes} "
+            f"bytes a row) and your releases hold about {_mb(held.bytes)}: your cap is {_mb(cap_bytes)}",
+            code="DP345",
+            hint=f"ask for at most rows = {fit:,}, or fewer columns, or DROP SYNTHETIC TABLE a release of yours "
+            "(SHOW RELEASES lists them); the data owner sets the cap (release_bytes); nothing was charged",
+            bytes=size, held=held.bytes, cap=cap_bytes,
+        )  # fmt: skip
+    return rows, size
+
+
+def _mb(n: int) -> str:
+    return f"{n / 2**20:,.1f} MiB" if n >= 2**20 else f"{n:,} bytes"

@@ -1,0 +1,190 @@
+"""Release caps: what one analyst's releases may hold in the shared file, checked before the debit.
+
+A release at ε = 1e-6 with ``rows = 9999999`` wrote ~80 MB into the database file and nothing capped
+how many an analyst made. Each analyst now has caps on the rows of one release, the releases they hold
+and their estimated bytes (the owner's defaults, or the analyst's own); a release past one is refused
+free, with the cap and the analyst's usage in the hint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+import pytest
+
+import dpgate
+from dpgate import errors
+from dpgate.catalog import caps
+from dpgate.catalog.owner import Owner
+from dpgate.gateway import Gateway
+from dpgate.interfaces import cli
+
+SETUP = """
+CREATE TABLE t AS SELECT i AS pid, i % 90 AS age, CASE WHEN i % 3 = 0 THEN 'F' ELSE 'M' END AS sex,
+  (i % 50) * 1.5 AS x FROM range(2000) r(i);
+"""
+ANALYSTS = {"alice": {"epsilon": 1000.0, "delta": 1e-3}, "bob": {"epsilon": 1000.0, "delta": 1e-3}}
+
+
+@pytest.fixture(autouse=True)
+def wired(monkeypatch):
+    """The gateway's cost of a statement carries the size of the release it may write (as the debit
+    needs it); a gateway that already does so is left as it is."""
+    cost_of = Gateway._cost
+
+    def _cost(self, plan, sql, private):
+        cost = cost_of(self, plan, sql, private)
+        return cost if cost.release is not None else dataclasses.replace(cost, release=caps.release_size(plan))
+
+    monkeypatch.setattr(Gateway, "_cost", _cost)
+
+
+@pytest.fixture
+def db(make_db):
+    return make_db(SETUP, protect={"t": {"unit": "pid", "max_rows": 1, "epsilon": 1000.0, "domains": {"sex": ["F", "M"]},
+                                         "bounds": {"age": (0, 89), "x": (0, 75)}}}, analysts=ANALYSTS)  # fmt: skip
+
+
+def release(name: str, rows: int | None = None, columns: str = "age, sex, x") -> str:
+    extra = f", rows = {rows}" if rows is not None else ""
+    return f"CREATE SYNTHETIC TABLE {name} FROM t WITH (epsilon = 1, columns = '{columns}'{extra})"
+
+
+def spent(db) -> tuple:
+    with Owner(db, read_only=True) as o:
+        return (o.con.execute("SELECT name, epsilon_spent FROM dpgate.analysts ORDER BY 1").fetchall(),
+                o.con.execute("SELECT count(*) FROM dpgate.ledger").fetchone()[0],
+                o.con.execute("SELECT sum(epsilon_spent) FROM dpgate.subjects_t").fetchone()[0])  # fmt: skip
+
+
+def refused(db, sql: str, code: str, analyst: str = "alice") -> errors.Error:
+    before = spent(db)
+    with dpgate.connect(str(db), analyst=analyst) as con, pytest.raises(errors.PolicyError) as info:
+        con.execute(sql)
+    assert info.value.code == code, info.value
+    assert "nothing was charged" in info.value.hint
+    assert spent(db) == before  # free: no analyst, subject or ledger change
+    return info.value
+
+
+def test_the_rows_of_one_release_are_capped_before_the_debit(db):
+    """rows = 9,999,999 wrote ~80 MB in ~9 s; by default a release may write 1,000,000 rows."""
+    e = refused(db, release("big", 9_999_999), "DP343")
+    assert "9,999,999 rows" in e.message and "1,000,000" in e.message and "rows = 1,000,000" in e.hint
+    assert e.details["cap"] == 1_000_000
+    with Owner(db) as o:
+        o.set_release_caps("alice", release_rows=500)
+    e = refused(db, release("r", 501), "DP343")
+    assert "at most rows = 500" in e.hint
+    with dpgate.connect(str(db), analyst="alice") as con:
+        assert "500 rows" in con.execute(release("r", 500)).message
+        # without rows = ..., the bound is the roster (2,000 subjects × 1 row each): past the cap
+        with pytest.raises(errors.PolicyError, match="2,000 subjects on the roster") as info:
+            con.execute(release("r2"))
+        assert info.value.code == "DP343"
+    with dpgate.connect(str(db), analyst="bob") as con:  # bob's caps are the database's defaults
+        assert con.execute(release("b")).release is not None
+
+
+def test_the_releases_an_analyst_holds_are_capped_and_dropping_one_frees_its_place(db):
+    with Owner(db) as o:
+        o.set_release_caps("alice", releases=2)
+    with dpgate.connect(str(db), analyst="alice") as con:
+        con.execute(release("r1", 10))
+        con.execute(release("r2", 10))
+    e = refused(db, release("r3", 10), "DP344")
+    assert "You hold 2 release(s); your cap is 2" in e.message and "DROP SYNTHETIC TABLE" in e.hint
+    with dpgate.connect(str(db), analyst="bob") as con:  # the cap is alice's: bob's releases are his own
+        con.execute(release("b1", 10))
+    with dpgate.connect(str(db), analyst="alice") as con:
+        con.execute("DROP SYNTHETIC TABLE r1")
+        con.execute(release("r3", 10))
+
+
+def test_the_bytes_an_analyst_holds_are_capped_with_usage_in_the_hint(db):
+    # age (BIGINT: 8 bytes) + sex (VARCHAR: 16) + x (DECIMAL(21, 1): 16): 40 bytes a row
+    size = caps.release_size(_plan(db, release("r", 1000)))
+    assert (size.rows, size.row_bytes, size.columns) == (1000, 40, 3)
+    with Owner(db) as o:
+        o.set_release_caps(None, release_bytes=100_000)  # the database's default
+    with dpgate.connect(str(db), analyst="alice") as con:
+        con.execute(release("r1", 2000))  # 80,000 bytes
+    e = refused(db, release("r2", 2000), "DP345")
+    assert "your releases hold about 80,000 bytes" in e.message and "cap is 100,000 bytes" in e.message
+    assert "at most rows = 500" in e.hint  # (100,000 - 80,000) / 40
+    with dpgate.connect(str(db), analyst="alice") as con:
+        con.execute(release("r2", 500))
+    with Owner(db) as o:
+        assert caps.usage(o.con, "alice") == caps.Usage(2, 2500, 100_000)
+        assert caps.usage(o.con, "bob") == caps.Usage(0, 0, 0)
+
+
+def test_releases_in_the_making_count_against_the_caps(db):
+    """Two statements of one analyst at once: the second sees the first's reservation (its registry row
+    is written only when its table is)."""
+    with Owner(db) as o:
+        o.set_release_caps("alice", releases=1)
+    started, finish = threading.Event(), threading.Event()
+
+    def slow(fraction, message):
+        started.set()
+        finish.wait(30)
+
+    with dpgate.connect(str(db), analyst="alice") as first:
+        first.progress = slow
+        thread = threading.Thread(target=lambda: first.execute(release("r1", 10)))
+        thread.start()
+        try:
+            assert started.wait(30)
+            refused(db, release("r2", 10), "DP344")
+        finally:
+            finish.set()
+            thread.join(30)
+    with Owner(db, read_only=True) as o:  # the first was written; its reservation ended
+        assert caps.usage(o.con, "alice", None).releases == 1
+
+
+def test_caps_from_a_policy_and_the_command_line(db, capsys):
+    with Owner(db) as o:
+        o.apply_policy({"release_caps": {"releases": 7},
+                        "analysts": {"alice": {"epsilon": 10, "release_rows": 123}}})  # fmt: skip
+        assert o.release_caps("alice") == {"release_rows": 123, "releases": 7, "release_bytes": 1 << 30}
+        assert o.release_caps("bob")["releases"] == 7
+        with pytest.raises(errors.PolicyError) as info:
+            o.apply_policy({"release_caps": {"rows": 5}})
+        assert info.value.code == "DP330" and "release_rows" in info.value.hint
+    assert cli.main(["analyst", "set", str(db), "bob", "--release-rows", "5", "--release-bytes", "4096"]) == 0
+    assert "release caps: 5 rows a release, 7 releases, 4,096 bytes" in capsys.readouterr().out
+    with Owner(db) as o:
+        assert o.release_caps("bob") == {"release_rows": 5, "releases": 7, "release_bytes": 4096}
+        o.set_release_caps("bob", release_rows=None)  # back to the database's default
+        assert o.release_caps("bob")["release_rows"] == 1_000_000
+
+
+@pytest.mark.parametrize("value", [-1, 1.5, "10", True, 2**63, float("inf")])
+def test_a_cap_is_a_whole_number(db, value):
+    with Owner(db) as o, pytest.raises(errors.PolicyError) as info:
+        o.set_release_caps("alice", releases=value)
+    assert info.value.code == "DP346" and "whole number" in info.value.message
+
+
+def test_unknown_caps_and_analysts_are_refused(db):
+    with Owner(db) as o:
+        with pytest.raises(errors.PolicyError) as info:
+            o.set_release_caps("alice", rows=5)
+        assert info.value.code == "DP346" and "release_rows" in info.value.hint
+        with pytest.raises(errors.PolicyError) as info:
+            o.set_release_caps("carol", releases=5)
+        assert info.value.code == "DP302"
+
+
+def _plan(db, sql: str):
+    """The plan of a statement, as the gateway makes it before the debit."""
+    from dpgate import database
+    from dpgate.frontend.classify import classify
+    from dpgate.frontend.dialect import parse_one
+
+    with dpgate.connect(str(db), analyst="alice") as con, database.transaction(con.gateway._con):
+        cat = con.gateway.catalog()
+        return con.gateway.plan(classify(parse_one(sql), cat), cat)
