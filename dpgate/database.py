@@ -95,8 +95,47 @@ def acquire(path: str | os.PathLike, *, create: bool = False) -> Instance:
                 ) from e
             inst = Instance(key, root)
             _instances[key] = inst
+        else:
+            _require_usable(inst)
         inst.users += 1
         return inst
+
+
+def _require_usable(inst: Instance) -> None:
+    """Refuse a new user of an opening DuckDB has stopped: a checkpoint that failed to write (a full disk)
+    invalidates the database until every connection to it is closed and the file opened again."""
+    try:
+        probe = inst.root.cursor()  # its own connection: the root is shared by every thread's cursor() call
+        try:
+            probe.execute("SELECT 1").fetchall()
+        finally:
+            probe.close()
+    except duckdb.Error as e:
+        raise (failed_write(e) or e) from None
+
+
+def failed_write(e: duckdb.Error) -> errors.Error | None:
+    """The dpgate error for a DuckDB failure to write the file (None: not such a failure).
+
+    A commit whose write-ahead log cannot be written is undone (DP608: nothing of the statement was
+    kept); a checkpoint that cannot be written stops the whole database (DP607) until it is opened again,
+    when DuckDB replays the log: what was committed stands."""
+    text = str(e)
+    if isinstance(e, duckdb.FatalException):
+        return errors.OperationalError(
+            "The database stopped after a failed write and must be reopened (" + text.strip().splitlines()[0][:300]
+            + ")", code="DP607",
+            hint="free disk space, then reconnect (or restart dpgate serve); what was committed before the failure "
+            "stands, debits included (the ledger shows them)",
+        )  # fmt: skip
+    if isinstance(e, duckdb.IOException) or (isinstance(e, duckdb.TransactionException) and "Failed to commit" in text):
+        return errors.OperationalError(
+            "The database could not write this statement's changes (" + text.strip().splitlines()[0][:300]
+            + "); none of them was kept", code="DP608",
+            hint="the database file cannot grow (a full disk or a file size limit?): free disk space, then try "
+            "again; a statement already charged keeps its debit (the ledger shows it)",
+        )  # fmt: skip
+    return None
 
 
 def forget(path: str | os.PathLike) -> None:
@@ -137,7 +176,10 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
     if con in _open:
         yield con
         return
-    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute("BEGIN TRANSACTION")
+    except duckdb.Error as e:  # a database stopped by a failed checkpoint refuses every statement
+        raise (failed_write(e) or e) from None
     _open.add(con)
     try:
         yield con
@@ -146,7 +188,10 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
         _rollback(con)
         raise
     _open.discard(con)
-    con.execute("COMMIT")
+    try:
+        con.execute("COMMIT")
+    except duckdb.Error as e:  # a full disk: DuckDB undid the commit, or stopped the database
+        raise (failed_write(e) or e) from None
 
 
 def _rollback(con: duckdb.DuckDBPyConnection) -> None:
@@ -162,6 +207,8 @@ def _rollback(con: duckdb.DuckDBPyConnection) -> None:
         except duckdb.InterruptException:
             if attempt == 2:
                 raise
+        except duckdb.FatalException:  # the database stopped (a failed checkpoint): the error being raised says why
+            return
 
 
 _FLOAT_TYPES = ("DOUBLE", "FLOAT", "REAL", "FLOAT4", "FLOAT8")

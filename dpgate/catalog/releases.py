@@ -137,6 +137,16 @@ def drop(con: duckdb.DuckDBPyConnection, name: str, *, by: str, owner: bool = Fa
 @contextmanager
 def transaction(con: duckdb.DuckDBPyConnection):
     """A release's tables and its registry row: written together, or not at all (inside the
-    statement's own transaction when there is one, ``database.transaction``)."""
-    with database.transaction(con):
-        yield con
+    statement's own transaction when there is one, ``database.transaction``).
+
+    A write the file cannot take (a full disk: DuckDB writes a large table's blocks before the
+    commit) is a dpgate error that says so (DP607, DP608): nothing of the release is kept, and a
+    debit made for it stands."""
+    try:
+        with database.transaction(con):
+            yield con
+    except duckdb.Error as e:
+        mapped = database.failed_write(e)
+        if mapped is None:
+            raise
+        raise mapped from None
