@@ -225,6 +225,51 @@ def test_r_score_paths_agree(monkeypatch):
     assert pb._score_sparse(x, p, 40, "R") == pytest.approx(exact, rel=1e-12)
 
 
+@pytest.mark.parametrize("score", ["R", "MI"])
+def test_scores_of_wide_parent_sets_agree_on_every_path(score):
+    """A parent set with more cells than rows is scored on its non-empty columns (numbered once
+    per parent set) when that table is small, else from its non-empty cells: the same n·R
+    exactly, the same n·I to rounding, as the full-domain table."""
+    rng = np.random.default_rng(TEST_SEED)
+    n = 400
+    cols = [rng.integers(0, 10, n) for _ in range(5)] + [rng.integers(0, 200, n)]
+    plan = pb._Plan(sizes=(10,) * 5 + (200,), score=score, sensitivity=2.0, epsilon_step=1.0, k=3, max_cells=None)
+    cands = [(0, (1, 2, 3)), (4, (1, 2, 3)), (5, (1, 2, 3)), (0, (1, 2, 3, 4))]
+    got = pb._score_candidates(cols, plan, cands, {})
+    for (x, parents), value in zip(cands, got):
+        full = pb._score_counts(pb._joint(cols, plan.sizes, x, parents), score)
+        assert value == (full if score == "R" else pytest.approx(full, rel=1e-9))
+
+
+def test_the_network_search_stays_within_its_public_work_cap():
+    """40 attributes of 10 values and 20,000 rows at ε = 10^6: 2,000 candidates of 5 parents a step
+    took 117 s after the debit. With a public row bound, every step keeps at most work_cap
+    candidates, and the (row, attribute) touches they cost at that bound stay within
+    PRIVBAYES_WORK; without one, as before."""
+    rng = np.random.default_rng(TEST_SEED)
+    n, d, bound = 1000, 30, 50_000  # the bound (public) may exceed the rows read
+    codes = rng.integers(0, 10, (n, d))
+    steps = []
+    original = pb._score_candidates
+
+    def counted(cols, plan, cands, cache):
+        steps.append((plan.cap, len(cands), max(len(p) for _, p in cands)))
+        return original(cols, plan, cands, cache)
+
+    try:
+        pb._score_candidates = counted
+        pb.fit(codes, [10] * d, 1e6, rng=rng, row_bound=bound)
+    finally:
+        pb._score_candidates = original
+    cap = steps[0][0]
+    assert cap < pb.MAX_CANDIDATES and all(c == cap and k <= cap for c, k, _ in steps)
+    work = sum(k * bound * (2 + parents) for _, k, parents in steps)
+    assert work <= pb.PRIVBAYES_WORK
+    assert max(parents for _, _, parents in steps) >= 3, "a large ε still buys wide parent sets"
+    plan, _, _ = pb._make_plan((10,) * d, "R", 2.0, 1e6, 1e6, None, 4.0, float(n))
+    assert plan.cap == pb.MAX_CANDIDATES
+
+
 def test_r_add_remove_sensitivity_by_exhaustive_search():
     """Every table of ≤ 6 tuples and every added tuple: |Δ(n·R)| ≤ 2n(1-p)(1-q)/(n+1) < 2."""
     worst_overall = 0.0

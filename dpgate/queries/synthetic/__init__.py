@@ -210,6 +210,7 @@ def _fit_kwargs(plan: SynthesisPlan, population: int) -> dict[str, Any]:
         "beta": o["beta"],
         "encoding": o["encoding"],
         "max_rows": max(1, population * plan.max_rows) if o["score"] == "MI" else None,
+        "row_bound": max(1, population * plan.max_rows),  # public: bounds the network search's work
     }
 
 
