@@ -500,7 +500,9 @@ class Gateway:
         utc = datetime.timezone.utc
 
         def convert(row: tuple) -> tuple:
-            return tuple(v.replace(tzinfo=utc) if i in zoned and v is not None else v for i, v in enumerate(row))
+            # DuckDB gives a year before 1 (or after 9999) as text, which Python's datetime cannot hold: it stays text
+            return tuple(v.replace(tzinfo=utc) if i in zoned and isinstance(v, datetime.datetime) else v
+                         for i, v in enumerate(row))  # fmt: skip
 
         return cur, convert
 
@@ -717,6 +719,10 @@ def _number(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else repr(x)
 
 
+#: The most digits a bound number may have (written out as SQL text, digit by digit).
+MAX_PARAMETER_DIGITS = 1000
+
+
 def bind_parameters(statement: exp.Expr, params: Any) -> exp.Expr:
     """Replace placeholders by literal values (DP queries are planned on the bound statement)."""
     positional = list(params) if isinstance(params, (list, tuple)) else None
@@ -755,6 +761,16 @@ def bind_parameters(statement: exp.Expr, params: Any) -> exp.Expr:
         if isinstance(node, exp.Placeholder):
             value = value_for(node)
             try:
+                # A number is written out digit by digit: 1e999999999 as a Decimal would be a gigabyte of
+                # text built under the interpreter's lock (every session of a server waits), so a number of
+                # more than MAX_PARAMETER_DIGITS digits is refused before it is written
+                if isinstance(value, decimal.Decimal) and value.is_finite() and (
+                    abs(value.adjusted()) > MAX_PARAMETER_DIGITS or len(value.as_tuple().digits) > MAX_PARAMETER_DIGITS
+                ) or isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 3.33 * MAX_PARAMETER_DIGITS:
+                    raise errors.DataError(
+                        f"A parameter has more than {MAX_PARAMETER_DIGITS:,} digits", code="DP604",
+                        hint="pass a number of at most 1,000 digits (a DOUBLE beyond that range is infinite)",
+                    )  # fmt: skip
                 if isinstance(value, decimal.Decimal):
                     # exp.convert writes Decimal('NaN') as a bare NaN, which reads back as a column (red team
                     # helper-42); a finite one as its digits, a non-finite one as the DOUBLE it stands for
