@@ -44,11 +44,12 @@ guess.
 ``max_pending`` slots (``per_group`` of one address group). A newcomer is never turned away for
 want of a slot. Instead the server closes the pending connection that has cost it the most
 for the least: a failed attempt waiting out its delay (its turn stays taken), else one that
-has sent nothing since it connected, else the one that has kept the server waiting on it
-longest (an idle socket, a slowloris), else the latest waiter of the name with the most
-waiters. A client that answers promptly has been waited on for milliseconds, so it outlasts
-idle sockets opened before or after it, unless sockets arrive faster than ``per_group`` in
-those milliseconds. The server also
+has sent nothing since it connected (an idle socket), else a client that has kept the server
+waiting half a second or more (a slowloris), else the latest waiter of the name with the most
+waiters (a crowd of guesses for one name must not push out logins for others), else the
+client waited on longest. A client that answers promptly has been waited on for
+milliseconds, so it outlasts idle sockets opened before or after it, unless sockets arrive
+faster than ``per_group`` in those milliseconds. The server also
 closes a connection whose client has used up ``startup_timeout`` before its startup message,
 or ``login_timeout`` in all (time the server owes the client is not counted).
 """
@@ -66,6 +67,8 @@ from typing import Any
 from dpgate import errors
 
 LOOPBACK = "loopback"
+#: A pending connection whose client has kept the server waiting this long goes before waiters for a turn.
+SLOW_CLIENT = 0.5
 
 
 def address_group(host: str, uid: int | None = None) -> str:
@@ -257,7 +260,7 @@ class PreLogin:
     """The pre-login slots (see the module's docstring)."""
 
     def __init__(self, max_pending: int = 256, per_group: int = 64):
-        self.max_pending, self.per_group = max_pending, per_group
+        self.max_pending, self.per_group = max(1, max_pending), max(1, per_group)
         self._pending: dict[str, list[Pending]] = {}
         self._seq = itertools.count()
         self.evicted = 0
@@ -295,13 +298,23 @@ class PreLogin:
             return min(failed, key=lambda p: p.since)
         now = time.monotonic()
         idle = [p for p in members if p.state == "client"]
-        if idle:  # silent since it connected first, then the longest waited on
-            return max(idle, key=lambda p: (not p.started, p.client_wait(now)))
+
+        def most_idle(candidates: list[Pending]) -> Pending:
+            return max(candidates, key=lambda p: p.client_wait(now))
+
+        silent = [p for p in idle if not p.started]
+        if silent:  # nothing sent since it connected
+            return most_idle(silent)
+        slow = [p for p in idle if p.client_wait(now) >= SLOW_CLIENT]
+        if slow:
+            return most_idle(slow)
         waiting = [p for p in members if p.state == "turn"]
-        if waiting:
+        if waiting:  # before a client that answers promptly: a crowd of guesses must not push out other names
             per_name: dict[str, int] = {}
             for p in waiting:
                 per_name[p.name] = per_name.get(p.name, 0) + 1
             crowded = max(per_name, key=per_name.__getitem__)
             return max((p for p in waiting if p.name == crowded), key=lambda p: p.seq)
+        if idle:
+            return most_idle(idle)
         return max(members, key=lambda p: p.seq)

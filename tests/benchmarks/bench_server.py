@@ -147,6 +147,7 @@ def _guess(port: int, threads: int, seconds: float, alice_at: float | None) -> d
     if alice_at is not None:
         time.sleep(alice_at)
         answered["alice"] = _honest(port)
+        answered["bob"] = _honest(port, "bob")
     for t in pool:
         t.join()
     return answered
@@ -225,17 +226,19 @@ def hostile(only_logins: bool = False) -> None:
         during = ""
         if other:
             time.sleep(5)
-            during = _honest(server.port)
+            during = f"{_honest(server.port)}; bob {_honest(server.port, 'bob')}"
             os.waitpid(pid, 0)
         os.close(write)
         answered = json.loads(os.read(read, 1 << 20))
         os.close(read)
-        during = answered.pop("alice", None) or during
+        if "alice" in answered:
+            during = f"{answered.pop('alice')}; bob {answered.pop('bob')}"
         seconds = answered.pop("seconds")
         wrong = answered.pop("failed", 0)
         who = "another local user" if other else "alice's own local user"
         print(f"1d. rotating guesser on alice, 64 threads for 10 s, as {who}: {wrong} wrong passwords tested in "
-              f"{seconds:.0f} s ({wrong / seconds:.2f}/s), other answers {answered}; alice meanwhile: {during}")  # fmt: skip
+              f"{seconds:.0f} s ({wrong / seconds:.2f}/s), other answers {answered}; "
+              f"alice meanwhile: {during}")  # fmt: skip
         server.stop()
 
     if only_logins:

@@ -15,7 +15,6 @@ import psycopg
 import pytest
 
 import rawclient
-from dpgate.catalog.owner import Owner
 from dpgate.server import scram
 from dpgate.server.guard import LoginGuard, PreLogin, _Decaying, address_group
 from pgserver import OWNER_PASSWORD, PASSWORD, ThreadServer, add_logins
@@ -138,14 +137,19 @@ def test_a_newcomer_closes_a_failed_attempt_then_the_longest_idle_then_a_crowded
     assert slots.count("g") == 3 and slots.count("other") == 0
     _, victims = slots.admit("other", _Conn(), _Conn())  # another group has room of its own
     assert victims == []
-    # waiters for a turn go last, the newest of the most crowded name first
-    slots = PreLogin(max_pending=100, per_group=3)
-    w = [slots.admit("g", _Conn(), _Conn())[0] for _ in range(3)]
+    # waiters for a turn go after slow clients and before prompt ones, the newest of the most crowded name first
+    slots = PreLogin(max_pending=100, per_group=4)
+    w = [slots.admit("g", _Conn(), _Conn())[0] for _ in range(4)]
     w[0].enter("turn", "alice")
     w[1].enter("turn", "bob")
     w[2].enter("turn", "bob")
-    _, victims = slots.admit("g", _Conn(), _Conn())
+    w[3].started = True  # a prompt client in the middle of its exchange
+    newcomer, victims = slots.admit("g", _Conn(), _Conn())
     assert victims == [w[2]]
+    newcomer.started = True
+    w[3].since -= 1.0  # now it has kept the server waiting a second
+    _, victims = slots.admit("g", _Conn(), _Conn())
+    assert victims == [w[3]]
     slots = PreLogin(max_pending=2, per_group=10)  # the total cap: from the largest group
     x, _ = slots.admit("g1", _Conn(), _Conn())
     slots.admit("g2", _Conn(), _Conn())
@@ -185,7 +189,8 @@ def test_sprayed_names_from_rotating_loopback_addresses_lock_nobody_out(db):
     # loopback, so one group, whose failures are slow now; nobody is refused
     server = ThreadServer(db, guard=LoginGuard(delay=0.01, max_delay=0.02))
     try:
-        verdicts = [rawclient.login(server.port, f"user{i}", "guess", source=f"127.{i}.0.{1 + i}")[0] for i in range(60)]
+        verdicts = [rawclient.login(server.port, f"user{i}", "guess", source=f"127.{i}.0.{1 + i}")[0]
+                    for i in range(60)]  # fmt: skip
         assert verdicts == ["failed"] * 60
         (group,) = server.server.guard._groups._counts  # 60 addresses, one group (one local user)
         assert group.startswith("loopback") and server.server.guard.delay_for("nobody", group) == 0.02  # max_delay
@@ -268,7 +273,8 @@ def test_another_local_user_s_guesses_and_idle_sockets_do_not_hold_up_a_user(db,
 
     import dpgate.server.serve as serve_mod
 
-    monkeypatch.setattr(serve_mod, "loopback_uid", lambda local, peer: 65534 if peer[0].startswith("127.0.9.") else 1000)
+    monkeypatch.setattr(serve_mod, "loopback_uid",
+                        lambda local, peer: 65534 if peer[0].startswith("127.0.9.") else 1000)  # fmt: skip
     delay = 0.6
     server = ThreadServer(db, guard=LoginGuard(delay=delay, max_delay=delay, per_name=2), max_pending_per_host=16)
     stop = time.monotonic() + 2.5

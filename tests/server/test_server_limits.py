@@ -34,7 +34,8 @@ def db(make_db):
 
 @pytest.fixture
 def slow_after_debit(monkeypatch):
-    """The work after a DP statement's debit takes 1 s (or as set) of DuckDB queries — each one an interrupt would end."""
+    """The work after a DP statement's debit takes 1 s (or as set) of DuckDB queries, each of which an
+    interrupt would end."""
 
     real = dpgate.gateway.Run
     setting = {"seconds": 1.0}
@@ -103,7 +104,8 @@ def test_a_public_statement_stops_at_its_own_shorter_timeout(db):
             with pytest.raises(psycopg.errors.QueryCanceled) as e:
                 con.execute(ENDLESS)
             assert time.monotonic() - start < 10
-            assert e.value.diag.message_detail.startswith("dpgate DP708") and "--public-timeout" in e.value.diag.message_hint
+            diag = e.value.diag
+            assert diag.message_detail.startswith("dpgate DP708") and "--public-timeout" in diag.message_hint
             assert len(con.execute(DP).fetchall()) == 5  # a DP statement is not a public one
     finally:
         server.stop()
@@ -244,7 +246,8 @@ def test_a_statement_that_waits_past_its_timeout_for_a_slot_is_refused_free(db, 
             time.sleep(0.3)
             with pytest.raises(psycopg.errors.InsufficientResources) as e:
                 b.execute("SELECT 1")
-            assert e.value.diag.message_detail.startswith("dpgate DP715") and "nothing was charged" in e.value.diag.message_hint
+            diag = e.value.diag
+            assert diag.message_detail.startswith("dpgate DP715") and "nothing was charged" in diag.message_hint
             runner.join(10)
             assert b.execute("SELECT 1").fetchone() == (1,) and _entries(db) == 1
     finally:
