@@ -3,5 +3,9 @@
 - ``scram``: verifiers and the server side of SCRAM-SHA-256;
 - ``wire``: the protocol's messages, types and SQLSTATEs;
 - ``session``: what one authenticated client may run (an analyst's gateway, or owner commands);
-- ``serve``: the asyncio server (startup, authentication, simple and extended query, cancel).
+- ``guard``: logins under hostile load (turns per name, failure delays, address groups, pre-login slots);
+- ``peer``: the local user owning a loopback client's socket;
+- ``running``: a statement in flight (time limits, cancel, streamed and capped rows, per-login slots);
+- ``queries``: simple and extended query, portals;
+- ``serve``: the asyncio server (startup, authentication, connections).
 """
