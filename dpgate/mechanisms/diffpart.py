@@ -46,6 +46,12 @@ does not depend on B: fake partitions multiply unless ``(2^l − 1)·a^k/(1+a) <
 fan-out f this needs ``C2 > ln((2^f − 1)/2)/√2`` at h = 1 (4.41 for f = 10); the paper's
 "slightly greater than 1" is supercritical for f ≥ 4, so C2 below that bound is refused
 (``critical_c2``). Defaults are the authors' code's: C2 = 6.75, C1 = 2.75.
+
+**Caps [cap].** The run stops (and releases what finished operations found) once the next
+operation would take its work past ``max_work`` or its count past ``max_operations``; both are
+counted from the transcript so far (an operation's cost is ``OPERATION_UNITS`` plus its 2^l − 1
+candidates, public), so stopping is as private as finishing. The record matrix needs
+``records × items`` bytes, bounded before the debit from the roster (``MAX_RECORD_CELLS``).
 """
 
 from __future__ import annotations
@@ -64,6 +70,13 @@ DEFAULT_FANOUT = 10
 DEFAULT_C1 = 2.75
 DEFAULT_C2 = 6.75
 MAX_FANOUT = 12  # 4,095 candidates per operation
+#: Work cap of one release [cap]: an operation costs ``OPERATION_UNITS`` plus its candidates
+#: (about 100 ns a unit: ~7 s in all). The operation count alone (1,000,000, of up to 4,095
+#: candidates) allowed minutes after the debit.
+MAX_WORK = 1 << 26
+OPERATION_UNITS = 1000
+#: The most cells (records × declared items) of the boolean record matrix a release builds.
+MAX_RECORD_CELLS = 1 << 27
 SQRT2 = math.sqrt(2.0)
 
 
@@ -140,6 +153,7 @@ def release(
     c1: float = DEFAULT_C1,
     c2: float = DEFAULT_C2,
     max_operations: int = 1_000_000,
+    max_work: int = MAX_WORK,
     choose: Callable[[list[int], np.random.Generator], int] | None = None,
     trace: Trace | None = None,
 ) -> dict[tuple[int, ...], int]:
@@ -167,22 +181,23 @@ def release(
         return out
     choose = choose or (lambda nodes, g: nodes[int(g.integers(len(nodes)))] if len(nodes) > 1 else nodes[0])
     queue = deque([((tax.root,), np.arange(len(records)), half)])  # (cut, record ids, unused partitioning budget)
-    ops = 0
+    ops = work = 0
     while queue:
         cut, ids, spare = queue.popleft()
         ops += 1
-        if ops > max_operations:
-            # Stop, and release what the finished operations found. Whether the cap is reached is a
-            # function of the noisy transcript so far (post-processing), so stopping is as private as
-            # finishing; raising instead would turn the cap into an error-or-answer signal.
-            if trace is not None:
-                trace.stopped = True
-            break
         n_internal = sum(tax.internal[v] for v in cut)
         h = max(tax.height[v] for v in cut)
         u = choose(sorted(v for v in cut if tax.height[v] == h), rng)
         kids = tax.children[u]
         l = len(kids)
+        work += OPERATION_UNITS + 2**l - 1
+        if ops > max_operations or work > max_work:
+            # Stop, and release what the finished operations found. Whether a cap is reached is a
+            # function of the noisy transcript so far (post-processing), so stopping is as private as
+            # finishing; raising instead would turn the cap into an error-or-answer signal [cap].
+            if trace is not None:
+                trace.stopped = True
+            break
         # each record's mask: which of u's children hold one of its items (never 0: its cut covers u)
         mask = np.zeros(len(ids), dtype=np.int64)
         sub = records[ids]

@@ -197,6 +197,23 @@ def test_fake_partitions_stay_subcritical_at_the_defaults():
     assert tr.stopped and len(tr.operations) == 3000  # stopped (and released what it had), no error
 
 
+def test_a_release_stops_at_its_work_cap():
+    """An operation costs OPERATION_UNITS plus its candidates (public): 607,000 operations of up
+    to 2,047 candidates once ran two minutes after the debit. The run stops before the operation
+    that would pass max_work, having done no more than that, and releases what it found."""
+    from dpgate.mechanisms import diffpart
+
+    rng = np.random.default_rng(7)
+    t = Taxonomy.build(122, 10)
+    full = np.ones((2000, 122), dtype=bool)
+    cap = 40 * (diffpart.OPERATION_UNITS + 1023)
+    tr = Trace()
+    release(full, t, 1.0, rng=rng, c2=1.1, c1=1.1, max_work=cap, trace=tr)
+    work = sum(diffpart.OPERATION_UNITS + n_cand for _, _, _, n_cand, _, _ in tr.operations)
+    assert tr.stopped and work <= cap < work + diffpart.OPERATION_UNITS + 1023
+    assert diffpart.MAX_WORK < 1_000_000 * (diffpart.OPERATION_UNITS + 1)
+
+
 def test_fake_release_rate_matches_the_tail():
     # One item pair, no data: a leaf candidate passes with probability a^k / (1 + a), k = ⌈√2·C1/ε⌉
     t = Taxonomy.build(2, 2)

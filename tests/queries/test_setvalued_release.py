@@ -109,3 +109,21 @@ def test_drop_names_releases_of_schema_main_only(db):
         with pytest.raises(dpgate.errors.ProgrammingError) as e:
             con.execute("DROP SYNTHETIC TABLE other.b_dp")  # acted on main.b_dp (red team helper-43)
         assert e.value.code == "DP225"
+
+
+def test_a_record_matrix_beyond_its_cap_is_refused_before_the_debit(db, monkeypatch):
+    """The release holds one byte per subject and declared item (3,001 subjects × 6 items here);
+    beyond MAX_RECORD_CELLS it is refused inside the debit's transaction, free, with the sizes
+    that would do (6,000 items over a million subjects would need 6 GB after the debit)."""
+    from dpgate.mechanisms import diffpart
+
+    monkeypatch.setattr(diffpart, "MAX_RECORD_CELLS", 6 * 3000)
+    with dpgate.connect(str(db), analyst="alice", test_seed=1) as con:
+        before = con.budget()
+        with pytest.raises(dpgate.errors.UnsupportedQueryError) as e:
+            con.execute("CREATE SYNTHETIC TABLE b_dp FROM baskets USING diffpart WITH (epsilon = 1, item = 'item')")
+        assert e.value.code == "DP266" and "3,001 subjects" in e.value.message and "3,000 subjects" in e.value.hint
+        assert con.budget() == before
+        assert "b_dp" not in {r[0] for r in con.execute("SHOW TABLES").fetchall()}
+        monkeypatch.setattr(diffpart, "MAX_RECORD_CELLS", 6 * 3001)
+        con.execute("CREATE SYNTHETIC TABLE b_dp FROM baskets USING diffpart WITH (epsilon = 1, item = 'item')")

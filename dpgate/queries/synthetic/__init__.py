@@ -326,6 +326,10 @@ def check_at_debit(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, subjects
             "and says how many) or 'minimum' (everyone, at the smallest ε left), or ask a smaller epsilon; "
             "nothing was charged",
         )  # fmt: skip
+    if plan.mechanism in OWN_MODULES:
+        check_size = getattr(_module(plan.mechanism), "check_size", None)
+        if check_size is not None:  # what the release holds, from the roster's size (public)
+            check_size(plan, subjects.population)
     dry_run(plan, float(subjects.parts[0].epsilon))
 
 

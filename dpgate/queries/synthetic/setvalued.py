@@ -123,6 +123,21 @@ def dry_run(plan: SynthesisPlan, epsilon: float) -> None:
     diffpart.release(empty, o["taxonomy"], epsilon, rng=np.random.default_rng(0), c1=o["c1"], c2=o["c2"])
 
 
+def check_size(plan: SynthesisPlan, population: int) -> None:
+    """Before the debit (inside its transaction): the record matrix, one byte per subject and
+    declared item, must fit ``MAX_RECORD_CELLS`` — the roster and the domain are public."""
+    items = plan.options["taxonomy"].n_items
+    if population * items > diffpart.MAX_RECORD_CELLS:
+        raise errors.UnsupportedQueryError(
+            f"USING diffpart over {population:,} subjects and {items:,} declared items would hold a "
+            f"{population * items:,}-cell record matrix; a release holds at most {diffpart.MAX_RECORD_CELLS:,}",
+            code="DP266",
+            hint=f"release at most {diffpart.MAX_RECORD_CELLS // items:,} subjects' records (a table with fewer "
+            f"subjects), or declare at most {diffpart.MAX_RECORD_CELLS // max(population, 1):,} items; "
+            "nothing was charged",
+        )  # fmt: skip
+
+
 def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str) -> None:
     bind(con, source_sql(plan, charged, 0))
 
@@ -150,7 +165,8 @@ def answer(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, debit, analyst: 
         f"{plan.name} and {itemset_table} are public from now on: queries over them are free",
     ]
     if trace.stopped:
-        notes.insert(0, "partitioning stopped at its operation cap (fake partitions were multiplying): raise c2")
+        notes.insert(0, "partitioning stopped at its work cap (a release's work is bounded; fake partitions "
+                        "multiply at a small c2): raise c2, or lower the fan-out")  # fmt: skip
     if not itemsets:
         notes.insert(0, "no itemset reached its threshold: the records are spread over too many distinct "
                         "itemsets for this ε (each one rare); a larger ε, fewer declared items, or top-k / "
