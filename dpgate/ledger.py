@@ -357,7 +357,7 @@ class Ledger:
                     ],
                 ).fetchone()[0]  # fmt: skip
             except BaseException as e:
-                _quietly(con, "ROLLBACK")
+                _rollback(con)
                 if temp:
                     _quietly(con, f"DROP TABLE IF EXISTS {temp}")
                 mapped = unwritable(e) if isinstance(e, duckdb.Error) else None
@@ -440,6 +440,19 @@ def _quietly(con: duckdb.DuckDBPyConnection, sql: str) -> None:
         con.execute(sql)
     except duckdb.Error:
         pass
+
+
+def _rollback(con: duckdb.DuckDBPyConnection) -> None:
+    """ROLLBACK, again if an interrupt lands on it; a refusal (a stopped database) must not hide the error
+    being raised."""
+    for _ in range(3):
+        try:
+            con.execute("ROLLBACK")
+            return
+        except duckdb.InterruptException:
+            continue
+        except duckdb.Error:
+            return
 
 
 def _invalidated(e: BaseException) -> bool:
