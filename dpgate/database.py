@@ -88,6 +88,9 @@ def acquire(path: str | os.PathLike, *, create: bool = False) -> Instance:
                         hint="close other DuckDB connections to this file (in this process they "
                         "must use dpgate, in other processes they hold the file lock)",
                     ) from e  # fmt: skip
+                failed = failed_write(e)  # replaying the log at opening needs room on the disk too
+                if failed is not None:
+                    raise failed from None
                 raise errors.InterfaceError(
                     f"{os.fspath(path)!r} is not a DuckDB database file", code="DP104",
                     hint="give the path of a DuckDB file; to bring a CSV or Parquet file in, use "
