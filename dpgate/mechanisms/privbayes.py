@@ -151,6 +151,10 @@ PRIVBAYES_WORK = 1 << 28
 MIN_CANDIDATES = 16
 #: Public compute cap on the cells of one noisy marginal.
 MAX_CELLS = 1 << 22
+#: Public cap on a model's cells, all its marginals together (8 bytes each, and sampling copies
+#: them): a marginal holds at most ``MODEL_CELLS / d`` cells (``marginal_cap``). 40 attributes
+#: at ε = 10^6 held 40 marginals of up to 4 million cells, 1.2 GB after the debit.
+MODEL_CELLS = 1 << 25
 #: Add/remove sensitivity of n·R: 2, plus 2^-20 for the final rounding of the exact score
 #: (covers every n ≤ 2^32) [float].
 _R_SENSITIVITY = 2.0 + 2.0**-20
@@ -875,9 +879,10 @@ def fit(
     de = len(esizes)
     if degree is not None and degree > 0:
         biggest = sorted(esizes, reverse=True)[: degree + 1]
-        if math.prod(biggest) > MAX_CELLS:
+        if math.prod(biggest) > marginal_cap(de):
             raise errors.DataError(
-                f"Degree {degree} allows marginals of {math.prod(biggest)} cells, more than the limit {MAX_CELLS}",
+                f"Degree {degree} allows marginals of {math.prod(biggest)} cells, more than the limit "
+                f"{marginal_cap(de)} for {de} attributes",
                 hint="use a smaller degree, or degree=None to choose it by θ-usefulness",
             )
     smallest_share = epsilon * min(ROWS_SHARE, (1 - ROWS_SHARE) * min(beta, 1 - beta) / max(de, 1))
@@ -968,10 +973,10 @@ def _make_plan(
         k: int | None = max(0, min(degree, de - 1))
     elif all(s == 2 for s in esizes):
         k = useful_degree(n_hat, de, epsilon_conditionals, theta)  # Lemma 3.3, count units
-        k = min(k, MAX_CELLS.bit_length() - 2)  # 2^(k+1) cells stay within the public cap
+        k = min(k, marginal_cap(de).bit_length() - 2)  # 2^(k+1) cells stay within the public cap
     else:
         k = None  # Algorithm 3.4: d marginals share ε_conditionals
-        max_cells = min(max_useful_cells(n_hat, de, epsilon_conditionals, theta), MAX_CELLS)
+        max_cells = min(max_useful_cells(n_hat, de, epsilon_conditionals, theta), marginal_cap(de))
     skip = de <= 1 or k == 0 or (k is None and not _any_parent_fits(esizes, max_cells))
     plan = _Plan(
         sizes=esizes,
@@ -983,6 +988,11 @@ def _make_plan(
         cap=MAX_CANDIDATES if row_bound is None or skip else work_cap(esizes, k, max_cells, row_bound),
     )
     return plan, k, skip
+
+
+def marginal_cap(d: int) -> int:
+    """The most cells one of a ``d``-attribute model's marginals may hold (public)."""
+    return max(4, min(MAX_CELLS, MODEL_CELLS // max(d, 1)))
 
 
 def work_cap(esizes: Sequence[int], k: int | None, max_cells: float | None, row_bound: int) -> int:
@@ -1045,6 +1055,11 @@ def _check_parameters(
             f"A domain of {max(sizes_t)} values is larger than the limit of {MAX_CELLS} cells per marginal",
             hint="coarsen the attribute (bins or a taxonomy level) before synthesis",
         )
+    if sum(sizes_t) > MODEL_CELLS:
+        raise errors.DataError(
+            f"The attributes' domains hold {sum(sizes_t):,} values in all, more than the limit of {MODEL_CELLS:,} "
+            "cells per model", hint="synthesize fewer or coarser columns (the columns and bins options)",
+        )  # fmt: skip
     arr = np.asarray(codes)
     if arr.ndim != 2 or arr.shape[1] != len(sizes_t) or not np.issubdtype(arr.dtype, np.integer):
         raise errors.DataError(

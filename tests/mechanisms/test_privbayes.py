@@ -258,9 +258,11 @@ def test_the_network_search_stays_within_its_public_work_cap():
 
     try:
         pb._score_candidates = counted
-        pb.fit(codes, [10] * d, 1e6, rng=rng, row_bound=bound)
+        model = pb.fit(codes, [10] * d, 1e6, rng=rng, row_bound=bound)
     finally:
         pb._score_candidates = original
+    assert all(c.size <= pb.marginal_cap(d) for c in model.conditionals)
+    assert sum(c.size for c in model.conditionals) <= pb.MODEL_CELLS
     cap = steps[0][0]
     assert cap < pb.MAX_CANDIDATES and all(c == cap and k <= cap for c, k, _ in steps)
     work = sum(k * bound * (2 + parents) for _, k, parents in steps)

@@ -394,3 +394,22 @@ def test_a_release_cannot_take_a_name_a_views_sql_mentions(make_db):
             fetch(c, CREATE.format(name="region", opts="epsilon = 1, columns = 'colour'"))
         assert e.value.code == "DP226" and "view v" in e.value.message and c.budget() == before
         fetch(c, CREATE.format(name="regions", opts="epsilon = 1, columns = 'colour'"))  # a word no view has
+
+
+def test_a_model_too_large_for_its_public_cell_cap_is_refused_before_the_debit(make_db):
+    """MST's conditionals are full-domain tables: two columns of 50,001 and 2,001 declared values
+    took 40 s and 2.5 GB after the debit. Declared domains are public, so a model that could pass
+    MODEL_CELLS is refused at planning (DP266, nothing charged); leaving a column out is served."""
+    big = [f"v{i}" for i in range(6000)]
+    setup = ("CREATE TABLE t (pid INTEGER, a VARCHAR, b VARCHAR, c VARCHAR); "
+             "INSERT INTO t SELECT i, 'v' || (i % 6000), 'v' || (i % 5000), 'x' FROM range(300) r(i);")  # fmt: skip
+    db = make_db(setup, protect={"t": {"unit": "pid", "epsilon": 1e6, "domains": {"a": big, "b": big, "c": ["x"]}}},
+                 analysts=ANALYSTS)  # fmt: skip
+    with dpgate.connect(str(db), analyst="alice", test_seed=TEST_SEED) as c:
+        before = c.budget()
+        with pytest.raises(errors.UnsupportedQueryError) as e:
+            c.execute("CREATE SYNTHETIC TABLE s FROM t USING mst WITH (epsilon = 1)")
+        assert e.value.code == "DP266" and "columns option" in e.value.hint
+        assert c.budget() == before and ledger(db) == []
+        c.execute("CREATE SYNTHETIC TABLE s FROM t USING mst WITH (epsilon = 1, columns = 'a, c')")
+        assert c.execute("SELECT count(*) FROM s").fetchone()[0] > 0
