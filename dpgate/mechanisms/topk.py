@@ -159,6 +159,27 @@ ZONE_WIDTH = 2.0
 #: No draw is made at an ε this small (the sampler subtracts EPSILON_MARGIN).
 _MIN_DRAW_EPSILON = 4 * noise.EPSILON_MARGIN
 _LENGTH_METHODS = ("tps_pfm", "tps_em", "laplace")
+#: Public work caps of a selection, which runs after the debit [work]: ``oneshot`` and ``em``
+#: make k passes over the universe (about 12 ns an item: 10^7 items × 100 draws, ~12 s);
+#: the length methods noise every item's frequency (about 4 µs and 700 bytes an item: 10^7
+#: items took 50 s and 7.7 GB). The planner refuses beyond them, before the debit.
+SELECTION_WORK = 1 << 29
+NOISED_ITEMS = 1 << 19
+
+
+def item_cap(k: int, method: str) -> int:
+    """The most items a selection of ``k`` by ``method`` runs over [work]."""
+    return NOISED_ITEMS if method in _LENGTH_METHODS else max(k, SELECTION_WORK // max(k, 1))
+
+
+def work_limit(n_items: int, k: int, method: str) -> str | None:
+    """Why a selection of ``k`` of ``n_items`` by ``method`` would pass its work cap, or None [work]."""
+    if method in _LENGTH_METHODS and n_items > NOISED_ITEMS:
+        return f"{method} noises every one of {n_items:,} items; it takes at most {NOISED_ITEMS:,}"
+    if method not in _LENGTH_METHODS and n_items * k > SELECTION_WORK:
+        return (f"{method} draws {k:,} times over {n_items:,} items ({n_items * k:,} steps); "
+                f"a selection takes at most {SELECTION_WORK:,}")  # fmt: skip
+    return None
 
 
 @dataclass(frozen=True)

@@ -178,6 +178,12 @@ def answer(
         notes.append(f"DP key selection released {len(labels)} key(s) to rank")
         if not labels:
             return _empty(con, plan, notes)
+        most = topk_mech.item_cap(plan.k, plan.method)
+        if len(labels) > most:  # post-processing of the released keys: the selection's work stays bounded
+            keep = np.sort(rng.choice(len(labels), size=most, replace=False))
+            labels = [labels[i] for i in keep.tolist()]
+            notes.append(f"{most:,} of them, drawn at random, were ranked: a selection by {plan.method} takes at "
+                         f"most {most:,} items at LIMIT {plan.k}")  # fmt: skip
         pairs, n_items = _pairs_from_keys(plan, charged, params, labels), len(labels)
     k = min(plan.k, n_items)
     if k < plan.k:
@@ -456,11 +462,20 @@ def _topk_shares(a: Analysis, k: int, n_items: int | None, counts: bool, selecti
 
 
 def _check_selection(n_items: int, k: int, epsilon: float, method: str, what: str, hint: str) -> None:
-    """The selection method's limits at ``epsilon`` (public inputs only), as a refusal."""
+    """The selection method's limits at ``epsilon`` (public inputs only), as a refusal; and its work
+    over the public universe, which runs after the debit (keys from key selection are capped when
+    released, ``_select_keys``)."""
     try:
         topk_mech.check_public_inputs(n_items, k, epsilon, method)
     except ValueError as e:
         raise errors.UnsupportedQueryError(f"{what}: {e}", code="DP219", hint=hint) from e
+    why = topk_mech.work_limit(n_items, k, method)
+    if why is not None:
+        cheaper = "oneshot" if method in ("tps_pfm", "tps_em", "laplace") else "a smaller LIMIT"
+        raise errors.UnsupportedQueryError(
+            f"{what}: {why}", code="DP266",
+            hint=f"ask with {cheaper}, or GROUP BY keys with fewer cells; nothing was charged",
+        )  # fmt: skip
 
 
 def _run_factor(plan: TopKPlan, subjects: pdp.SubjectPlan | None) -> float:

@@ -214,6 +214,36 @@ def test_an_undeclared_domain_is_discovered_by_paid_key_selection(make_db):
         assert any("key selection released" in n for n in cur.release.notes)
 
 
+@pytest.mark.parametrize("method, limit", [("oneshot", 10), ("em", 10), ("tps_pfm", 3), ("laplace", 3)])
+def test_a_selection_past_its_work_cap_is_refused_before_the_debit(alice, monkeypatch, method, limit):
+    """The selection runs after the debit: oneshot and em pass over the universe once per draw,
+    the length methods noise every item (10^7 items took 50 s and 7.7 GB). Past the caps (here
+    shrunk to the 12 items) the query is refused free; within them it is answered."""
+    monkeypatch.setattr(topk, "SELECTION_WORK", 12 * (limit - 1))
+    monkeypatch.setattr(topk, "NOISED_ITEMS", 11)
+    before = alice.budget()
+    sql = q(f"epsilon = 10, topk_method = '{method}'", f"item, COUNT(*) AS n FROM b GROUP BY item ORDER BY n DESC LIMIT {limit}")
+    with pytest.raises(errors.UnsupportedQueryError) as e:
+        fetch(alice, sql)
+    assert e.value.code == "DP266" and "12 items" in e.value.message and alice.budget() == before
+    monkeypatch.setattr(topk, "SELECTION_WORK", 12 * limit)
+    monkeypatch.setattr(topk, "NOISED_ITEMS", 12)
+    rows, _ = fetch(alice, sql)
+    assert len(rows) == limit
+
+
+def test_keys_from_key_selection_are_capped_at_what_a_selection_takes(make_db, monkeypatch):
+    """Key selection releases a data-dependent number of keys: beyond the selection's cap a random
+    subset of them is ranked (post-processing of the released keys), with a note, never a failure
+    after the debit."""
+    db = make_db(SETUP, protect={"b": {"unit": "uid", "max_rows": 12, "max_groups": 12, "epsilon": 1e6}}, analysts=ANALYST)
+    monkeypatch.setattr(topk, "SELECTION_WORK", 3 * 5)
+    with dpgate.connect(str(db), analyst="alice", test_seed=TEST_SEED) as c:
+        rows, cur = fetch(c, q("epsilon = 300, delta = 1e-6", "item, COUNT(*) AS n FROM b GROUP BY item ORDER BY n DESC LIMIT 3"))
+    assert len(rows) == 3 and set(r[0] for r in rows) <= set(ITEMS)
+    assert any("5 of them, drawn at random, were ranked" in n for n in cur.release.notes)
+
+
 def test_keys_outside_the_declared_domain_are_never_items(make_db):
     db = make_db(
         SETUP + "INSERT INTO b SELECT u, 'secret' FROM range(120) t(u);",
