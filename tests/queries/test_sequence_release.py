@@ -103,3 +103,13 @@ def test_dropping_a_release_leaves_a_side_table_the_owner_protected_since(demo_d
     names = {r[0] for r in raw.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'").fetchall()}
     raw.close()
     assert "cs" not in names and "cs_model" in names
+
+
+def test_at_a_small_epsilon_the_sample_is_no_larger_than_the_roster(demo_db):
+    """At ε = 10^-4 the model's noisy count of sequences is off by millions, and sampling it (up to
+    5,000,000 symbols, about 30 s in Python after the debit) described people who cannot exist:
+    one sequence a subject, so no more are drawn than the roster's 712."""
+    with dpgate.connect(str(demo_db), analyst="demo", test_seed=5) as con:
+        con.execute(MAKE.replace("epsilon = 2", "epsilon = 0.0001"))
+        n = con.execute("SELECT count(DISTINCT person_id) FROM careers_syn").fetchone()[0]
+    assert n <= 712

@@ -133,6 +133,8 @@ def answer(con, plan: SynthesisPlan, debit, analyst: str, *, rng: np.random.Gene
     model = privtree.sequence_release(sequences, len(o["symbols"]), o["max_length"], eps, rng=rng)
     del sequences, got
     n = plan.rows if plan.rows is not None else model.expected_sequences()
+    if plan.rows is None:  # one sequence a subject: no more than the roster (public) holds; at a small ε
+        n = min(n, debit.subjects.population)  # the noisy estimate ran to millions (30 s of sampling)
     cap = MAX_SYMBOLS // int(o["max_length"])
     capped = plan.rows is None and n > cap  # the model's estimate (post-processing): sample at most the cap
     synthetic = model.sample(min(n, cap), sampling)
