@@ -413,3 +413,11 @@ def test_a_model_too_large_for_its_public_cell_cap_is_refused_before_the_debit(m
         assert c.budget() == before and ledger(db) == []
         c.execute("CREATE SYNTHETIC TABLE s FROM t USING mst WITH (epsilon = 1, columns = 'a, c')")
         assert c.execute("SELECT count(*) FROM s").fetchone()[0] > 0
+
+
+def test_at_a_small_epsilon_a_release_has_no_more_rows_than_the_roster_holds(alice):
+    """The model's noisy row count at ε = 10^-4 is off by tens of thousands (millions on larger
+    rosters), and those rows were sampled after the debit; the roster's size times max_rows is
+    public and bounds what a release describes."""
+    alice.execute("CREATE SYNTHETIC TABLE tiny FROM people USING independent WITH (epsilon = 0.0001, columns = 'colour')")
+    assert alice.execute("SELECT count(*) FROM tiny").fetchone()[0] <= 3000

@@ -389,6 +389,8 @@ def answer(
     del codes
     scale = pdp.population_scale(subjects, 1.0, 0.25)
     n_rows = plan.rows if plan.rows is not None else max(0, int(round(model.noisy_rows * scale)))
+    if plan.rows is None:  # no more rows than the roster may hold (public; the release caps assume it):
+        n_rows = min(n_rows, population * plan.max_rows)  # at a small ε the noisy estimate runs to millions
     report(0.88, f"sampling {n_rows:,} rows")
     sampling = rng if sampling is None else sampling  # post-processing: its own stream
     synth = privbayes.sample(model, n_rows, rng=sampling)
