@@ -24,7 +24,7 @@ from sqlglot.errors import TokenError
 from sqlglot.tokens import TokenType
 
 from dpgate import errors
-from dpgate.frontend.dialect import DPDuckDB
+from dpgate.frontend.dialect import MAX_STATEMENT_BYTES, DPDuckDB
 from dpgate.server import wire
 from dpgate.server.running import Running
 from dpgate.server.session import Outcome
@@ -78,7 +78,11 @@ class QueryLoop:
         elif kind == b"P":
             name, query = r.string(), r.string()
             oids = [r.int32() for _ in range(max(r.int16(), 0))]
-            placeholders = parameter_numbers(query)
+            if len(query) > MAX_STATEMENT_BYTES or len(query.encode("utf-8", "surrogatepass")) > MAX_STATEMENT_BYTES:
+                raise errors.ParseError(f"The statement is longer than {MAX_STATEMENT_BYTES:,} bytes", code="DP259",
+                                        hint="send a shorter statement")  # fmt: skip
+            # tokenizing takes up to a second for the longest statement: not on the loop every session shares
+            placeholders = await asyncio.to_thread(parameter_numbers, query)
             if any(len(m) > 6 or int(m) > MAX_PARAMETERS for m in placeholders):
                 raise errors.ProgrammingError(f"Parameter numbers go up to ${MAX_PARAMETERS}", code="DP602",
                                               hint="number parameters $1, $2, ...")  # fmt: skip
