@@ -288,11 +288,11 @@ def test_another_local_user_s_guesses_and_idle_sockets_do_not_hold_up_a_user(db,
                 rawclient.login(server.port, "alice", f"g {k} {n}", source=f"127.0.9.{1 + k}")
                 n += 1
 
-        threads = [threading.Thread(target=guess, args=(k,)) for k in range(12)]
+        threads = [threading.Thread(target=guess, args=(k,)) for k in range(8)]
         for t in threads:
             t.start()
-        time.sleep(1.0)  # twelve guesses wait in line for alice's two turns
-        assert server.server.guard.waiting("alice") >= 5
+        time.sleep(1.0)  # eight guesses wait in line for alice's two turns
+        assert server.server.guard.waiting("alice") >= 4
         took = []
         for _ in range(2):
             verdict, seconds, _ = rawclient.login(server.port, "alice", PASSWORD, source="127.0.0.1")

@@ -236,12 +236,12 @@ def test_a_login_runs_at_most_its_slots_at_once_and_others_wait(db):
 
 
 def test_a_statement_that_waits_past_its_timeout_for_a_slot_is_refused_free(db, slow_after_debit):
-    slow_after_debit["seconds"] = 3.0  # well past the waiter's deadline, however slow its checks
-    server = ThreadServer(db, statements_per_login=1, statement_timeout=0.6)
+    slow_after_debit["seconds"] = 2.0  # a second past the waiter's deadline and its last check
+    server = ThreadServer(db, statements_per_login=1, statement_timeout=0.4)
     try:
         with psycopg.connect(server.url("alice"), autocommit=True) as a, \
                 psycopg.connect(server.url("alice"), autocommit=True) as b:  # fmt: skip
-            runner = threading.Thread(target=lambda: a.execute(DP).fetchall())  # charged: runs 3 s past its debit
+            runner = threading.Thread(target=lambda: a.execute(DP).fetchall())  # charged: runs 2 s past its debit
             runner.start()
             time.sleep(0.3)
             with pytest.raises(psycopg.errors.InsufficientResources) as e:
