@@ -31,6 +31,7 @@ from dpgate.server import wire
 #: A batch of rows sent at once: about this many bytes, at most MAX_BATCH_ROWS rows.
 BATCH_BYTES = 256 * 1024
 MAX_BATCH_ROWS = 1000
+FIRST_BATCH_ROWS = 16
 
 
 def canceled(reason: str, hint: str = "") -> errors.OperationalError:
@@ -57,7 +58,7 @@ class RowStream:
     def read(self, cur: Any, names: list[str], types: list[str], convert: Any) -> list[tuple]:
         self.columns = (names, types)
         self._put(("columns", names, types))
-        n = MAX_BATCH_ROWS
+        n = FIRST_BATCH_ROWS  # the width of a row is unknown until one is read: start small
         while True:
             self._check()
             batch = cur.fetchmany(n)

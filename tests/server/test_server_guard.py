@@ -170,7 +170,7 @@ def db(make_db):
 def test_typos_slow_their_answers_but_never_lock_the_name_out(db):
     # Five wrong passwords locked the name out for a minute; now each waits for its delay, and the
     # right password, finding a free turn, logs in without waiting for any delay.
-    delay = 0.5
+    delay = 1.5  # far above a login's own time on a loaded machine (0.1-0.5 s), so "no wait" stays visible
     server = ThreadServer(db, guard=LoginGuard(delay=delay, max_delay=delay, per_name=2))
     try:
         for _ in range(5):
