@@ -29,7 +29,7 @@ from dpgate.errors import (
 from dpgate.catalog.owner import Owner
 from dpgate.release import ReleaseInfo, Result
 
-__version__ = "0.18.0"
+__version__ = "0.19.0"
 
 apilevel = "2.0"
 threadsafety = 1
