@@ -117,6 +117,10 @@ def _require_usable(inst: Instance) -> None:
         raise (failed_write(e) or e) from None
 
 
+#: How DuckDB's I/O errors say that a write failed (not that a file is unreadable or not a database).
+_WRITE_FAILURES = ("Could not write", "No space left", "File too large", "Disk quota")
+
+
 def failed_write(e: duckdb.Error) -> errors.Error | None:
     """The dpgate error for a DuckDB failure to write the file (None: not such a failure).
 
@@ -131,7 +135,8 @@ def failed_write(e: duckdb.Error) -> errors.Error | None:
             hint="free disk space, then reconnect (or restart dpgate serve); what was committed before the failure "
             "stands, debits included (the ledger shows them)",
         )  # fmt: skip
-    if isinstance(e, duckdb.IOException) or (isinstance(e, duckdb.TransactionException) and "Failed to commit" in text):
+    if (isinstance(e, duckdb.IOException) and any(w in text for w in _WRITE_FAILURES)) or (
+            isinstance(e, duckdb.TransactionException) and "Failed to commit" in text):  # fmt: skip
         return errors.OperationalError(
             "The database could not write this statement's changes (" + text.strip().splitlines()[0][:300]
             + "); none of them was kept", code="DP608",
