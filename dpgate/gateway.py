@@ -27,6 +27,7 @@ from sqlglot import exp
 
 from dpgate import backends, database, errors, noise, queries
 from dpgate.backends import spark as spark_backend
+from dpgate.catalog import caps
 from dpgate.catalog import releases as registry
 from dpgate.catalog import tables as catalog_mod
 from dpgate.catalog.facts import DuckDBFacts
@@ -378,6 +379,7 @@ class Gateway:
             rule=plan.charge.rule,
             private=private,
             options=plan.charge.ledger_options,
+            release=caps.release_size(plan),  # checked against the analyst's release caps at the debit
         )
 
     def _dp(self, qc, plan, sql: str, pin: tuple) -> Result:

@@ -284,7 +284,7 @@ def Text(
 _STRFTIME_SPECIFIERS = "aAwudbBmyYHIpMSfgnzZjUWcxXGV%"
 _STRFTIME_RE = re.compile(r"(?:[^%]|%-[dmyHIMSj]|%[" + re.escape(_STRFTIME_SPECIFIERS) + r"])*\Z")
 _LIKE_SAMPLES = ("", "%", "_", "a%", "%a", "%a%b%", "%\\%", "%__%", "é%", "%%%%%%%%%%%x", "%🦆%")
-#: ILIKE (and LIKE with '_') matches by backtracking: '%' only at the ends [cost].
+#: ILIKE (and LIKE with '_') matches by backtracking: at most one '%' before the end [cost].
 _BACKTRACKING_SAMPLES = ("", "%", "_", "a%", "%a", "%a_b%", "%\\%", "%__%", "é%", "%%%x", "%🦆%")
 _REGEX_SAMPLES = (
     "", "a", "^a.*$", "(a|b)*c", "\\d+", "[[:alpha:]]+", "(?i)é", "(a)(b)?", ".*.*.*.*.*.*.*x", "\\p{L}+", "^$",
@@ -297,10 +297,10 @@ def _valid_regex_options(value: str) -> bool:
     return all(ch in "cilmnps" for ch in value)
 
 
-LIKE = Text(_LIKE_SAMPLES, valid=lambda v: "_" not in v or cost.inner_wildcards(v) == 0, code=cost.WORK,
-            description="a constant LIKE pattern (with '_', '%' only at its start and end)")
-ILIKE = Text(_BACKTRACKING_SAMPLES, valid=lambda v: cost.inner_wildcards(v) == 0, code=cost.WORK,
-             description="a constant LIKE pattern with '%' only at its start and end")
+LIKE = Text(_LIKE_SAMPLES, valid=lambda v: "_" not in v or cost.wildcard_runs(v) <= 1, code=cost.WORK,
+            description="a constant LIKE pattern (with '_', at most one '%' before its end)")
+ILIKE = Text(_BACKTRACKING_SAMPLES, valid=lambda v: cost.wildcard_runs(v) <= 1, code=cost.WORK,
+             description="a constant LIKE pattern with at most one '%' before its end")
 REGEX = Text(_REGEX_SAMPLES, valid=lambda v: cost.regex_program(v) <= cost.MAX_REGEX_PROGRAM, code=cost.WORK,
              description=f"a constant regular expression (RE2) of at most {cost.MAX_REGEX_PROGRAM} instructions")
 OPTIONS = Text(("", "i", "c", "s", "m", "n", "p", "l"), max_len=8, valid=_valid_regex_options,
@@ -1323,7 +1323,7 @@ def reference_markdown() -> str:
         f"case folding doubles) and is charged RE2's worst case, {cost.REGEX_UNITS} steps per character and "
         "instruction (so a pattern runs over stored values, not over long built text); a LIKE pattern with `_` or "
         "ESCAPE, and every "
-        "ILIKE pattern, has `%` only at its start and end (LIKE without `_` takes any number of `%`); a row's "
+        "ILIKE pattern, has at most one `%` before its end (LIKE without `_` takes any number of `%`); a row's "
         f"work is at most {cost.MAX_WORK_FACTOR:,} steps per character of its longest input plus "
         f"{cost.MAX_WORK_CONSTANT:,} steps (DP258). The time one chosen row takes is not the analyst's to choose.",
         "",

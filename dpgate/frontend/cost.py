@@ -22,8 +22,9 @@ patterns
     has at most ``MAX_REGEX_PROGRAM`` instructions (RE2 is linear in the text, but its time per
     character grows with the program once its DFA cache overflows: ``(x|y){1,1000}z`` costs
     80 ms on 4 KB, ``(x|y){1,30}z`` 16 µs). A LIKE pattern that DuckDB matches by backtracking
-    (one with ``_`` or an ESCAPE, and every ILIKE) may have ``%`` only at its start and end:
-    each ``%`` inside multiplies the work by the text's length (``'%_%z'`` on 4 KB: 23 ms).
+    (one with ``_`` or an ESCAPE, and every ILIKE; every LIKE on Spark) may have at most one ``%``
+    with text after it: each such ``%`` multiplies the work by the text's length (``'%_%z'`` on 4 KB:
+    23 ms).
 
 What the bounds leave: one row can change a statement's time by at most ``B`` units plus its
 stored size times ``A`` (``tests/privacy/test_timing.py`` measures the worst accepted shapes).
@@ -226,8 +227,9 @@ def check_regex(node: exp.Expr, pattern: str) -> None:
 
 
 # -- LIKE ----------------------------------------------------------------------------------------
-def inner_wildcards(pattern: str, escape: str | None = None) -> int:
-    """How many runs of ``%`` stand inside ``pattern`` (not at its start or its end)."""
+def wildcard_runs(pattern: str, escape: str | None = None) -> int:
+    """How many runs of ``%`` in ``pattern`` have text after them (a trailing ``%`` matches the rest at
+    once): a backtracking matcher's work grows with the text's length to that power."""
     wild: list[bool] = []
     i = 0
     while i < len(pattern):
@@ -237,13 +239,10 @@ def inner_wildcards(pattern: str, escape: str | None = None) -> int:
             continue
         wild.append(pattern[i] == "%")
         i += 1
-    lo, hi = 0, len(wild)
-    while lo < hi and wild[lo]:
-        lo += 1
-    while hi > lo and wild[hi - 1]:
-        hi -= 1
+    while wild and wild[-1]:
+        wild.pop()
     runs, before = 0, False
-    for w in wild[lo:hi]:
+    for w in wild:
         runs += w and not before
         before = w
     return runs
@@ -261,13 +260,13 @@ def check_like(node: exp.Expr, escape: str | None = None, *, backtracking: bool 
     if pattern is None:
         return
     slow = backtracks(node, escape) if backtracking is None else backtracking
-    if slow and inner_wildcards(pattern, escape) > 0:
+    if slow and wildcard_runs(pattern, escape) > 1:
         raise _refuse(
             WORK,
-            f"{_sql(node)}: a '%' inside this pattern makes the match backtrack, so its work grows with a power "
-            "of the text's length (a time one row could decide)",
-            "put '%' only at the start and end of the pattern (LIKE '%a_b%'), or use LIKE without '_' and "
-            "ESCAPE, which matches any number of '%' in linear time; ILIKE can be lower(x) LIKE '...'",
+            f"{_sql(node)}: this pattern matches by backtracking, and each '%' with text after it multiplies the "
+            "work by the text's length (a time one row could decide)",
+            "use at most one '%' before the pattern's end (LIKE '%a_b%', 'a%b'), or LIKE without '_' and ESCAPE, "
+            "which matches any number of '%' in linear time (on DuckDB; lower(x) LIKE '...' for ILIKE)",
         )
 
 

@@ -8,7 +8,6 @@ free, with the cap and the analyst's usage in the hint.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 
 import pytest
@@ -17,7 +16,6 @@ import dpgate
 from dpgate import errors
 from dpgate.catalog import caps
 from dpgate.catalog.owner import Owner
-from dpgate.gateway import Gateway
 from dpgate.interfaces import cli
 
 SETUP = """
@@ -25,19 +23,6 @@ CREATE TABLE t AS SELECT i AS pid, i % 90 AS age, CASE WHEN i % 3 = 0 THEN 'F' E
   (i % 50) * 1.5 AS x FROM range(2000) r(i);
 """
 ANALYSTS = {"alice": {"epsilon": 1000.0, "delta": 1e-3}, "bob": {"epsilon": 1000.0, "delta": 1e-3}}
-
-
-@pytest.fixture(autouse=True)
-def wired(monkeypatch):
-    """The gateway's cost of a statement carries the size of the release it may write (as the debit
-    needs it); a gateway that already does so is left as it is."""
-    cost_of = Gateway._cost
-
-    def _cost(self, plan, sql, private):
-        cost = cost_of(self, plan, sql, private)
-        return cost if cost.release is not None else dataclasses.replace(cost, release=caps.release_size(plan))
-
-    monkeypatch.setattr(Gateway, "_cost", _cost)
 
 
 @pytest.fixture
