@@ -221,6 +221,8 @@ def statistic_levels(epsilon_width: float, alpha: float) -> tuple[tuple[int, int
     a = noise.discrete_laplace_alpha(epsilon_width, 1)
 
     def cut(p: float) -> int:  # smallest c >= 0 with P(Z > c) = a^(c+1) / (1 + a) <= p
+        if a <= 0.0:  # a large ε: exp(-ε) underflows, and the noise is 0 with probability 1 in doubles
+            return 0
         c = max(0, math.ceil(math.log(p * (1 + a)) / math.log(a)) - 1) if p * (1 + a) < 1 else 0
         while c > 0 and a**c / (1 + a) <= p:
             c -= 1

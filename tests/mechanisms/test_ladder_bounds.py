@@ -213,3 +213,11 @@ def test_sampled_coverage_at_small_epsilon():
         _, low, high = clamped_interval(r.value, r.interval.half_width, True)
         hits += low <= lf.value <= high
     assert hits / runs >= 0.95 - 3 * math.sqrt(0.95 * 0.05 / runs)
+
+
+def test_statistic_levels_at_an_epsilon_whose_noise_underflows():
+    """exp(-ε) is 0.0 in doubles from ε ≈ 745 on: the cut is 0 (it raised a math domain error, a raw
+    exception from planning TRIANGLE_COUNT at ε = 10,000)."""
+    from dpgate.mechanisms import ladder_bounds
+
+    assert all(c_lo == c_hi == 0 for c_lo, c_hi, _ in ladder_bounds.statistic_levels(1000.0, 0.05))

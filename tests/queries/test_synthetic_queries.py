@@ -421,3 +421,14 @@ def test_at_a_small_epsilon_a_release_has_no_more_rows_than_the_roster_holds(ali
     public and bounds what a release describes."""
     alice.execute("CREATE SYNTHETIC TABLE tiny FROM people USING independent WITH (epsilon = 0.0001, columns = 'colour')")
     assert alice.execute("SELECT count(*) FROM tiny").fetchone()[0] <= 3000
+
+
+def test_a_release_whose_cells_get_an_epsilon_below_the_samplers_floor_is_refused_free(demo_db):
+    """ε = 1e-6 over 15 marginals with max_rows_contributed = 1,000,000 leaves each cell ε ≈ 7e-14, below
+    the discrete Laplace sampler's floor: its ValueError escaped the dry run as a raw exception."""
+    with dpgate.connect(str(demo_db), analyst="demo") as con:
+        before = con.budget()
+        with pytest.raises(errors.ProgrammingError) as e:
+            con.execute("CREATE SYNTHETIC TABLE tiny FROM adult USING independent "
+                        "WITH (epsilon = 0.000001, max_rows_contributed = 1000000)")  # fmt: skip
+        assert e.value.code == "DP205" and con.budget() == before

@@ -232,10 +232,12 @@ def _dry_run(plan: SynthesisPlan, eps: float) -> None:
     try:
         _fit(plan, np.zeros((0, len(sizes)), dtype=np.int64), eps / plan.max_rows, population=1,
              rng=np.random.default_rng(0), noisy_rows=1.0)  # fmt: skip
-    except (errors.DataError, errors.NotSupportedError) as e:
+    except (errors.DataError, errors.NotSupportedError, ValueError) as e:
+        # a sampler's own refusal (ε per cell below its floor) is a ValueError: free here, not after the debit
+        message, hint = (e.message, e.hint) if isinstance(e, errors.Error) else (str(e), None)
         raise errors.ProgrammingError(
-            f"{_LABEL[plan.mechanism]} cannot run with these parameters{_at(plan, eps)}: {e.message}", code="DP205",
-            hint=e.hint or "change the WITH (...) options",
+            f"{_LABEL[plan.mechanism]} cannot run with these parameters{_at(plan, eps)}: {message}", code="DP205",
+            hint=hint or "raise epsilon or lower max_rows_contributed, or change the WITH (...) options",
         ) from e  # fmt: skip
 
 
