@@ -112,3 +112,21 @@ class ProcessServer:
             self.proc.kill()
             self.proc.wait(10)
         self.proc.stdout.close()
+
+
+def rss_mb() -> float:
+    """This process's resident memory (the in-process server's), in MB."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def two_analysts(make_db) -> Path:
+    """A protected table t (200 subjects, g in 0..4) and analysts alice and bob with logins."""
+    path = make_db("CREATE TABLE t AS SELECT i AS uid, i % 5 AS g FROM range(200) r(i)",
+                   protect={"t": {"unit": "uid", "epsilon": 100.0, "domains": {"g": [0, 1, 2, 3, 4]}}},
+                   analysts={"alice": {"epsilon": 1.0}, "bob": {"epsilon": 1.0}}, allow_seed=False)  # fmt: skip
+    add_logins(path, ["alice", "bob"])
+    return path

@@ -17,7 +17,7 @@ import pytest
 import rawclient
 from dpgate.server import scram
 from dpgate.server.guard import LoginGuard, PreLogin, _Decaying, address_group
-from pgserver import OWNER_PASSWORD, PASSWORD, ThreadServer, add_logins
+from pgserver import OWNER_PASSWORD, PASSWORD, ThreadServer, two_analysts
 
 
 # -- the guard on its own ------------------------------------------------------------------------------
@@ -160,11 +160,7 @@ def test_a_newcomer_closes_a_failed_attempt_then_the_longest_idle_then_a_crowded
 # -- over the wire ------------------------------------------------------------------------------------
 @pytest.fixture
 def db(make_db):
-    path = make_db("CREATE TABLE t AS SELECT i AS uid, i % 5 AS g FROM range(200) r(i)",
-                   protect={"t": {"unit": "uid", "epsilon": 100.0, "domains": {"g": [0, 1, 2, 3, 4]}}},
-                   analysts={"alice": {"epsilon": 1.0}, "bob": {"epsilon": 1.0}}, allow_seed=False)  # fmt: skip
-    add_logins(path, ["alice", "bob"])
-    return path
+    return two_analysts(make_db)
 
 
 def test_typos_slow_their_answers_but_never_lock_the_name_out(db):

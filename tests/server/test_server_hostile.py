@@ -21,20 +21,12 @@ import psycopg
 import rawclient
 from dpgate.catalog.owner import Owner
 from dpgate.server.guard import LoginGuard
-from pgserver import OWNER_PASSWORD, PASSWORD, ThreadServer, add_logins
+from pgserver import OWNER_PASSWORD, PASSWORD, ThreadServer, add_logins, rss_mb
 
 DP = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.001) g, COUNT(*) AS n FROM t GROUP BY g"
 HOSTILE_SECONDS = 8.0
 LOGIN_BOUND = 5.0  # seconds: an honest login, even while its own name is among the sprayed ones
 STATEMENT_BOUND = 5.0
-
-
-def _rss_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def test_honest_clients_are_served_beside_hostile_ones(make_db):
@@ -46,7 +38,7 @@ def test_honest_clients_are_served_beside_hostile_ones(make_db):
     server = ThreadServer(path, guard=LoginGuard(delay=0.2, max_delay=1.0), public_timeout=2.0)
     rng = random.Random(20261124)
     stop = time.monotonic() + HOSTILE_SECONDS
-    rss_before = _rss_mb()
+    rss_before = rss_mb()
     counts = {"idle": 0, "guesses": 0, "unread": 0, "endless": 0}
     lock = threading.Lock()
 
@@ -140,7 +132,7 @@ def test_honest_clients_are_served_beside_hostile_ones(make_db):
         for t in threads:
             t.join(60)
         assert not any(t.is_alive() for t in threads)
-        grown = _rss_mb() - rss_before
+        grown = rss_mb() - rss_before
         assert failures == []
         by_user = {u for u, _ in honest_logins}
         assert by_user == {"alice", "bob", "boss"} and len(honest_logins) >= 9

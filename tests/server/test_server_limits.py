@@ -17,7 +17,7 @@ import pytest
 
 import dpgate.gateway
 from dpgate.catalog.owner import Owner
-from pgserver import ThreadServer, add_logins
+from pgserver import ThreadServer, rss_mb, two_analysts
 
 DP = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.01) g, COUNT(*) AS n FROM t GROUP BY g"
 ENDLESS = "SELECT count(*) FROM range(100000000000000)"
@@ -25,11 +25,7 @@ ENDLESS = "SELECT count(*) FROM range(100000000000000)"
 
 @pytest.fixture
 def db(make_db):
-    path = make_db("CREATE TABLE t AS SELECT i AS uid, i % 5 AS g FROM range(200) r(i)",
-                   protect={"t": {"unit": "uid", "epsilon": 100.0, "domains": {"g": [0, 1, 2, 3, 4]}}},
-                   analysts={"alice": {"epsilon": 1.0}, "bob": {"epsilon": 1.0}}, allow_seed=False)  # fmt: skip
-    add_logins(path, ["alice", "bob"])
-    return path
+    return two_analysts(make_db)
 
 
 @pytest.fixture
@@ -53,14 +49,6 @@ def slow_after_debit(monkeypatch):
 def _entries(path) -> int:
     with Owner(path, create=False, read_only=True) as o:
         return o.con.execute("SELECT count(*) FROM dpgate.ledger").fetchone()[0]
-
-
-def _rss_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def _raw_query(con: psycopg.Connection, sql: str) -> socket.socket:
@@ -118,12 +106,12 @@ def test_a_client_that_does_not_read_holds_a_bounded_buffer(db):
     server = ThreadServer(db, public_timeout=3.0)
     try:
         con = psycopg.connect(server.url("alice"), autocommit=True)
-        before = _rss_mb()
+        before = rss_mb()
         sock = _raw_query(con, "SELECT range AS a, range AS b FROM range(10000000)")
         time.sleep(1.5)
         run = _running(server)
         assert not run.worker.done() and 0 < run.stream.rows < 1_000_000, run.stream.rows
-        assert _rss_mb() - before < 300
+        assert rss_mb() - before < 300
         deadline = time.monotonic() + 10
         while not run.worker.done() and time.monotonic() < deadline:
             time.sleep(0.1)
