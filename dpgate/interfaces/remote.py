@@ -216,7 +216,7 @@ def _positional(sql: str, params: Any) -> tuple[str, list[Any] | None]:
 
 
 def _bind_literals(sql: str, params: Any) -> exp.Expr:
-    from dpgate.gateway import bind_parameters
+    from dpgate.frontend.parameters import bind_parameters
 
     return bind_parameters(parse_one(sql), params)
 

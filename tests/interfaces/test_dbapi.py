@@ -281,7 +281,7 @@ def test_a_parameter_bound_as_an_element_index_keeps_its_value():
     """sqlglot keeps element indexes 0-based and adds DuckDB's 1 when it writes an integer one: x[?]
     bound to 1 was written x[2] (red team helper-42). Slices and map keys are not shifted."""
     from dpgate.frontend.dialect import parse_one, to_sql
-    from dpgate.gateway import bind_parameters
+    from dpgate.frontend.parameters import bind_parameters
 
     bound = bind_parameters(parse_one("SELECT x[?], x[?], m[?], x[?:?], x[$1] FROM t"), [1, -1, "k", 1, 2])
     assert to_sql(bound) == "SELECT x[1], x[-1], m['k'], x[1:2], x[1] FROM t"
@@ -295,7 +295,7 @@ def test_what_is_not_a_parameter_is_refused(sql):
     """$1.5 read as the parameter, a dot and 5 (bound to 30 it ran as 30.5; DuckDB refuses it), and $²
     raised Python's ValueError (red team helper-44)."""
     from dpgate.frontend.dialect import parse_one
-    from dpgate.gateway import bind_parameters
+    from dpgate.frontend.parameters import bind_parameters
 
     with pytest.raises(errors.ProgrammingError) as e:
         bind_parameters(parse_one(sql), [30])
