@@ -348,9 +348,10 @@ class Gateway:
         allowlist.rewrite_for_engine(classified.statement)
         ctx = self._context(cat)
         qc = queries.for_statement(classified, ctx)
-        backends.require_served(qc.name, backends.protected_tables(classified, cat), qc.name)
+        tables = backends.protected_tables(classified, cat)
+        backends.require_served(qc.name, tables, qc.name)
         plan = qc.plan(classified, ctx)
-        self._check_work(classified.statement, plan, backends.protected_tables(classified, cat))
+        self._check_work(classified.statement, plan, tables)
         return qc, plan
 
     def _check_work(self, statement: exp.Expr, plan, tables) -> None:
@@ -363,7 +364,7 @@ class Gateway:
         for table in tables:
             (subjects,) = self._con.execute(f"SELECT count(*) FROM {table.roster_sql}").fetchone()
             rows += subjects * max(getattr(plan, "max_rows", None) or table.max_rows, 1)
-        cost_mod.check_statement(statement, rows)
+        cost_mod.check_statement(per_row, rows)
 
     def _cost(self, plan, sql: str, private: bool) -> Cost:
         return Cost(

@@ -103,8 +103,10 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from dpgate import errors
 from dpgate.frontend import cost
+from dpgate.frontend.cost import refuse as _refuse
+from dpgate.frontend.cost import signed_literal as _signed_literal
+from dpgate.frontend.cost import sql_text as _sql
 from dpgate.frontend.nodes import CreateSynthetic, DPOptions, ExplainPrivacy
 from dpgate.frontend.dialect import received
 
@@ -156,19 +158,6 @@ _NODE_HINT = (
 )
 
 
-def _sql(node: exp.Expr, limit: int = 80) -> str:
-    try:
-        text = node.sql(dialect="duckdb")
-    except Exception:  # noqa: BLE001 - dpgate's own nodes have no DuckDB form
-        text = node.key.upper()
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _refuse(code: str, message: str, hint: str) -> errors.UnsupportedQueryError:
-    return errors.UnsupportedQueryError(message, code=code, hint=hint)
-
-
 # -- constants ------------------------------------------------------------------------------------
 def _is_constant(node: exp.Expr | None) -> bool:
     """A value fixed by the query text: literals, NULL, booleans, bound parameters, intervals,
@@ -192,21 +181,6 @@ def _string(node: exp.Expr | None) -> str | None:
         return node.this
     if isinstance(node, exp.Var):
         return node.name
-    return None
-
-
-def _signed_literal(node: exp.Expr | None, convert):
-    """A numeric literal under any signs and parentheses, converted (None if it is not one)."""
-    negative = False
-    while isinstance(node, (exp.Neg, exp.Paren)):
-        negative ^= isinstance(node, exp.Neg)
-        node = node.this
-    if isinstance(node, exp.Literal) and not node.is_string:
-        try:
-            value = convert(node.this)
-        except ValueError:
-            return None
-        return -value if negative else value
     return None
 
 

@@ -60,15 +60,17 @@ WORK = "DP258"
 _FIXED = 64  # characters of any non-text value shown as text (a number, a date, a boolean)
 
 
-def _refuse(code: str, message: str, hint: str) -> errors.UnsupportedQueryError:
+def refuse(code: str, message: str, hint: str) -> errors.UnsupportedQueryError:
     return errors.UnsupportedQueryError(message, code=code, hint=hint)
 
 
-def _sql(node: exp.Expr, limit: int = 80) -> str:
+def sql_text(node: exp.Expr, limit: int = 80) -> str:
+    """``node`` as DuckDB SQL on one line, cut to ``limit`` characters (for messages)."""
     try:
         text = node.sql(dialect="duckdb")
-    except Exception:  # noqa: BLE001 - only for a message
-        text = node.key
+    except Exception:  # noqa: BLE001 - dpgate's own nodes have no DuckDB form
+        text = node.key.upper()
+    text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -76,16 +78,23 @@ def _string(node: exp.Expr | None) -> str | None:
     return node.this if isinstance(node, exp.Literal) and node.is_string else None
 
 
-def _integer(node: exp.Expr | None) -> int | None:
-    if isinstance(node, exp.Neg):
-        inner = _integer(node.this)
-        return None if inner is None else -inner
+def signed_literal(node: exp.Expr | None, convert):
+    """A numeric literal under any signs and parentheses, converted (None if it is not one)."""
+    negative = False
+    while isinstance(node, (exp.Neg, exp.Paren)):
+        negative ^= isinstance(node, exp.Neg)
+        node = node.this
     if isinstance(node, exp.Literal) and not node.is_string:
         try:
-            return int(node.this)
+            value = convert(node.this)
         except ValueError:
             return None
+        return -value if negative else value
     return None
+
+
+def _integer(node: exp.Expr | None) -> int | None:
+    return signed_literal(node, int)
 
 
 def _literal_length(node: exp.Expr | None) -> int:
@@ -218,9 +227,9 @@ def _regex_options(node: exp.Expr) -> str:
 def check_regex(node: exp.Expr, pattern: str) -> None:
     size = regex_program(pattern, _regex_options(node))
     if size > MAX_REGEX_PROGRAM:
-        raise _refuse(
+        raise refuse(
             WORK,
-            f"The pattern of {_sql(node)} compiles to about {size:,} instructions (at most {MAX_REGEX_PROGRAM}); "
+            f"The pattern of {sql_text(node)} compiles to about {size:,} instructions (at most {MAX_REGEX_PROGRAM}); "
             "its work per character, and so the time one row takes, would be the analyst's to choose",
             "write a smaller pattern: fewer or smaller counted repetitions ({1,1000} is copied 1,000 times)",
         )
@@ -261,9 +270,9 @@ def check_like(node: exp.Expr, escape: str | None = None, *, backtracking: bool 
         return
     slow = backtracks(node, escape) if backtracking is None else backtracking
     if slow and wildcard_runs(pattern, escape) > 1:
-        raise _refuse(
+        raise refuse(
             WORK,
-            f"{_sql(node)}: this pattern matches by backtracking, and each '%' with text after it multiplies the "
+            f"{sql_text(node)}: this pattern matches by backtracking, and each '%' with text after it multiplies the "
             "work by the text's length (a time one row could decide)",
             "use at most one '%' before the pattern's end (LIKE '%a_b%', 'a%b'), or LIKE without '_' and ESCAPE, "
             "which matches any number of '%' in linear time (on DuckDB; lower(x) LIKE '...' for ILIKE)",
@@ -286,6 +295,13 @@ def _times(k: float, part: Linear) -> Linear:
     return (k * part[0], k * part[1])
 
 
+def _memo(cache: dict[int, Linear], compute, node: exp.Expr) -> Linear:
+    key = id(node)
+    if key not in cache:
+        cache[key] = compute(node)
+    return cache[key]
+
+
 class RowCost:
     """The size (characters) and work (units) of each node of one statement, as linear forms in
     the longest stored value ``L`` it reads."""
@@ -295,10 +311,7 @@ class RowCost:
         self.works: dict[int, Linear] = {}
 
     def size(self, node: exp.Expr) -> Linear:
-        key = id(node)
-        if key not in self.sizes:
-            self.sizes[key] = self._size(node)
-        return self.sizes[key]
+        return _memo(self.sizes, self._size, node)
 
     def _size(self, node: exp.Expr) -> Linear:
         sub = [self.size(child) for child in node.iter_expressions()]
@@ -335,10 +348,7 @@ class RowCost:
         return (0.0, float(_FIXED))  # numbers, booleans, dates: fixed-size values
 
     def work(self, node: exp.Expr) -> Linear:
-        key = id(node)
-        if key not in self.works:
-            self.works[key] = self._work(node)
-        return self.works[key]
+        return _memo(self.works, self._work, node)
 
     def _work(self, node: exp.Expr) -> Linear:
         children = list(node.iter_expressions())
@@ -391,9 +401,9 @@ def check(statement: exp.Expr) -> RowCost:
             check_like(node, escape or None)
         a, b = cost.size(node)
         if a > MAX_TEXT_FACTOR or b > MAX_TEXT_CONSTANT:
-            raise _refuse(
+            raise refuse(
                 SIZE,
-                f"{_sql(node)} can make a value of up to {a:g} x its input + {b:,.0f} characters",
+                f"{sql_text(node)} can make a value of up to {a:g} x its input + {b:,.0f} characters",
                 f"keep a row expression within {MAX_TEXT_FACTOR} x its longest input + {MAX_TEXT_CONSTANT:,} "
                 "characters: nest fewer growing functions (replace, lpad, concat), pad to fewer characters",
             )
@@ -402,9 +412,9 @@ def check(statement: exp.Expr) -> RowCost:
             continue
         a, b = cost.work(node)
         if a > MAX_WORK_FACTOR or b > MAX_WORK_CONSTANT:
-            raise _refuse(
+            raise refuse(
                 WORK,
-                f"{_sql(node)} may do up to {a:,.0f} steps per character of its input + {b:,.0f} steps on one row "
+                f"{sql_text(node)} may do up to {a:,.0f} steps per character of its input + {b:,.0f} steps on one row "
                 f"(at most {MAX_WORK_FACTOR:,} and {MAX_WORK_CONSTANT:,})",
                 "do less per row: fewer or smaller patterns and searches over shorter built text; "
                 "the time one row takes must not be the analyst's to choose",
@@ -422,13 +432,13 @@ def row_work(statement: exp.Expr) -> Linear:
     return total
 
 
-def check_statement(statement: exp.Expr, rows: int) -> None:
-    """Refuse a statement whose constant work per row times ``rows`` (a public bound on the rows it
-    reads) exceeds ``MAX_STATEMENT_WORK``: it would hold a core for minutes whatever the data."""
-    _, b = row_work(statement)
+def check_statement(b: float, rows: int) -> None:
+    """Refuse a statement whose constant work per row ``b`` (``row_work``'s second part) times ``rows``
+    (a public bound on the rows it reads) exceeds ``MAX_STATEMENT_WORK``: it would hold a core for
+    minutes whatever the data."""
     total = b * max(rows, 1)
     if total > MAX_STATEMENT_WORK:
-        raise _refuse(
+        raise refuse(
             WORK,
             f"This statement may do {b:,.0f} steps on each of up to {rows:,} rows ({total:,.0f} in all; "
             f"at most {MAX_STATEMENT_WORK:,})",

@@ -70,8 +70,8 @@ def bind_parameters(statement: exp.Expr, params: Any) -> exp.Expr:
                         hint="pass a number of at most 1,000 digits (a DOUBLE beyond that range is infinite)",
                     )  # fmt: skip
                 if isinstance(value, decimal.Decimal):
-                    # exp.convert writes Decimal('NaN') as a bare NaN, which reads back as a column (red team
-                    # helper-42); a finite one as its digits, a non-finite one as the DOUBLE it stands for
+                    # exp.convert writes Decimal('NaN') as a bare NaN, which reads back as a column: a finite
+                    # Decimal is written as its digits, a non-finite one as the DOUBLE it stands for
                     if value.is_finite():
                         return exp.Literal.number(format(value, "f"))
                     value = float(value)  # ValueError for a signalling NaN
@@ -82,8 +82,8 @@ def bind_parameters(statement: exp.Expr, params: Any) -> exp.Expr:
                 parent = node.parent
                 if isinstance(parent, exp.Bracket) and node.arg_key == "expressions" and len(parent.expressions) == 1:
                     # An element index: sqlglot keeps a list's indexes 0-based and adds DuckDB's offset (1)
-                    # when it writes an integer one, so x[?] bound to 1 read x[2] (red team helper-42). Only
-                    # where it will add it (not for a string's or a map's [?]: helper-44).
+                    # when it writes an integer one, so x[?] bound to 1 would read x[2]. Only where it will add
+                    # it: a string's or a map's [?] keeps its value.
                     offset = DPDuckDB.INDEX_OFFSET - (parent.args.get("offset") or 0)
                     written = exp.apply_index_offset(parent.this.copy(), [literal.copy()], offset, dialect=DPDuckDB)
                     if written[0] != literal:

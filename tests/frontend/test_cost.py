@@ -87,9 +87,9 @@ def test_statement_work_over_the_public_row_bound():
     statement = parse_one(DP + "regexp_matches(lpad(s, 4096, 'x'), '(x|y){1,50}z')")
     _, per_row = cost.row_work(statement)
     assert per_row > 100_000
-    cost.check_statement(statement, rows=1000)
+    cost.check_statement(per_row, rows=1000)
     with pytest.raises(errors.UnsupportedQueryError) as e:
-        cost.check_statement(statement, rows=10**8)
+        cost.check_statement(per_row, rows=10**8)
     assert e.value.code == "DP258" and "rows" in e.value.message
 
 
