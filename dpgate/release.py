@@ -19,7 +19,7 @@ from dpgate import database, errors
 from dpgate.memo import Memo
 from dpgate.frontend.dialect import to_duckdb
 from dpgate.mechanisms.base import NoisyColumn
-from dpgate.queries.plans import CountPlan
+from dpgate.plans import CountPlan
 
 
 @dataclass(frozen=True)

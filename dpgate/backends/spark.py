@@ -64,7 +64,7 @@ from dpgate.backends import Charged
 from dpgate.catalog.tables import INTEGER_TYPES, ProtectedTable
 from dpgate.frontend import cost
 from dpgate.queries.counting.exact import scaled_input
-from dpgate.queries.plans import (
+from dpgate.plans import (
     AVG,
     COUNT_DISTINCT,
     COUNT_ROWS,

@@ -24,7 +24,7 @@ import numpy as np
 
 from dpgate import noise
 from dpgate.mechanisms.base import Mechanism
-from dpgate.queries.plans import KeySelection
+from dpgate.plans import KeySelection
 
 
 class KeySelector(Mechanism):

@@ -53,10 +53,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpgate import noise
-from dpgate.queries.plans import ExactAnswer
+from dpgate.plans import ExactAnswer
 from dpgate.mechanisms import pdp
 from dpgate.mechanisms.base import Mechanism, NoisyColumn
-from dpgate.queries.plans import (
+from dpgate.plans import (
     AVG,
     COUNT_SUBJECTS,
     QUANTILE,

@@ -47,7 +47,7 @@ from dpgate.catalog.tables import (
 from dpgate.frontend.classify import GRAPH_FUNCTIONS, Classified, function_name
 from dpgate.frontend.dialect import to_duckdb
 from dpgate.frontend.nodes import dp_options
-from dpgate.queries.plans import (
+from dpgate.plans import (
     AVG,
     COUNT_DISTINCT,
     COUNT_ROWS,

@@ -41,7 +41,7 @@ from dpgate.queries.base import bind
 from dpgate.mechanisms import ladder
 from dpgate.mechanisms.base import NoisyColumn
 from dpgate.frontend.nodes import dp_options
-from dpgate.queries.plans import OutputColumn, SubgraphCount, SubgraphPlan, SubjectCharge
+from dpgate.plans import OutputColumn, SubgraphCount, SubgraphPlan, SubjectCharge
 from dpgate.release import Answer, ColumnNoise, noisy_rows
 from dpgate.frontend.settings import Session
 

@@ -43,7 +43,7 @@ from dpgate.catalog.tables import is_numeric_type
 from dpgate.frontend.classify import TOPK_COLUMNS_FUNCTION, Classified, function_name
 from dpgate.queries.analysis import Analysis, Syntax, key_selection_threshold
 from dpgate.queries.base import Context, Run, _subject_rows, bind, personalization_notes, restrict_to_charged
-from dpgate.queries.plans import COUNT_ROWS, COUNT_SUBJECTS, Component, KeySpec, SubjectCharge, TopKPlan
+from dpgate.plans import COUNT_ROWS, COUNT_SUBJECTS, Component, KeySpec, SubjectCharge, TopKPlan
 from dpgate.release import Answer, ColumnNoise, check_post, noisy_rows
 
 _ids = itertools.count(1)

@@ -17,7 +17,7 @@ from dpgate import noise
 from dpgate.queries.counting import exact as execute
 from dpgate.frontend.classify import classify
 from dpgate.frontend.dialect import parse_one
-from dpgate.queries.plans import ExactAnswer
+from dpgate.plans import ExactAnswer
 from dpgate.mechanisms import LaplaceCounting
 from dpgate.resources import data_dir
 

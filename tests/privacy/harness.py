@@ -59,7 +59,7 @@ from dpgate.queries import subgraph as subgraph_mod
 from dpgate.queries import synthetic as synthetic_mod
 from dpgate.queries import topk as topk_mod
 from dpgate.queries.counting import exact as exact_mod
-from dpgate.queries.plans import AVG, COUNT_SUBJECTS, CountPlan, SubgraphPlan, SynthesisPlan, TopKPlan
+from dpgate.plans import AVG, COUNT_SUBJECTS, CountPlan, SubgraphPlan, SynthesisPlan, TopKPlan
 from dpgate.queries.synthetic import coding as synthesis
 
 #: The fixed salt of the keyed per-subject sample: the same on D and D′.

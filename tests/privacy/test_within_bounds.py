@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 import harness
 from dpgate.catalog import unit_stats, within_bounds
 from dpgate.queries.counting import exact as exact_mod
-from dpgate.queries.plans import AggSpec, SUM
+from dpgate.plans import AggSpec, SUM
 
 DP = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) "
 

@@ -23,7 +23,7 @@ from dpgate.mechanisms import KeySelector, LaplaceCounting
 from dpgate.queries.analysis import Analysis, _with_epsilon, key_selection_threshold
 from dpgate.queries.base import Context, Run, _subject_rows, personalization_notes
 from dpgate.queries.counting import exact as exact_mod
-from dpgate.queries.plans import COUNT_SUBJECTS, QUANTILE, VALUE_KINDS, CountPlan, SubjectCharge
+from dpgate.plans import COUNT_SUBJECTS, QUANTILE, VALUE_KINDS, CountPlan, SubjectCharge
 from dpgate.release import Answer, ColumnNoise
 
 

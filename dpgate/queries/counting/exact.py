@@ -56,7 +56,7 @@ from dpgate.catalog import sample_order, unit_stats, within_bounds
 from dpgate.catalog.tables import quote_ident
 from dpgate.frontend.dialect import to_duckdb
 from dpgate.queries.base import bind, restrict_to_charged, table_nodes
-from dpgate.queries.plans import (
+from dpgate.plans import (
     AVG,
     COUNT_DISTINCT,
     COUNT_ROWS,

@@ -45,7 +45,7 @@ from dpgate.frontend.classify import Classified
 from dpgate.frontend.dialect import to_sql
 from dpgate.queries.base import _subject_rows, bind, personalization_notes
 from dpgate.mechanisms import mst, pdp, privbayes
-from dpgate.queries.plans import SubjectCharge, SynthesisPlan
+from dpgate.plans import SubjectCharge, SynthesisPlan
 from dpgate.release import Answer, Result
 from dpgate.frontend.settings import Session, Spec
 

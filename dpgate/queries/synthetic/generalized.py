@@ -43,7 +43,7 @@ from dpgate.frontend.dialect import to_sql
 from dpgate.frontend.settings import Session, Spec
 from dpgate.mechanisms import supermodular
 from dpgate.queries.base import bind
-from dpgate.queries.plans import SubjectCharge, SynthesisPlan
+from dpgate.plans import SubjectCharge, SynthesisPlan
 from dpgate.queries.synthetic import options, require_free_name, run_epsilon, subject_rows_sql
 from dpgate.release import Answer
 

@@ -33,7 +33,7 @@ from dpgate.frontend.nodes import dp_options
 from dpgate.frontend.settings import Session, Spec, coerce, literal_value
 from dpgate.mechanisms import privtree
 from dpgate.queries.base import bind
-from dpgate.queries.plans import SubjectCharge, SynthesisPlan
+from dpgate.plans import SubjectCharge, SynthesisPlan
 from dpgate.queries.synthetic import options, run_epsilon
 from dpgate.release import Answer, Result
 
