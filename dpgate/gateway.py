@@ -10,7 +10,6 @@ whatever happens (fail closed).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import os
@@ -258,15 +257,7 @@ class Gateway:
 
     def tables(self) -> dict[str, tuple[str, list[tuple[str, str]]]]:
         """Tables and views an analyst may name, with their kind and columns (public facts)."""
-        cat = self.catalog()
-        out: dict[str, tuple[str, list[tuple[str, str]]]] = {}
-        for name, t in sorted(cat.tables.items()):
-            out[name] = ("graph" if t.kind == "graph" else "protected", [(c.name, c.type) for c in t.columns.values()])
-        for name in sorted(cat.public_tables):
-            out[name] = ("release" if name in cat.releases else "public", self.facts.columns(name))
-        for name in sorted(cat.views):
-            out.setdefault(name, ("view", self.facts.columns(name)))
-        return out
+        return statements.tables(self.catalog(), self.facts)
 
     def plan(self, classified: Classified, cat: catalog_mod.Catalog):
         """The plan of a DP statement, by the query class that recognises it (reads no row)."""
@@ -280,7 +271,7 @@ class Gateway:
         for_engine(classified.statement, self.facts)
         ctx = self.context(cat)
         qc = queries.for_statement(classified, ctx)
-        backends.require_served(qc.name, tables, qc.name)
+        backends.require_served(qc.name, tables, qc.title)
         plan = qc.plan(classified, ctx)
         self._check_work(classified.statement, plan, tables)
         return qc, plan
@@ -294,7 +285,7 @@ class Gateway:
         rows = 0
         for table in tables:
             (subjects,) = self._con.execute(f"SELECT count(*) FROM {table.roster_sql}").fetchone()
-            rows += subjects * max(getattr(plan, "max_rows", None) or table.max_rows, 1)
+            rows += subjects * max(plan.rows_per_subject(table), 1)
         cost_mod.check_statement(per_row, rows)
 
     def _cost(self, plan, sql: str, private: bool) -> Cost:
@@ -319,16 +310,13 @@ class Gateway:
         A query class may hold a scope from before its debit to the end of its release (``debit_scope``:
         a release's name in the making), and check its plan inside the debit's transaction against the
         personalization plan's ε (``check_at_debit``: a refusal there is free)."""
-        scope = getattr(qc, "debit_scope", None)
-        with scope(plan, (self._instance.path, self._instance.serial)) if scope is not None else contextlib.nullcontext():
+        with qc.debit_scope(plan, (self._instance.path, self._instance.serial)):
             return self._dp_scoped(qc, plan, sql, pin)
 
     def _dp_scoped(self, qc, plan, sql: str, pin: Pin) -> Result:
         randomness = self._randomness()
         cost = self._cost(plan, sql, randomness.private)
-        check = getattr(qc, "check_at_debit", None)
-        if check is not None:
-            cost = dataclasses.replace(cost, check=functools.partial(check, self._con, plan))
+        cost = dataclasses.replace(cost, check=functools.partial(qc.check_at_debit, self._con, plan))
         probe = f"(SELECT unit, 0 AS part FROM {plan.table.roster_table_sql})"
         try:
             with backends.planes(self._plane), bind_scope((self._instance.path, self._instance.serial, pin.fingerprint)) as scope:
@@ -374,24 +362,5 @@ class Gateway:
         finally:
             with self._phase:
                 self._charged = False
-        notes = list(plan.notes) + answer.notes
-        if not randomness.private:
-            notes.append("NOT PRIVATE: a fixed test seed was used")
-        info = ReleaseInfo(
-            entry_id=debit.entry_id,
-            query_class=plan.query_class,
-            mechanism=plan.mechanism,
-            epsilon=debit.epsilon,
-            delta=plan.delta,
-            epsilon_remaining=debit.epsilon_remaining,
-            delta_remaining=debit.delta_remaining,
-            alpha=plan.settings.alpha,
-            private=randomness.private,
-            subjects_charged=debit.subjects_charged,
-            subjects_excluded=debit.subjects_excluded,
-            subjects_left_out=debit.subjects.left_out if debit.subjects is not None else 0,
-            columns=answer.columns,
-            intervals=answer.intervals,
-            notes=notes,
-        )
+        info = ReleaseInfo.of(plan, debit, answer, randomness.private)
         return Result(answer.names, answer.types, answer.rows, info, message=answer.message)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from sqlglot import exp
@@ -120,8 +120,45 @@ class OutputColumn:
     wrapper: exp.Expr | None = None  # monotone post-processing applied to the interval
 
 
+class Plan:
+    """What every plan declares: the gateway, the ledger and the release read these and nothing else.
+
+    Each query class's plan is a frozen dataclass deriving from this, whose fields fill in the
+    attributes below; ``query_class`` equals the name of the class that makes the plan.
+    """
+
+    table: ProtectedTable
+    settings: QuerySettings
+    statement_sql: str  # the statement as planned (its hash identifies it in the ledger)
+    charge: SubjectCharge  # what the personalization rule charges each subject
+    notes: tuple[str, ...]
+    mechanism: str
+    #: The query class's one name (EXPLAIN, the ledger, ``ReleaseInfo.query_class``).
+    query_class: ClassVar[str]
+    #: Whether the privacy unit is an edge of a graph (no per-subject budgets).
+    edge_level: ClassVar[bool] = False
+
+    @property
+    def epsilon(self) -> float:
+        """The ε the analyst is charged, and every subject the rule uses."""
+        return self.settings.epsilon
+
+    @property
+    def delta(self) -> float:
+        return 0.0
+
+    def rows_per_subject(self, table: ProtectedTable) -> int:
+        """A public bound on the rows one subject of ``table`` adds to what the statement reads."""
+        return table.max_rows
+
+    @property
+    def writes(self) -> str | None:
+        """The public table the statement writes (a release), or None."""
+        return None
+
+
 @dataclass(frozen=True)
-class CountPlan:
+class CountPlan(Plan):
     """A counting-class query: COUNT / SUM / AVG with WHERE and GROUP BY."""
 
     table: ProtectedTable
@@ -139,7 +176,7 @@ class CountPlan:
     outputs: tuple[OutputColumn, ...]
     charge: SubjectCharge
     notes: tuple[str, ...] = field(default_factory=tuple)
-    query_class: str = "count"
+    query_class: ClassVar[str] = "count"
     joined: tuple[ProtectedTable, ...] = ()  # protected tables joined on the unit (one subject space)
     prebound: bool = False  # the per-subject subquery: the table's rows are cut to max_rows first
     mechanism: str = "laplace"
@@ -166,9 +203,8 @@ class CountPlan:
                         hint="tighten the bounds of the input, lower max_rows_contributed, or raise epsilon",
                     )
 
-    @property
-    def epsilon(self) -> float:
-        return self.settings.epsilon
+    def rows_per_subject(self, table: ProtectedTable) -> int:
+        return self.max_rows
 
     @property
     def delta(self) -> float:
@@ -185,7 +221,7 @@ class CountPlan:
 
 
 @dataclass(frozen=True)
-class TopKPlan:
+class TopKPlan(Plan):
     """A top-k query: the k most frequent items (cells of the GROUP BY keys, or 0/1 columns).
 
     Frequencies count *subjects*: a subject holding an item in several rows counts once for it.
@@ -209,7 +245,7 @@ class TopKPlan:
     outputs: tuple[OutputColumn, ...]
     charge: SubjectCharge
     notes: tuple[str, ...] = field(default_factory=tuple)
-    query_class: str = "top_k"
+    query_class: ClassVar[str] = "top_k"
 
     def __post_init__(self) -> None:
         spent = self.selection_epsilon + (self.counts.epsilon if self.counts else 0.0)
@@ -222,10 +258,6 @@ class TopKPlan:
     @property
     def mechanism(self) -> str:
         return f"top_k/{self.method}"
-
-    @property
-    def epsilon(self) -> float:
-        return self.settings.epsilon
 
     @property
     def delta(self) -> float:
@@ -271,7 +303,7 @@ class SubgraphCount:
 
 
 @dataclass(frozen=True)
-class SubgraphPlan:
+class SubgraphPlan(Plan):
     """Subgraph counts of a protected graph under edge-level DP (``mechanisms.ladder``).
 
     Neighbouring graphs differ in one edge of the simple undirected graph on the public node
@@ -290,7 +322,8 @@ class SubgraphPlan:
     outputs: tuple[OutputColumn, ...]
     charge: SubjectCharge
     notes: tuple[str, ...] = field(default_factory=tuple)
-    query_class: str = "subgraph"
+    query_class: ClassVar[str] = "subgraph"
+    edge_level: ClassVar[bool] = True
     mechanism: str = "ladder"
     keys: tuple = ()
 
@@ -299,17 +332,9 @@ class SubgraphPlan:
         if not self.counts or not math.isclose(spent, self.settings.epsilon, rel_tol=1e-9, abs_tol=1e-15):
             raise errors.InternalError(f"ε shares sum to {spent}, not {self.settings.epsilon}")
 
-    @property
-    def epsilon(self) -> float:
-        return self.settings.epsilon
-
-    @property
-    def delta(self) -> float:
-        return 0.0
-
 
 @dataclass(frozen=True)
-class SynthesisPlan:
+class SynthesisPlan(Plan):
     """A synthetic release: fit a model to a protected table, write samples as a public table.
 
     ``codings`` are ``synthesis.ColumnCoding`` values (public code spaces); ``options`` the
@@ -328,16 +353,19 @@ class SynthesisPlan:
     max_rows: int  # rows kept per subject: the model runs at ε / max_rows (group privacy)
     charge: SubjectCharge
     notes: tuple[str, ...] = field(default_factory=tuple)
-    query_class: str = "synthetic"
+    query_class: ClassVar[str] = "synthetic"
     keys: tuple = ()
-
-    @property
-    def epsilon(self) -> float:
-        return self.settings.epsilon
 
     @property
     def delta(self) -> float:
         return self.charge.delta  # 0 but for the experimental supermodular release
+
+    def rows_per_subject(self, table: ProtectedTable) -> int:
+        return self.max_rows
+
+    @property
+    def writes(self) -> str | None:
+        return self.name
 
     @property
     def fit_epsilon(self) -> float:

@@ -16,10 +16,10 @@ import numpy as np
 from sqlglot import exp
 
 from dpgate import database, errors
-from dpgate.memo import Memo
 from dpgate.frontend.dialect import to_duckdb
 from dpgate.mechanisms.base import NoisyColumn
-from dpgate.plans import CountPlan
+from dpgate.memo import Memo
+from dpgate.plans import CountPlan, Plan
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,36 @@ class ReleaseInfo:
     #: Of ``subjects_excluded``, those the threshold rule left out although they had some budget
     #: (the rest had none left); None when the gateway did not say.
     subjects_left_out: int | None = None
+    #: The privacy unit is an edge of a graph: the answer is about the whole graph.
+    edge_level: bool = False
+    #: The public table the statement wrote (a release), or None.
+    writes: str | None = None
+
+    @classmethod
+    def of(cls, plan: Plan, debit: Any, answer: Answer, private: bool) -> ReleaseInfo:
+        """What the gateway tells about one charged answer, from its plan, its debit and the answer."""
+        notes = list(plan.notes) + answer.notes
+        if not private:
+            notes.append("NOT PRIVATE: a fixed test seed was used")
+        return cls(
+            entry_id=debit.entry_id,
+            query_class=plan.query_class,
+            mechanism=plan.mechanism,
+            epsilon=debit.epsilon,
+            delta=plan.delta,
+            epsilon_remaining=debit.epsilon_remaining,
+            delta_remaining=debit.delta_remaining,
+            alpha=plan.settings.alpha,
+            private=private,
+            subjects_charged=debit.subjects_charged,
+            subjects_excluded=debit.subjects_excluded,
+            subjects_left_out=debit.subjects.left_out if debit.subjects is not None else 0,
+            columns=answer.columns,
+            intervals=answer.intervals,
+            notes=notes,
+            edge_level=plan.edge_level,
+            writes=plan.writes,
+        )
 
     @property
     def population(self) -> Population:
@@ -79,7 +109,7 @@ class Population:
 
     @classmethod
     def of(cls, info: ReleaseInfo) -> Population:
-        if info.query_class == "subgraph":
+        if info.edge_level:
             return cls(info.subjects_charged, info.subjects_charged, 0, 0, edge_level=True)
         size = info.subjects_charged
         roster = info.subjects_charged + info.subjects_excluded

@@ -264,6 +264,18 @@ def _explain(gw: Any, classified: Classified, cat: Catalog) -> Result:
     return Result(cols, types, [explain_head(plan), *qc.explain_rows(plan, subjects)])
 
 
+def tables(cat: Catalog, facts: Any) -> dict[str, tuple[str, list[tuple[str, str]]]]:
+    """Tables and views an analyst may name, with their kind and columns (public facts)."""
+    out: dict[str, tuple[str, list[tuple[str, str]]]] = {}
+    for name, t in sorted(cat.tables.items()):
+        out[name] = ("graph" if t.kind == "graph" else "protected", [(c.name, c.type) for c in t.columns.values()])
+    for name in sorted(cat.public_tables):
+        out[name] = ("release" if name in cat.releases else "public", facts.columns(name))
+    for name in sorted(cat.views):
+        out.setdefault(name, ("view", facts.columns(name)))
+    return out
+
+
 def _number(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else repr(x)
 

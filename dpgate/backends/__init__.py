@@ -33,7 +33,7 @@ from dpgate.catalog.tables import ProtectedTable
 SPARK_OPTION = "spark"
 
 #: Query classes each data plane serves; the others are refused for its tables before the debit.
-SERVED = {"spark": ("counting",)}
+SERVED = {"spark": ("count",)}
 
 
 class DataPlane(Protocol):

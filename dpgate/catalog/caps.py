@@ -95,7 +95,7 @@ def release_size(plan: Any) -> ReleaseSize | None:
     A release with coded columns (MST, PrivBayes, independent columns) writes those; the others write
     at most about one column per column of their source (and an id or two): the source's columns are
     the estimate."""
-    if getattr(plan, "query_class", None) != "synthetic":
+    if plan.writes is None:
         return None
     codings = tuple(getattr(plan, "codings", ()) or ())
     if codings:

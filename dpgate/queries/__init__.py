@@ -48,11 +48,9 @@ def for_statement(classified, ctx):
 
 def free_answer(classified, ctx, con):
     """A DP statement answered from a public release for free (e.g. a range count from a PrivTree
-    synopsis), or None: each class may offer ``answer_from_release``; nothing protected is read."""
+    synopsis), or None, from the first class whose ``answer_from_release`` has one; nothing protected is read."""
     for qc in classes():
-        answer = getattr(qc, "answer_from_release", None)
-        if answer is not None:
-            out = answer(classified, ctx, con)
-            if out is not None:
-                return out
+        out = qc.answer_from_release(classified, ctx, con)
+        if out is not None:
+            return out
     return None

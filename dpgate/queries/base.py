@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -59,30 +59,50 @@ class Run:
         return self.debit.charged
 
 
-class QueryClass(Protocol):
-    """The protocol of a query class; ``name`` is what EXPLAIN and the ledger call it."""
+class QueryClass:
+    """What every query class implements; the gateway calls nothing else.
+
+    ``name`` is the class's one name: EXPLAIN shows it, the ledger stores it, and its plans carry it
+    as ``query_class``. The last three methods are optional hooks with neutral defaults, so the
+    gateway calls them on every class instead of asking whether a class has them.
+    """
 
     name: str
+    #: The class in a sentence's words ("top-k queries"), for messages.
+    title: str
 
     def recognises(self, classified: Classified, ctx: Context) -> bool:
         """Whether this class answers the statement (cheap; reads no rows; may refuse)."""
-        ...
+        raise NotImplementedError
 
     def plan(self, classified: Classified, ctx: Context) -> Any:
         """The plan: mechanism, ε/δ, sensitivities, charges. Pure: reads no protected row."""
-        ...
+        raise NotImplementedError
 
     def bind_check(self, con: duckdb.DuckDBPyConnection, plan: Any, probe: str) -> None:
         """Let DuckDB bind every statement the answer will run (over ``probe``, no rows)."""
-        ...
+        raise NotImplementedError
 
     def explain_rows(self, plan: Any, subjects: Any) -> list[tuple]:
         """EXPLAIN PRIVACY rows after the common ``query`` row."""
-        ...
+        raise NotImplementedError
 
     def answer(self, run: Run) -> Answer:
         """Exact bounded statistics, noise and post-processing, after the debit."""
-        ...
+        raise NotImplementedError
+
+    def debit_scope(self, plan: Any, instance_key: tuple) -> AbstractContextManager:
+        """A scope held from before the debit to the end of the release (a release's name in the
+        making, so two statements cannot both write it)."""
+        return nullcontext()
+
+    def check_at_debit(self, con: duckdb.DuckDBPyConnection, plan: Any, subjects: Any) -> None:
+        """A last check inside the debit's transaction, against the subjects the personalization rule
+        chose (a refusal there is free: the transaction rolls back)."""
+
+    def answer_from_release(self, classified: Classified, ctx: Context, con: duckdb.DuckDBPyConnection) -> Any:
+        """The statement's answer from a public release, free and reading nothing protected, or None."""
+        return None
 
 
 def personalization_notes(plan, subjects, *, scaled_note: bool = True) -> list[str]:

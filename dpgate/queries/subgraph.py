@@ -37,7 +37,7 @@ from dpgate.mechanisms import graphs
 from dpgate.catalog.tables import Catalog, ProtectedTable, join_exact
 from dpgate.frontend.classify import GRAPH_FUNCTIONS, Classified, function_name
 from dpgate.frontend.dialect import to_duckdb
-from dpgate.queries.base import bind
+from dpgate.queries.base import QueryClass, bind
 from dpgate.mechanisms import ladder
 from dpgate.mechanisms.base import NoisyColumn
 from dpgate.frontend.nodes import dp_options
@@ -670,10 +670,12 @@ def explain_rows(plan: SubgraphPlan) -> list[tuple]:
 
 
 # -- the class -----------------------------------------------------------------------------------
-class SubgraphQuery:
+class SubgraphQuery(QueryClass):
     """Subgraph counts (triangles, k-stars, k-triangles, k-cliques) on a protected graph."""
 
     name = "subgraph"
+    title = "subgraph counts"
+    plan_type = SubgraphPlan
 
     def recognises(self, classified: Classified, ctx) -> bool:
         return classified.kind == "dp" and classified.protected.kind == "graph"

@@ -42,7 +42,7 @@ from dpgate.mechanisms.keyselection import KeySelector
 from dpgate.catalog.tables import is_numeric_type
 from dpgate.frontend.classify import TOPK_COLUMNS_FUNCTION, Classified, function_name
 from dpgate.queries.analysis import Analysis, Syntax, key_selection_threshold
-from dpgate.queries.base import Context, Run, _subject_rows, bind, personalization_notes, restrict_to_charged
+from dpgate.queries.base import Context, QueryClass, Run, _subject_rows, bind, personalization_notes, restrict_to_charged
 from dpgate.plans import COUNT_ROWS, COUNT_SUBJECTS, Component, KeySpec, SubjectCharge, TopKPlan
 from dpgate.release import Answer, ColumnNoise, check_post, noisy_rows
 
@@ -326,10 +326,12 @@ def _empty(con, plan: TopKPlan, notes: list[str]) -> Answer:
 
 
 # -- the class -----------------------------------------------------------------------------------
-class TopKQuery:
+class TopKQuery(QueryClass):
     """``GROUP BY keys ORDER BY COUNT(*) DESC LIMIT k`` and ``dp_top_k_columns(...)``."""
 
-    name = "top-k"
+    name = "top_k"
+    title = "top-k queries"
+    plan_type = TopKPlan
 
     def recognises(self, classified: Classified, ctx: Context) -> bool:
         if classified.kind != "dp" or classified.protected.kind == "graph" or classified.joined or classified.per_subject:

@@ -198,5 +198,5 @@ def test_population_from_the_release_counts():
     pop = _info(subjects_charged=19537, subjects_excluded=13024).population  # the split not given
     assert (pop.no_budget, pop.left_out, pop.not_included) == (None, None, 13024)
     assert _info(subjects_charged=32561).population.describe() == "all 32,561 subjects on the roster"
-    graph = _info(query_class="subgraph", subjects_charged=1).population
+    graph = _info(query_class="subgraph", edge_level=True, subjects_charged=1).population
     assert graph.whole and graph.edge_level and "edge-level" in graph.describe()

@@ -204,7 +204,7 @@ class Shell:
             cur = self.connection.cursor().execute(sql)
         self._print_result(cur.result, status=status)
         self._budget = self.connection.budget()
-        if cur.result.release is None or cur.result.release.query_class == "synthetic":
+        if cur.result.release is None or cur.result.release.writes is not None:
             self._catalog_cache = None  # the statement may have changed the tables
 
     def _confirm(self, epsilon: float) -> bool:

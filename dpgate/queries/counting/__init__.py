@@ -21,16 +21,18 @@ from dpgate.catalog import sample_order
 from dpgate.frontend.classify import Classified
 from dpgate.mechanisms import KeySelector, LaplaceCounting
 from dpgate.queries.analysis import Analysis, _with_epsilon, key_selection_threshold
-from dpgate.queries.base import Context, Run, _subject_rows, personalization_notes
+from dpgate.queries.base import Context, QueryClass, Run, _subject_rows, personalization_notes
 from dpgate.queries.counting import exact as exact_mod
 from dpgate.plans import COUNT_SUBJECTS, QUANTILE, VALUE_KINDS, CountPlan, SubjectCharge
 from dpgate.release import Answer, ColumnNoise
 
 
-class CountingQuery:
+class CountingQuery(QueryClass):
     """Every DP SELECT over a non-graph protected table that no other class recognised."""
 
-    name = "counting"
+    name = "count"
+    title = "counting queries"
+    plan_type = CountPlan
 
     def recognises(self, classified: Classified, ctx: Context) -> bool:
         return classified.kind == "dp" and classified.protected.kind != "graph"

@@ -43,7 +43,7 @@ from dpgate.queries.synthetic import coding as synthesis
 from dpgate.catalog.tables import MAIN, Catalog, mentioned_by_views
 from dpgate.frontend.classify import Classified
 from dpgate.frontend.dialect import to_sql
-from dpgate.queries.base import _subject_rows, bind, personalization_notes
+from dpgate.queries.base import QueryClass, _subject_rows, bind, personalization_notes
 from dpgate.mechanisms import mst, pdp, privbayes
 from dpgate.plans import SubjectCharge, SynthesisPlan
 from dpgate.release import Answer, Result
@@ -489,10 +489,12 @@ def explain_rows(plan: SynthesisPlan) -> list[tuple]:
 
 
 # -- the class -----------------------------------------------------------------------------------
-class SyntheticQuery:
+class SyntheticQuery(QueryClass):
     """``CREATE SYNTHETIC TABLE name FROM t USING mechanism WITH (...)``: a public release."""
 
     name = "synthetic"
+    title = "synthetic releases"
+    plan_type = SynthesisPlan
 
     def recognises(self, classified: Classified, ctx) -> bool:
         return classified.kind == "synthetic"
