@@ -1,8 +1,10 @@
 """The gateway: the only module that wires the pipeline stages together.
 
-    SQL text -> dialect.parse -> classify -> planner.plan -> ledger.check
-             -> ledger.reserve (debit, one transaction) -> execute (exact, bounded)
-             -> mechanism (noise) -> release (post-processing, error bars) -> ledger.released
+    SQL text -> frontend (parse, classify, bind parameters, allowlist, engine checks, work bound)
+             -> a statement that is not a DP query: its handler (``dpgate.statements``), free
+             -> a DP query: its query class plans it -> bind checks -> ledger.reserve (the debit,
+                one transaction) -> the class's answer (exact bounded statistics in the pinned
+                catalog, then noise, then post-processing) -> ledger.released -> ReleaseInfo
 
 A refusal anywhere before ``ledger.reserve`` charges nothing. After it, the debit stands
 whatever happens (fail closed).
@@ -273,20 +275,8 @@ class Gateway:
         qc = queries.for_statement(classified, ctx)
         backends.require_served(qc.name, tables, qc.title)
         plan = qc.plan(classified, ctx)
-        self._check_work(classified.statement, plan, tables)
+        cost_mod.check_rows(self._con, classified.statement, tables, plan.rows_per_subject)
         return qc, plan
-
-    def _check_work(self, statement: exp.Expr, plan, tables) -> None:
-        """The statement's constant work per row times a public bound on its rows (the roster times
-        the rows a subject keeps), refused free when it would hold a core for minutes [cost]."""
-        _, per_row = cost_mod.row_work(statement)
-        if not tables or per_row * 2**26 <= cost_mod.MAX_STATEMENT_WORK:
-            return  # within the bound for any roster below 67 million subjects: no count needed
-        rows = 0
-        for table in tables:
-            (subjects,) = self._con.execute(f"SELECT count(*) FROM {table.roster_sql}").fetchone()
-            rows += subjects * max(plan.rows_per_subject(table), 1)
-        cost_mod.check_statement(per_row, rows)
 
     def _cost(self, plan, sql: str, private: bool) -> Cost:
         return Cost(

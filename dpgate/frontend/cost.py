@@ -33,6 +33,8 @@ stored size times ``A`` (``tests/privacy/test_timing.py`` measures the worst acc
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
 from sqlglot import exp
 
@@ -444,3 +446,16 @@ def check_statement(b: float, rows: int) -> None:
             f"at most {MAX_STATEMENT_WORK:,})",
             "do less per row (shorter built text, fewer patterns), or ask the data owner about a smaller table",
         )
+
+
+def check_rows(con: Any, statement: exp.Expr, tables: tuple, rows_per_subject: Callable[[Any], int]) -> None:
+    """The statement's constant work per row times a public bound on its rows (each table's roster
+    times the rows one of its subjects adds), refused free when it would hold a core for minutes."""
+    _, per_row = row_work(statement)
+    if not tables or per_row * 2**26 <= MAX_STATEMENT_WORK:
+        return  # within the bound for any roster below 67 million subjects: no count needed
+    rows = 0
+    for table in tables:
+        (subjects,) = con.execute(f"SELECT count(*) FROM {table.roster_sql}").fetchone()
+        rows += subjects * max(rows_per_subject(table), 1)
+    check_statement(per_row, rows)
