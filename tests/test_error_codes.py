@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +35,9 @@ NOT_FOLLOWED = {
     ("dpgate.interfaces.remote", "_error"): "re-raises the class and code the server sent; the server raised them here",
 }
 
-#: The one variable name under which a carried code is read back (``const.code``).
+#: Markers among a code expression's values: CARRIED is a code read back from a carrier
+#: (``const.code``: any code a carrier was given); PARAM is the ``code`` parameter of a helper or
+#: carrier itself, whose values are found at its calls.
 CARRIED = object()
 PARAM = object()
 
@@ -381,3 +385,19 @@ def test_codes_are_well_formed_unique_and_in_a_family():
 def test_the_generated_table_has_one_row_per_code():
     rows = [line for line in codes.table().splitlines() if re.match(r"\| DP\d{3} \|", line)]
     assert [r.split(" | ")[0][2:] for r in rows] == sorted(codes.CODES)
+
+
+def test_the_generator_prints_the_readme_section():
+    out = subprocess.run(
+        [sys.executable, "-m", "dpgate.codes"], cwd=ROOT, capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    assert out == codes.section()
+
+
+def test_the_table_is_a_base_stage_module():
+    # Any module may import the table (the server maps codes to SQLSTATEs, the CLI may list them),
+    # so it imports nothing of dpgate but the errors it names.
+    mod = MODULES["dpgate.codes"]
+    imported = {a.name for n in ast.walk(mod.tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {f"{n.module}.{a.name}" for n in ast.walk(mod.tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert {m for m in imported if m.startswith("dpgate")} == {"dpgate.errors"}
