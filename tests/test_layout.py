@@ -180,7 +180,7 @@ def test_public_names_keep_working():
 #: mechanisms because the debit runs the personalization mechanism (``mechanisms.pdp``) inside
 #: its transaction.
 STAGES = (
-    ("dpgate.errors", "dpgate.memo", "dpgate.resources", "dpgate.database", "dpgate.noise"),
+    ("dpgate.errors", "dpgate.codes", "dpgate.memo", "dpgate.resources", "dpgate.database", "dpgate.noise"),
     ("dpgate.mechanisms",),
     ("dpgate.catalog",),
     ("dpgate.frontend",),
