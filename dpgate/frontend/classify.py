@@ -19,6 +19,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlglot import exp
 from sqlglot.errors import ParseError as SqlglotParseError
@@ -86,6 +87,9 @@ class Classified:
     inner: Classified | None = None  # for EXPLAIN PRIVACY
     joined: tuple[ProtectedTable, ...] = ()  # other protected tables of the same subject space, joined on the unit
     per_subject: bool = False  # FROM (SELECT unit, aggregates FROM t GROUP BY unit): one row per subject
+    #: The query analysis of this statement, kept so that the classes asking about it share one
+    #: (``dpgate.queries.analysis.analyse``); it carries its own key and is never compared.
+    analysis: Any = field(default=None, compare=False, repr=False)
 
 
 def function_name(node: exp.Func) -> str:

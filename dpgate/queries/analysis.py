@@ -189,6 +189,33 @@ class Prepared:
     max_groups: int
 
 
+def analyse(classified: Classified, ctx) -> Analysis:
+    """The analysis of ``classified`` under ``ctx`` (a ``queries.base.Context``), made once.
+
+    Several classes ask about one statement (top-k's ``recognises`` and then a class's ``plan``);
+    they share one ``Analysis`` instead of reading the catalog and asking DuckDB twice. It is kept
+    on the classified statement, keyed by everything it reads: the statement's text (the engine
+    rewrite changes it in place), the catalog, session and public facts (by identity: another
+    analyst's or a later transaction's are other objects) and the query's settings (by value: a
+    SET between two plans changes them). Any difference makes a new one.
+    """
+    statement = classified.statement
+    key = (repr(statement), ctx.catalog, ctx.session, ctx.facts,
+           ctx.session.query_settings(dp_options(statement)))  # fmt: skip
+    memo = classified.analysis
+    if memo is not None and _same_key(memo[0], key):
+        return memo[1]
+    a = Analysis(classified, ctx.catalog, ctx.session, ctx.facts)
+    classified.analysis = (key, a)
+    return a
+
+
+def _same_key(old: tuple, new: tuple) -> bool:
+    text, catalog, session, facts, settings = old
+    return (text == new[0] and catalog is new[1] and session is new[2] and facts is new[3]
+            and settings == new[4])  # fmt: skip
+
+
 class Analysis:
     """Scope, keys, aggregates and post-processing of a SELECT over one protected table.
 
@@ -207,6 +234,7 @@ class Analysis:
         self.facts = facts
         self.settings: QuerySettings = session.query_settings(dp_options(self.statement))
         self.agg_names = facts.aggregate_functions()
+        self._syntax: Syntax | None = None
         s = self.settings
         if s.privacy_unit is not None and s.privacy_unit != self.table.unit:
             raise errors.PolicyError(
@@ -216,10 +244,14 @@ class Analysis:
                 hint=f"drop the option or write privacy_unit_column = {self.table.unit}",
             )
 
-    # -- entry ---------------------------------------------------------------------------
     # -- the analysis every class over one protected table shares -------------------------
     def syntax(self) -> Syntax:
-        """The statement's shape from its text and the catalog alone (no DuckDB call)."""
+        """The statement's shape from its text and the catalog alone (no DuckDB call); worked out once."""
+        if self._syntax is None:
+            self._syntax = self._read_syntax()
+        return self._syntax
+
+    def _read_syntax(self) -> Syntax:
         table = self.table
         used = sorted({function_name(f) for f in self.statement.find_all(exp.Func)} & set(GRAPH_FUNCTIONS))
         if used:
