@@ -285,7 +285,7 @@ def test_spellings_parse_to_their_rule():
         form = rule.forms[0]
         if not form.startswith(rule.name + "("):
             continue
-        values = {allowlist._slot_key(k): c.example or c.samples[0] for k, c in rule.consts.items()}
+        values = {allowlist.slot_key(k): c.example or c.samples[0] for k, c in rule.consts.items()}
         for name in rule.names:
             node = parse_one("SELECT " + (name + form[len(rule.name):]).format("x", "y", **values)).expressions[0]
             found = allowlist.FUNCTIONS.get(node.name.lower() if isinstance(node, exp.Anonymous) else type(node))
@@ -297,7 +297,7 @@ def test_rules_are_consistent():
         assert rule.forms and rule.types and rule.reason
         for form in rule.forms:
             names = set(re.findall(r"\{(\w+)\}", form)) - {"0", "1"}
-            assert names <= {allowlist._slot_key(k) for k in rule.consts}, (rule.name, form)
+            assert names <= {allowlist.slot_key(k) for k in rule.consts}, (rule.name, form)
             for types in rule.types:
                 assert all(t in VALUES for t in types), (rule.name, types)
                 assert len(types) == len(set(re.findall(r"\{([01])\}", form))) or "{1}" not in form, (rule.name, form)
@@ -440,7 +440,7 @@ def _run(con, branches: list[str]) -> str | None:
 
 def _constant_choices(rule: allowlist.Rule, form: str, per_type_only: bool):
     """Constant samples for a form: each sample of each slot once (the others at their first sample)."""
-    used = [(allowlist._slot_key(k), c) for k, c in rule.consts.items() if "{%s}" % allowlist._slot_key(k) in form]
+    used = [(allowlist.slot_key(k), c) for k, c in rule.consts.items() if "{%s}" % allowlist.slot_key(k) in form]
     first = {name: c.samples[0] for name, c in used}
     yield dict(first)
     for name, const in used:
