@@ -7,8 +7,17 @@ import hashlib
 
 from sqlglot import exp
 
+from dpgate import errors
+
 #: The placeholder name of the per-subject relation in the outer query (never a real table).
 PER_SUBJECT = "__per_subject"
+
+
+def preempted(what: str) -> errors.InternalError:
+    """The error for a shape ``allowlist.check`` refuses before the analysis runs (the gateway checks
+    every statement first; tests/frontend/test_preempted.py has one case per shape): reaching it
+    is a bug, not the analyst's mistake."""
+    return errors.InternalError(f"The query analysis met {what}, which the allowlist refuses first")
 
 
 def _try(node: exp.Expr) -> exp.Expr:

@@ -14,7 +14,7 @@ from dpgate import errors, noise
 from dpgate.catalog.tables import TIMESTAMP_TYPES
 from dpgate.frontend.dialect import to_duckdb
 from dpgate.plans import KeySelection, KeySpec
-from dpgate.queries.analysis.common import _try
+from dpgate.queries.analysis.common import _try, preempted
 
 #: Largest cross product of input domains evaluated to find an expression's image.
 MAX_IMAGE_INPUTS = 200_000
@@ -27,18 +27,13 @@ class KeyAnalysis:
         group = q.args.get("group")
         if group is None:
             return [], []
+        # The allowlist groups by plain expressions or ALL only (DP252).
         for arg in ("rollup", "cube", "grouping_sets", "totals"):
             if group.args.get(arg):
-                raise errors.UnsupportedQueryError(
-                    f"GROUP BY {arg.upper().replace('_', ' ')} is not supported", code="DP219",
-                    hint="run one GROUP BY per grouping",
-                )  # fmt: skip
+                raise preempted(f"GROUP BY {arg.upper().replace('_', ' ')}")
         for node in group.expressions:
             if isinstance(node, (exp.Rollup, exp.Cube, exp.GroupingSets)):
-                raise errors.UnsupportedQueryError(
-                    f"GROUP BY {node.key.upper()} is not supported", code="DP219",
-                    hint="run one GROUP BY per grouping",
-                )  # fmt: skip
+                raise preempted(f"GROUP BY {node.key.upper()}")
         exprs: list[exp.Expr] = []
         if group.args.get("all"):
             exprs = [p.unalias() for p in projections if not any(self._is_aggregate(n) for n in p.walk())]

@@ -11,7 +11,7 @@ from sqlglot import exp
 from dpgate import errors
 from dpgate.catalog.tables import INTEGER_TYPES, Column
 from dpgate.frontend.dialect import to_duckdb
-from dpgate.queries.analysis.common import PER_SUBJECT, _num, _try, display_sql
+from dpgate.queries.analysis.common import PER_SUBJECT, _num, _try, display_sql, preempted
 
 
 class PerSubjectAnalysis:
@@ -34,11 +34,8 @@ class PerSubjectAnalysis:
         alias = sub.alias_or_name or "per_subject"
         table = self.table
         for key in ("having", "order", "limit", "offset", "joins", "with_", "distinct"):
-            if inner.args.get(key):
-                raise errors.UnsupportedQueryError(
-                    "The per-subject subquery has only SELECT, FROM, WHERE and GROUP BY", code="DP216",
-                    hint=f"write FROM (SELECT {table.unit}, COUNT(*) AS n FROM {table.name} GROUP BY {table.unit}) s",
-                )  # fmt: skip
+            if inner.args.get(key):  # allowlist: _Checker.per_subject (DP250)
+                raise preempted(f"{key.upper()} in the per-subject subquery")
         scope = self._scope(inner)
         self._qualify(inner, scope)
         self.scope = scope

@@ -12,7 +12,7 @@ from sqlglot import exp
 from dpgate import errors
 from dpgate.catalog.tables import ProtectedTable, join_exact, join_safe
 from dpgate.frontend.classify import function_name
-from dpgate.queries.analysis.common import PER_SUBJECT
+from dpgate.queries.analysis.common import PER_SUBJECT, preempted
 
 
 @dataclass
@@ -74,43 +74,30 @@ class ScopeAnalysis:
     def _check_shape(self, q: exp.Select) -> None:
         name = self.table.name
         if q.args.get("distinct"):
-            raise errors.UnsupportedQueryError(
-                "SELECT DISTINCT over a protected table would list raw values", code="DP211",
-                hint=f"use GROUP BY with an aggregate, e.g. SELECT col, COUNT(*) FROM {name} GROUP BY col",
-            )  # fmt: skip
+            raise preempted("SELECT DISTINCT")  # allowlist: a clause not on its list (DP252)
         if q.args.get("with_"):
             raise errors.UnsupportedQueryError(
                 "CTEs (WITH ...) are not supported in queries over protected tables yet", code="DP216",
                 hint=f"write the query directly over {name}",
             )  # fmt: skip
+        # The allowlist refuses every clause outside its list (DP250 / DP252), window functions and
+        # subqueries in any expression (DP252) and in FROM and JOIN (DP250; the per-subject
+        # subquery is a placeholder table by now), and takes no CTE but the one refused above.
         for arg in ("qualify", "windows", "into", "laterals", "pivots", "connect", "match", "prewhere", "sample"):
             if q.args.get(arg):
-                raise errors.UnsupportedQueryError(
-                    f"{arg.upper()} is not supported in queries over protected tables", code="DP217",
-                    hint="use WHERE, GROUP BY, HAVING, ORDER BY and LIMIT",
-                )  # fmt: skip
+                raise preempted(arg.upper())
         if q.find(exp.Window):
-            raise errors.UnsupportedQueryError(
-                "Window functions are not supported over protected tables", code="DP217",
-                hint="aggregate with GROUP BY instead; ORDER BY / LIMIT on the result are free",
-            )  # fmt: skip
-        for node in q.find_all(exp.Subquery, exp.Select, exp.Lateral):
-            if node is not q:
-                raise errors.UnsupportedQueryError(
-                    "Subqueries are not supported in queries over protected tables yet", code="DP216",
-                    hint="join public lookup tables directly in FROM; filter with WHERE",
-                )  # fmt: skip
+            raise preempted("a window function")
+        if any(node is not q for node in q.find_all(exp.Subquery, exp.Select, exp.Lateral)):
+            raise preempted("a subquery")
         for node in q.find_all(exp.Star):
             if not isinstance(node.parent, exp.Count):
                 raise errors.UnsupportedQueryError(
                     f"SELECT * would return rows of protected table {name}", code="DP211",
                     hint=f"aggregate instead, e.g. SELECT COUNT(*) FROM {name}",
                 )  # fmt: skip
-        for node in q.find_all(exp.Columns, exp.PositionalColumn):
-            raise errors.UnsupportedQueryError(
-                f"{node.sql(dialect='duckdb')} is not supported over protected tables", code="DP218",
-                hint="name the columns",
-            )  # fmt: skip
+        if q.find(exp.Columns, exp.PositionalColumn):
+            raise preempted("COLUMNS(...) or a positional column")  # allowlist: DP252
         if q.find(exp.Placeholder):
             raise errors.ProgrammingError(
                 "The query has a parameter placeholder with no value", code="DP603",
@@ -146,18 +133,9 @@ class ScopeAnalysis:
             item = _Item(alias, name, cols, prot is not None, prot=prot)
             if join is not None:
                 method = (join.args.get("method") or "").upper()
-                if join.args.get("kind", "").upper() == "NATURAL" or method == "NATURAL":
-                    raise errors.UnsupportedQueryError(
-                        "NATURAL joins are not supported over protected tables", code="DP218",
-                        hint="name the join columns: JOIN lookup USING (col)",
-                    )  # fmt: skip
-                if method in ("POSITIONAL",):
-                    raise errors.UnsupportedQueryError(
-                        "POSITIONAL JOIN pairs rows by storage order, which would let one subject's rows "
-                        "change what others contribute",
-                        code="DP218",
-                        hint="join on key columns",
-                    )
+                if join.args.get("kind", "").upper() == "NATURAL" or method in ("NATURAL", "POSITIONAL"):
+                    # Pairing rows by name or storage order; the allowlist takes no join method (DP251).
+                    raise preempted(f"a {method or 'NATURAL'} JOIN")
                 side = (join.args.get("side") or "").upper()
                 if side in ("LEFT", "FULL") and prot is None:
                     item.nullable = True
