@@ -310,8 +310,8 @@ def table_refs(statement: exp.Expr, catalog: Catalog) -> list[TableRef]:
 def _in_cte_scope(node: exp.Table, name: str) -> bool:
     """Whether a CTE named ``name`` is in scope at ``node``: a WITH of an enclosing query defines it,
     and ``node`` is not inside that CTE's own body (unless the WITH is recursive). Elsewhere DuckDB
-    binds the name to a real relation (a file path, a view of another schema: red team helper-33),
-    so it is resolved as a table."""
+    binds the name to a real relation (a file path, a view of another schema, which could read a
+    protected table unseen), so it is resolved as a table."""
     child: exp.Expr = node
     parent = node.parent
     while parent is not None:

@@ -36,7 +36,7 @@ def refusal(sql: str) -> errors.UnsupportedQueryError:
     return info.value
 
 
-# -- the red-team examples and variants ---------------------------------------------------------
+# -- the known leaks and their variants ----------------------------------------------------------
 REFUSED = [
     # behaviour chosen by a row value (the 1-bit oracle) and functions off the list
     ("date_trunc_row_part", DP + "COUNT(*) FROM adult WHERE date_trunc(CASE WHEN person_id = 1 AND age > 38 "
@@ -589,7 +589,7 @@ def test_operators_and_casts_are_total(grid, family):
 
 
 def test_fuzz_catches_what_try_does_not(grid):
-    """The harness finds the red-team failures (so that a passing fuzz test means something)."""
+    """The harness finds the known failures (so that a passing fuzz test means something)."""
     bad = [
         ("date_trunc('timezone', x0.c)", ("TIMESTAMP",)),  # NotImplementedException, not caught by TRY
         # ('week' parts failed at plan time from one value's statistics; with statistics
@@ -644,8 +644,8 @@ def test_gateway_keeps_repeated_subexpressions_inside_try(make_db, query):
         assert len(cur.fetchall()) == 1
 
 
-# -- the output size of a whole row expression (second audit: nested growth) -----------------------
-AUDIT2 = (
+# -- the output size of a whole row expression (nested growth multiplies) ---------------------------
+NESTED_GROWTH = (
     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) COUNT(*) AS n FROM t WHERE length("
     + "replace(" * 7
     + "CASE WHEN pid = 11 AND age > 40 THEN lpad('', 10000, 'a') ELSE 'b' END"
@@ -657,7 +657,7 @@ AUDIT2 = (
 def test_nested_growth_is_refused_as_a_whole():
     """Each replace grows 8x at most (allowed alone); seven nested grow 8^7x: refused (DP255)."""
     with pytest.raises(errors.UnsupportedQueryError) as info:
-        allowlist.check(parse_one(AUDIT2))
+        allowlist.check(parse_one(NESTED_GROWTH))
     assert info.value.code == "DP255"
 
 
@@ -685,7 +685,7 @@ def test_growth_bound(expr, ok):
         assert info.value.code == "DP255"
 
 
-# -- LIKE ... ESCAPE (third audit) ------------------------------------------------------------------
+# -- LIKE ... ESCAPE --------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("like", "ok"),
     [

@@ -212,7 +212,7 @@ class ScopeAnalysis:
                     )
                 else:
                     # A tie from a column that compares with a collation matches 'x' and 'X' of a key unique
-                    # as bytes: the lookup would repeat rows (red team helper-45). (The key's own collation
+                    # as bytes: the lookup would repeat rows. (The key's own collation
                     # makes its GROUP BY find the duplicate.)
                     ties = [(c, o, oc, ns) for c, o, oc, ns in ties
                             if not self.facts.collated(o.table, oc, o.columns.get(oc, ""))]  # fmt: skip
