@@ -19,6 +19,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlglot import exp
 from sqlglot.errors import ParseError as SqlglotParseError
@@ -86,6 +87,9 @@ class Classified:
     inner: Classified | None = None  # for EXPLAIN PRIVACY
     joined: tuple[ProtectedTable, ...] = ()  # other protected tables of the same subject space, joined on the unit
     per_subject: bool = False  # FROM (SELECT unit, aggregates FROM t GROUP BY unit): one row per subject
+    #: The query analysis of this statement, kept so that the classes asking about it share one
+    #: (``dpgate.queries.analysis.analyse``); it carries its own key and is never compared.
+    analysis: Any = field(default=None, compare=False, repr=False)
 
 
 def function_name(node: exp.Func) -> str:
@@ -306,8 +310,8 @@ def table_refs(statement: exp.Expr, catalog: Catalog) -> list[TableRef]:
 def _in_cte_scope(node: exp.Table, name: str) -> bool:
     """Whether a CTE named ``name`` is in scope at ``node``: a WITH of an enclosing query defines it,
     and ``node`` is not inside that CTE's own body (unless the WITH is recursive). Elsewhere DuckDB
-    binds the name to a real relation (a file path, a view of another schema: red team helper-33),
-    so it is resolved as a table."""
+    binds the name to a real relation (a file path, a view of another schema, which could read a
+    protected table unseen), so it is resolved as a table."""
     child: exp.Expr = node
     parent = node.parent
     while parent is not None:

@@ -269,8 +269,8 @@ def parse_one(sql: str) -> exp.Expr:
     Returned is the tree of the SQL dpgate will write for it, not of the text received [fixpoint]:
     DuckDB runs what dpgate generates from the checked tree, and sqlglot writes some string
     arguments back out unquoted (``ANONYMOUS_AGG_FUNC('(SELECT ... FROM t) AS x, lower', 'y')``
-    becomes a call of ``lower`` beside a subquery; a date unit can close a parenthesis: red team
-    helper-32 read protected rows and rewrote the ledger that way through a "public" statement). So
+    becomes a call of ``lower`` beside a subquery; a date unit can close a parenthesis: a "public"
+    statement could read protected rows and rewrite the ledger that way). So
     the generated text is parsed again until it generates itself: what is checked is what runs.
     The settled tree of a text is kept (a few hundred texts), and each call gets its own copy.
     A text longer than ``MAX_STATEMENT_BYTES`` or of more than ``MAX_TOKENS`` tokens is refused

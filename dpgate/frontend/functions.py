@@ -8,11 +8,11 @@ compute over protected rows is narrower still (``allowlist.RULES``).
 Left out, besides what reaches files, the network, settings or the catalog (``classify``):
 - functions that take SQL text and bind or plan it against the live catalog:
   ``json_serialize_plan`` (its optimized plan carried protected tables' row counts and distinct
-  counts out of a free public statement: red team helper-31), ``json_serialize_sql``,
+  counts out of a free public statement), ``json_serialize_sql``,
   ``json_deserialize_sql``;
 - counters and identifiers of the engine's own work: ``current_query_id`` (it counted the
   statements dpgate ran for the previous DP query, a number that depended on whether a subject was
-  over its bound: helper-31), ``current_transaction_id``, ``txid_current``,
+  over its bound), ``current_transaction_id``, ``txid_current``,
   ``current_connection_id``, ``current_query``;
 - introspection and side effects: ``stats`` (an expression's storage statistics),
   ``get_block_size`` (a macro over ``pragma_database_size``), ``write_log``, ``sleep_ms``.

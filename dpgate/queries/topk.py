@@ -41,7 +41,7 @@ from dpgate.mechanisms.base import NoisyColumn
 from dpgate.mechanisms.keyselection import KeySelector
 from dpgate.catalog.tables import is_numeric_type
 from dpgate.frontend.classify import TOPK_COLUMNS_FUNCTION, Classified, function_name
-from dpgate.queries.analysis import Analysis, Syntax, key_selection_threshold
+from dpgate.queries.analysis import Analysis, Syntax, analyse, key_selection_threshold
 from dpgate.queries.base import Context, QueryClass, Run, _subject_rows, bind, personalization_notes, restrict_to_charged
 from dpgate.plans import COUNT_ROWS, COUNT_SUBJECTS, Component, KeySpec, SubjectCharge, TopKPlan
 from dpgate.release import Answer, ColumnNoise, check_post, noisy_rows
@@ -340,11 +340,11 @@ class TopKQuery(QueryClass):
             return True
         if classified.statement.find(exp.Limit, exp.Fetch) is None:
             return False  # the shape needs a LIMIT (``_topk_shape``): skip analysing the statement
-        a = Analysis(classified, ctx.catalog, ctx.session, ctx.facts)
+        a = analyse(classified, ctx)
         return _topk_shape(a, a.syntax()) is not None
 
     def plan(self, classified: Classified, ctx: Context) -> TopKPlan:
-        a = Analysis(classified, ctx.catalog, ctx.session, ctx.facts)
+        a = analyse(classified, ctx)
         q = classified.statement.copy()
         q.set("hint", None)
         if topk_columns_call(q) is not None:

@@ -36,7 +36,7 @@ def refusal(sql: str) -> errors.UnsupportedQueryError:
     return info.value
 
 
-# -- the red-team examples and variants ---------------------------------------------------------
+# -- the known leaks and their variants ----------------------------------------------------------
 REFUSED = [
     # behaviour chosen by a row value (the 1-bit oracle) and functions off the list
     ("date_trunc_row_part", DP + "COUNT(*) FROM adult WHERE date_trunc(CASE WHEN person_id = 1 AND age > 38 "
@@ -285,7 +285,7 @@ def test_spellings_parse_to_their_rule():
         form = rule.forms[0]
         if not form.startswith(rule.name + "("):
             continue
-        values = {allowlist._slot_key(k): c.example or c.samples[0] for k, c in rule.consts.items()}
+        values = {allowlist.slot_key(k): c.example or c.samples[0] for k, c in rule.consts.items()}
         for name in rule.names:
             node = parse_one("SELECT " + (name + form[len(rule.name):]).format("x", "y", **values)).expressions[0]
             found = allowlist.FUNCTIONS.get(node.name.lower() if isinstance(node, exp.Anonymous) else type(node))
@@ -297,7 +297,7 @@ def test_rules_are_consistent():
         assert rule.forms and rule.types and rule.reason
         for form in rule.forms:
             names = set(re.findall(r"\{(\w+)\}", form)) - {"0", "1"}
-            assert names <= {allowlist._slot_key(k) for k in rule.consts}, (rule.name, form)
+            assert names <= {allowlist.slot_key(k) for k in rule.consts}, (rule.name, form)
             for types in rule.types:
                 assert all(t in VALUES for t in types), (rule.name, types)
                 assert len(types) == len(set(re.findall(r"\{([01])\}", form))) or "{1}" not in form, (rule.name, form)
@@ -440,7 +440,7 @@ def _run(con, branches: list[str]) -> str | None:
 
 def _constant_choices(rule: allowlist.Rule, form: str, per_type_only: bool):
     """Constant samples for a form: each sample of each slot once (the others at their first sample)."""
-    used = [(allowlist._slot_key(k), c) for k, c in rule.consts.items() if "{%s}" % allowlist._slot_key(k) in form]
+    used = [(allowlist.slot_key(k), c) for k, c in rule.consts.items() if "{%s}" % allowlist.slot_key(k) in form]
     first = {name: c.samples[0] for name, c in used}
     yield dict(first)
     for name, const in used:
@@ -589,7 +589,7 @@ def test_operators_and_casts_are_total(grid, family):
 
 
 def test_fuzz_catches_what_try_does_not(grid):
-    """The harness finds the red-team failures (so that a passing fuzz test means something)."""
+    """The harness finds the known failures (so that a passing fuzz test means something)."""
     bad = [
         ("date_trunc('timezone', x0.c)", ("TIMESTAMP",)),  # NotImplementedException, not caught by TRY
         # ('week' parts failed at plan time from one value's statistics; with statistics
@@ -644,8 +644,8 @@ def test_gateway_keeps_repeated_subexpressions_inside_try(make_db, query):
         assert len(cur.fetchall()) == 1
 
 
-# -- the output size of a whole row expression (second audit: nested growth) -----------------------
-AUDIT2 = (
+# -- the output size of a whole row expression (nested growth multiplies) ---------------------------
+NESTED_GROWTH = (
     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) COUNT(*) AS n FROM t WHERE length("
     + "replace(" * 7
     + "CASE WHEN pid = 11 AND age > 40 THEN lpad('', 10000, 'a') ELSE 'b' END"
@@ -657,7 +657,7 @@ AUDIT2 = (
 def test_nested_growth_is_refused_as_a_whole():
     """Each replace grows 8x at most (allowed alone); seven nested grow 8^7x: refused (DP255)."""
     with pytest.raises(errors.UnsupportedQueryError) as info:
-        allowlist.check(parse_one(AUDIT2))
+        allowlist.check(parse_one(NESTED_GROWTH))
     assert info.value.code == "DP255"
 
 
@@ -685,7 +685,7 @@ def test_growth_bound(expr, ok):
         assert info.value.code == "DP255"
 
 
-# -- LIKE ... ESCAPE (third audit) ------------------------------------------------------------------
+# -- LIKE ... ESCAPE --------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("like", "ok"),
     [

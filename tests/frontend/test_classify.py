@@ -105,7 +105,7 @@ def _once(monkeypatch, target, name, action):
 
 
 def test_a_view_replaced_between_classification_and_execution_is_never_read(views_db, monkeypatch):
-    """Red team (helper-29): the statement was classified against the public view and executed
+    """A statement was classified against the public view and could be executed
     against its replacement over protected t. The catalog read, the classification and the execution
     now share one transaction: the view is expanded as it was classified, and the next statement
     sees (and refuses) the replacement."""
@@ -141,7 +141,7 @@ def test_a_catalog_change_after_the_debit_fails_closed(views_db, monkeypatch):
 
 
 def test_a_schema_changed_and_changed_back_leaves_no_stale_bind(make_db, monkeypatch):
-    """Red team (helper-29): an EXPLAIN that succeeded against a schema of the moment was cached
+    """An EXPLAIN that succeeded against a schema of the moment was cached
     under the catalog the statement had read; the owner changed the column back, and another
     connection's statement took the cached success and failed after its debit (DP404)."""
     import dpgate.gateway as gateway_mod
@@ -168,7 +168,7 @@ def test_a_schema_changed_and_changed_back_leaves_no_stale_bind(make_db, monkeyp
     ("CREATE MACRO range(a) AS TABLE SELECT * FROM t", "SELECT * FROM range(3)"),
 ])  # fmt: skip
 def test_a_macro_named_like_a_built_in_stops_every_statement(views_db, monkeypatch, macro, sql):
-    """Red team (helper-30, older than this session): DuckDB resolves a function in the main schema
+    """DuckDB resolves a function in the main schema
     before its built-ins, so an owner's macro named lower() ran as lower() and returned t's rows.
     Such a macro stops the gateway (DP307), at connect and within SHADOW_RECHECK seconds after."""
     import duckdb
@@ -195,7 +195,7 @@ def test_a_macro_named_like_a_built_in_stops_every_statement(views_db, monkeypat
 
 @pytest.mark.parametrize("explain", [False, True])
 def test_planning_reads_public_tables_in_the_classified_catalog(views_db, monkeypatch, explain):
-    """Red team (helper-30): planning read a public view's distinct values (a GROUP BY domain) after
+    """Planning read a public view's distinct values (a GROUP BY domain) after
     the owner had replaced it by one over protected t: a conversion error quoted a protected value.
     Planning now runs pinned too: the replacement is classified, and refused, before any charge."""
     import dpgate.gateway as gateway_mod
@@ -222,7 +222,7 @@ def test_planning_reads_public_tables_in_the_classified_catalog(views_db, monkey
 
 
 def test_an_unrelated_table_created_after_the_debit_does_not_fail_the_query(views_db, monkeypatch):
-    """Red team (helper-30): any change to the catalog after a debit failed the query closed, so
+    """Any change to the catalog after a debit failed the query closed, so
     another analyst's new synthetic table cost this one an answer. Only what the statement names
     (and every view) counts."""
     from dpgate.ledger import Ledger
@@ -289,7 +289,7 @@ def test_a_view_that_shadows_a_table_with_a_cte_is_refused(make_db):
     "WITH q AS (SELECT 1) SELECT * FROM (WITH subjects_adult AS (SELECT 1 AS z) SELECT * FROM subjects_adult), subjects_adult",
 ])  # fmt: skip
 def test_a_cte_name_outside_its_scope_is_a_table_name(con, sql):
-    """Red team helper-33: a CTE's name used outside the CTE's scope was taken for the CTE, while
+    """A CTE's name used outside the CTE's scope was taken for the CTE, while
     DuckDB binds it to a real relation (a file; a view of dpgate's schema)."""
     with pytest.raises(errors.ProgrammingError) as info:
         con.cursor().execute(sql)

@@ -1,8 +1,8 @@
 """What dpgate checks is what DuckDB runs [fixpoint].
 
 DuckDB runs the SQL dpgate writes from the checked tree, and sqlglot writes some string arguments
-back out unquoted: red team helper-32 read protected rows, budgets and dpgate's schema, and rewrote
-the ledger, through "public" statements such as
+back out unquoted: protected rows, budgets and dpgate's schema could be read, and the ledger
+rewritten, through "public" statements such as
 ``SELECT ANONYMOUS_AGG_FUNC('(SELECT ... FROM adult) AS r, lower', 'x')``. ``parse_one`` now
 parses the written SQL again until it writes itself, so the checks see the subquery (or refuse a
 statement that does not settle, DP208).
@@ -98,7 +98,7 @@ def test_a_public_statement_commits_nothing(con, monkeypatch):
 @pytest.mark.parametrize("arg", ["a OR b", "a AND b", "NOT a", "a = b", "a IS DISTINCT FROM b", "x + y", "x * y - 1",
                                  "x BETWEEN 0 AND y", "CASE WHEN a THEN x END"])  # fmt: skip
 def test_the_coalesce_rewrite_computes_what_was_written(arg):
-    """Red team helper-34: COALESCE(a OR b, c) ran as CASE WHEN NOT a OR b IS NULL ..., which DuckDB
+    """COALESCE(a OR b, c) ran as CASE WHEN NOT a OR b IS NULL ..., which DuckDB
     reads as (NOT a) OR (b IS NULL): the answer to another predicate. Every combination of NULL,
     true and false (and of small numbers) gives the same value both ways."""
     import duckdb

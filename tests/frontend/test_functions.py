@@ -1,6 +1,6 @@
 """Functions an analyst may call by name: a reviewed positive list (``frontend.functions``).
 
-The red team helper-31 read protected row counts out of a free public statement through
+Protected row counts could be read out of a free public statement through
 ``json_serialize_plan`` (SQL text planned against the live catalog), and whether a subject was over
 its bound through ``current_query_id`` (the connection's statement counter). Both are refused now,
 and so is any built-in a newer DuckDB adds until it is reviewed.
@@ -43,7 +43,7 @@ def test_introspection_and_sql_text_functions_are_refused_free(con, sql):
 
 
 def test_the_counter_no_longer_shows_the_path_of_a_dp_query(con):
-    """helper-31's F2: the counter read before and after a DP query; refused at the first read."""
+    """The counter read before and after a DP query would show its path; refused at the first read."""
     with pytest.raises(errors.NotSupportedError):
         con.cursor().execute("SELECT current_query_id()")
     cur = con.cursor()

@@ -20,7 +20,7 @@ from dpgate import backends, errors, noise, release
 from dpgate.catalog import sample_order
 from dpgate.frontend.classify import Classified
 from dpgate.mechanisms import KeySelector, LaplaceCounting
-from dpgate.queries.analysis import Analysis, _with_epsilon, key_selection_threshold
+from dpgate.queries.analysis import _with_epsilon, analyse, key_selection_threshold
 from dpgate.queries.base import Context, QueryClass, Run, _subject_rows, personalization_notes
 from dpgate.queries.counting import exact as exact_mod
 from dpgate.plans import COUNT_SUBJECTS, QUANTILE, VALUE_KINDS, CountPlan, SubjectCharge
@@ -38,7 +38,7 @@ class CountingQuery(QueryClass):
         return classified.kind == "dp" and classified.protected.kind != "graph"
 
     def plan(self, classified: Classified, ctx: Context) -> CountPlan:
-        a = Analysis(classified, ctx.catalog, ctx.session, ctx.facts)
+        a = analyse(classified, ctx)
         p = a.prepare()
         x = p.syntax
         s, table = a.settings, a.table
