@@ -18,6 +18,12 @@ default weights w_i(d) = (d + 1) / ((H_i + 1) k): positive at ``*`` (the paper's
 would make Φ = 0 and f infinite), falling as a column is generalized. Neighbours: add or remove
 one record (the paper's D and D_{−a}); one subject is one record (``max_rows = 1``).
 
+**Guarantee:** (ε, δ)-DP is *claimed* by the paper, not proved here (below); neighbouring
+databases add or remove one record, and one subject is one record.
+
+**Sensitivity:** each score ε′ f / |D| moves by at most ε′ η / (2 (|D| − 1)) between neighbours
+when |D| ≥ ν^κ (proved below).
+
 What is **proved** here, and tested exactly (``tests/mechanisms/test_supermodular.py``):
 
 - for a record present in both neighbours and a θ at which both have the same candidates, each

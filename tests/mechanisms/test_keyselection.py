@@ -11,7 +11,7 @@ import dpgate
 from conftest import TEST_SEED
 from dpgate import noise
 from dpgate.mechanisms import KeySelector
-from dpgate.queries.analysis import key_selection_threshold
+from dpgate.mechanisms.keyselection import threshold as key_selection_threshold
 
 
 @pytest.mark.parametrize("epsilon, delta, groups", [(0.5, 1e-6, 1), (0.2, 1e-5, 4)])
