@@ -131,3 +131,45 @@ class Mechanism:
 
     NAME: ClassVar[str] = "base"
     VETTED: ClassVar[bool] = True
+
+    #: Why an unvetted mechanism is not vetted, for the refusal (``mechanisms.lookup``).
+    STATUS: ClassVar[str] = ""
+
+
+@dataclass(frozen=True)
+class CodedRows:
+    """A table as integer codes: one row per tuple, column j in ``0 .. sizes[j] - 1`` (public sizes)."""
+
+    codes: np.ndarray
+    sizes: tuple[int, ...]
+
+
+@dataclass
+class Synthesis:
+    """What a synthesizer returns: its release, the ε it consumed, and facts about the release.
+
+    ``release`` is what the synthetic class writes (a model to sample, a synopsis, itemsets,
+    generalized rows); ``quality`` holds what the notes report (work caps hit, the parameters
+    the run derived from ε); ``epsilon`` is what the run spent, all of what it was given.
+    """
+
+    release: Any
+    epsilon: float
+    quality: dict[str, Any] = field(default_factory=dict)
+
+
+class Synthesizer(Mechanism):
+    """A synthesizer: one signature for every ``CREATE SYNTHETIC TABLE ... USING <NAME>``.
+
+    ``data`` is what it reads from the charged subjects, as its class documents (``CodedRows``,
+    points, set-valued records, sequences, leaf tuples); ``epsilon`` and ``delta`` its shares;
+    ``rng`` the noise stream; ``options`` its parameters, from the plan only. Run over no rows, it
+    raises every refusal that depends only on ε and the options (the synthetic class's free dry
+    run).
+    """
+
+    def synthesize(
+        self, data: Any, *, epsilon: float, delta: float = 0.0, rng: np.random.Generator,
+        options: Mapping[str, Any], progress: Callable[[float, str], None] | None = None,
+    ) -> Synthesis:  # fmt: skip
+        raise NotImplementedError

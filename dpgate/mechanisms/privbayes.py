@@ -129,6 +129,7 @@ import numpy as np
 
 from dpgate import errors, noise
 from dpgate.mechanisms import exponential
+from dpgate.mechanisms.base import CodedRows, Synthesis, Synthesizer
 
 #: Score functions (Definition 3.1 / Equations 3.2, 3.4, 3.7).
 SCORES = ("R", "F", "MI")
@@ -1197,3 +1198,22 @@ def marginal_tvd(real: np.ndarray, synth: np.ndarray, sizes: Sequence[int], way:
 def tvd_between(tables_a: list[np.ndarray], tables_b: list[np.ndarray]) -> float:
     """Mean ½ L1 distance between two lists of normalised marginals (``marginal_tables``)."""
     return float(np.mean([0.5 * np.abs(p - q).sum() for p, q in zip(tables_a, tables_b)]))
+
+
+class PrivBayes(Synthesizer):
+    """``USING privbayes``: ``fit`` on ``CodedRows``; options are ``fit``'s keyword arguments."""
+
+    NAME = "privbayes"
+
+    def synthesize(self, data: CodedRows, *, epsilon, delta=0.0, rng, options, progress=None) -> Synthesis:
+        model = fit(data.codes, list(data.sizes), epsilon, rng=rng, progress=progress, **options)
+        return Synthesis(model, epsilon)
+
+
+class Independent(Synthesizer):
+    """``USING independent``: ``independent_baseline`` on ``CodedRows`` (no options)."""
+
+    NAME = "independent"
+
+    def synthesize(self, data: CodedRows, *, epsilon, delta=0.0, rng, options, progress=None) -> Synthesis:
+        return Synthesis(independent_baseline(data.codes, list(data.sizes), epsilon, rng=rng), epsilon)
