@@ -16,7 +16,7 @@ from sqlglot import exp
 from dpgate import errors
 from dpgate.catalog.tables import ProtectedTable
 from dpgate.frontend.settings import QuerySettings
-from dpgate.mechanisms.base import (  # what a plan tells a mechanism; the mechanisms own these types
+from dpgate.mechanisms.base import (  # noqa: F401  (re-exported: the mechanisms own these types)
     AVG,
     COUNT_DISTINCT,
     COUNT_ROWS,
