@@ -70,16 +70,15 @@ maximum-likelihood estimate under noise.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
 import math
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from dpgate import errors, noise
 from dpgate.mechanisms import exponential
 from dpgate.mechanisms.base import CodedRows, Synthesis, Synthesizer
-from dpgate.mechanisms.privbayes import PrivBayesModel, _noisy_counts, _norm_sub
+from dpgate.mechanisms.privbayes_model import PrivBayesModel, _noisy_counts, _norm_sub
 
 #: Share of ε for the noisy row count that chooses the split (``split_for``).
 ROWS_SHARE = 0.01
