@@ -31,7 +31,6 @@ class Release:
     """
 
     name: str  # after USING; also the mechanism's name in ``dpgate.mechanisms.MECHANISMS``
-    label: str  # in messages
     plan: Callable[..., SynthesisPlan]
     dry_run: Callable[[SynthesisPlan, float], None]
     bind_check: Callable[..., None]

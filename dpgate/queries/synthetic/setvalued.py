@@ -256,6 +256,6 @@ def explain_rows(plan: SynthesisPlan, subjects=None) -> list[tuple]:
     return rows
 
 
-RELEASE = Release(name="diffpart", label="DiffPart", plan=named(plan), dry_run=dry_run, bind_check=bind_check,
+RELEASE = Release(name="diffpart", plan=named(plan), dry_run=dry_run, bind_check=bind_check,
                   answer=answer, explain_rows=explain_rows, check_size=check_size, side_table="_itemsets",
                   scales_sample=False)  # fmt: skip

@@ -440,5 +440,5 @@ def _bin_key(node: exp.Expr, columns: list[str]) -> tuple[str, float, float] | N
     return num.name.lower(), w, offset
 
 
-RELEASE = Release(name="privtree", label="PrivTree", plan=named(plan), dry_run=dry_run, bind_check=bind_check,
+RELEASE = Release(name="privtree", plan=named(plan), dry_run=dry_run, bind_check=bind_check,
                   answer=answer, explain_rows=explain_rows, scales_sample=False)  # fmt: skip

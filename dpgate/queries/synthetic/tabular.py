@@ -325,7 +325,7 @@ def explain_rows(plan: SynthesisPlan, subjects=None) -> list[tuple]:
 
 
 def _release(mechanism: str) -> Release:
-    return Release(name=mechanism, label=LABELS[mechanism], plan=planner(mechanism), dry_run=dry_run,
+    return Release(name=mechanism, plan=planner(mechanism), dry_run=dry_run,
                    bind_check=bind_check, answer=answer, explain_rows=explain_rows)  # fmt: skip
 
 
