@@ -233,26 +233,3 @@ def discrete_laplace_std(epsilon: float, sensitivity: int | float) -> float:
     """Standard deviation: ``sqrt(2a) / (1 - a)``."""
     a = discrete_laplace_alpha(epsilon, sensitivity)
     return math.sqrt(2 * a) / (1 - a)
-
-
-# -- exponential mechanism ---------------------------------------------------------------------
-def exponential_mechanism(
-    utilities: np.ndarray, epsilon: float, sensitivity: float, *, rng: np.random.Generator, monotonic: bool = False
-) -> int:
-    """Index chosen with probability ∝ exp(ε u / (2Δ)) (or exp(ε u / Δ) for monotonic utilities).
-
-    Kept for callers of the old name: the exact sampler of ``dpgate.mechanisms.exponential``
-    (the former Gumbel-max on 53-bit uniforms gave far candidates probability 0).
-    """
-    from dpgate.mechanisms import exponential  # the mechanisms package imports this module
-
-    return exponential.exponential_mechanism(utilities, epsilon, sensitivity, rng=rng, monotonic=monotonic)
-
-
-def exponential_mechanism_probabilities(
-    utilities: np.ndarray, epsilon: float, sensitivity: float, *, monotonic: bool = False
-) -> np.ndarray:
-    """The choice probabilities of ``exponential_mechanism`` (for tests and EXPLAIN)."""
-    from dpgate.mechanisms import exponential
-
-    return exponential.probabilities(utilities, epsilon, sensitivity, monotonic=monotonic)

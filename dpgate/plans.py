@@ -11,31 +11,33 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-import numpy as np
 from sqlglot import exp
 
 from dpgate import errors
 from dpgate.catalog.tables import ProtectedTable
 from dpgate.frontend.settings import QuerySettings
+from dpgate.mechanisms.base import (  # noqa: F401  (re-exported: the mechanisms own these types)
+    AVG,
+    COUNT_DISTINCT,
+    COUNT_ROWS,
+    COUNT_SUBJECTS,
+    COUNT_VALUES,
+    QUANTILE,
+    STDDEV_POP,
+    STDDEV_SAMP,
+    SUM,
+    VALUE_KINDS,
+    VAR_POP,
+    VAR_SAMP,
+    VARIANCE_KINDS,
+    AggSpec,
+    Component,
+    ExactAnswer,
+    KeySelection,
+)
 
 #: Largest noise scale (sensitivity / ε, in grid units) dpgate will sample.
 MAX_NOISE_SCALE = 2.0**52
-
-#: Aggregate kinds of the counting class.
-COUNT_ROWS = "count_rows"  # COUNT(*)
-COUNT_VALUES = "count_values"  # COUNT(expr)
-COUNT_SUBJECTS = "count_subjects"  # COUNT(DISTINCT <privacy unit>)
-COUNT_DISTINCT = "count_distinct"  # COUNT(DISTINCT expr)
-SUM = "sum"
-AVG = "avg"
-VAR_POP = "var_pop"  # VAR_POP(expr)
-VAR_SAMP = "var_samp"  # VAR_SAMP / VARIANCE(expr)
-STDDEV_POP = "stddev_pop"
-STDDEV_SAMP = "stddev_samp"  # STDDEV_SAMP / STDDEV(expr)
-VARIANCE_KINDS = (VAR_POP, VAR_SAMP, STDDEV_POP, STDDEV_SAMP)
-QUANTILE = "quantile"  # MEDIAN(x), QUANTILE_CONT(x, q), PERCENTILE_CONT(x, q)
-#: Kinds whose input is a bounded value put on a grid (not a count).
-VALUE_KINDS = (SUM, AVG, *VARIANCE_KINDS, QUANTILE)
 
 
 @dataclass(frozen=True)
@@ -47,52 +49,6 @@ class KeySpec:
     sql_type: str
     domain: tuple[Any, ...] | None
     source: str  # where the domain comes from, e.g. "declared", "bounds", "public table regions"
-
-
-@dataclass(frozen=True)
-class Component:
-    """One noisy integer statistic: sensitivity in grid units and its share of ε."""
-
-    label: str
-    sensitivity: int
-    epsilon: float
-
-
-@dataclass(frozen=True)
-class AggSpec:
-    """One aggregate of the query, bounded and with its noise fixed."""
-
-    index: int
-    kind: str
-    label: str  # as the analyst wrote it
-    expr: exp.Expr | None  # row-level input (None for COUNT(*) and COUNT(DISTINCT unit))
-    components: tuple[Component, ...]
-    lower: float | None = None
-    upper: float | None = None
-    grid: float = 1.0  # values are summed as integers on this power-of-two grid
-    integer: bool = True  # released as an integer
-    level: float | None = None  # the quantile level q of a QUANTILE
-
-    @property
-    def epsilon(self) -> float:
-        return sum(c.epsilon for c in self.components)
-
-    @property
-    def sql_type(self) -> str:
-        return "BIGINT" if self.integer and self.kind not in (AVG, *VARIANCE_KINDS, QUANTILE) else "DOUBLE"
-
-    def grid_int(self, value: float) -> int:
-        return round(value / self.grid)
-
-
-@dataclass(frozen=True)
-class KeySelection:
-    """DP key selection: release a key when its noisy subject count reaches ``threshold``."""
-
-    epsilon: float
-    delta: float
-    sensitivity: int  # groups per subject (L1 of the subject-count vector)
-    threshold: int
 
 
 @dataclass(frozen=True)
@@ -370,14 +326,3 @@ class SynthesisPlan(Plan):
     @property
     def fit_epsilon(self) -> float:
         return self.settings.epsilon / self.max_rows
-
-
-@dataclass
-class ExactAnswer:
-    """Exact bounded statistics, one array per noise component, aligned with ``keys``."""
-
-    keys: list[tuple[Any, ...]]
-    components: dict[tuple[int, str], np.ndarray]
-    subjects: np.ndarray | None  # per key, for DP key selection
-    heavy_subjects: int  # subjects whose rows were sampled down
-    unused_units: int | None  # units with rows that were not charged (None: not counted)

@@ -65,6 +65,7 @@ from fractions import Fraction
 import numpy as np
 
 from dpgate import errors, noise
+from dpgate.mechanisms.base import Synthesis, Synthesizer
 
 DEFAULT_FANOUT = 10
 DEFAULT_C1 = 2.75
@@ -245,3 +246,18 @@ def chain_budgets(taxonomy: Taxonomy, epsilon: float, path: list[tuple[int, ...]
         out.append(eps)
         spare -= eps
     return out
+
+
+class DiffPart(Synthesizer):
+    """``USING diffpart``: ``release`` on set-valued records (a records × items boolean matrix).
+
+    Options: ``taxonomy``, ``c1``, ``c2``. Quality: the partitioning's ``trace``.
+    """
+
+    NAME = "diffpart"
+
+    def synthesize(self, data: np.ndarray, *, epsilon, delta=0.0, rng, options, progress=None) -> Synthesis:
+        trace = Trace()
+        itemsets = release(data, options["taxonomy"], epsilon, rng=rng, c1=options["c1"], c2=options["c2"],
+                           trace=trace)  # fmt: skip
+        return Synthesis(itemsets, epsilon, {"trace": trace})

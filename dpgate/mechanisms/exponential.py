@@ -5,6 +5,12 @@
 requested ε minus ``noise.EPSILON_MARGIN`` and ``u`` are the scores on the grid below.
 ``peel`` makes ``k`` such draws without replacement (sequential composition).
 
+**Guarantee:** ε-DP under whatever neighbouring relation the caller's scores are computed for
+(each caller states it: a subject's rows for top-k and quantiles, one tuple for PrivBayes and
+MST), provided every score moves by at most ``Δ`` between neighbours [law].
+
+**Sensitivity:** ``Δ``, given by the caller; on the grid below it becomes the integer ``Δ_g``.
+
 **Why not Gumbel-max:** ``argmax(ε u / (2Δ) + Gumbel)`` on doubles draws the Gumbel as
 ``-log(-log U)`` from a 53-bit uniform, so it lies in about ``[-3.6, 36.7]`` and a candidate
 whose scaled score is more than about 40.3 below the best one is never chosen: probability

@@ -6,6 +6,10 @@ integer arrays; :func:`simple_edges` maps them to the simple graph (``u < v``, s
 and duplicates dropped), and every function here canonicalises its input the same way, so
 counts are counts of subgraphs of that simple graph. Neighbouring graphs differ in one edge.
 
+**Guarantee:** none by itself: these are exact counts and sensitivities, private data that only
+``ladder`` releases, with noise. Neighbouring graphs differ in one edge; the **sensitivity**
+of each count is in the table below (``GS``) and its ladder in ``I_t``.
+
 Counting conventions (thesis section 5.3):
 
 =============  ====================================  ==============================

@@ -15,16 +15,17 @@ max_groups)`` keys, once each, so the vector of per-key subject counts has L1 se
 the counts is ε-DP [noise], and thresholding is post-processing. Keys present on only one
 neighbour have exactly one subject; each is released with probability
 ``P(1 + Z >= τ) = a^(τ-1) / (1 + a)``, and there are at most ``S`` of them, so τ is the
-smallest integer with ``S * a^(τ-1) / (1 + a) <= δ`` (``planner._key_selection``) [delta].
+smallest integer with ``S * a^(τ-1) / (1 + a) <= δ`` (``threshold``) [delta].
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from dpgate import noise
-from dpgate.mechanisms.base import Mechanism
-from dpgate.plans import KeySelection
+from dpgate.mechanisms.base import KeySelection, Mechanism
 
 
 class KeySelector(Mechanism):
@@ -35,3 +36,20 @@ class KeySelector(Mechanism):
         """Indices of the keys whose noisy subject count reaches the threshold."""
         z = noise.discrete_laplace(selection.epsilon, selection.sensitivity, len(subjects), rng)  # [noise]
         return np.flatnonzero(subjects + z >= selection.threshold)  # [delta]
+
+
+def threshold(epsilon: float, delta: float, groups: int) -> KeySelection:
+    """Smallest threshold τ >= 2 with ``groups * P(Z >= τ - 1) <= delta`` (Z discrete Laplace) [delta].
+
+    A key only one subject has reaches τ with probability ``P(1 + Z >= τ)``; a subject
+    touches at most ``groups`` keys, so the chance that any of them appears is at most δ.
+    """
+    a = noise.discrete_laplace_alpha(epsilon, groups)
+    if a == 0.0:  # ε / groups past ~745: P(Z >= 1) underflows to 0, so the smallest threshold already holds
+        return KeySelection(epsilon=epsilon, delta=delta, sensitivity=groups, threshold=2)
+    tau = max(2, math.ceil(math.log(delta * (1 + a) / groups) / math.log(a)) + 1)
+    while tau > 2 and groups * noise.discrete_laplace_tail(epsilon, groups, tau - 2) <= delta:
+        tau -= 1
+    while groups * noise.discrete_laplace_tail(epsilon, groups, tau - 1) > delta:
+        tau += 1
+    return KeySelection(epsilon=epsilon, delta=delta, sensitivity=groups, threshold=tau)

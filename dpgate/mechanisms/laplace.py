@@ -53,10 +53,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpgate import noise
-from dpgate.plans import ExactAnswer
 from dpgate.mechanisms import pdp
-from dpgate.mechanisms.base import Mechanism, NoisyColumn
-from dpgate.plans import (
+from dpgate.mechanisms.base import (
     AVG,
     COUNT_SUBJECTS,
     QUANTILE,
@@ -67,7 +65,10 @@ from dpgate.plans import (
     VARIANCE_KINDS,
     AggSpec,
     Component,
-    CountPlan,
+    CountingPlan,
+    ExactAnswer,
+    Mechanism,
+    NoisyColumn,
 )
 
 
@@ -86,7 +87,7 @@ class LaplaceCounting(Mechanism):
 
     def release(
         self,
-        plan: CountPlan,
+        plan: CountingPlan,
         exact: ExactAnswer,
         rows: np.ndarray,
         *,
@@ -120,13 +121,13 @@ class _Parts:
         return self.subjects is not None and self.subjects.combined
 
 
-def _parts(plan: CountPlan, subjects: pdp.SubjectPlan | None) -> _Parts:
+def _parts(plan: CountingPlan, subjects: pdp.SubjectPlan | None) -> _Parts:
     if subjects is None:
         return _Parts([plan.epsilon], None)
     return _Parts([float(p.epsilon) for p in subjects.parts], subjects)
 
 
-def _unit_variance(plan: CountPlan, agg: AggSpec, comp: Component) -> float:
+def _unit_variance(plan: CountingPlan, agg: AggSpec, comp: Component) -> float:
     """Public prior on one subject's contribution variance, in component units: (range / 2)²."""
     if agg.kind == COUNT_SUBJECTS:
         width = 1.0
@@ -288,7 +289,7 @@ def _variance(plan, agg: AggSpec, exact, rows, parts: _Parts, alpha, rng) -> Noi
     return NoisyColumn(np.array(vals, dtype=float), np.array(low), np.array(high), False, "laplace", eps, desc)
 
 
-def _run_epsilon(plan: CountPlan, share: float, parts: _Parts) -> float:
+def _run_epsilon(plan: CountingPlan, share: float, parts: _Parts) -> float:
     """The ε a share actually runs at: the personalization rule's ε (the largest part's) × the share."""
     return share * max(parts.epsilons) / plan.epsilon
 

@@ -70,15 +70,15 @@ maximum-likelihood estimate under noise.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
 import math
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from dpgate import errors, noise
 from dpgate.mechanisms import exponential
-from dpgate.mechanisms.privbayes import PrivBayesModel, _noisy_counts, _norm_sub
+from dpgate.mechanisms.base import CodedRows, Synthesis, Synthesizer
+from dpgate.mechanisms.privbayes_model import PrivBayesModel, _noisy_counts, _norm_sub
 
 #: Share of ε for the noisy row count that chooses the split (``split_for``).
 ROWS_SHARE = 0.01
@@ -388,3 +388,12 @@ def fit(
         charges=tuple(charges),
         kind="MST",
     )
+
+
+class MST(Synthesizer):
+    """``USING mst``: ``fit`` on ``CodedRows``; the release is a model for ``privbayes.sample``."""
+
+    NAME = "mst"
+
+    def synthesize(self, data: CodedRows, *, epsilon, delta=0.0, rng, options, progress=None) -> Synthesis:
+        return Synthesis(fit(data.codes, list(data.sizes), epsilon, rng=rng, progress=progress), epsilon)

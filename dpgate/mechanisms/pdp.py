@@ -10,6 +10,9 @@ of u (added or removed; the roster and budgets are public), the output distribut
 at most a factor ``exp(charge_u)``, where ``charge_u`` is what the ledger debits u [pdp]. Per
 subject, charges compose sequentially across queries and never exceed the lifetime budget.
 
+**Sensitivity:** none of its own: a rule decides from the roster (public) who takes part and at
+what ε; the mechanism it wraps states the sensitivity of what it releases.
+
 **Allowances.** For a query asking ε_q, subject u's allowance is ε_q if u has at least ε_q left,
 and otherwise what u has left rounded *down* to the grid ``GRID`` (0.001) [allowance]; a zero
 allowance excludes u. Allowances depend only on the roster (public), never on the rows.

@@ -1,6 +1,7 @@
 """PrivBayes: a differentially private Bayesian network, sampled into a synthetic table.
 
-This is the core of the algorithm on integer-coded tables: attribute ``j`` takes codes
+This is the core of the algorithm on integer-coded tables (network selection in
+``privbayes_network``, the model, its noisy conditionals and sampling in ``privbayes_model``): attribute ``j`` takes codes
 ``0 .. sizes[j] - 1``, rows are tuples. Reading tables, discretising numeric columns, the
 ledger and the release registry live elsewhere; this module only needs the codes, the
 public domain sizes, ε and a generator.
@@ -118,31 +119,55 @@ snapped score can move when the double moves by ``Δ`` (for R: ``2^30 + 2^9`` un
 
 from __future__ import annotations
 
-import functools
-import itertools
 import math
 import numbers
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from dpgate import errors, noise
-from dpgate.mechanisms import exponential
+from dpgate.mechanisms.base import CodedRows, Synthesis, Synthesizer
+from dpgate.mechanisms.privbayes_model import (  # the model, its fitting and sampling
+    DEFAULT_ENCODING,
+    ENCODINGS,
+    PrivBayesModel,
+    _bit_width,
+    _conditional,
+    _encode,
+    _noisy_conditionals,
+    _noisy_counts,
+    _norm_sub,
+    marginal_tables,
+    marginal_tvd,
+    sample,
+    tvd_between,
+)
+from dpgate.mechanisms.privbayes_network import (  # network selection
+    MAX_CANDIDATES,
+    SCORES,
+    _joint,
+    _learn_network,
+    _Plan,
+    f_score,
+    max_useful_cells,
+    maximal_parent_sets,
+    mi_sensitivity_substitution,
+    mutual_information,
+    r_score,
+    score_sensitivity,
+    useful_degree,
+)
 
-#: Score functions (Definition 3.1 / Equations 3.2, 3.4, 3.7).
-SCORES = ("R", "F", "MI")
-#: Encodings of non-binary attributes (§3.4.1) that this core implements.
-ENCODINGS = ("vanilla", "binary", "gray")
-#: Vanilla keeps each attribute whole (semantics preserved, works with R); the thesis finds
-#: Vanilla-R ≈ Hierarchical-R on marginals and hierarchical needs taxonomies the core does
-#: not receive. Binary / gray multiply the attributes (Adult: 15 → 53) and the candidates.
-DEFAULT_ENCODING = "vanilla"
+__all__ = [
+    "DEFAULT_ENCODING", "ENCODINGS", "MAX_CANDIDATES", "MAX_CELLS", "MIN_CANDIDATES", "MODEL_CELLS", "PRIVBAYES_WORK",
+    "ROWS_SHARE", "SCORES", "Independent", "PrivBayes", "PrivBayesModel", "f_score", "fit", "independent_baseline",
+    "marginal_cap", "marginal_tables", "marginal_tvd", "max_useful_cells", "maximal_parent_sets",
+    "mi_sensitivity_substitution", "mutual_information", "r_score", "sample", "score_sensitivity", "tvd_between",
+    "useful_degree", "work_cap",
+]  # fmt: skip
+
 #: Share of ε spent on the noisy row count when the caller does not supply one.
 ROWS_SHARE = 0.02
-#: Public compute cap: at most this many candidates per exponential-mechanism step; larger
-#: candidate sets are cut to a uniformly random subset (data-independent) [cap].
-MAX_CANDIDATES = 2000
 #: Public work cap of the network search [work]: at most this many (row, attribute) touches in
 #: all (about 30 ns each: ~8 s), counted with a public bound on the rows (``row_bound``): each
 #: step keeps at most ``PRIVBAYES_WORK / ((d - 1) · row_bound · (2 + parents))`` candidates,
@@ -155,655 +180,6 @@ MAX_CELLS = 1 << 22
 #: them): a marginal holds at most ``MODEL_CELLS / d`` cells (``marginal_cap``). 40 attributes
 #: at ε = 10^6 held 40 marginals of up to 4 million cells, 1.2 GB after the debit.
 MODEL_CELLS = 1 << 25
-#: Add/remove sensitivity of n·R: 2, plus 2^-20 for the final rounding of the exact score
-#: (covers every n ≤ 2^32) [float].
-_R_SENSITIVITY = 2.0 + 2.0**-20
-#: Up to this many rows, Σ |c n - a b| ≤ 2 n² fits in int64.
-_EXACT_ROWS = 2_000_000_000
-_NOISE_CHUNK = 1 << 16
-
-
-# --------------------------------------------------------------------------------------------
-# the model
-# --------------------------------------------------------------------------------------------
-@dataclass(frozen=True, eq=False)
-class PrivBayesModel:
-    """A fitted PrivBayes model: every field is public (a DP output or a public parameter).
-
-    Attributes:
-        sizes: domain size of each original attribute (codes ``0 .. size - 1``).
-        network: ``(attribute, parents)`` pairs in sampling order, over the *encoded*
-            attributes (the original ones for ``vanilla``; bit attributes for ``binary`` /
-            ``gray``, see ``columns``); parents are sorted.
-        conditionals: one array per network entry, shape ``(|dom Π|, |dom X|)``: row ``π``
-            (mixed radix over the sorted parents, first parent most significant) is the noisy
-            distribution ``P*[X | Π = π]``.
-        epsilon: the total ε; ``epsilon_rows + epsilon_network + epsilon_conditionals``.
-        epsilon_network / epsilon_conditionals / epsilon_rows: the shares.
-        degree: the largest parent set in the network.
-        score: ``"R"``, ``"F"``, ``"MI"`` (or ``"none"`` for the independent baseline).
-        noisy_rows: a DP estimate of the number of rows (what ``sample`` should usually emit).
-        theta, beta, encoding: the parameters used.
-        columns: for each encoded attribute, ``(original attribute, bit)``; bit ``-1`` means
-            the whole attribute (vanilla), otherwise bit ``b`` of the (gray) code, MSB first.
-        charges: every privacy-consuming step with its ε (they add up to ``epsilon``).
-    """
-
-    sizes: tuple[int, ...]
-    network: tuple[tuple[int, tuple[int, ...]], ...]
-    conditionals: tuple[np.ndarray, ...]
-    epsilon: float
-    epsilon_network: float
-    epsilon_conditionals: float
-    degree: int
-    score: str
-    epsilon_rows: float = 0.0
-    noisy_rows: int = 0
-    theta: float | None = None
-    beta: float = 0.3
-    encoding: str = DEFAULT_ENCODING
-    columns: tuple[tuple[int, int], ...] = ()
-    charges: tuple[tuple[str, float], ...] = field(default=())
-    kind: str = "PrivBayes"  # or "MST" (mechanisms.mst: a tree, same sampler)
-
-    @property
-    def encoded_sizes(self) -> tuple[int, ...]:
-        """Domain sizes of the network's attributes."""
-        if not self.columns:
-            return self.sizes
-        return tuple(self.sizes[a] if b < 0 else 2 for a, b in self.columns)
-
-    def describe(self, names: Sequence[str] | None = None) -> list[str]:
-        """The network and parameters, one line each (only DP outputs and public parameters).
-
-        >>> rng = np.random.default_rng(0)
-        >>> codes = rng.integers(0, 2, size=(500, 3))
-        >>> m = fit(codes, [2, 2, 2], 1.0, degree=1, rng=rng)
-        >>> m.describe()[0]
-        'PrivBayes: 3 attributes, encoding vanilla, score R, degree 1, β=0.3'
-        """
-        label = _labeller(self, names)
-        esizes = self.encoded_sizes
-        th = "" if self.theta is None else f", θ={self.theta:g}"
-        if self.kind == "MST":
-            pairs = sum(1 for _, p in self.network if p)
-            lines = [
-                f"MST: {len(self.sizes)} attributes, {pairs} measured pair(s)",
-                f"ε={self.epsilon:g}: rows {self.epsilon_rows:.4g} + choosing pairs {self.epsilon_network:.4g} "
-                f"+ marginals {self.epsilon_conditionals:.4g} ({len(self.charges)} charged steps)",
-                f"noisy row count: {self.noisy_rows}",
-            ]
-            for i, (x, parents) in enumerate(self.network, 1):
-                ps = label(parents[0]) if parents else "∅ (a root)"
-                lines.append(f"{i:3d}. {label(x)} ← {ps}")
-            return lines
-        lines = [
-            f"{self.kind}: {len(self.sizes)} attributes, encoding {self.encoding}, score {self.score}, "
-            f"degree {self.degree}{th}, β={self.beta:g}",
-            f"ε={self.epsilon:g}: rows {self.epsilon_rows:.4g} + network {self.epsilon_network:.4g} "
-            f"+ conditionals {self.epsilon_conditionals:.4g} ({len(self.charges)} charged steps)",
-            f"noisy row count: {self.noisy_rows}",
-        ]
-        for i, (x, parents) in enumerate(self.network, 1):
-            cells = esizes[x] * math.prod(esizes[p] for p in parents)
-            ps = ", ".join(label(p) for p in parents) if parents else "∅"
-            lines.append(f"{i:3d}. {label(x)} ← {ps}  [{cells} cells]")
-        return lines
-
-
-def _labeller(model: PrivBayesModel, names: Sequence[str] | None) -> Callable[[int], str]:
-    def label(j: int) -> str:
-        a, b = model.columns[j] if model.columns else (j, -1)
-        base = names[a] if names is not None else f"a{a}"
-        return base if b < 0 else f"{base}.b{b}"
-
-    return label
-
-
-# --------------------------------------------------------------------------------------------
-# score functions on contingency tables joint[x, π]
-# --------------------------------------------------------------------------------------------
-def mutual_information(joint: np.ndarray) -> float:
-    """``I(X, Π)`` in bits (Equation 3.2) of a 2-D table of counts or probabilities ``[x, π]``.
-
-    >>> mutual_information(np.array([[5, 0], [0, 5]]))
-    1.0
-    """
-    j = np.asarray(joint, dtype=np.float64)
-    total = j.sum()
-    if total <= 0:
-        return 0.0
-    return float(_mi_counts(j) / total)
-
-
-def r_score(joint: np.ndarray) -> float:
-    """``R(X, Π) = ½ ||Pr[X, Π] - Pr[X] Pr[Π]||₁`` (Equation 3.7).
-
-    >>> r_score(np.array([[1, 0], [0, 1]]))
-    0.5
-    """
-    j = np.asarray(joint, dtype=np.float64)
-    total = j.sum()
-    return 0.0 if total <= 0 else float(_r_counts(j) / total)
-
-
-def f_score(joint: np.ndarray) -> float:
-    """``F(X, Π)`` (Equation 3.4) for binary X: ``joint`` holds integer counts, shape (2, 2^k).
-
-    Computed by the dominated-state dynamic program of §3.3.4 (corrected brackets;
-    §6 item 5), on a capped array; ``F = 0`` when Π is empty.
-
-    >>> f_score(np.array([[6, 0, 0, 0], [1, 1, 1, 1]]))  # Table 3.3
-    -0.2
-    """
-    c = np.asarray(joint)
-    if c.ndim != 2 or c.shape[0] != 2:
-        raise ValueError("F is defined for a binary attribute X: joint must have shape (2, m)")
-    total = int(c.sum())
-    return 0.0 if total == 0 else _f_counts(c) / total
-
-
-def _r_counts(c: np.ndarray) -> float:
-    """``n·R``: ½ Σ |c - a b / n| in count units [sens-R].
-
-    Integer counts are scored exactly, ``Σ |c n - a b| / (2n)`` with one rounding at the end
-    [float]; other inputs (probabilities) in floating point.
-    """
-    if np.issubdtype(np.asarray(c).dtype, np.integer):
-        c = np.asarray(c, dtype=np.int64)
-        n = int(c.sum())
-        if n == 0:
-            return 0.0
-        a, b = c.sum(axis=1), c.sum(axis=0)
-        if n <= _EXACT_ROWS:
-            return int(np.abs(c * n - np.outer(a, b)).sum()) / (2 * n)
-        total = sum(abs(int(ci) * n - int(ai) * int(bi)) for ci, ai, bi in
-                    zip(c.ravel(), np.repeat(a, c.shape[1]), np.tile(b, c.shape[0])))  # fmt: skip
-        return total / (2 * n)
-    n = c.sum()
-    if n <= 0:
-        return 0.0
-    a = c.sum(axis=1)
-    b = c.sum(axis=0)
-    return 0.5 * float(np.abs(c - np.outer(a, b) / n).sum())
-
-
-def _mi_counts(c: np.ndarray) -> float:
-    """``n·I`` in bits [sens-MI]."""
-    n = float(c.sum())
-    if n <= 0:
-        return 0.0
-    a = c.sum(axis=1)
-    b = c.sum(axis=0)
-    nz = c > 0
-    ratio = c[nz] * n / np.outer(a, b)[nz]
-    return max(0.0, float((c[nz] * np.log2(ratio)).sum()))
-
-
-def _f_counts(c: np.ndarray) -> float:
-    """``n·F`` (≤ 0) for binary X: ``-min [(n/2 - a)₊ + (n/2 - b)₊]`` over column assignments
-    [sens-F].
-
-    The reachable ``(a, b)`` are kept as a Pareto frontier (Definition 3.2 drops dominated
-    states), both capped at ``⌈n/2⌉`` where their terms vanish; each column either adds its
-    ``X = 0`` count to ``a`` or its ``X = 1`` count to ``b`` (Equation 3.6).
-    """
-    c = np.asarray(c, dtype=np.int64)
-    if c.shape[1] == 1:  # Π = ∅: every distribution maximises I (= 0), so F = 0
-        return 0.0
-    n = int(c.sum())
-    if n == 0:
-        return 0.0
-    cap = (n + 1) // 2
-    a = np.zeros(1, dtype=np.int64)
-    b = np.zeros(1, dtype=np.int64)
-    for c0, c1 in zip(c[0].tolist(), c[1].tolist()):
-        if c0 == 0 and c1 == 0:  # an empty column changes no state
-            continue
-        a2 = np.concatenate([np.minimum(a + c0, cap), a])
-        b2 = np.concatenate([b, np.minimum(b + c1, cap)])
-        order = np.lexsort((-b2, -a2))  # a descending, then b descending
-        a2, b2 = a2[order], b2[order]
-        keep = np.empty(a2.size, dtype=bool)
-        keep[0] = True
-        keep[1:] = b2[1:] > np.maximum.accumulate(b2)[:-1]  # not dominated by a larger a
-        a, b = a2[keep], b2[keep]
-    half = n / 2.0
-    return -float((np.maximum(0.0, half - a) + np.maximum(0.0, half - b)).min())
-
-
-def score_sensitivity(score: str, *, max_rows: int | None = None) -> float:
-    """Add/remove sensitivity of the count-unit score (``n`` times the thesis's score).
-
-    ``R``: 2 [sens-R]; ``F``: 1 [sens-F]; ``MI``: ``g(max_rows - 1)`` bits [sens-MI]; R and MI
-    are rounded up to cover floating-point error [float].
-
-    >>> score_sensitivity("R") == 2 + 2**-20, score_sensitivity("F")
-    (True, 1.0)
-    """
-    if score == "R":
-        return _R_SENSITIVITY
-    if score == "F":
-        return 1.0
-    if score == "MI":
-        if max_rows is None or max_rows < 1:
-            raise errors.DataError(
-                "Score MI has no add/remove sensitivity without a public bound on the row count",
-                hint="pass max_rows (e.g. the number of subjects), or use score R",
-            )
-        m = max(max_rows - 1, 1)  # g is increasing; g(1) = 2 also covers max_rows = 1
-        return (math.log2(m + 1) + m * math.log2(1 + 1 / m)) * (1 + 2.0**-10)  # [float]
-    raise errors.DataError(f"Unknown score {score!r}", hint=f"use one of {', '.join(SCORES)}")
-
-
-def mi_sensitivity_substitution(n: int, *, binary: bool) -> float:
-    """The thesis's Lemma 3.1: S(I) for *substitution* neighbours of a table of ``n`` tuples.
-
-    For reference and tests only (dpgate's neighbours add or remove a tuple).
-
-    >>> round(mi_sensitivity_substitution(1000, binary=True), 10)
-    0.0114077577
-    """
-    if binary:
-        return math.log2(n) / n + (n - 1) / n * math.log2(n / (n - 1))
-    return 2 / n * math.log2((n + 1) / 2) + (n - 1) / n * math.log2((n + 1) / (n - 1))
-
-
-# --------------------------------------------------------------------------------------------
-# θ-usefulness (§3.3.5, §3.4.2) and MaximalParentSets (Algorithm 3.5)
-# --------------------------------------------------------------------------------------------
-def useful_degree(n: float, d: int, epsilon_conditionals: float, theta: float, *, sensitivity: float = 1.0) -> int:
-    """The degree k of Lemma 3.3 for ``d`` binary attributes: the largest ``1 ≤ k ≤ d-1`` whose
-    ``d - k`` noisy marginals of ``2^(k+1)`` cells are θ-useful, else 0.
-
-    Usefulness is (average cell probability) / (noise scale):
-    ``n ε₂ / (sensitivity (d - k) 2^(k+1))``. The thesis's own numbers are ``ε₂ = ε/2`` and
-    ``sensitivity = 2`` (substitution, probabilities), giving ``n ε / ((d - k) 2^(k+3))``;
-    dpgate's counts have sensitivity 1.
-
-    >>> [useful_degree(21574, 16, e / 2, 3, sensitivity=2) for e in (0.05, 0.1, 0.2, 0.4, 0.8, 1.6)]
-    [1, 2, 3, 5, 6, 7]
-    """
-    best = 0
-    for k in range(1, d):
-        if n * epsilon_conditionals / (sensitivity * (d - k) * 2 ** (k + 1)) >= theta:
-            best = k
-        else:
-            break  # usefulness does not increase with k
-    return best
-
-
-def max_useful_cells(n: float, m: int, epsilon_conditionals: float, theta: float, *, sensitivity: float = 1.0) -> float:
-    """Largest number of cells of a θ-useful marginal when ``m`` marginals share ``ε₂``
-    (§3.4.2: ``n ε / (4 d θ)`` with the thesis's ``ε₂ = ε/2``, ``sensitivity = 2``, ``m = d``).
-
-    >>> round(max_useful_cells(45222, 15, 0.1 / 2, 3, sensitivity=2), 1)
-    25.1
-    """
-    return n * epsilon_conditionals / (sensitivity * m * theta)
-
-
-def maximal_parent_sets(attributes: Sequence[int], sizes: Sequence[int], tau: float) -> list[tuple[int, ...]]:
-    """All maximal subsets of ``attributes`` whose domain size (product of sizes) is ≤ ``tau``
-    (Algorithm 3.5, memoised); empty when ``tau < 1``; ``[()]`` when there are no attributes.
-
-    >>> maximal_parent_sets([0, 1, 2], [2, 3, 4], 8)
-    [(0, 1), (0, 2)]
-    """
-    attrs = tuple(attributes)
-
-    @functools.lru_cache(maxsize=None)
-    def rec(i: int, t: float) -> frozenset:
-        if t < 1:
-            return frozenset()
-        if i == len(attrs):
-            return frozenset({()})
-        x = attrs[i]
-        out = set(rec(i + 1, t))
-        for z in rec(i + 1, t / sizes[x]):
-            out.discard(z)  # z ∪ {x} is feasible, so z is not maximal
-            out.add((x, *z))
-        return frozenset(out)
-
-    return sorted(tuple(sorted(s)) for s in rec(0, float(tau)))
-
-
-# --------------------------------------------------------------------------------------------
-# encodings (§3.4.1)
-# --------------------------------------------------------------------------------------------
-def _bit_width(size: int) -> int:
-    return max(0, math.ceil(math.log2(size))) if size > 1 else 0
-
-
-def _encode(codes: np.ndarray, sizes: Sequence[int], encoding: str) -> tuple[list[np.ndarray], tuple]:
-    """Columns of the encoded table and ``columns`` (original attribute, bit) per column."""
-    if encoding == "vanilla":
-        cols = [np.ascontiguousarray(codes[:, j]) for j in range(codes.shape[1])]
-        return cols, tuple((j, -1) for j in range(len(sizes)))
-    cols, layout = [], []
-    for j, size in enumerate(sizes):
-        v = codes[:, j].astype(np.int64)
-        if encoding == "gray":
-            v = v ^ (v >> 1)
-        w = _bit_width(size)
-        for b in range(w - 1, -1, -1):  # most significant bit first (Figure 3.2)
-            cols.append(((v >> b) & 1).astype(np.uint8))
-            layout.append((j, b))
-    return cols, tuple(layout)
-
-
-def _decode(enc: np.ndarray, model: PrivBayesModel) -> np.ndarray:
-    """Original codes from encoded columns; values ≥ size stay (the caller repairs them)."""
-    if model.encoding == "vanilla":
-        return enc
-    out = np.zeros((enc.shape[0], len(model.sizes)), dtype=np.int64)
-    for col, (a, b) in enumerate(model.columns):
-        out[:, a] |= enc[:, col].astype(np.int64) << b
-    if model.encoding == "gray":
-        shift = 1
-        while shift < 64:
-            out ^= out >> shift
-            shift <<= 1
-    return out
-
-
-# --------------------------------------------------------------------------------------------
-# contingency tables
-# --------------------------------------------------------------------------------------------
-def _parent_code(cols: list[np.ndarray], sizes: Sequence[int], parents: Sequence[int]) -> tuple[np.ndarray | None, int]:
-    """Mixed-radix code of the parent values (first parent most significant), and |dom Π|."""
-    code = None
-    cells = 1
-    for p in parents:
-        v = cols[p].astype(np.int64)
-        code = v if code is None else code * sizes[p] + v
-        cells *= sizes[p]
-    return code, cells
-
-
-def _joint(cols, sizes, x: int, parents: Sequence[int], pcode=None, pcells=None) -> np.ndarray:
-    """Counts ``c[x, π]`` over the full public domain of (X, Π) [full-domain]."""
-    if pcells is None:
-        pcode, pcells = _parent_code(cols, sizes, parents)
-    xv = cols[x].astype(np.int64)
-    flat = xv if pcode is None else xv * pcells + pcode
-    # one row adds exactly 1 to exactly one cell [sens-counts]
-    return np.bincount(flat, minlength=sizes[x] * pcells).reshape(sizes[x], pcells)
-
-
-def _score_counts(c: np.ndarray, score: str) -> float:
-    if score == "R":
-        return _r_counts(c)
-    if score == "F":
-        return _f_counts(c)
-    return _mi_counts(c)
-
-
-# --------------------------------------------------------------------------------------------
-# network learning (Algorithms 3.2 and 3.4 with the exponential mechanism)
-# --------------------------------------------------------------------------------------------
-@dataclass
-class _Plan:
-    """Everything about network learning that is fixed before the data is read."""
-
-    sizes: tuple[int, ...]  # encoded sizes
-    score: str
-    sensitivity: float
-    epsilon_step: float  # ε of each exponential-mechanism step (0 when the network is skipped)
-    k: int | None  # fixed degree (Algorithm 3.2), or None for θ-usefulness (Algorithm 3.4)
-    max_cells: float | None  # θ-usefulness cell budget (Algorithm 3.4)
-    cap: int = MAX_CANDIDATES
-
-
-def _fixed_candidates(placed: list[int], rest: list[int], k: int, rng, cap: int) -> list[tuple[int, tuple]]:
-    """Ω of Algorithm 3.2: every (X, Π) with X not placed, Π ⊆ placed, |Π| = min(k, |placed|).
-
-    Above ``cap`` candidates, a uniformly random set of parent sets is kept, each paired
-    with every remaining X (so every pair is equally likely to stay, and the contingency
-    tables of one Π share its parent code) [cap].
-    """
-    m = min(k, len(placed))
-    vs = sorted(placed)
-    ncomb = math.comb(len(vs), m)
-    if len(rest) * ncomb <= cap:
-        return [(x, c) for x in rest for c in itertools.combinations(vs, m)]
-    want = max(1, cap // len(rest))
-    if ncomb <= 4 * want:
-        combos = list(itertools.combinations(vs, m))
-        picked = [combos[i] for i in np.sort(rng.choice(len(combos), size=want, replace=False))]
-    else:  # rejection: distinct uniform m-subsets
-        chosen: set[tuple] = set()
-        while len(chosen) < want:
-            chosen.add(tuple(sorted(vs[i] for i in rng.choice(len(vs), size=m, replace=False))))
-        picked = sorted(chosen)
-    return [(x, c) for c in picked for x in rest]
-
-
-def _theta_candidates(placed: list[int], rest: list[int], plan: _Plan, rng) -> list[tuple[int, tuple]]:
-    """Ω of Algorithm 3.4: (X, Π) for every maximal θ-useful parent set Π, or (X, ∅)."""
-    by_size: dict[int, list[tuple[int, ...]]] = {}
-    cands = []
-    for x in rest:
-        size = plan.sizes[x]
-        if size not in by_size:
-            by_size[size] = _parent_sets(sorted(placed), plan.sizes, plan.max_cells / size, plan.cap, rng)
-        sets = by_size[size] or [()]  # T(X) = ∅: keep X independent (Lines 8-9)
-        cands.extend((x, s) for s in sets)
-    if len(cands) > plan.cap:  # [cap]
-        keep = np.sort(rng.choice(len(cands), size=plan.cap, replace=False))
-        cands = [cands[i] for i in keep]
-    return cands
-
-
-def _parent_sets(placed: list[int], sizes, tau: float, cap: int, rng) -> list[tuple[int, ...]]:
-    """Algorithm 3.5 when its output is small enough to enumerate; otherwise up to ``cap``
-    random maximal sets, each built by adding attributes in a random order while the domain
-    stays ≤ τ (such a set is maximal: a skipped attribute never fits later) [cap]."""
-    if tau < 1:
-        return []
-    smallest = sorted(sizes[a] for a in placed)
-    depth, prod = 0, 1
-    for s in smallest:
-        if prod * s > tau:
-            break
-        prod *= s
-        depth += 1
-    bound = sum(math.comb(len(placed), j) for j in range(depth + 1))
-    if bound <= 50 * cap:
-        return maximal_parent_sets(placed, sizes, tau)
-    found: set[tuple[int, ...]] = set()
-    for _ in range(4 * cap):
-        prod, chosen = 1, []
-        for i in rng.permutation(len(placed)):
-            a = placed[int(i)]
-            if prod * sizes[a] <= tau:
-                prod *= sizes[a]
-                chosen.append(a)
-        found.add(tuple(sorted(chosen)))
-        if len(found) >= cap:
-            break
-    return sorted(found)
-
-
-def _candidates(placed, rest, plan: _Plan, rng) -> list[tuple[int, tuple]]:
-    """[candidates] depend only on the plan (public), ``placed`` (DP output) and ``rng``."""
-    if plan.k is not None:
-        return _fixed_candidates(placed, rest, plan.k, rng, plan.cap)
-    return _theta_candidates(placed, rest, plan, rng)
-
-
-def _score_candidates(cols, plan: _Plan, cands, cache: dict) -> np.ndarray:
-    """Count-unit scores of the candidates, computed once per (X, Π) and cached."""
-    todo: dict[tuple, list[int]] = {}
-    for x, parents in cands:
-        if (x, parents) not in cache:
-            todo.setdefault(parents, []).append(x)
-    n = cols[0].shape[0] if cols else 0
-    for parents, xs in todo.items():
-        pcode, pcells = _parent_code(cols, plan.sizes, parents)
-        seen = None  # the parent values that occur, numbered 0..: computed once per parent set
-        for x in xs:
-            if plan.score == "F" or plan.sizes[x] * pcells <= 2 * n + 64:
-                cache[(x, parents)] = _score_counts(_joint(cols, plan.sizes, x, parents, pcode, pcells), plan.score)
-                continue
-            if seen is None:
-                seen = np.unique(pcode, return_inverse=True)[1].reshape(-1) if pcode is not None else None
-                width = int(seen.max()) + 1 if seen is not None and seen.size else 1
-            if plan.sizes[x] * width <= 32 * n + 1024:
-                # the table without its empty parent columns: they add nothing to R or I
-                flat = cols[x].astype(np.int64) * width + (0 if seen is None else seen)
-                joint = np.bincount(flat, minlength=plan.sizes[x] * width).reshape(plan.sizes[x], width)
-                cache[(x, parents)] = _score_counts(joint, plan.score)
-            else:
-                cache[(x, parents)] = _score_sparse(cols[x], pcode, pcells, plan.score)
-    return np.array([cache[c] for c in cands], dtype=np.float64)
-
-
-def _score_sparse(xcol: np.ndarray, pcode: np.ndarray | None, pcells: int, score: str) -> float:
-    """``n·R`` or ``n·I`` from the non-empty cells only, for tables much larger than ``n``.
-
-    Every cell's product term ``a[x] b[π] / n`` adds up to ``n``, so the empty cells of R
-    contribute ``n - Σ_non-empty a b / n`` (a sparse identity).
-    """
-    n = xcol.shape[0]
-    if n == 0:
-        return 0.0
-    flat = xcol.astype(np.int64) * pcells + (0 if pcode is None else pcode)
-    cells, c = np.unique(flat, return_counts=True)
-    xi = cells // pcells
-    _, pinv = np.unique(cells % pcells, return_inverse=True)
-    a = np.bincount(xi, weights=c).astype(np.int64)[xi]
-    b = np.bincount(pinv, weights=c).astype(np.int64)[pinv]
-    if score == "R" and n <= _EXACT_ROWS:  # exact: Σ_non-empty |c n - a b| + n² - Σ_non-empty a b
-        ab = a * b
-        return (int(np.abs(c * n - ab).sum()) + n * n - int(ab.sum())) / (2 * n)
-    cf, af, bf = c.astype(np.float64), a.astype(np.float64), b.astype(np.float64)
-    if score == "R":
-        prod = af * bf / n
-        return 0.5 * float(np.abs(cf - prod).sum() + n - prod.sum())
-    return max(0.0, float((cf * np.log2(cf * n / (af * bf))).sum()))
-
-
-def _learn_network(cols, plan: _Plan, rng, progress=None) -> list[tuple[int, tuple[int, ...]]]:
-    """GreedyBayes with one exponential mechanism per step (Algorithms 3.2 / 3.4)."""
-    d = len(plan.sizes)
-    if d == 0:
-        return []
-    first = int(rng.integers(d))  # [first] uniform, data-independent
-    network = [(first, ())]
-    placed = [first]
-    rest = [j for j in range(d) if j != first]
-    if plan.epsilon_step == 0:  # no parent is possible: order irrelevant, nothing spent
-        return network + [(x, ()) for x in rest]
-    cache: dict = {}
-    for step in range(1, d):
-        cands = _candidates(placed, rest, plan, rng)
-        scores = _score_candidates(cols, plan, cands, cache)
-        pick = exponential.exponential_mechanism(scores, plan.epsilon_step, plan.sensitivity, rng=rng)  # [em]
-        x, parents = cands[pick]
-        network.append((x, parents))
-        placed.append(x)
-        rest.remove(x)
-        if progress is not None:
-            progress(0.8 * step / (d - 1), f"network: {step}/{d - 1} attributes placed")
-    return network
-
-
-# --------------------------------------------------------------------------------------------
-# noisy conditionals (Algorithms 3.1 and 3.3)
-# --------------------------------------------------------------------------------------------
-def _noisy_counts(counts: np.ndarray, epsilon: float, rng) -> np.ndarray:
-    """``counts + Z`` with exact discrete Laplace ``P(z) ∝ exp(-ε|z|)`` per cell [noise]."""
-    flat = counts.reshape(-1)
-    sizes = [min(_NOISE_CHUNK, flat.size - s) for s in range(0, flat.size, _NOISE_CHUNK)]
-    z = np.concatenate([noise.discrete_laplace(epsilon, 1, size, rng) for size in sizes])
-    return (flat + z).reshape(counts.shape)
-
-
-def _conditional(joint: np.ndarray) -> np.ndarray:
-    """``P*[X | Π]`` as rows ``π`` from a clipped noisy joint ``[x, π]`` [post].
-
-    A parent value with no noisy mass falls back to the noisy marginal of X, and that to the
-    uniform distribution (the thesis leaves this open).
-    """
-    j = np.asarray(joint, dtype=np.float64)
-    fallback = j.sum(axis=1)
-    fallback = fallback / fallback.sum() if fallback.sum() > 0 else np.full(j.shape[0], 1.0 / j.shape[0])
-    col = j.sum(axis=0)
-    out = np.where(col > 0, j / np.where(col > 0, col, 1.0), fallback[:, None])
-    return np.ascontiguousarray(out.T)
-
-
-def _marginalise(joint: np.ndarray, axes: list[int], sizes, keep: list[int]) -> np.ndarray:
-    """Sum a joint over the attributes ``axes`` (its shape, in that order) down to ``keep``
-    (first kept attribute as rows, the rest as mixed-radix columns)."""
-    t = joint.reshape([sizes[a] for a in axes])
-    drop = tuple(i for i, a in enumerate(axes) if a not in keep)
-    t = t.sum(axis=drop)
-    remaining = [a for a in axes if a in keep]
-    t = np.transpose(t, [remaining.index(a) for a in keep])
-    return t.reshape(sizes[keep[0]], -1)
-
-
-def _norm_sub(noisy: np.ndarray, total: float) -> np.ndarray:
-    """Norm-Sub: ``max(noisy - δ, 0)`` with δ chosen so the cells add up to ``total`` [post].
-
-    Clipping alone turns the noise of every empty cell into positive mass (about a third
-    of the noise scale per cell); subtracting a common δ removes that bias. This is the
-    Euclidean projection onto ``{x ≥ 0, Σ x = total}`` (Wang et al., "Locally Differentially
-    Private Frequency Estimation with Consistency", NDSS 2020, call it Norm-Sub).
-    """
-    y = np.asarray(noisy, dtype=np.float64).reshape(-1)
-    if total <= 0:
-        return np.zeros_like(y).reshape(np.shape(noisy))
-    srt = np.sort(y)[::-1]
-    cum = np.cumsum(srt)
-    deltas = (cum - total) / np.arange(1, y.size + 1)
-    j = int(np.flatnonzero(srt > deltas)[-1])
-    return np.maximum(y - deltas[j], 0.0).reshape(np.shape(noisy))
-
-
-def _combined_rows(
-    noisy_rows: float, rows_variance: float | None, totals: list[float], variances: list[float]
-) -> float:
-    """Inverse-variance mean of the noisy row count and the noisy marginals' totals [post]."""
-    if rows_variance is None:  # a caller-supplied count of unknown variance is used as it is
-        return noisy_rows
-    w = [1.0 / max(v, 1e-12) for v in [rows_variance, *variances]]  # zero variance: (nearly) exact
-    x = [noisy_rows] + totals
-    return sum(wi * xi for wi, xi in zip(w, x)) / sum(w)
-
-
-def _noisy_conditionals(
-    cols, sizes, network, noisy_from: int, epsilon_each: float, noisy_rows: float, rows_variance: float | None, rng
-) -> tuple[list[np.ndarray], float]:
-    """Noisy marginals for the entries ``noisy_from ..`` of the network; entries before it
-    (Algorithm 3.1's first k) are derived from entry ``noisy_from``'s noisy marginal [post].
-
-    Returns the conditionals and the combined row-count estimate used for Norm-Sub.
-    """
-    conds: list[np.ndarray | None] = [None] * len(network)
-    if noisy_from >= len(network):
-        return [], noisy_rows
-    noisy = {}
-    for i in range(noisy_from, len(network)):
-        x, parents = network[i]
-        counts = _joint(cols, sizes, x, parents)  # [full-domain]
-        noisy[i] = _noisy_counts(counts, epsilon_each, rng)  # [noise]
-    cell_var = noise.discrete_laplace_std(epsilon_each, 1) ** 2
-    total = _combined_rows(
-        noisy_rows, rows_variance, [float(v.sum()) for v in noisy.values()], [v.size * cell_var for v in noisy.values()]
-    )
-    joints = {i: _norm_sub(v, total) for i, v in noisy.items()}  # [post]
-    for i, j in joints.items():
-        conds[i] = _conditional(j)
-    if noisy_from > 0:
-        x, parents = network[noisy_from]
-        axes = [x, *parents]
-        for i in range(noisy_from):
-            xi, pi = network[i]
-            conds[i] = _conditional(_marginalise(joints[noisy_from], axes, sizes, [xi, *pi]))
-    return conds, total  # type: ignore[return-value]
 
 
 # --------------------------------------------------------------------------------------------
@@ -1073,59 +449,6 @@ def _check_parameters(
     return sizes_t
 
 
-def sample(model: PrivBayesModel, n_rows: int, *, rng: np.random.Generator) -> np.ndarray:
-    """Draw ``n_rows`` synthetic tuples from the model (post-processing: no data is read).
-
-    Attributes are drawn in network order from ``P*[X | parents]`` by inverse CDF. For the
-    binary and gray encodings a decoded code can fall outside its domain (e.g. 5 bits for 42
-    values); such rows are redrawn (up to 50 rounds, i.e. the model conditioned on valid
-    codes), and any value still invalid is replaced by a uniform valid one.
-
-    ``rng`` only draws post-processing randomness: pass the release's ``sampling`` stream
-    (``noise.Randomness.sampling``), not its noise stream.
-
-    Returns:
-        ``(n_rows, d)`` int64 codes.
-    """
-    if n_rows < 0:
-        raise errors.DataError(f"n_rows must be non-negative, got {n_rows}")
-    out = _decode(_sample_encoded(model, n_rows, rng), model)
-    if model.encoding == "vanilla":
-        return out
-    limit = np.array(model.sizes)
-    bad = np.flatnonzero((out >= limit).any(axis=1))
-    rounds = 0
-    while bad.size and rounds < 50:
-        out[bad] = _decode(_sample_encoded(model, bad.size, rng), model)
-        bad = bad[(out[bad] >= limit).any(axis=1)]
-        rounds += 1
-    for a, size in enumerate(model.sizes):
-        wrong = out[:, a] >= size
-        if wrong.any():
-            out[wrong, a] = rng.integers(0, size, size=int(wrong.sum()))
-    return out
-
-
-def _sample_encoded(model: PrivBayesModel, n_rows: int, rng) -> np.ndarray:
-    esizes = model.encoded_sizes
-    out = np.zeros((n_rows, len(esizes)), dtype=np.int64)
-    for (x, parents), cond in zip(model.network, model.conditionals):
-        cdf = np.cumsum(cond, axis=1)
-        cdf[:, -1] = 1.0  # rows sum to 1 up to rounding
-        u = rng.random(n_rows)
-        if not parents:
-            out[:, x] = np.minimum(np.searchsorted(cdf[0], u, side="right"), esizes[x] - 1)
-            continue
-        code = np.zeros(n_rows, dtype=np.int64)
-        for p in parents:
-            code = code * esizes[p] + out[:, p]
-        step = max(1, (1 << 22) // esizes[x])
-        for s in range(0, n_rows, step):  # chunks bound the (rows × |dom X|) comparison
-            sl = slice(s, s + step)
-            out[sl, x] = np.minimum((u[sl, None] >= cdf[code[sl]]).sum(axis=1), esizes[x] - 1)
-    return out
-
-
 def independent_baseline(
     codes: np.ndarray, sizes: Sequence[int], epsilon: float, *, rng: np.random.Generator
 ) -> PrivBayesModel:
@@ -1165,35 +488,20 @@ def independent_baseline(
     )
 
 
-# --------------------------------------------------------------------------------------------
-# evaluation (offline only: reads the real table)
-# --------------------------------------------------------------------------------------------
-def marginal_tables(codes: np.ndarray, sizes: Sequence[int], way: int) -> list[np.ndarray]:
-    """Normalised α-way marginals of ``codes`` for every α-subset of attributes (in
-    ``itertools.combinations`` order). Offline evaluation only: never for release."""
-    arr = np.asarray(codes)
-    d = arr.shape[1]
-    cols = [arr[:, j].astype(np.int64) for j in range(d)]
-    n = arr.shape[0]
-    out = []
-    for subset in itertools.combinations(range(d), way):
-        code, cells = _parent_code(cols, sizes, subset)
-        counts = np.bincount(code, minlength=cells).astype(np.float64) if code is not None else np.array([n], float)
-        out.append(counts / max(n, 1))
-    return out
+class PrivBayes(Synthesizer):
+    """``USING privbayes``: ``fit`` on ``CodedRows``; options are ``fit``'s keyword arguments."""
+
+    NAME = "privbayes"
+
+    def synthesize(self, data: CodedRows, *, epsilon, delta=0.0, rng, options, progress=None) -> Synthesis:
+        model = fit(data.codes, list(data.sizes), epsilon, rng=rng, progress=progress, **options)
+        return Synthesis(model, epsilon)
 
 
-def marginal_tvd(real: np.ndarray, synth: np.ndarray, sizes: Sequence[int], way: int) -> float:
-    """Average total variation distance (½ L1) over all α-way marginals (§3.5.1).
+class Independent(Synthesizer):
+    """``USING independent``: ``independent_baseline`` on ``CodedRows`` (no options)."""
 
-    >>> a = np.array([[0, 0], [1, 1]]); marginal_tvd(a, a, [2, 2], 2)
-    0.0
-    """
-    if np.asarray(synth).shape[0] == 0 or np.asarray(real).shape[0] == 0:
-        raise ValueError("marginal_tvd needs non-empty tables")
-    return tvd_between(marginal_tables(real, sizes, way), marginal_tables(synth, sizes, way))
+    NAME = "independent"
 
-
-def tvd_between(tables_a: list[np.ndarray], tables_b: list[np.ndarray]) -> float:
-    """Mean ½ L1 distance between two lists of normalised marginals (``marginal_tables``)."""
-    return float(np.mean([0.5 * np.abs(p - q).sum() for p, q in zip(tables_a, tables_b)]))
+    def synthesize(self, data: CodedRows, *, epsilon, delta=0.0, rng, options, progress=None) -> Synthesis:
+        return Synthesis(independent_baseline(data.codes, list(data.sizes), epsilon, rng=rng), epsilon)

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpgate import noise
+from dpgate.mechanisms.base import Synthesis, Synthesizer
 
 MAX_DIMENSIONS = 4
 MAX_DEPTH = 48
@@ -334,3 +335,31 @@ def sequence_release(sequences: list[np.ndarray], n_symbols: int, max_length: in
     estimate = float(hist[start].sum()) if start is not None else float(hist[0][end])
     hist = np.maximum(hist, 0)
     return SequenceModel(n_symbols, max_length, contexts, children, hist, leaf, estimate, stopped)
+
+
+class PrivTree(Synthesizer):
+    """``USING privtree``: ``release`` on points (rows × dimensions) inside the public box.
+
+    Options: ``lower``, ``upper``, ``contributions``, ``tree_share``, ``integer``.
+    """
+
+    NAME = "privtree"
+
+    def synthesize(self, data: np.ndarray, *, epsilon, delta=0.0, rng, options, progress=None) -> Synthesis:
+        o = options
+        syn = release(data, o["lower"], o["upper"], epsilon, rng=rng, contributions=o["contributions"],
+                      tree_share=o["tree_share"], integer=o["integer"])  # fmt: skip
+        return Synthesis(syn, epsilon, {"stopped": syn.stopped})
+
+
+class PrivTreeMarkov(Synthesizer):
+    """``USING privtree_markov``: ``sequence_release`` on sequences of symbol numbers.
+
+    Options: ``n_symbols``, ``max_length``.
+    """
+
+    NAME = "privtree_markov"
+
+    def synthesize(self, data: list, *, epsilon, delta=0.0, rng, options, progress=None) -> Synthesis:
+        model = sequence_release(data, options["n_symbols"], options["max_length"], epsilon, rng=rng)
+        return Synthesis(model, epsilon, {"stopped": model.stopped})

@@ -18,6 +18,12 @@ default weights w_i(d) = (d + 1) / ((H_i + 1) k): positive at ``*`` (the paper's
 would make Φ = 0 and f infinite), falling as a column is generalized. Neighbours: add or remove
 one record (the paper's D and D_{−a}); one subject is one record (``max_rows = 1``).
 
+**Guarantee:** (ε, δ)-DP is *claimed* by the paper, not proved here (below); neighbouring
+databases add or remove one record, and one subject is one record.
+
+**Sensitivity:** each score ε′ f / |D| moves by at most ε′ η / (2 (|D| − 1)) between neighbours
+when |D| ≥ ν^κ (proved below).
+
 What is **proved** here, and tested exactly (``tests/mechanisms/test_supermodular.py``):
 
 - for a record present in both neighbours and a θ at which both have the same candidates, each
@@ -25,7 +31,7 @@ What is **proved** here, and tested exactly (``tests/mechanisms/test_supermodula
   moves by a factor of at most exp(ε′ η / (|D| − 1));
 - records are kept independently of each other, with probability 1 − β;
 - every released cell covers at least t ≥ θ0 |D| records;
-- the **random threshold's own leak** (found by an independent audit; the paper does not bound
+- the **random threshold's own leak** (the paper does not bound
   it): the candidates of D and of a neighbour differ only when θ falls in a window of width
   at most 1/(|D| − 1) next to one of the at most |D|·max|a⁺| / (θ0 (|D| − 1)) cells with more
   than θ0 (|D| − 1) records, so with probability at most
@@ -59,6 +65,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dpgate import errors
+from dpgate.mechanisms.base import Synthesis, Synthesizer
 
 #: Share of ε for the noisy row count that checks the size conditions.
 ROWS_SHARE = 0.02
@@ -287,3 +294,18 @@ def release(leaves: np.ndarray, ancestors: list[np.ndarray], params: Parameters,
         trace.chosen_counts = covers
         trace.min_cover = min(covers) if covers else None
     return out
+
+
+class Supermodular(Synthesizer):
+    """``USING supermodular``: ``release`` on the records' leaf nodes; unvetted (its δ is claimed).
+
+    Options: ``ancestors`` (per column), ``params`` (``parameters`` at the ε it runs at).
+    """
+
+    NAME = "supermodular"
+    VETTED = False
+    STATUS = CLAIM
+
+    def synthesize(self, data: np.ndarray, *, epsilon, delta=0.0, rng, options, progress=None) -> Synthesis:
+        params: Parameters = options["params"]
+        return Synthesis(release(data, options["ancestors"], params, rng=rng), params.epsilon)

@@ -23,6 +23,8 @@ from conftest import TEST_SEED
 from dpgate import errors, noise
 from dpgate.mechanisms import exponential
 from dpgate.mechanisms import privbayes as pb
+from dpgate.mechanisms import privbayes_model as pbm
+from dpgate.mechanisms import privbayes_network as pbn
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "privbayes_adult.py"
 
@@ -111,8 +113,8 @@ def network_distribution(cols, plan) -> tuple[dict, dict]:
         if not rest:
             out[tuple(network)] = out.get(tuple(network), 0.0) + prob
             return
-        cands = pb._candidates(placed, rest, plan, None)  # tiny: no random cap is needed
-        scores = pb._score_candidates(cols, plan, cands, {})
+        cands = pbn._candidates(placed, rest, plan, None)  # tiny: no random cap is needed
+        scores = pbn._score_candidates(cols, plan, cands, {})
         probs = exponential.probabilities(scores, plan.epsilon_step, plan.sensitivity)
         steps[tuple(network)] = dict(zip(cands, probs))
         for (x, parents), q in zip(cands, probs):
@@ -157,7 +159,7 @@ def test_mutual_information_matches_the_entropy_definition():
             t = rng.integers(0, 5, size=shape)
             t[0, 0] += 1
             assert pb.mutual_information(t) == pytest.approx(mi_by_definition(t), abs=1e-12)
-            assert pb._mi_counts(t.astype(float)) == pytest.approx(t.sum() * mi_by_definition(t), abs=1e-9)
+            assert pbn._mi_counts(t.astype(float)) == pytest.approx(t.sum() * mi_by_definition(t), abs=1e-9)
 
 
 def test_lemma_3_1_values_and_their_witness_tables():
@@ -193,9 +195,9 @@ def test_mutual_information_add_remove_sensitivity_is_g_of_n():
             g = math.log2(total + 1) + (total * math.log2(1 + 1 / total) if total else 0.0)
             worst = 0.0
             for t in all_tables(shape, total):
-                base = pb._mi_counts(t.astype(float))
+                base = pbn._mi_counts(t.astype(float))
                 for u in additions(t):
-                    worst = max(worst, abs(pb._mi_counts(u.astype(float)) - base))
+                    worst = max(worst, abs(pbn._mi_counts(u.astype(float)) - base))
             assert worst <= g + 1e-9
             assert worst == pytest.approx(g, abs=1e-9)  # the bound is tight
     assert pb.score_sensitivity("MI", max_rows=6) == pytest.approx(math.log2(6) + 5 * math.log2(1.2), rel=1e-3)
@@ -217,12 +219,12 @@ def test_r_score_paths_agree(monkeypatch):
     rng = np.random.default_rng(TEST_SEED)
     x, p = rng.integers(0, 3, 500), rng.integers(0, 40, 500)
     dense = np.bincount(x * 40 + p, minlength=120).reshape(3, 40)
-    exact = pb._r_counts(dense)
-    assert pb._score_sparse(x, p, 40, "R") == pytest.approx(exact, rel=1e-12)
-    assert pb._score_sparse(x, p, 40, "MI") == pytest.approx(pb._mi_counts(dense), rel=1e-9)
-    monkeypatch.setattr(pb, "_EXACT_ROWS", 0)
-    assert pb._r_counts(dense) == exact
-    assert pb._score_sparse(x, p, 40, "R") == pytest.approx(exact, rel=1e-12)
+    exact = pbn._r_counts(dense)
+    assert pbn._score_sparse(x, p, 40, "R") == pytest.approx(exact, rel=1e-12)
+    assert pbn._score_sparse(x, p, 40, "MI") == pytest.approx(pbn._mi_counts(dense), rel=1e-9)
+    monkeypatch.setattr(pbn, "_EXACT_ROWS", 0)
+    assert pbn._r_counts(dense) == exact
+    assert pbn._score_sparse(x, p, 40, "R") == pytest.approx(exact, rel=1e-12)
 
 
 @pytest.mark.parametrize("score", ["R", "MI"])
@@ -233,11 +235,11 @@ def test_scores_of_wide_parent_sets_agree_on_every_path(score):
     rng = np.random.default_rng(TEST_SEED)
     n = 400
     cols = [rng.integers(0, 10, n) for _ in range(5)] + [rng.integers(0, 200, n)]
-    plan = pb._Plan(sizes=(10,) * 5 + (200,), score=score, sensitivity=2.0, epsilon_step=1.0, k=3, max_cells=None)
+    plan = pbn._Plan(sizes=(10,) * 5 + (200,), score=score, sensitivity=2.0, epsilon_step=1.0, k=3, max_cells=None)
     cands = [(0, (1, 2, 3)), (4, (1, 2, 3)), (5, (1, 2, 3)), (0, (1, 2, 3, 4))]
-    got = pb._score_candidates(cols, plan, cands, {})
+    got = pbn._score_candidates(cols, plan, cands, {})
     for (x, parents), value in zip(cands, got):
-        full = pb._score_counts(pb._joint(cols, plan.sizes, x, parents), score)
+        full = pbn._score_counts(pbn._joint(cols, plan.sizes, x, parents), score)
         assert value == (full if score == "R" else pytest.approx(full, rel=1e-9))
 
 
@@ -250,17 +252,17 @@ def test_the_network_search_stays_within_its_public_work_cap():
     n, d, bound = 1000, 30, 50_000  # the bound (public) may exceed the rows read
     codes = rng.integers(0, 10, (n, d))
     steps = []
-    original = pb._score_candidates
+    original = pbn._score_candidates
 
     def counted(cols, plan, cands, cache):
         steps.append((plan.cap, len(cands), max(len(p) for _, p in cands)))
         return original(cols, plan, cands, cache)
 
     try:
-        pb._score_candidates = counted
+        pbn._score_candidates = counted
         model = pb.fit(codes, [10] * d, 1e6, rng=rng, row_bound=bound)
     finally:
-        pb._score_candidates = original
+        pbn._score_candidates = original
     assert all(c.size <= pb.marginal_cap(d) for c in model.conditionals)
     assert sum(c.size for c in model.conditionals) <= pb.MODEL_CELLS
     cap = steps[0][0]
@@ -278,13 +280,13 @@ def test_r_add_remove_sensitivity_by_exhaustive_search():
     for shape in [(2, 2), (2, 3), (3, 3)]:
         for total in range(0, 7):
             for t in all_tables(shape, total):
-                base = pb._r_counts(t)
-                assert base == pytest.approx(pb._r_counts(t.astype(float)), abs=1e-12)  # exact = float path
+                base = pbn._r_counts(t)
+                assert base == pytest.approx(pbn._r_counts(t.astype(float)), abs=1e-12)  # exact = float path
                 a, b = t.sum(axis=1), t.sum(axis=0)
                 for idx in np.ndindex(t.shape):
                     u = t.copy()
                     u[idx] += 1
-                    change = abs(pb._r_counts(u) - base)
+                    change = abs(pbn._r_counts(u) - base)
                     p = a[idx[0]] / total if total else 0.0
                     q = b[idx[1]] / total if total else 0.0
                     assert change <= 2 * total * (1 - p) * (1 - q) / (total + 1) + 1e-9
@@ -313,9 +315,9 @@ def test_f_add_remove_sensitivity_is_one():
     for shape in [(2, 2), (2, 4)]:
         for total in range(0, 7):
             for t in all_tables(shape, total):
-                base = pb._f_counts(t)
+                base = pbn._f_counts(t)
                 for u in additions(t):
-                    worst = max(worst, abs(pb._f_counts(u) - base))
+                    worst = max(worst, abs(pbn._f_counts(u) - base))
     assert worst == pb.score_sensitivity("F") == 1.0  # bound attained
 
 
@@ -374,7 +376,7 @@ def test_random_maximal_parent_sets_are_feasible_and_maximal():
     rng = np.random.default_rng(TEST_SEED)
     sizes = [2] * 30
     placed = list(range(30))
-    sets = pb._parent_sets(placed, sizes, 300.0, 50, rng)
+    sets = pbn._parent_sets(placed, sizes, 300.0, 50, rng)
     assert 1 <= len(sets) <= 50
     for s in sets:
         assert math.prod(sizes[a] for a in s) <= 300
@@ -571,7 +573,7 @@ def test_network_sampler_follows_the_exact_distribution():
     exact, _ = network_distribution(cols, plan)
     rng = np.random.default_rng(TEST_SEED)
     runs = 6000
-    counts = Counter(tuple(pb._learn_network(cols, plan, rng)) for _ in range(runs))
+    counts = Counter(tuple(pbn._learn_network(cols, plan, rng)) for _ in range(runs))
     assert set(counts) <= set(exact) and len(exact) <= 100
     for net, p in exact.items():
         assert abs(counts[net] / runs - p) <= 4.9 * math.sqrt(p * (1 - p) / runs) + 1e-12
@@ -588,8 +590,8 @@ def test_noisy_marginals_exact_ratio_on_all_neighbours():
     for nb in table_neighbours(TINY, TINY_SIZES):
         total_log_ratio = 0.0
         for x, parents in network:
-            c = pb._joint(cols, TINY_SIZES, x, parents).reshape(-1)
-            c2 = pb._joint(columns(nb), TINY_SIZES, x, parents).reshape(-1)
+            c = pbn._joint(cols, TINY_SIZES, x, parents).reshape(-1)
+            c2 = pbn._joint(columns(nb), TINY_SIZES, x, parents).reshape(-1)
             assert np.abs(c - c2).sum() == 1
             j = int(np.flatnonzero(c != c2)[0])
             # the released vector z differs in law only through cell j
@@ -608,16 +610,16 @@ def test_noisy_counts_match_the_discrete_laplace_and_audit_neighbours():
     the ≤ 200 outcomes compared at a total false-alarm rate of 1e-3)."""
     rng = np.random.default_rng(TEST_SEED)
     epsilon = 0.8
-    big = np.zeros(3 * pb._NOISE_CHUNK + 17, dtype=np.int64)
-    z = np.sort(pb._noisy_counts(big, epsilon, rng))
+    big = np.zeros(3 * pbm._NOISE_CHUNK + 17, dtype=np.int64)
+    z = np.sort(pbm._noisy_counts(big, epsilon, rng))
     grid = np.arange(z.min(), z.max() + 1)
     cdf = np.cumsum(noise.discrete_laplace_pmf(epsilon, 1, grid))
     emp = np.searchsorted(z, grid, side="right") / z.size
     assert np.max(np.abs(emp - cdf / cdf[-1])) < 1.63 / math.sqrt(z.size)
 
     draws = 200_000  # each row is one release of a 2-cell marginal (cells are independent)
-    d1 = pb._noisy_counts(np.tile([3, 1], draws), epsilon, rng).reshape(draws, 2)
-    d2 = pb._noisy_counts(np.tile([3, 2], draws), epsilon, rng).reshape(draws, 2)
+    d1 = pbm._noisy_counts(np.tile([3, 1], draws), epsilon, rng).reshape(draws, 2)
+    d2 = pbm._noisy_counts(np.tile([3, 2], draws), epsilon, rng).reshape(draws, 2)
     h1 = Counter(map(tuple, d1.tolist()))
     h2 = Counter(map(tuple, d2.tolist()))
     common = sorted((o for o in h1 if h1[o] >= 400 and h2.get(o, 0) >= 400), key=lambda o: -h1[o])[:200]
@@ -700,10 +702,10 @@ def test_with_negligible_noise_the_synthetic_table_reproduces_the_data():
 def test_bit_encodings_round_trip(encoding):
     sizes = (5, 1, 42, 2)
     codes = np.array(list(itertools.product(range(5), [0], [0, 17, 40, 41], [0, 1])))
-    cols, layout = pb._encode(codes, sizes, encoding)
+    cols, layout = pbm._encode(codes, sizes, encoding)
     assert len(cols) == 3 + 0 + 6 + 1
     model = pb.PrivBayesModel(sizes, (), (), 1.0, 0.0, 1.0, 0, "R", encoding=encoding, columns=layout)
-    assert np.array_equal(pb._decode(np.stack(cols, axis=1), model), codes)
+    assert np.array_equal(pbm._decode(np.stack(cols, axis=1), model), codes)
     if encoding == "gray":  # consecutive values differ in exactly one bit
         g = np.arange(42) ^ (np.arange(42) >> 1)
         assert all(bin(int(a ^ b)).count("1") == 1 for a, b in zip(g[:-1], g[1:]))

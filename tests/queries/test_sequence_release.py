@@ -55,7 +55,7 @@ def test_rows_sets_the_number_of_sequences(demo_db):
 
 
 def test_a_taken_model_name_is_refused_before_the_debit(demo_db):
-    """Red team (helper-37): NAME_model was checked only when the release was written, after the debit."""
+    """NAME_model was checked only when the release was written, after the debit."""
     with dpgate.connect(str(demo_db), analyst="demo", test_seed=7) as con:
         con.execute("CREATE SYNTHETIC TABLE s2_model FROM careers USING privtree_markov WITH (epsilon = 0.1, rows = 3)")
         before = con.budget()
@@ -66,7 +66,7 @@ def test_a_taken_model_name_is_refused_before_the_debit(demo_db):
 
 
 def test_rows_past_the_symbol_cap_are_refused_free(demo_db):
-    """Red team (helper-37): rows = 1,000,000 sampled in Python for hours after the debit."""
+    """rows = 1,000,000 sampled in Python for hours after the debit."""
     from dpgate.queries.synthetic.sequences import MAX_SYMBOLS
 
     with dpgate.connect(str(demo_db), analyst="demo") as con:
@@ -88,7 +88,7 @@ def test_the_default_number_of_sequences_is_capped_with_a_note(demo_db, monkeypa
 
 
 def test_dropping_a_release_leaves_a_side_table_the_owner_protected_since(demo_db):
-    """Red team (helper-37): DROP SYNTHETIC TABLE dropped every side table, a protected one included."""
+    """DROP SYNTHETIC TABLE dropped every side table, a protected one included."""
     from dpgate.catalog.owner import Owner
 
     with dpgate.connect(str(demo_db), analyst="demo", test_seed=9) as con:

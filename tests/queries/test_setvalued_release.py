@@ -39,7 +39,7 @@ def test_a_release_writes_both_tables_and_its_lineage(db):
         (rel,) = [r for r in con.execute("SHOW RELEASES").fetchall() if r[0] == "b_dp"]
         assert rel[3] == "diffpart" and rel[4] == 1.0
         with Owner(db, create=False) as o, pytest.raises(dpgate.errors.NotSupportedError) as e:
-            o.quality("b_dp")  # raised a bare KeyError: 'codings' (red team helper-43 F7)
+            o.quality("b_dp")  # raised a bare KeyError: 'codings'
         assert e.value.code == "DP221" and "diffpart" in e.value.message
         assert "b_dp_itemsets" in con.execute("DROP SYNTHETIC TABLE b_dp").message or True
         names = {r[0] for r in con.execute("SHOW TABLES").fetchall()}
@@ -92,8 +92,7 @@ def test_an_empty_release_says_why(make_db):
 
 def test_repeated_rows_of_one_item_take_one_place_in_a_record(make_db):
     """Every basket holds bread three times and milk once, max_rows = 2: its record is {bread, milk}. The
-    rows were ranked before DISTINCT, so bread's copies took both places in about half the baskets
-    (red team helper-43)."""
+    rows were ranked before DISTINCT, so bread's copies took both places in about half the baskets."""
     db = make_db("CREATE TABLE t AS SELECT b, unnest(['bread', 'bread', 'bread', 'milk']) AS item FROM range(2000) r(b)",
                  protect={"t": {"unit": "b", "max_rows": 2, "epsilon": 1e4, "domains": {"item": ITEMS}}},
                  analysts={"alice": {"epsilon": 1e4, "epsilon_per_query": 1e4}})  # fmt: skip
@@ -107,7 +106,7 @@ def test_repeated_rows_of_one_item_take_one_place_in_a_record(make_db):
 def test_drop_names_releases_of_schema_main_only(db):
     with dpgate.connect(str(db), analyst="alice") as con:
         with pytest.raises(dpgate.errors.ProgrammingError) as e:
-            con.execute("DROP SYNTHETIC TABLE other.b_dp")  # acted on main.b_dp (red team helper-43)
+            con.execute("DROP SYNTHETIC TABLE other.b_dp")  # acted on main.b_dp
         assert e.value.code == "DP225"
 
 

@@ -91,11 +91,11 @@ def test_integer_columns_use_unit_cells(make_db):
         for where, true in (("x BETWEEN 2 AND 4", 6000), ("x = 7", 2000), ("x > 7", 4000), ("x < 3", 6000),
                             ("x >= 9 AND x <= 9", 2000), ("x = 2.5", 0), ("x > 2.5 AND x < 4.5", 4000)):  # fmt: skip
             (n,) = con.execute(f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (from_synopsis = 't_tree') COUNT(*) FROM t WHERE {where}").fetchone()
-            assert abs(n - true) < 60, where  # x = 2.5 answered half of two cells (red team helper-43)
+            assert abs(n - true) < 60, where  # x = 2.5 answered half of two cells
         rows = con.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (from_synopsis = 't_tree') FLOOR(x / 5) AS b, "
                            "COUNT(*) AS n FROM t GROUP BY b").fetchall()  # fmt: skip
         assert [b for b, _ in rows] == [0.0, 1.0] and all(abs(n - 10000) < 60 for _, n in rows)
-        for where in ("x <= 1e999", "x BETWEEN -1e999 AND 3"):  # an OverflowError (red team helper-45)
+        for where in ("x <= 1e999", "x BETWEEN -1e999 AND 3"):  # raised an OverflowError
             with pytest.raises(dpgate.Error) as e:
                 con.execute(f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (from_synopsis = 't_tree') COUNT(*) FROM t WHERE {where}")
             assert e.value.code == "DP227"
@@ -167,8 +167,8 @@ def test_csv_output_keeps_a_free_answers_notes_on_the_side(demo_db):
 
 def test_a_synopsis_never_describes_a_random_part_of_the_subjects_unsaid(make_db):
     """Half of 10,000 subjects have 0.01 ε left. Under the default 'sample' rule a PrivTree synopsis counted
-    the random ~half that took part, unscaled and unlabelled: its free COUNT(*) answered 4,972 for 10,000
-    (red team helper-43). That rule is refused for releases that cannot scale (free); under 'threshold'
+    the random ~half that took part, unscaled and unlabelled: its free COUNT(*) answered 4,972 for 10,000.
+    That rule is refused for releases that cannot scale (free); under 'threshold'
     the synopsis counts the 5,000 with the whole ε, and every free answer from it says so."""
     db = make_db("CREATE TABLE t AS SELECT i AS pid, (i % 100) * 1.0 AS x, CASE WHEN i % 2 = 0 THEN 10 ELSE 0.01 END "
                  "AS budget FROM range(10000) r(i)",
@@ -188,8 +188,8 @@ def test_a_synopsis_never_describes_a_random_part_of_the_subjects_unsaid(make_db
 
 
 def test_a_point_with_a_nan_coordinate_is_not_counted(make_db):
-    """A NaN coordinate was counted in the domain's lower corner (MST reads NaN as NULL; red team
-    helper-43): it is dropped like a NULL."""
+    """A NaN coordinate was counted in the domain's lower corner (MST reads NaN as NULL):
+    it is dropped like a NULL."""
     db = make_db("CREATE TABLE t AS SELECT i AS u, CASE WHEN i < 300 THEN 'nan'::DOUBLE ELSE (i % 100) * 1.0 END AS x "
                  "FROM range(3000) r(i)",
                  protect={"t": {"unit": "u", "epsilon": 1e4, "bounds": {"x": (0, 100)}}},

@@ -93,7 +93,7 @@ def test_show_releases_and_show_tables_list_it(alice):
     by = dict(zip([d[0] for d in cur.description], rows[0]))
     assert by["name"] == "syn" and by["source"] == "people" and by["mechanism"] == "privbayes"
     assert by["epsilon"] == 1.0 and by["analyst"] == "alice" and by["rows"] == 50
-    # alice's test seed made its noise reproducible: every analyst sees that (red team helper-43 F6)
+    # alice's test seed made its noise reproducible: every analyst sees that
     assert by["status"] == "active; NOT PRIVATE (made with a fixed test seed)"
     rows, _ = fetch(alice, "SHOW TABLES")
     assert ("syn", "release", None, None, None) in rows
@@ -158,7 +158,7 @@ def test_progress_is_reported(db):
 
 
 def test_a_statement_from_a_progress_callback_is_refused_and_the_release_completes(db):
-    """Review (helper-30): a DP statement run from the progress callback on the same connection
+    """A DP statement run from the progress callback on the same connection
     began a ledger transaction inside the release's and failed the release after its debit."""
     inner = []
 
@@ -372,7 +372,7 @@ def test_mst_release_of_adult_beats_independent_columns_on_2_way(demo_db):
 
 
 def test_rows_past_ten_million_are_refused_free(demo_db):
-    """Red team (helper-37): rows = 10^12 was accepted and would be sampled after the debit."""
+    """rows = 10^12 was accepted and would be sampled after the debit."""
     with dpgate.connect(str(demo_db), analyst="demo") as con:
         before = con.budget()
         for method in ("mst", "privbayes"):
@@ -385,7 +385,7 @@ def test_rows_past_ten_million_are_refused_free(demo_db):
 def test_a_release_cannot_take_a_name_a_views_sql_mentions(make_db):
     """Every statement depends on the tables a view's SQL may name: an analyst creating and dropping a
     release named like a word of a view restarted other analysts' statements, or failed them after
-    their debit (red team helper-42: 41 of 267 charged and failed)."""
+    their debit (41 of 267 charged and failed)."""
     db = make_db(SETUP + "CREATE TABLE pub AS SELECT 1 AS k; CREATE VIEW v AS SELECT k AS region FROM pub;",
                  protect={"people": PEOPLE}, analysts=ANALYSTS)  # fmt: skip
     with dpgate.connect(str(db), analyst="alice", test_seed=TEST_SEED) as c:

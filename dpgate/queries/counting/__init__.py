@@ -16,15 +16,20 @@ import math
 import duckdb
 import numpy as np
 
-from dpgate import backends, errors, noise, release
+from dpgate import backends, errors, mechanisms, noise, release
 from dpgate.catalog import sample_order
 from dpgate.frontend.classify import Classified
-from dpgate.mechanisms import KeySelector, LaplaceCounting
-from dpgate.queries.analysis import _with_epsilon, analyse, key_selection_threshold
+from dpgate.mechanisms.keyselection import threshold as key_selection_threshold
+from dpgate.queries.analysis import _with_epsilon, analyse
 from dpgate.queries.base import Context, QueryClass, Run, _subject_rows, personalization_notes
 from dpgate.queries.counting import exact as exact_mod
 from dpgate.plans import COUNT_SUBJECTS, QUANTILE, VALUE_KINDS, CountPlan, SubjectCharge
 from dpgate.release import Answer, ColumnNoise
+
+
+#: The registered mechanisms (``dpgate.mechanisms.MECHANISMS``) that add the noise and select keys.
+NOISE = "laplace"
+SELECTION = "key_selection"
 
 
 class CountingQuery(QueryClass):
@@ -180,18 +185,19 @@ class CountingQuery(QueryClass):
             ks = plan.key_selection
             run_eps = float(subjects.parts[0].epsilon) * ks.epsilon / plan.epsilon if subjects else ks.epsilon
             selection = key_selection_threshold(run_eps, ks.delta, ks.sensitivity)
-            idx = KeySelector().select(exact.subjects, selection, rng=rng)
+            idx = mechanisms.lookup(SELECTION)().select(exact.subjects, selection, rng=rng)
             # DuckDB returns groups in an order that follows the rows' storage order; the released
             # keys are shuffled so that no output order (or tie in ORDER BY) depends on it.
             idx = idx[rng.permutation(len(idx))]
         else:
             idx = np.arange(len(exact.keys))
         keys = [exact.keys[i] for i in idx]
+        counts = mechanisms.lookup(NOISE)()
         if plan.settings.consistent:  # Norm-Sub needs the unclamped noisy counts
             unclamped = dataclasses.replace(plan, settings=dataclasses.replace(plan.settings, clamp_counts=False))
-            noisy = release.consistent_counts(plan, LaplaceCounting().release(unclamped, exact, idx, rng=rng, subjects=subjects))
+            noisy = release.consistent_counts(plan, counts.release(unclamped, exact, idx, rng=rng, subjects=subjects))
         else:
-            noisy = LaplaceCounting().release(plan, exact, idx, rng=rng, subjects=subjects)
+            noisy = counts.release(plan, exact, idx, rng=rng, subjects=subjects)
         noisy = _quantiles(plan, exact, idx, noisy, subjects, rng)
         names, types, rows, intervals = release.noisy_rows(run.con, plan, keys, noisy, plan.settings.intervals)
         columns = {}

@@ -400,7 +400,7 @@ def values_list(values: Sequence[Any], sql_type: str) -> str:
     """A declared domain as a list of the column's own type: each value's text (``_text``) cast with
     TRY_CAST, so a value that does not convert is NULL (it matches no row). Compared with a column,
     this never casts the column: an implicit cast of a stored value could fail on one subject's row,
-    after the debit (red team helper-37: a VARCHAR item column with a numeric domain)."""
+    after the debit (e.g. a VARCHAR item column with a numeric domain)."""
     return f"TRY_CAST(CAST([{', '.join(_str(_text(v)) for v in values)}] AS VARCHAR[]) AS {sql_type}[])"
 
 

@@ -33,7 +33,7 @@ import duckdb
 import numpy as np
 from sqlglot import exp
 
-from dpgate import errors, noise
+from dpgate import errors, mechanisms, noise
 from dpgate.catalog import hierarchies as vgh
 from dpgate.catalog import releases as registry
 from dpgate.catalog import tables as catalog_types
@@ -44,7 +44,8 @@ from dpgate.frontend.settings import Session, Spec
 from dpgate.mechanisms import supermodular
 from dpgate.queries.base import bind
 from dpgate.plans import SubjectCharge, SynthesisPlan
-from dpgate.queries.synthetic import options, require_free_name, run_epsilon, subject_rows_sql
+from dpgate.queries.synthetic import options
+from dpgate.queries.synthetic.common import Release, named, require_free_name, run_epsilon, subject_rows_sql
 from dpgate.release import Answer
 
 OPTIONS: dict[str, Spec] = {
@@ -67,13 +68,6 @@ _q = quote_ident
 def plan(classified: Classified, catalog: Catalog, session: Session, name: str) -> SynthesisPlan:
     stmt = classified.statement
     table = classified.protected
-    if not table.experimental:
-        raise errors.PolicyError(
-            f"USING supermodular is an experimental mechanism ({supermodular.CLAIM}), and the owner has not "
-            f"enabled experimental mechanisms for {table.name}", code="DP328",
-            hint=f"the data owner sets experimental = true in [tables.{table.name}] (or Owner.protect(..., "
-                 "experimental=True)); USING mst is the proved default",
-        )  # fmt: skip
     settings, own = options.parse(stmt, table, session, OPTIONS, GENERAL, "supermodular")
     # The mechanism's parameters (β > e^−ε, the size conditions) must hold at the ε it runs at, known
     # before the debit: under 'threshold' that is the ε asked (subjects with less are left out);
@@ -269,7 +263,7 @@ def _need(params: supermodular.Parameters, delta: float, run_eps: float) -> tupl
 
 
 def answer(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, debit, analyst: str, *,
-           rng: np.random.Generator, sampling: np.random.Generator) -> Answer:  # fmt: skip
+           rng: np.random.Generator, sampling: np.random.Generator, progress=None) -> Answer:  # fmt: skip
     run_eps = run_epsilon(debit, "a generalized release")
     params = _parameters(plan.options, run_eps)
     delta = plan.charge.delta
@@ -285,7 +279,9 @@ def answer(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, debit, analyst: 
                      f"(condition: {condition}; with a margin for the count's noise): only the '*' row is released")  # fmt: skip
     else:
         ancestors = [t.ancestors() for t in trees]
-        rows = supermodular.release(leaves, ancestors, params, rng=rng)
+        mech = mechanisms.synthesizer("supermodular", allow_unvetted=True)  # the owner's flag was checked at planning
+        rows = mech.synthesize(leaves, epsilon=params.epsilon, delta=delta, rng=rng,
+                               options={"ancestors": ancestors, "params": params}).release  # fmt: skip
     del leaves
     written = _write(con, plan, rows, debit, analyst, params, n_noisy)
     notes += [
@@ -373,3 +369,8 @@ def explain_rows(plan: SynthesisPlan, subjects=None) -> list[tuple]:
         rows.append((f"column {h.column}", None, None, None, None, None, "hierarchy: " + h.describe()))
     rows.append(("bounding", None, None, None, None, None, "one row per subject, chosen at random"))
     return rows
+
+
+RELEASE = Release(name="supermodular", plan=named(plan), dry_run=dry_run,
+                  bind_check=bind_check, answer=answer, explain_rows=explain_rows, side_table="_hierarchy",
+                  scales_sample=False)  # fmt: skip

@@ -22,7 +22,7 @@ from __future__ import annotations
 import duckdb
 import numpy as np
 
-from dpgate import errors
+from dpgate import errors, mechanisms
 from dpgate.catalog import releases as registry
 from dpgate.catalog.tables import Catalog, quote_ident
 from dpgate.frontend.classify import Classified
@@ -31,13 +31,14 @@ from dpgate.frontend.settings import Session, Spec
 from dpgate.mechanisms import privtree
 from dpgate.queries.base import bind
 from dpgate.plans import SubjectCharge, SynthesisPlan
-from dpgate.queries.synthetic import options, require_free_name, run_epsilon
+from dpgate.queries.synthetic import options
+from dpgate.queries.synthetic.common import Release, named, require_free_name, run_epsilon
 from dpgate.queries.synthetic.coding import domain_lookup, values_list
 from dpgate.release import Answer
 
 #: Symbols a release samples at most (rows × max_length): sampling runs in Python, about 150,000
 #: symbols a second here, after the debit; 10,000,000 rows of up to 10,000 symbols would hold a
-#: server's worker for days (red team helper-37).
+#: server's worker for days.
 MAX_SYMBOLS = 5_000_000
 
 OPTIONS: dict[str, Spec] = {
@@ -114,8 +115,13 @@ def source_sql(plan: SynthesisPlan, charged: str) -> str:
 
 def dry_run(plan: SynthesisPlan, epsilon: float) -> None:
     """The Markov model over no sequences at ``epsilon``: its parameters and the root's noise at that ε."""
-    o = plan.options
-    privtree.sequence_release([], len(o["symbols"]), o["max_length"], epsilon, rng=np.random.default_rng(0))
+    _synthesize(plan, [], epsilon, np.random.default_rng(0))
+
+
+def _synthesize(plan: SynthesisPlan, sequences: list, epsilon: float, rng) -> privtree.SequenceModel:
+    options = {"n_symbols": len(plan.options["symbols"]), "max_length": plan.options["max_length"]}
+    return mechanisms.synthesizer("privtree_markov").synthesize(sequences, epsilon=epsilon, rng=rng,
+                                                                options=options).release  # fmt: skip
 
 
 def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str) -> None:
@@ -123,14 +129,14 @@ def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str
 
 
 def answer(con, plan: SynthesisPlan, debit, analyst: str, *, rng: np.random.Generator,
-           sampling: np.random.Generator) -> Answer:  # fmt: skip
+           sampling: np.random.Generator, progress=None) -> Answer:  # fmt: skip
     eps = run_epsilon(debit, "a sequence model")
     o = plan.options
     got = con.execute(source_sql(plan, debit.charged)).fetchnumpy()
     r, sym = np.asarray(got["r"], dtype=np.int64), np.asarray(got["__sym"], dtype=np.int64)
     cuts = np.flatnonzero(np.diff(r)) + 1 if len(r) else np.array([], dtype=np.int64)
     sequences = np.split(sym, cuts) if len(r) else []
-    model = privtree.sequence_release(sequences, len(o["symbols"]), o["max_length"], eps, rng=rng)
+    model = _synthesize(plan, sequences, eps, rng)
     del sequences, got
     n = plan.rows if plan.rows is not None else model.expected_sequences()
     if plan.rows is None:  # one sequence a subject: no more than the roster (public) holds; at a small ε
@@ -206,7 +212,7 @@ def _write(con, plan: SynthesisPlan, model: privtree.SequenceModel, synthetic: l
         )  # fmt: skip
 
 
-def explain_rows(plan: SynthesisPlan) -> list[tuple]:
+def explain_rows(plan: SynthesisPlan, subjects=None) -> list[tuple]:
     o = plan.options
     p = privtree.sequence_parameters(plan.epsilon, len(o["symbols"]), o["max_length"])
     return [
@@ -220,3 +226,8 @@ def explain_rows(plan: SynthesisPlan) -> list[tuple]:
          + (f"{plan.rows:,} sampled sequences" if plan.rows is not None else "as many sequences as the model estimates")
          + f"; {plan.name}_model: context, next symbol (NULL: the end), noisy count"),
     ]  # fmt: skip
+
+
+RELEASE = Release(name="privtree_markov", plan=named(plan), dry_run=dry_run,
+                  bind_check=bind_check, answer=answer, explain_rows=explain_rows, side_table="_model",
+                  scales_sample=False)  # fmt: skip

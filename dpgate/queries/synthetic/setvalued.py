@@ -22,7 +22,7 @@ from __future__ import annotations
 import duckdb
 import numpy as np
 
-from dpgate import errors
+from dpgate import errors, mechanisms
 from dpgate.catalog import releases as registry
 from dpgate.catalog.tables import Catalog, quote_ident
 from dpgate.frontend.classify import Classified
@@ -31,7 +31,8 @@ from dpgate.frontend.settings import Session, Spec
 from dpgate.mechanisms import diffpart
 from dpgate.queries.base import bind
 from dpgate.plans import SubjectCharge, SynthesisPlan
-from dpgate.queries.synthetic import options, require_free_name, run_epsilon
+from dpgate.queries.synthetic import options
+from dpgate.queries.synthetic.common import Release, named, require_free_name, run_epsilon
 from dpgate.queries.synthetic.coding import domain_lookup, values_list
 from dpgate.release import Answer
 
@@ -110,7 +111,7 @@ def source_sql(plan: SynthesisPlan, charged: str, salt: int) -> str:
     )
     rank = f"hash(xor(hash(__unit, __item), {int(salt)}::UBIGINT))"
     # DISTINCT before the ranking: a subject's repeated rows of one item took several of its max_rows
-    # places and left it fewer distinct items (red team helper-43)
+    # places and left it fewer distinct items
     kept = (f"SELECT __unit, __item FROM (SELECT DISTINCT __unit, __item FROM ({rows})) "
             f"QUALIFY row_number() OVER (PARTITION BY __unit ORDER BY {rank}, __item) <= {plan.max_rows}")  # fmt: skip
     return f"SELECT dense_rank() OVER (ORDER BY __unit) - 1 AS r, __item FROM ({kept})"
@@ -120,7 +121,14 @@ def dry_run(plan: SynthesisPlan, epsilon: float) -> None:
     """DiffPart over no records at ``epsilon``: its data-independent steps (the root's noise) at that ε."""
     o = plan.options
     empty = np.zeros((0, o["taxonomy"].n_items), dtype=bool)
-    diffpart.release(empty, o["taxonomy"], epsilon, rng=np.random.default_rng(0), c1=o["c1"], c2=o["c2"])
+    _synthesize(plan, empty, epsilon, np.random.default_rng(0))
+
+
+def _synthesize(plan: SynthesisPlan, records: np.ndarray, epsilon: float, rng):
+    o = plan.options
+    return mechanisms.synthesizer("diffpart").synthesize(
+        records, epsilon=epsilon, rng=rng, options={"taxonomy": o["taxonomy"], "c1": o["c1"], "c2": o["c2"]}
+    )
 
 
 def check_size(plan: SynthesisPlan, population: int) -> None:
@@ -143,7 +151,7 @@ def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str
 
 
 def answer(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, debit, analyst: str, *,
-           rng: np.random.Generator, sampling: np.random.Generator) -> Answer:  # fmt: skip
+           rng: np.random.Generator, sampling: np.random.Generator, progress=None) -> Answer:  # fmt: skip
     eps = run_epsilon(debit, "a set-valued release")
     o = plan.options
     taxonomy: diffpart.Taxonomy = o["taxonomy"]
@@ -152,8 +160,8 @@ def answer(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, debit, analyst: 
     r, i = np.asarray(got["r"], dtype=np.int64), np.asarray(got["__item"], dtype=np.int64)
     records = np.zeros((int(r.max()) + 1 if len(r) else 0, taxonomy.n_items), dtype=bool)
     records[r, i] = True
-    trace = diffpart.Trace()
-    itemsets = diffpart.release(records, taxonomy, eps, rng=rng, c1=o["c1"], c2=o["c2"], trace=trace)
+    out = _synthesize(plan, records, eps, rng)
+    itemsets, trace = out.release, out.quality["trace"]
     del records
     written = _write(con, plan, itemsets, sampling, debit, analyst, eps, trace)
     itemset_table = f"{plan.name}_itemsets"
@@ -221,7 +229,7 @@ def _write(con, plan: SynthesisPlan, itemsets: dict, sampling, debit, analyst: s
     return int(len(owner_of))
 
 
-def explain_rows(plan: SynthesisPlan) -> list[tuple]:
+def explain_rows(plan: SynthesisPlan, subjects=None) -> list[tuple]:
     o = plan.options
     tax: diffpart.Taxonomy = o["taxonomy"]
     eps = plan.epsilon
@@ -246,3 +254,8 @@ def explain_rows(plan: SynthesisPlan) -> list[tuple]:
     rows.append(("bounding", None, None, None, None, None,
                  f"at most {plan.max_rows} item(s) per subject, chosen at random; one subject is one record"))
     return rows
+
+
+RELEASE = Release(name="diffpart", plan=named(plan), dry_run=dry_run, bind_check=bind_check,
+                  answer=answer, explain_rows=explain_rows, check_size=check_size, side_table="_itemsets",
+                  scales_sample=False)  # fmt: skip

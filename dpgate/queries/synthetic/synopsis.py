@@ -24,7 +24,7 @@ import duckdb
 import numpy as np
 from sqlglot import exp
 
-from dpgate import errors, noise
+from dpgate import errors, mechanisms, noise
 from dpgate.catalog import releases as registry
 from dpgate.catalog.tables import Catalog, quote_ident
 from dpgate.frontend.classify import Classified
@@ -34,7 +34,8 @@ from dpgate.frontend.settings import Session, Spec, coerce, literal_value
 from dpgate.mechanisms import privtree
 from dpgate.queries.base import bind
 from dpgate.plans import SubjectCharge, SynthesisPlan
-from dpgate.queries.synthetic import options, run_epsilon
+from dpgate.queries.synthetic import options
+from dpgate.queries.synthetic.common import Release, named, run_epsilon
 from dpgate.release import Answer, Result
 
 OPTIONS: dict[str, Spec] = {
@@ -104,7 +105,7 @@ def plan(classified: Classified, catalog: Catalog, session: Session, name: str) 
 def source_sql(plan: SynthesisPlan, charged: str, salt: int) -> str:
     """The charged subjects' points, at most ``max_rows`` each (keyed random choice); a point with a NULL or
     NaN coordinate is dropped (a NaN was counted in the domain's lower corner, where MST and PrivBayes
-    read NaN as NULL: red team helper-43)."""
+    read NaN as NULL)."""
     t = plan.table
     cols = plan.options["columns"]
     sel = ", ".join(f"CAST(__s.{_q(c)} AS DOUBLE) AS {_q(c)}" for c in cols)
@@ -124,24 +125,30 @@ def source_sql(plan: SynthesisPlan, charged: str, salt: int) -> str:
 
 def dry_run(plan: SynthesisPlan, epsilon: float) -> None:
     """PrivTree over no points at ``epsilon``: its parameters and the root's noise at that ε."""
+    _synthesize(plan, np.zeros((0, len(plan.options["columns"]))), epsilon, np.random.default_rng(0))
+
+
+def _synthesize(plan: SynthesisPlan, points: np.ndarray, epsilon: float, rng) -> privtree.Synopsis:
     o = plan.options
-    privtree.release(np.zeros((0, len(o["columns"]))), o["lower"], o["upper"], epsilon, rng=np.random.default_rng(0),
-                     contributions=plan.max_rows, tree_share=o["tree_share"], integer=o["integer"])  # fmt: skip
+    options = {"lower": o["lower"], "upper": o["upper"], "contributions": plan.max_rows, "tree_share": o["tree_share"],
+               "integer": o["integer"]}  # fmt: skip
+    return mechanisms.synthesizer("privtree").synthesize(points, epsilon=epsilon, rng=rng, options=options).release
 
 
 def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str) -> None:
     bind(con, source_sql(plan, charged, 0))
 
 
-def answer(con, plan: SynthesisPlan, debit, analyst: str, *, rng: np.random.Generator) -> Answer:
+def answer(con, plan: SynthesisPlan, debit, analyst: str, *, rng: np.random.Generator, sampling=None,
+           progress=None) -> Answer:  # fmt: skip
+    """Grow the tree and write its leaves; no sampling (the synopsis is the release)."""
     eps = run_epsilon(debit, "a synopsis")
     o = plan.options
     salt = int(rng.integers(0, 2**62))
     got = con.execute(source_sql(plan, debit.charged, salt)).fetchnumpy()
     points = np.column_stack([np.asarray(got[c], dtype=float) for c in o["columns"]]) if len(got[o["columns"][0]]) \
         else np.zeros((0, len(o["columns"])))  # fmt: skip
-    syn = privtree.release(points, o["lower"], o["upper"], eps, rng=rng, contributions=plan.max_rows,
-                           tree_share=o["tree_share"], integer=o["integer"])  # fmt: skip
+    syn = _synthesize(plan, points, eps, rng)
     del points
     eps_count = eps * (1 - o["tree_share"])
     alpha = plan.settings.alpha
@@ -193,7 +200,7 @@ def _write(con, plan: SynthesisPlan, syn: privtree.Synopsis, half: int, debit, a
         )  # fmt: skip
 
 
-def explain_rows(plan: SynthesisPlan) -> list[tuple]:
+def explain_rows(plan: SynthesisPlan, subjects=None) -> list[tuple]:
     o = plan.options
     eps = plan.epsilon
     d = len(o["columns"])
@@ -271,8 +278,7 @@ def _ranges(where: exp.Expr | None, columns: list[str], integer: list[bool]) -> 
             else:  # EQ: a unit cell of an integer column; a point (no mass) of a real one
                 if not is_int:
                     return None
-                # x = 2.5 holds for no integer: the empty range (it was [2.5, 3.5), half of two cells: red
-                # team helper-43)
+                # x = 2.5 holds for no integer: the empty range (it was [2.5, 3.5), half of two cells)
                 lo, hi = (v, v + 1) if float(v).is_integer() else (math.inf, -math.inf)
         box[c] = [max(box[c][0], lo), min(box[c][1], hi)]
     return box
@@ -432,3 +438,7 @@ def _bin_key(node: exp.Expr, columns: list[str]) -> tuple[str, float, float] | N
     if not isinstance(num, exp.Column) or num.name.lower() not in columns:
         return None
     return num.name.lower(), w, offset
+
+
+RELEASE = Release(name="privtree", plan=named(plan), dry_run=dry_run, bind_check=bind_check,
+                  answer=answer, explain_rows=explain_rows, scales_sample=False)  # fmt: skip
