@@ -11,9 +11,8 @@ import secrets
 
 import duckdb
 
-from dpgate import errors
+from dpgate import errors, scram
 from dpgate.catalog import tables as catalog
-from dpgate.server import scram
 
 ROLES = ("analyst", "owner")
 

@@ -29,9 +29,9 @@ from typing import Any
 import duckdb
 
 from dpgate import database, errors, resources
-from dpgate.catalog import tables as catalog
-from dpgate.backends import spark as spark_backend
 from dpgate.catalog import caps as release_caps
+from dpgate.catalog import hooks
+from dpgate.catalog import tables as catalog
 from dpgate.catalog import releases as registry
 from dpgate.catalog import sample_order as sample_order_mod
 from dpgate.catalog.tables import domain_problem, quote_ident
@@ -729,7 +729,7 @@ class Owner:
         for t, u, _ in members:  # rows in Spark: their units (and budget column) copied here first
             src = self._spark_source(t, con)
             if src is not None:
-                arrow = spark_backend.unit_rows(self.spark_session(), src, u, bcol if source == "column" else None)
+                arrow = hooks.spark().unit_rows(self.spark_session(), src, u, bcol if source == "column" else None)
                 rows_of[t] = quote(f"__dp_spark_units_{t}")
                 con.register("__dp_spark_arrow", arrow)
                 try:
@@ -782,9 +782,9 @@ class Owner:
     def spark_session(self) -> Any:
         """The Spark session for Spark sources: the one given to ``Owner``, else the policy's master."""
         if self._spark is None:
-            self._spark = spark_backend.session_from_settings(catalog.load(self.con).settings)
+            self._spark = hooks.spark().session_from_settings(catalog.load(self.con).settings)
         if self._spark_own is None:  # dpgate's settings (partition columns as strings), the caller's catalog
-            self._spark_own = spark_backend.session_for(self._spark)
+            self._spark_own = hooks.spark().session_for(self._spark)
         return self._spark_own
 
     def set_spark(self, master: str | None, conf: Mapping[str, Any] | None = None) -> None:
@@ -811,8 +811,9 @@ class Owner:
 
     def _spark_stub(self, table: str, source: str) -> None:
         """Create (or re-create) the empty DuckDB table with the Spark source's columns."""
-        spark_backend.parse_source(source)
-        columns = spark_backend.stub_columns(spark_backend.read_source(self.spark_session(), source), source)
+        sources = hooks.spark()
+        sources.parse_source(source)
+        columns = sources.stub_columns(sources.read_source(self.spark_session(), source), source)
         if _exists(self.con, table) and self._spark_source(table) is None:
             (n,) = self.con.execute(f"SELECT count(*) FROM (SELECT 1 FROM main.{quote(table)} LIMIT 1)").fetchone()
             if n:
@@ -969,9 +970,6 @@ class Owner:
         Owner only: it reads the raw rows, so no analyst interface offers it. The columns are
         coded exactly as the release was (the codings are kept in its registry row).
         """
-        from dpgate.queries.synthetic import coding as synthesis
-        from dpgate.queries.synthetic import coding_from_dict
-
         rec = registry.active(self.con, release)
         if rec is None:
             raise errors.ProgrammingError(
@@ -983,10 +981,11 @@ class Owner:
                 f"No quality report for a {rec.kind} made with {rec.mechanism}", code="DP221",
                 hint="quality compares the marginals of MST, PrivBayes and independent-column releases",
             )  # fmt: skip
-        codings = [coding_from_dict(d) for d in rec.parameters["codings"]]
+        coder = hooks.release_coding()
+        codings = [coder.coding_from_dict(d) for d in rec.parameters["codings"]]
         source = rec.sources[0]
         cols = ", ".join(quote(c.name) for c in codings)
-        report = synthesis.quality(self.con, f"SELECT {cols} FROM main.{quote(source)}", rec.name, codings)
+        report = coder.quality(self.con, f"SELECT {cols} FROM main.{quote(source)}", rec.name, codings)
         return {"release": rec.name, "source": source, **report}
 
     def catalog(self) -> catalog.Catalog:
