@@ -26,6 +26,7 @@ from dpgate.errors import (
     RosterWarning,
     Warning,
 )
+from dpgate.catalog import hooks as _owner_hooks
 from dpgate.catalog.owner import Owner
 from dpgate.release import ReleaseInfo, Result
 
@@ -65,6 +66,24 @@ __all__ = [
     "paramstyle",
     "threadsafety",
 ]
+
+
+def _spark_sources():
+    from dpgate.backends import spark
+
+    return spark
+
+
+def _release_coding():
+    from types import SimpleNamespace
+
+    from dpgate.queries.synthetic import coding, coding_from_dict
+
+    return SimpleNamespace(coding_from_dict=coding_from_dict, quality=coding.quality)
+
+
+# The owner's API lives in the catalog, below the stages these come from (dpgate.catalog.hooks).
+_owner_hooks.install(spark=_spark_sources, release_coding=_release_coding)
 
 
 def load_ipython_extension(ipython) -> None:

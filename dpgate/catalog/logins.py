@@ -11,9 +11,8 @@ import secrets
 
 import duckdb
 
-from dpgate import errors
+from dpgate import errors, scram
 from dpgate.catalog import tables as catalog
-from dpgate.server import scram
 
 ROLES = ("analyst", "owner")
 
@@ -60,7 +59,7 @@ def set_login(con: duckdb.DuckDBPyConnection, name: str, *, role: str, password:
     if role == "owner" and is_analyst:
         raise errors.PolicyError(f"{name!r} is an analyst; an owner login needs a name of its own", code="DP326")
     if role == "analyst" and owner_login(con, name):
-        # INSERT OR REPLACE would turn the owner's login into an analyst's (red team helper-42)
+        # INSERT OR REPLACE would turn the owner's login into an analyst's
         raise errors.PolicyError(f"{name!r} is an owner login; an analyst needs a name of its own", code="DP326")
     con.execute(
         f"INSERT OR REPLACE INTO {catalog.SCHEMA}.logins (name, verifier, role, changed_at) "

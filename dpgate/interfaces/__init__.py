@@ -1,4 +1,5 @@
 """How people use dpgate: the DB-API, the command line, the shell, the demo.
 
-Everything here goes through ``dpgate.gateway.Gateway``; nothing here plans or perturbs.
+An analyst's path goes through ``dpgate.gateway.Gateway``, the owner's commands
+(``owner_commands``) through ``dpgate.Owner``; nothing here plans or perturbs.
 """

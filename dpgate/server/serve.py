@@ -39,9 +39,9 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from dpgate import __version__, errors
+from dpgate import __version__, errors, scram
 from dpgate.catalog import logins
-from dpgate.server import scram, wire
+from dpgate.server import wire
 from dpgate.server.guard import LOOPBACK, LoginGuard, LoginRefused, Pending, PreLogin, address_group
 from dpgate.server.peer import loopback_uid
 from dpgate.server.queries import QueryLoop, parameter_numbers, split_statements

@@ -16,18 +16,16 @@ Methods run in worker threads; one session runs one statement at a time.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime
-import io
 import json
 import re
 import shlex
-import threading
 from typing import Any
 
 from dpgate import errors
 from dpgate.catalog import logins
+from dpgate.interfaces import owner_commands
 from dpgate.release import Result
 
 #: Settings clients send on their own (JDBC, BI tools); accepted and ignored.
@@ -45,12 +43,11 @@ _SHOW_SETTING = re.compile(r"^\s*show\s+(password_encryption|server_version|serv
 _WHOAMI = re.compile(r"^\s*select\s+(current_user|session_user|current_role|user)(\s*\(\s*\))?\s*;?\s*$", re.I)
 _META = re.compile(r"^\s*dpgate\s+(.*?)\s*;?\s*$", re.I | re.S)
 
-#: Owner commands over the server: the ``dpgate`` CLI commands that take the database first.
+#: Owner commands over the server: the ``dpgate`` owner commands (``owner_commands``) but ``init``.
 OWNER_COMMANDS = ("ledger", "budget", "analyst", "policy", "protect", "load", "quality", "login")
 
 _SHOWN = {"password_encryption": "scram-sha-256", "server_version": "15.0 (dpgate)", "server_encoding": "UTF8",
           "client_encoding": "UTF8", "standard_conforming_strings": "on"}  # fmt: skip
-_cli_output = threading.Lock()  # owner commands print; one at a time captures stdout
 
 
 @dataclasses.dataclass
@@ -198,49 +195,61 @@ class Session:
         )  # fmt: skip
 
     def _owner_command(self, words: list[str]) -> Outcome:
-        from dpgate.interfaces import cli
-
         verb = words[0].lower()
-        if verb in ("ledger", "budget") or words[:2] == ["analyst", "list"]:
+        if verb in ("ledger", "budget") or [w.lower() for w in words[:2]] == ["analyst", "list"]:
             return self._owner_listing(verb, words)
-        # the CLI commands take the database after the (sub)command words
+        # the commands take the database after the (sub)command words
         at = 2 if verb in ("analyst", "policy", "login") else 1
         argv = [w.lower() if i < at else w for i, w in enumerate(words[:at])] + [self.path] + words[at:]
         # --password-stdin, or any abbreviation argparse would take for it: there is no stdin here
         if any(len(w) > 2 and ("--password-stdin".startswith(w.split("=")[0]) or w.startswith("--password")) for w in argv):
-            raise errors.ProgrammingError("There is no stdin over the server", code="DP704",
-                                          hint="set passwords with ALTER ROLE name PASSWORD '...' (psql: \\password name)")  # fmt: skip
-        out, err = io.StringIO(), io.StringIO()
-        with _cli_output, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = cli.main(argv)
-            except SystemExit as e:  # argparse: bad arguments
-                code = e.code if isinstance(e.code, int) else 2
-        if code:
-            lines = [ln for ln in (err.getvalue() + out.getvalue()).splitlines() if ln.strip()]
-            raise errors.ProgrammingError(
-                lines[-1] if lines else f"dpgate {verb} failed", code="DP704",
-                hint="; ".join(lines[:-1])[:500] or f"see dpgate {verb} --help",
-            )  # fmt: skip
-        return Outcome([], [], [], "DPGATE " + verb.upper(), [ln for ln in out.getvalue().splitlines() if ln.strip()])
+            raise _no_stdin()
+        try:
+            reply = owner_commands.run(owner_commands.parser().parse_args(argv), read_password=_refuse_stdin)
+        except owner_commands.ArgumentsExit as e:
+            if e.status:  # bad arguments: argparse's usage and complaint
+                raise _failed(verb, e.err + e.out) from None
+            return Outcome([], [], [], "DPGATE " + verb.upper(), _lines(e.out))  # --help
+        except errors.Error as e:  # as the command line says it
+            raise _failed(verb, f"error {e.code}: {e.message}\n" + (f"hint: {e.hint}\n" if e.hint else "")) from e
+        return Outcome([], [], [], "DPGATE " + verb.upper(), _lines("\n".join(reply.lines)))
 
     def _owner_listing(self, verb: str, words: list[str]) -> Outcome:
         owner = self.owner
         if verb == "ledger":
             analyst = words[words.index("--analyst") + 1] if "--analyst" in words[:-1] else None
-            names = ["entry", "at", "analyst", "class", "mechanism", "table", "epsilon", "delta",
-                     "charged", "excluded", "private", "released", "statement"]  # fmt: skip
-            return _plain(names, owner.ledger(analyst))
-        analysts, tables = owner.budgets()
-        if verb == "budget" and "--tables" in words:
-            return _plain(["table", "kind", "unit", "subjects", "min epsilon left", "median epsilon left",
-                           "max epsilon left", "subjects with none left"], tables)  # fmt: skip
-        return _plain(["analyst", "epsilon quota", "epsilon spent", "epsilon left", "delta quota", "delta spent",
-                       "epsilon per query", "delta per query"], analysts)  # fmt: skip
+            return _plain(owner_commands.ledger(owner, analyst))
+        analysts, tables = owner_commands.budgets(owner)
+        return _plain(tables if verb == "budget" and "--tables" in words else analysts)
 
 
-def _plain(names: list[str], rows: list[tuple]) -> Outcome:
+def _lines(text: str) -> list[str]:
+    return [ln for ln in text.splitlines() if ln.strip()]
+
+
+def _failed(verb: str, text: str) -> errors.ProgrammingError:
+    """A failed owner command: its last line is the message, the lines before it the hint."""
+    lines = _lines(text)
+    return errors.ProgrammingError(
+        lines[-1] if lines else f"dpgate {verb} failed", code="DP704",
+        hint="; ".join(lines[:-1])[:500] or f"see dpgate {verb} --help",
+    )  # fmt: skip
+
+
+def _no_stdin() -> errors.ProgrammingError:
+    return errors.ProgrammingError("There is no stdin over the server", code="DP704",
+                                   hint="set passwords with ALTER ROLE name PASSWORD '...' (psql: \\password name)")  # fmt: skip
+
+
+def _refuse_stdin() -> str:
+    raise _no_stdin()
+
+
+def _plain(listing: owner_commands.Listing) -> Outcome:
+    """A listing as a result set, its columns typed from their values (exact decimals as DECIMAL)."""
     from decimal import Decimal
+
+    names, rows = listing.names, listing.rows
 
     def typ(j: int) -> str:
         vals = [r[j] for r in rows if r[j] is not None]

@@ -12,7 +12,7 @@ import socket
 import struct
 import time
 
-from dpgate.server import scram
+from dpgate import scram
 
 
 def connect(port: int, source: str | None = None, timeout: float = 30.0) -> socket.socket:

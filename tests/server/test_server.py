@@ -14,7 +14,7 @@ import pytest
 
 import dpgate
 from dpgate.catalog.owner import Owner
-from dpgate.server import scram
+from dpgate import scram
 from dpgate.server.serve import parameter_numbers, split_statements
 from pgserver import OWNER_PASSWORD, PASSWORD, ThreadServer, add_logins
 

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 import rawclient
-from dpgate.server import scram
+from dpgate import scram
 from dpgate.server.guard import LoginGuard, PreLogin, _Decaying, address_group
 from pgserver import OWNER_PASSWORD, PASSWORD, ThreadServer, two_analysts
 
