@@ -13,7 +13,7 @@ import harness
 import pytest
 
 from dpgate.catalog import unit_stats
-from dpgate.queries.counting import exact as exact_mod
+from dpgate.backends import duckdb as exact_mod
 
 DP = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1{opts}) "
 SETUP = """

@@ -14,7 +14,7 @@ import pytest
 
 import harness
 from dpgate.catalog import unit_stats
-from dpgate.queries.counting import exact as exact_mod
+from dpgate.backends import duckdb as exact_mod
 
 DP = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1{opts}) "
 SETUP = """
