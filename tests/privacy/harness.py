@@ -12,7 +12,7 @@ This module is an internal hook *in the test code*: it plans a statement exactly
 then computes, without a debit and without noise, what the query class would perturb, with
 a FIXED salt so that the keyed per-subject row sample is drawn identically on D and D′:
 
-- counting class: ``counting.exact.run`` -> one statistic per noise component (AVG's
+- counting class: ``backends.duckdb.run`` -> one statistic per noise component (AVG's
   "centered sum" centred as ``mechanisms.laplace._avg`` does before the noise), declared L1
   bound = the component's sensitivity; DP key selection adds the per-key subject counts
   (L1 <= ``key_selection.sensitivity``, L∞ <= 1);

@@ -1,4 +1,4 @@
-"""Per-query sampling keyed by a unique row key (``counting.exact`` [key]).
+"""Per-query sampling keyed by a unique row key (``backends.duckdb`` [key]).
 
 On a table with a PRIMARY KEY (or UNIQUE over NOT NULL columns), a subject's rows are ranked by a
 salted hash of their key, which tells them apart: no duplicate numbering (one window instead of

@@ -1,6 +1,6 @@
 """The fast paths chosen from cached table facts give exactly the statistics of the full pass.
 
-``counting.exact.run`` skips the per-subject row count when no subject of the whole table exceeds
+``backends.duckdb.run`` skips the per-subject row count when no subject of the whole table exceeds
 the bound, and the restriction to charged rows when every row's subject is charged
 (``dpgate.catalog.unit_stats``). On the same salt, every component must equal the full path's,
 for subjects within and over their bounds, NULL and off-roster units, WHERE, lookup joins,

@@ -1,7 +1,7 @@
 """[elide] Leaving out a clamp that changes nothing gives exactly the clamped statistics.
 
 ``catalog.within_bounds`` asks DuckDB, in the exact pass's snapshot, whether any value of a column
-is outside an aggregate's bounds; when none is, ``counting.exact`` sums the values unclamped. Here:
+is outside an aggregate's bounds; when none is, ``backends.duckdb`` sums the values unclamped. Here:
 
 - the check is sound for every column type it accepts (when it says "within", the clamp returns
   every value unchanged, so the clamped and unclamped sums are equal), complete for values exactly

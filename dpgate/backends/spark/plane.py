@@ -159,7 +159,7 @@ def statement(plan: CountPlan, view: str, units: str, charged: str, salt: int, n
 
     ``view`` holds the source rows, ``units`` the charged units (column ``unit``), ``charged`` the
     charged (unit, part) rows. Returns one row per non-empty cell: [part,] each key's position
-    (or value as text, with key selection), the statistics in ``counting.exact``'s order, and the
+    (or value as text, with key selection), the statistics in ``bounded.labels``' order, and the
     per-key subject count with key selection.
     """
     cols, where = _source_parts(plan)
@@ -209,7 +209,7 @@ def statement(plan: CountPlan, view: str, units: str, charged: str, salt: int, n
         if p is not None:
             outer.append(f"{p} AS __k{j}")
         elif plan.key_selection is not None:
-            outer.append(f"CAST(__k{j} AS STRING) AS __k{j}")  # travels as text (counting.exact [transport])
+            outer.append(f"CAST(__k{j} AS STRING) AS __k{j}")  # travels as text (backends.duckdb [transport])
         else:
             outer.append(f"__k{j}")
     outer += [f"__a{i}" for i in range(len(aggs))]
