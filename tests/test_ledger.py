@@ -190,7 +190,7 @@ CRASH_SCRIPT = textwrap.dedent(
     """
     import os, signal, sys
     import dpgate
-    from dpgate.queries.counting import exact as execute
+    from dpgate.backends import duckdb as execute
 
     def killed(*args, **kwargs):
         os.kill(os.getpid(), signal.SIGKILL)   # the process dies between debit and release
@@ -221,7 +221,7 @@ def test_a_subject_added_after_the_debit_is_not_used(make_db, monkeypatch):
     """A query charged to 'everyone' uses exactly the subjects on the roster when it was charged."""
     db = make_db("CREATE TABLE t (uid INT, x INT); INSERT INTO t VALUES (1, 1), (2, 1), (3, 1)",
                  {"t": dict(unit="uid", epsilon=100.0)}, analysts={"alice": {"epsilon": 1000.0}})  # fmt: skip
-    from dpgate.queries.counting import exact as execute
+    from dpgate.backends import duckdb as execute
 
     original = execute.run
 

@@ -4,16 +4,19 @@ dpgate splits every DP query in two. The *control plane* (catalog, roster, ledge
 registry, planning, noise, post-processing) always lives in the DuckDB database file and in
 dpgate's process. The *data plane* computes the exact integer statistics the mechanism
 perturbs: the rows of the charged subjects, each subject's contribution bounded, aggregated
-per cell. For most tables the data plane is the same DuckDB file (``dpgate.queries.counting.exact``
-and the other classes' SQL). A table the owner declares with a Spark source has its rows in
-Spark instead (``dpgate.backends.spark``); the DuckDB file then holds an empty table with the
-same columns, so that everything before the debit (classifying, planning, DuckDB's bind checks)
-runs as for any table.
+per cell. For most tables the data plane is the same DuckDB file (``dpgate.backends.duckdb``
+for counting, ``dpgate.backends.charged`` for the other classes' SQL). A table the owner declares
+with a Spark source has its rows in Spark instead (``dpgate.backends.spark``); the DuckDB file then
+holds an empty table with the same columns, so that everything before the debit (classifying,
+planning, DuckDB's bind checks) runs as for any table.
+
+The statistics themselves (clamping, the grid, the per-kind sums and counts, the rank hashes) are
+built once, as sqlglot trees, in ``dpgate.backends.bounded`` and written for each engine there.
 
 The interface a data plane offers the query classes is small (``DataPlane``): check before the
-debit that a plan will run, and after it return the plan's exact statistics as rows. Noise is
-never drawn in the engine. A query class a data plane does not serve is refused for its tables
-before anything is charged (``require_served``).
+debit that a plan will run, and after it return the plan's exact statistics. Noise is never drawn
+in the engine. A query class a data plane does not serve is refused for its tables before
+anything is charged (``require_served``). No backend imports a query package.
 """
 
 from __future__ import annotations
@@ -37,15 +40,25 @@ SERVED = {"spark": ("count",)}
 
 
 class DataPlane(Protocol):
-    """What a query class asks of the engine that holds a table's rows."""
+    """What the counting class asks of the engine that holds a table's rows.
+
+    ``con`` is always the statement's connection to the database file, which holds the ledger's
+    charged (unit, part) relation ``charged`` (and ``probe``, an empty one of the same columns,
+    before the debit); a plane elsewhere reads the charged units from it.
+    """
 
     name: str
 
-    def bind_check(self, plan: Any) -> None:
+    def bind_check(self, con: Any, plan: Any, probe: str) -> None:
         """Refuse (free) a plan the engine could not run, before the debit."""
 
-    def bounded_rows(self, plan: Any, charged: "Charged", salt: int, n_parts: int) -> list[tuple]:
-        """The plan's exact bounded statistics, one row per non-empty cell."""
+    def exact(self, con: Any, plan: Any, charged: str, salt: int, n_parts: int = 1, *,
+              generation: int | None = None) -> Any:
+        """The plan's exact bounded statistics over the charged subjects (a ``plans.ExactAnswer``).
+        ``generation``: the roster generation a uniform debit charged (lets DuckDB skip work)."""
+
+    def forget(self) -> None:
+        """Drop whatever the plane keeps between statements (cached charged sets)."""
 
 
 @dataclass(frozen=True)
@@ -123,8 +136,29 @@ def planes(get: Callable[[str], DataPlane]) -> Iterator[None]:
         _PLANES.reset(token)
 
 
+def plane_for(engine: str, *, spark: Any = None, settings: Callable[[], dict[str, str]] | None = None) -> DataPlane:
+    """A new data plane for ``engine`` ('duckdb' or 'spark'; ``engine_of``).
+
+    DuckDB's plane keeps no state (the connection comes with each call), so there is one. Spark's
+    runs in dpgate's own session on ``spark`` (the caller's SparkSession) or, without one, on a
+    session made from the policy's ``[backends.spark]`` settings (``settings()``, read only then).
+    """
+    if engine == "duckdb":
+        from dpgate.backends.duckdb import PLANE
+
+        return PLANE
+    if engine == "spark":
+        from dpgate.backends.spark import SparkPlane, session_from_settings
+
+        return SparkPlane(spark if spark is not None else session_from_settings(settings() if settings else {}))
+    raise errors.InternalError(f"no data plane for engine {engine!r}")
+
+
 def plane(engine: str) -> DataPlane:
-    """The session's data plane for ``engine`` (made on first use)."""
+    """The statement's data plane for ``engine``. The database file's is always there; the others
+    come from the gateway (``planes``), made on first use."""
+    if engine == "duckdb":
+        return plane_for("duckdb")
     get = _PLANES.get()
     if get is None:
         raise errors.InternalError(f"no {engine} data plane is open for this statement")

@@ -110,7 +110,7 @@ def test_statement_size_and_tokens_are_bounded_before_parsing():
      ("s LIKE 'c%x'", False)],
 )
 def test_spark_like_has_at_most_one_percent_before_its_end(where, refused):
-    from dpgate.backends import spark
+    from dpgate.backends.spark import translate as spark
 
     node = parse_one(DP + where).args["where"].this
     if refused:

@@ -14,7 +14,7 @@ import pytest
 import dpgate
 from conftest import TEST_SEED
 from dpgate import noise
-from dpgate.queries.counting import exact as execute
+from dpgate.backends import duckdb as execute
 from dpgate.frontend.classify import classify
 from dpgate.frontend.dialect import parse_one
 from dpgate.plans import ExactAnswer

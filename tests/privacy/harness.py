@@ -12,7 +12,7 @@ This module is an internal hook *in the test code*: it plans a statement exactly
 then computes, without a debit and without noise, what the query class would perturb, with
 a FIXED salt so that the keyed per-subject row sample is drawn identically on D and D′:
 
-- counting class: ``counting.exact.run`` -> one statistic per noise component (AVG's
+- counting class: ``backends.duckdb.run`` -> one statistic per noise component (AVG's
   "centered sum" centred as ``mechanisms.laplace._avg`` does before the noise), declared L1
   bound = the component's sensitivity; DP key selection adds the per-key subject counts
   (L1 <= ``key_selection.sensitivity``, L∞ <= 1);
@@ -58,7 +58,7 @@ from dpgate.mechanisms import topk as topk_mech
 from dpgate.queries import subgraph as subgraph_mod
 from dpgate.queries import synthetic as synthetic_mod
 from dpgate.queries import topk as topk_mod
-from dpgate.queries.counting import exact as exact_mod
+from dpgate.backends import duckdb as exact_mod
 from dpgate.plans import AVG, COUNT_SUBJECTS, CountPlan, SubgraphPlan, SynthesisPlan, TopKPlan
 from dpgate.queries.synthetic import coding as synthesis
 
@@ -204,7 +204,7 @@ def _counting(con, plan: CountPlan, charged: str, salt: int, n_parts: int = 1) -
     if backends.engine_of(plan.table) == "duckdb":
         ex = exact_mod.run(con, plan, charged, salt, n_parts)
     else:  # the rows live in Spark: the gateway's plane (``statistics_of`` / ``check_statement`` open it)
-        ex = exact_mod.run_on(backends.plane(backends.engine_of(plan.table)), con, plan, charged, salt, n_parts)
+        ex = backends.plane(backends.engine_of(plan.table)).exact(con, plan, charged, salt, n_parts)
     public = plan.key_selection is None
     cells = list(range(len(ex.keys))) if public else [_key(tuple(k)) for k in ex.keys]
     stats: dict[str, Statistic] = {}

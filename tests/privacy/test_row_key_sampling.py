@@ -1,4 +1,4 @@
-"""Per-query sampling keyed by a unique row key (``counting.exact`` [key]).
+"""Per-query sampling keyed by a unique row key (``backends.duckdb`` [key]).
 
 On a table with a PRIMARY KEY (or UNIQUE over NOT NULL columns), a subject's rows are ranked by a
 salted hash of their key, which tells them apart: no duplicate numbering (one window instead of
@@ -13,7 +13,7 @@ import harness
 import pytest
 
 from dpgate.catalog import unit_stats
-from dpgate.queries.counting import exact as exact_mod
+from dpgate.backends import duckdb as exact_mod
 
 DP = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1{opts}) "
 SETUP = """

@@ -21,7 +21,7 @@ import harness
 from dpgate import errors
 from dpgate.catalog import sample_order, unit_stats
 from dpgate.catalog.owner import Owner
-from dpgate.queries.counting import exact as exact_mod
+from dpgate.backends import duckdb as exact_mod
 
 DP = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1{opts}) "
 SETUP = """

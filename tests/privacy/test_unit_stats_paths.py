@@ -1,6 +1,6 @@
 """The fast paths chosen from cached table facts give exactly the statistics of the full pass.
 
-``counting.exact.run`` skips the per-subject row count when no subject of the whole table exceeds
+``backends.duckdb.run`` skips the per-subject row count when no subject of the whole table exceeds
 the bound, and the restriction to charged rows when every row's subject is charged
 (``dpgate.catalog.unit_stats``). On the same salt, every component must equal the full path's,
 for subjects within and over their bounds, NULL and off-roster units, WHERE, lookup joins,
@@ -14,7 +14,7 @@ import pytest
 
 import harness
 from dpgate.catalog import unit_stats
-from dpgate.queries.counting import exact as exact_mod
+from dpgate.backends import duckdb as exact_mod
 
 DP = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1{opts}) "
 SETUP = """

@@ -1,7 +1,7 @@
 """[elide] Leaving out a clamp that changes nothing gives exactly the clamped statistics.
 
 ``catalog.within_bounds`` asks DuckDB, in the exact pass's snapshot, whether any value of a column
-is outside an aggregate's bounds; when none is, ``counting.exact`` sums the values unclamped. Here:
+is outside an aggregate's bounds; when none is, ``backends.duckdb`` sums the values unclamped. Here:
 
 - the check is sound for every column type it accepts (when it says "within", the clamp returns
   every value unchanged, so the clamped and unclamped sums are equal), complete for values exactly
@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 
 import harness
 from dpgate.catalog import unit_stats, within_bounds
-from dpgate.queries.counting import exact as exact_mod
+from dpgate.backends import bounded
+from dpgate.backends import duckdb as exact_mod
 from dpgate.plans import AggSpec, SUM
 
 DP = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) "
@@ -58,8 +59,8 @@ def _clamped_and_plain(con, col: str, sql_type: str, lo: float, hi: float) -> tu
         if not integer and max(abs(lo), abs(hi)) / grid >= 2**53:
             continue
         agg = AggSpec(0, SUM, "s", None, (), lower=lo, upper=hi, grid=grid, integer=integer)
-        c = exact_mod.scaled_input(agg, col)
-        p = exact_mod.scaled_input(agg, col, clamp=False)
+        c = bounded.scaled_input(agg, col)
+        p = bounded.scaled_input(agg, col, clamp=False)
         out.append(con.execute(f"SELECT sum(TRY({c})), sum(TRY({p})), count(TRY({c})), count(TRY({p})) FROM t").fetchone())
     return out
 

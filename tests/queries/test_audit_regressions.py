@@ -54,7 +54,7 @@ def test_a_value_python_cannot_hold_in_a_dropped_group_changes_nothing(con, key,
 
 
 def test_any_failure_after_the_debit_is_dp404_without_its_message(con, monkeypatch):
-    from dpgate.queries.counting import exact
+    from dpgate.backends import duckdb as exact
 
     def boom(*args, **kwargs):
         raise OverflowError("days=1000002174; must have magnitude <= 999999999")

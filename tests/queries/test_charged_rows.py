@@ -17,7 +17,7 @@ from dpgate.frontend.dialect import parse_one
 from dpgate import queries
 from dpgate.queries import topk
 from dpgate.queries.base import Context
-from dpgate.queries.counting import exact
+from dpgate.backends import duckdb as exact
 
 PROBE = "date_trunc(CASE WHEN uid % 2 = 1 THEN 'timezone' ELSE 'day' END, TIMESTAMP '2000-01-01') IS NOT NULL"
 EVEN = "(SELECT uid AS unit, 0 AS part FROM range(0, 400, 2) r(uid))"

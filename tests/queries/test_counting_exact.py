@@ -15,7 +15,7 @@ import pytest
 
 import dpgate
 from dpgate import errors
-from dpgate.queries.counting import exact as execute
+from dpgate.backends import duckdb as execute
 from dpgate.frontend.classify import classify
 from dpgate.frontend.dialect import parse_one
 

@@ -113,7 +113,7 @@ def test_joined_rows_of_a_subject_are_cut_to_each_tables_bound_before_the_join(m
         protect={"a": {"unit": "pid", "subjects": "s", "max_rows": 3, "epsilon": 50.0},
                  "b": {"unit": "pid", "subjects": "s", "max_rows": 3, "epsilon": 50.0}},
     )  # fmt: skip
-    from dpgate.queries.base import restrict_to_charged
+    from dpgate.backends.charged import restrict_to_charged
     from dpgate.frontend.dialect import parse_one
 
     from dpgate.catalog.tables import load

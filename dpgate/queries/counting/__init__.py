@@ -3,9 +3,9 @@
 Plan: the shared SQL analysis (``dpgate.queries.analysis``) fixes the rows, keys, bounded
 aggregate inputs and post-processing; this module gives every aggregate an equal share of ε
 (one more share for DP key selection when a key has no public domain) and fixes the charge.
-Answer: one bounded exact pass (``exact``), discrete Laplace noise per cell
-(``dpgate.mechanisms.laplace``), optional Norm-Sub consistency, post-processing in DuckDB
-over the noisy relation only.
+Answer: one bounded exact pass on the table's data plane (``dpgate.backends``), discrete Laplace
+noise per cell (``dpgate.mechanisms.laplace``), optional Norm-Sub consistency, post-processing in
+DuckDB over the noisy relation only.
 """
 
 from __future__ import annotations
@@ -17,12 +17,11 @@ import duckdb
 import numpy as np
 
 from dpgate import backends, errors, mechanisms, noise, release
-from dpgate.catalog import sample_order
+from dpgate.backends.duckdb import orderable
 from dpgate.frontend.classify import Classified
 from dpgate.mechanisms.keyselection import threshold as key_selection_threshold
 from dpgate.queries.analysis import _with_epsilon, analyse
 from dpgate.queries.base import Context, QueryClass, Run, _subject_rows, personalization_notes
-from dpgate.queries.counting import exact as exact_mod
 from dpgate.plans import COUNT_SUBJECTS, QUANTILE, VALUE_KINDS, CountPlan, SubjectCharge
 from dpgate.release import Answer, ColumnNoise
 
@@ -160,14 +159,10 @@ class CountingQuery(QueryClass):
                                if n.startswith("to avoid key selection: ")), "declare the keys' domains")
                     + "; or raise epsilon",
                 )  # fmt: skip
-        unit_type = plan.table.columns[plan.table.unit].type
-        parts = 2 if plan.charge.rule in ("partition", "t_round") else 1
-        # A stored sample order: (re)built now, before the debit, if needed.
-        ordered = exact_mod.orderable(plan) and sample_order.refresh(con, plan.table) is not None
-        exact_mod.bind_check(con, plan, probe, unit_type, parts, ordered=ordered)
+        backends.plane("duckdb").bind_check(con, plan, probe)  # a Spark table's stub binds too
         release.check_post(con, plan, len(plan.aggs))
         if backends.engine_of(plan.table) != "duckdb":  # the rows live elsewhere: that engine must run it too
-            backends.plane(backends.engine_of(plan.table)).bind_check(plan)
+            backends.plane(backends.engine_of(plan.table)).bind_check(con, plan, probe)
 
     def answer(self, run: Run) -> Answer:
         """Exact bounded statistics, (key selection,) noise, post-processing."""
@@ -176,11 +171,8 @@ class CountingQuery(QueryClass):
         n_parts = len(subjects.parts) if subjects is not None else 1
         salt = int(rng.integers(0, 2**62))
         generation = debit.generation if debit.temp is None else None  # charged is the uniform roster relation
-        engine = backends.engine_of(plan.table)
-        if engine == "duckdb":
-            exact = exact_mod.run(run.con, plan, debit.charged, salt, n_parts, roster_generation=generation)
-        else:
-            exact = exact_mod.run_on(backends.plane(engine), run.con, plan, debit.charged, salt, n_parts)
+        plane = backends.plane(backends.engine_of(plan.table))
+        exact = plane.exact(run.con, plan, debit.charged, salt, n_parts, generation=generation)
         if plan.key_selection is not None:
             ks = plan.key_selection
             run_eps = float(subjects.parts[0].epsilon) * ks.epsilon / plan.epsilon if subjects else ks.epsilon
@@ -239,7 +231,7 @@ class CountingQuery(QueryClass):
                 f"at most {plan.max_rows} row(s) per subject"
                 + (f", at most {plan.max_groups} group(s)" if plan.bound_groups else "")
                 + (", sampled at random in the table's stored sample order (the same rows for every query "
-                   "until the table changes)" if exact_mod.orderable(plan) else ", sampled at random per query")
+                   "until the table changes)" if orderable(plan) else ", sampled at random per query")
                 + "; inputs clamped to their bounds",
             )
         )

@@ -1,4 +1,4 @@
-"""Exact, bounded aggregates in DuckDB for a counting-class plan.
+"""The database file as a data plane: exact, bounded aggregates of a counting plan in DuckDB.
 
 The SQL is generated from the plan with sqlglot (never by pasting the analyst's text):
 
@@ -36,114 +36,30 @@ back in SQL when released): the groups key selection drops — a single person's
 meet Python's value conversions, which fail for some values (an INTERVAL beyond 999,999,999
 days, a TIMESTAMPTZ without pytz) and would so turn one row into an error.
 
-``ExactAnswer`` never leaves this module and ``gateway``: the mechanism turns it into
-noisy values.
+The per-aggregate statistics and the rank hashes come from ``dpgate.backends.bounded`` (shared with
+the other planes); this module decides which rows reach them. ``ExactAnswer`` goes back to the
+counting class only, whose mechanism turns it into noisy values.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import duckdb
 import numpy as np
 from sqlglot import exp
+
 from dpgate import database, errors
-from dpgate.backends import Charged
+from dpgate.backends import bounded
+from dpgate.backends.charged import bind, restrict_to_charged, table_nodes
 from dpgate.catalog import sample_order, unit_stats, within_bounds
 from dpgate.catalog.tables import quote_ident
 from dpgate.frontend.dialect import to_duckdb
-from dpgate.queries.base import bind, restrict_to_charged, table_nodes
-from dpgate.plans import (
-    AVG,
-    COUNT_DISTINCT,
-    COUNT_ROWS,
-    COUNT_SUBJECTS,
-    COUNT_VALUES,
-    QUANTILE,
-    SUM,
-    VARIANCE_KINDS,
-    AggSpec,
-    CountPlan,
-    ExactAnswer,
-)
+from dpgate.plans import AVG, QUANTILE, SUM, VARIANCE_KINDS, CountPlan, ExactAnswer
 
 _ids = itertools.count(1)
-
-
-def scaled_input(agg: AggSpec, v: str, *, round_first: bool = False, clamp: bool = True) -> str:
-    """SQL for an aggregate input clamped to its bounds and put on its grid, as a BIGINT (NULL stays NULL).
-
-    ``round_first``: for engines whose CAST(DOUBLE AS BIGINT) truncates (Spark): ``bround`` first.
-    DuckDB's cast rounds to the nearest integer, ties to even (2.5 → 2, 3.5 → 4; not as its own
-    ``round``, which takes ties away from zero); Spark's ``bround`` rounds ties to even too, so both
-    engines put a value on the same grid point (a tie is common on a coarse grid: 5 / 4 = 1.25 is
-    not one, but a wide integer range's grid of 4 makes every x ≡ 2 (mod 4) one).
-    ``clamp=False``: the clamp's ELSE branch alone, for an input that ``catalog.within_bounds`` found
-    within the bounds in the same snapshot, where the clamp returns exactly that branch [elide].
-    """
-    # Clamp, then put on the grid. CAST(DOUBLE AS BIGINT) rounds to the nearest integer, and
-    # the planner checked that |bound / grid| < 2^53, so no value can overflow [grid-cast].
-    # The clamp is a CASE, not least(greatest(...)): the same value for every non-NULL input (NaN
-    # compares above everything in DuckDB, so it clamps to the upper bound either way; NULLs are
-    # handled below) at about a quarter of the cost per row [clamp-case].
-    # Integer inputs are compared as DOUBLE: exact against the bounds (|bound| < 2^53) whatever the
-    # input type, where comparing a UHUGEINT with a negative bound made DuckDB cast the value to
-    # BIGINT, which failed for values ≥ 2^63 — a failure after the debit that one subject's value
-    # decided. Only values inside the bounds reach the ELSE branch, whose cast cannot fail.
-    if agg.grid == 1.0 and agg.integer:
-        lo, hi, d = int(agg.lower), int(agg.upper), f"CAST({v} AS DOUBLE)"
-        scaled = f"(CASE WHEN {d} < {lo} THEN {lo} WHEN {d} > {hi} THEN {hi} ELSE TRY_CAST({v} AS BIGINT) END)"
-        if not clamp:
-            scaled = f"TRY_CAST({v} AS BIGINT)"
-    else:
-        x, lo, hi = f"CAST({v} AS DOUBLE)", repr(float(agg.lower)), repr(float(agg.upper))
-        clamped = f"(CASE WHEN {x} < {lo} THEN {lo} WHEN {x} > {hi} THEN {hi} ELSE {x} END)"
-        if not clamp:
-            clamped = x
-        if agg.grid <= 1.0:
-            scaled = f"{clamped} * {int(round(1 / agg.grid))}"
-        else:
-            scaled = f"{clamped} / {int(agg.grid)}"
-        scaled = f"CAST(bround({scaled}) AS BIGINT)" if round_first else f"CAST({scaled} AS BIGINT)"
-    # A NULL input (or a row a FILTER excludes) stays NULL: both comparisons are NULL, so the CASE
-    # takes its ELSE branch, a cast of NULL. Were it summed as a bound while COUNT(v) skips it,
-    # AVG's centred sum would move by |lower| per row instead of its declared (upper - lower) / 2
-    # [null-input]. (No separate NULL test: it cost about a sixth of the sum's time.)
-    return scaled
-
-
-def _agg_sql(agg: AggSpec, clamp: bool = True) -> list[tuple[str, str]]:
-    """(component label, SQL) for each integer statistic of one aggregate (``clamp``: see ``scaled_input``)."""
-    v = f"__v{agg.index}"
-    if agg.kind == COUNT_ROWS:
-        return [("count", "count(*)")]
-    if agg.kind == COUNT_VALUES:
-        return [("count", f"count({v})")]
-    if agg.kind == COUNT_DISTINCT:
-        return [("count", f"count(DISTINCT {v})")]
-    if agg.kind == COUNT_SUBJECTS:
-        return [("subjects", f"count(DISTINCT {v if agg.expr is not None else '__unit'})")]
-    scaled = scaled_input(agg, v, clamp=clamp)
-    if agg.kind == SUM:
-        return [("sum", f"coalesce(sum({scaled}), 0)")]
-    if agg.kind == AVG:
-        return [("centered sum", f"coalesce(sum({scaled}), 0)"), ("count", f"count({v})")]
-    if agg.kind in VARIANCE_KINDS:
-        # Centred in SQL, so squares stay below 2^40 and their sum is an exact HUGEINT [variance].
-        mid = (round(agg.lower / agg.grid) + round(agg.upper / agg.grid)) // 2
-        y = f"({scaled} - {mid})"
-        return [
-            ("centered sum", f"coalesce(sum({y}), 0)"),
-            ("centered squares", f"coalesce(sum({y} * {y}), 0)"),
-            ("count", f"count({v})"),
-        ]
-    if agg.kind == QUANTILE:
-        # The cell's clamped grid values, sorted: the quantile mechanism's input [quantile].
-        return [("quantile", f"list({scaled} ORDER BY {scaled}) FILTER (WHERE {v} IS NOT NULL)")]
-    raise errors.InternalError(f"unknown aggregate kind {agg.kind}")
 
 
 def _positions(plan: CountPlan, params: dict[str, Any]) -> list[str | None]:
@@ -204,7 +120,7 @@ class _SQL:
         if self.in_domain:
             inner = f"SELECT * FROM ({inner}) WHERE {self.in_domain}"
         if plan.bound_groups:
-            group_hash = f"hash(xor(hash(__unit, {', '.join(keys)}), $salt))"
+            group_hash = _rank(["__unit", *keys])
             inner = (
                 f"SELECT {cols} FROM (SELECT *, dense_rank() OVER (PARTITION BY __unit ORDER BY {group_hash}, "
                 f"{', '.join(keys)}) AS __gr FROM ({inner})) WHERE __gr <= {plan.max_groups}"
@@ -222,14 +138,13 @@ class _SQL:
             pk = ", ".join(self.row_key)
             return (
                 f"SELECT {self.cols} FROM ({inner}) QUALIFY row_number() OVER (PARTITION BY __unit "
-                f"ORDER BY hash(xor(hash({pk}), $salt)), {pk}, {self.cols}) <= {plan.max_rows}"
+                f"ORDER BY {_rank(self.row_key)}, {pk}, {self.cols}) <= {plan.max_rows}"
             )
         # Rows equal in every column used get distinct duplicate numbers, so that each row,
         # not each distinct value, has its own pseudo-random rank [dup].
         inner = f"SELECT *, row_number() OVER (PARTITION BY {self.cols}) AS __dup FROM ({inner})"
-        # Re-hash after mixing in the salt: DuckDB's multi-argument hash combines a constant
-        # salt's hash almost linearly, which would rank rows nearly the same way for every salt.
-        row_hash = f"hash(xor(hash({self.cols}, __dup), $salt))"
+        # Re-hashed after mixing in the salt (``bounded.rank_tree``).
+        row_hash = _rank([*self.cols.split(", "), "__dup"])
         return (
             f"SELECT {self.cols} FROM ({inner}) "
             f"QUALIFY row_number() OVER (PARTITION BY __unit ORDER BY {row_hash}, __dup) <= {plan.max_rows}"
@@ -263,6 +178,11 @@ class _SQL:
         return f"SELECT {', '.join(outer)} FROM ({inner}) WHERE {self.in_domain}"
 
 
+def _rank(columns: list[str]) -> str:
+    """The keyed hash that ranks rows (or groups) by ``columns``, salted with the ``$salt`` parameter."""
+    return bounded.sql(bounded.rank_tree(columns, exp.Var(this="$salt")), "duckdb")
+
+
 def _build(
     plan: CountPlan, charged: str, n_parts: int = 1, salt: int = 0, restrict: bool = True, ordered: bool = False,
     unclamped: frozenset[int] = frozenset(),
@@ -294,7 +214,7 @@ def _build(
     over = f"__p.__n > {plan.max_rows}{group_check}"
     selects, labels = list(keys), []
     for agg in plan.aggs:
-        for label, sql in _agg_sql(agg, clamp=agg.index not in unclamped):
+        for label, sql in bounded.agg_sql(agg, "duckdb", clamp=agg.index not in unclamped):
             selects.append(f"{sql} AS __a{len(labels)}")
             labels.append((agg.index, label))
     if plan.key_selection is not None:
@@ -456,7 +376,7 @@ def _run(
             rows = _ordered_filter(con, plan, q, stats, params)
             if rows is not None:
                 heavy = stats.over(limit)
-                return _answer(plan, rows, [p is not None for p in q.positions], q.labels, heavy, 0, n_parts)
+                return bounded.answer(plan, rows, [p is not None for p in q.positions], q.labels, heavy, 0, n_parts)
         parts = []
         to_sample = None
         if one_row_each:
@@ -497,8 +417,8 @@ def _run(
         if to_sample is not None:
             params["salt"] = salt
             parts.append(q.sampled(plan, to_sample))
-        bounded = " UNION ALL ".join(f"({p})" for p in parts) if len(parts) > 1 else parts[0]
-        aggregated = q.aggregate(bounded)
+        kept = " UNION ALL ".join(f"({p})" for p in parts) if len(parts) > 1 else parts[0]
+        aggregated = q.aggregate(kept)
         if plan.key_selection is not None:
             # Keys without a public domain travel as text: the values of groups that key selection
             # will drop (one person's group) must not pass through Python's conversions, which can
@@ -515,7 +435,7 @@ def _run(
         if made_special:
             con.execute(f"DROP TABLE IF EXISTS {special}")
 
-    return _answer(plan, rows, [p is not None for p in q.positions], q.labels, int(heavy), unused, n_parts)
+    return bounded.answer(plan, rows, [p is not None for p in q.positions], q.labels, int(heavy), unused, n_parts)
 
 
 def _unclamped(con, plan: CountPlan, stats: unit_stats.UnitStats | None, definition: str | None = None) -> frozenset[int]:
@@ -571,52 +491,6 @@ def _ordered_filter(con, plan: CountPlan, q: _SQL, stats: unit_stats.UnitStats, 
     return [r[:-2] for r in rows if r[-1]]
 
 
-def run_on(plane: Any, con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, salt: int, n_parts: int = 1) -> ExactAnswer:
-    """The same statistics from another data plane (``dpgate.backends``): the charged (unit, part)
-    rows are read from the ledger's relation here and sent with the plan; the plane returns the
-    rows ``_run``'s aggregate would."""
-    rows = plane.bounded_rows(plan, _charged_for_plane(con, charged, n_parts), salt, n_parts)
-    labels = [(agg.index, label) for agg in plan.aggs for label, _ in _agg_sql(agg)]
-    return _answer(plan, rows, [k.domain is not None for k in plan.keys], labels, 0, None, n_parts)
-
-
-def _charged_for_plane(con: duckdb.DuckDBPyConnection, charged: str, n_parts: int):
-    """The charged units (and, with several parts, the (unit, part) pairs) as Arrow, with a
-    fingerprint of the units: their count and two independent 64-bit hash sums."""
-    def arrow(sql: str):
-        rel = con.execute(sql)
-        return rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.fetch_arrow_table()  # DuckDB 1.4
-
-    units_sql = f"SELECT unit, CAST(max(part) AS INTEGER) AS __seen FROM {charged} GROUP BY unit"
-    key = con.execute(
-        f"SELECT count(*), sum(hash(unit, __seen)::HUGEINT), sum(hash(unit, 'dpgate', __seen)::HUGEINT) FROM ({units_sql})"
-    ).fetchone()
-    pairs = arrow(f"SELECT unit, CAST(part AS INTEGER) AS part FROM {charged}") if n_parts > 1 else None
-    return Charged(lambda: arrow(units_sql), pairs, tuple(key), int(key[0]))
-
-
-def _answer(plan: CountPlan, rows: list[tuple], positioned: list[bool], labels, heavy: int, unused: int | None,
-            n_parts: int) -> ExactAnswer:
-    """Rows of the aggregate (keys as positions where ``positioned``, else as text) as an ExactAnswer."""
-    nk = len(plan.keys)
-    if plan.key_selection is None:
-        return _align_to_domains(plan, rows, nk, labels, heavy, unused, n_parts)
-    if n_parts != 1:
-        raise errors.InternalError("DP key selection runs on one partition of subjects")
-    # Keys with a public domain come back as their 1-based position: map them to their values.
-    key_rows = [
-        tuple(plan.keys[j].domain[int(r[j]) - 1] if positioned[j] else r[j] for j in range(nk))
-        for r in rows
-    ]
-    comps = {}
-    for i, lab in enumerate(labels):
-        col = np.empty((1, len(rows)), dtype=object)
-        col[0, :] = [_int(r[nk + i]) for r in rows] if lab[1] != "quantile" else [_values(r[nk + i]) for r in rows]
-        comps[lab] = col
-    subjects = np.array([int(r[-1]) for r in rows], dtype=np.int64)
-    return ExactAnswer(key_rows, comps, subjects, heavy, unused)
-
-
 def _numpy_rows(columns: dict[str, Any]) -> list[tuple]:
     """Rows from ``fetchnumpy`` (a quantile's per-cell values stay numpy arrays; NULL is None)."""
     out = []
@@ -629,37 +503,29 @@ def _numpy_rows(columns: dict[str, Any]) -> list[tuple]:
     return list(zip(*out)) if out else []
 
 
-def _int(v: Any) -> int:
-    return 0 if v is None else int(v)
+class DuckDBPlane:
+    """The data plane of tables whose rows are in the database file. It keeps no state: the
+    connection (the statement's snapshot) comes with every call."""
+
+    name = "duckdb"
+
+    def bind_check(self, con: duckdb.DuckDBPyConnection, plan: CountPlan, probe: str) -> None:
+        """Bind every statement ``exact`` may send, over ``probe`` (a charged relation with no rows)."""
+        unit_type = plan.table.columns[plan.table.unit].type
+        parts = 2 if plan.charge.rule in ("partition", "t_round") else 1
+        # A stored sample order: (re)built now, before the debit, if needed.
+        ordered = orderable(plan) and sample_order.refresh(con, plan.table) is not None
+        bind_check(con, plan, probe, unit_type, parts, ordered=ordered)
+
+    def exact(
+        self, con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, salt: int, n_parts: int = 1, *,
+        generation: int | None = None,
+    ) -> ExactAnswer:
+        return run(con, plan, charged, salt, n_parts, roster_generation=generation)
+
+    def forget(self) -> None:
+        """Nothing is kept between statements."""
 
 
-def _values(v: Any) -> np.ndarray:
-    """A cell's sorted grid values (empty when the cell has none)."""
-    return np.asarray(v if v is not None else [], dtype=np.int64)
-
-
-def _align_to_domains(
-    plan: CountPlan, rows: list[tuple], nk: int, labels, heavy: int, unused: int | None, n_parts: int = 1
-) -> ExactAnswer:
-    """Every cell of the public domain gets a value; cells with no rows are exact zeros.
-
-    With public domains, the aggregate returns each key's 1-based position in its domain
-    (after the partition, when there are several).
-    """
-    domains = [k.domain for k in plan.keys]
-    n_cells = math.prod(len(d) for d in domains) if domains else 1
-    comps = {lab: np.zeros((n_parts, n_cells), dtype=object) for lab in labels}
-    for lab in labels:
-        if lab[1] == "quantile":
-            for idx in np.ndindex(n_parts, n_cells):
-                comps[lab][idx] = _values(None)
-    strides = [math.prod(len(d) for d in domains[j + 1 :]) for j in range(nk)]
-    lead = 1 if n_parts > 1 else 0
-    for r in rows:
-        part = int(r[0]) if lead else 0
-        flat = sum((int(r[lead + j]) - 1) * strides[j] for j in range(nk))
-        for i, lab in enumerate(labels):
-            v = r[lead + nk + i]
-            comps[lab][part, flat] = _values(v) if lab[1] == "quantile" else _int(v)
-    keys = list(itertools.product(*domains)) if nk else [()]
-    return ExactAnswer(keys, comps, None, heavy, unused)
+#: The one DuckDB plane (stateless).
+PLANE = DuckDBPlane()

@@ -1,0 +1,152 @@
+"""Spark sources on the owner's side: reading and parsing a declared source, its schema as the
+DuckDB stub's columns, its units for the roster, and dpgate's own Spark session."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from dpgate import errors
+
+#: Spark's simple type names and the DuckDB type of the stub column.
+_SIMPLE_TYPES = {
+    "boolean": "BOOLEAN",
+    "tinyint": "TINYINT",
+    "smallint": "SMALLINT",
+    "int": "INTEGER",
+    "bigint": "BIGINT",
+    "float": "FLOAT",
+    "double": "DOUBLE",
+    "string": "VARCHAR",
+    "date": "DATE",
+}
+
+
+def parse_source(source: Any) -> tuple[str, str]:
+    """('table', name) or ('parquet', path) from a declaration (``"db.t"`` or ``"parquet:/p"``)."""
+    if not isinstance(source, str) or not source.strip():
+        raise errors.PolicyError(
+            f"spark = {source!r} is not a Spark source", code="DP340",
+            hint="give a table name of the Spark session catalog (spark = \"db.table\") or a Parquet path "
+            "(spark = \"parquet:/data/t\")",
+        )  # fmt: skip
+    if source.startswith("parquet:"):
+        return "parquet", source.removeprefix("parquet:")
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,2}", source):
+        raise errors.PolicyError(
+            f"spark = {source!r} is not a table name", code="DP340",
+            hint="a Spark table name is [catalog.][database.]table of letters, digits and _; "
+            "a Parquet source is written parquet:/path",
+        )  # fmt: skip
+    return "table", source
+
+
+def session_from_settings(settings: dict[str, str]) -> Any:
+    """A Spark session from the policy's ``[backends.spark]`` (master URL and settings)."""
+    master = settings.get("spark_master")
+    if not master:
+        raise errors.InterfaceError(
+            "This table lives in Spark, and no Spark session was given", code="DP263",
+            hint="connect(..., spark=SparkSession) / Owner(..., spark=...), or set [backends.spark] "
+            "master = \"spark://host:7077\" (or \"local[*]\") in the policy; nothing was charged",
+        )  # fmt: skip
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise errors.InterfaceError(
+            "This table lives in Spark, and pyspark is not installed", code="DP263",
+            hint="pip install 'dpgate[spark]' (it needs Java 17 or later); nothing was charged",
+        ) from None  # fmt: skip
+    # No ${...} substitution in the SQL dpgate sends (statement() refuses it anyway).
+    builder = SparkSession.builder.master(master).appName("dpgate").config("spark.sql.variable.substitute", "false")
+    for key, value in json.loads(settings.get("spark_conf") or "{}").items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def session_for(spark: Any) -> Any:
+    """dpgate's own session on the caller's Spark: same catalog and cluster, its own settings."""
+    own = spark.newSession()
+    own.conf.set("spark.sql.ansi.enabled", "false")  # a failed implicit cast gives NULL, never an error
+    own.conf.set("spark.sql.session.timeZone", "UTC")
+    # DECIMAL arithmetic keeps its scale and overflows to NULL, as DuckDB's does; with precision loss
+    # allowed Spark rounds a product of two wide DECIMALs to 6 decimals (red team helper-36)
+    own.conf.set("spark.sql.decimalOperations.allowPrecisionLoss", "false")
+    # The type of a partition column (a directory name like zip=12345) would otherwise be inferred
+    # from the values: one subject's value could turn the declared schema into another, and every
+    # query into a refusal (DP262). Partition columns are strings.
+    own.conf.set("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
+    return own
+
+
+def read_source(spark: Any, source: str, *, owner: bool = True) -> Any:
+    """The source's DataFrame (a lazy plan; reads no row).
+
+    Spark's reason is shown to the owner only: for an analyst it could name a file under a
+    partition directory, i.e. a value.
+    """
+    kind, where = parse_source(source)
+    try:
+        return spark.read.parquet(where) if kind == "parquet" else spark.table(where)
+    except Exception as e:  # noqa: BLE001 - Spark's analysis errors have no common public base class
+        raise errors.PolicyError(
+            f"Spark cannot read {source!r}" + (f": {_first_line(e)}" if owner else ""), code="DP341",
+            hint="check the table name or path from the same Spark session; nothing was charged" if owner
+            else "the data owner checks the source and declares it again; nothing was charged",
+        ) from None
+
+
+def stub_columns(df: Any, source: str) -> list[tuple[str, str]]:
+    """(column, DuckDB type) of a Spark source, or a refusal naming the columns it cannot serve."""
+    out, bad = [], []
+    for field in df.schema.fields:
+        name = field.name.lower()
+        t = field.dataType.simpleString()
+        # A catalog table's CHAR(n) reads as a string whose type Spark keeps in the field's metadata,
+        # and compares it padded with spaces (c = 'ab' holds for the stored 'ab   '): refused
+        declared = str((field.metadata or {}).get("__CHAR_VARCHAR_TYPE_STRING", "")).lower()
+        if declared.startswith("char("):
+            t = declared
+        m = re.fullmatch(r"decimal\((\d+),(\d+)\)", t)
+        if t in _SIMPLE_TYPES:
+            out.append((name, _SIMPLE_TYPES[t]))
+        elif m:
+            out.append((name, f"DECIMAL({m.group(1)},{m.group(2)})"))
+        elif re.fullmatch(r"varchar\(\d+\)", t):
+            out.append((name, "VARCHAR"))
+        else:
+            bad.append(f"{field.name} ({t})")
+    if bad:
+        raise errors.PolicyError(
+            f"The Spark source {source!r} has columns the Spark backend cannot serve: {', '.join(bad)}",
+            code="DP342",
+            hint="protect a Spark view without them (or with them cast); served types are booleans, integers, "
+            "floating point, decimals, strings and dates (not CHAR(n): Spark compares it padded with spaces, "
+            "cast it to STRING in the view)",
+        )
+    if len({n for n, _ in out}) != len(out):
+        raise errors.PolicyError(
+            f"The Spark source {source!r} has column names that differ only in case", code="DP342",
+            hint="rename them in a Spark view",
+        )  # fmt: skip
+    return out
+
+
+def unit_rows(spark: Any, source: str, unit: str, budget_column: str | None):
+    """The source's units (and their smallest budget-column value) as an Arrow table, for the roster."""
+    from pyspark.sql import functions as F
+
+    df = read_source(spark, source)
+    cols = {f.name.lower(): f.name for f in df.schema.fields}
+    u = F.col(f"`{cols[unit]}`")
+    df = df.where(u.isNotNull())
+    if budget_column is None:
+        return df.select(u.alias(unit)).distinct().toArrow()
+    b = F.col(f"`{cols[budget_column]}`").cast("double")
+    return df.groupBy(u.alias(unit)).agg(F.min(b).alias(budget_column)).toArrow()
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0][:300] if text else type(e).__name__
