@@ -33,8 +33,9 @@ VISITS_BOUNDS = {
 
 
 # watchdog: a hung test stops the run with every thread's traceback;
-# disk: a passing test's database files are deleted when it ends.
-pytest_plugins = ["watchdog", "disk"]
+# disk: a passing test's database files are deleted when it ends;
+# scheduling: xdist deals Spark's files to one worker and the longest files first.
+pytest_plugins = ["watchdog", "disk", "scheduling"]
 
 
 @pytest.fixture(scope="session")

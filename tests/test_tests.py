@@ -56,3 +56,15 @@ def test_a_passing_tests_database_files_are_deleted_and_a_failing_tests_kept(tmp
     assert "1 failed, 1 passed" in out, out
     left = sorted(p.relative_to(base).as_posix() for p in base.rglob("*") if p.is_file())
     assert left == ["test_fails0/c.duckdb", "test_passes0/notes.txt"], (left, out)
+
+
+def test_every_file_that_starts_spark_is_dealt_with_the_others():
+    """A file using the ``spark`` fixture outside ``scheduling.SPARK_FILES`` would start a second
+    local Spark (a JVM of about 1.5 GB) on the other worker."""
+    import re
+
+    import scheduling
+
+    uses = re.compile(r"def \w+\([^)]*\bspark\b")
+    found = sorted(p.relative_to(TESTS.parent).as_posix() for p in TESTS.rglob("test_*.py") if uses.search(p.read_text()))
+    assert found == sorted(scheduling.SPARK_FILES)

@@ -6,6 +6,7 @@ import base64
 import os
 import shutil
 import subprocess
+import sys
 import threading
 import time
 
@@ -309,7 +310,7 @@ def test_dpgate_connect_over_a_url_matches_the_embedded_connection(server):
 def test_the_shell_reads_a_script_from_a_server(server):
     script = DP + "COUNT(*) AS n FROM adult;\nSHOW BUDGET;\n"
     run = subprocess.run(
-        ["python", "-m", "dpgate", "shell", server.url("demo")], input=script, capture_output=True, text=True,
+        [sys.executable, "-m", "dpgate", "shell", server.url("demo")], input=script, capture_output=True, text=True,
         timeout=120,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr

@@ -74,7 +74,7 @@ def test_kill_9_mid_load_loses_no_debit(small_db):
     received = 0
     for round_ in range(6):  # six kills at random moments under load
         server = ProcessServer(small_db)
-        stop = threading.Event()
+        stop, served = threading.Event(), threading.Event()
         counts = []
 
         def client():
@@ -86,7 +86,8 @@ def test_kill_9_mid_load_loses_no_debit(small_db):
                             con.execute(QUERY).fetchall()
                             got += 1
                         except psycopg.errors.ConfigurationLimitExceeded:
-                            pass
+                            pass  # the quota is spent (a later round): still a statement served
+                        served.set()
             except psycopg.Error:
                 pass  # the server died under us
             counts.append(got)
@@ -94,7 +95,13 @@ def test_kill_9_mid_load_loses_no_debit(small_db):
         threads = [threading.Thread(target=client) for _ in range(6)]
         for t in threads:
             t.start()
-        time.sleep(rng.uniform(0.4, 1.2))
+        # The kill falls at a random moment *under load*: once the server has answered the round's
+        # first statement (on a loaded machine logging the clients in can take longer than any fixed
+        # delay, and a kill before the first answer tests nothing), then a random while later.
+        deadline = time.monotonic() + 60
+        while not served.wait(0.05) and time.monotonic() < deadline and any(t.is_alive() for t in threads):
+            pass
+        time.sleep(rng.uniform(0.0, 0.8))
         server.kill()
         stop.set()
         for t in threads:

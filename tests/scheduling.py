@@ -1,0 +1,80 @@
+"""How pytest-xdist deals the files out (``--dist loadfile``): Spark's files on one worker, longest first.
+
+``loadfile`` keeps a file's tests on one worker (they share module fixtures) and by default hands
+out the files with the most tests first. Two things made a run on two cores much longer than its
+work divided by two:
+
+* every worker that runs a Spark test starts its own local Spark (a JVM of about 1.5 GB, 40-70 s
+  to start on a loaded machine), and the four files that use it landed on both workers;
+* the test count says little about a file's time (``test_neighbour_spark.py`` has 9 tests and
+  takes the longest), so a long file could start last and run alone at the end.
+
+So the files that use the ``spark`` fixture form one work unit (one JVM per run), and the longest
+units start first (longest-processing-time first: the short ones fill in at the end, whichever
+worker is free). ``SECONDS`` is a measured guide, not a contract: a file missing from it is
+ordered after the listed ones by its test count, as xdist would, and a stale entry only changes
+the order. Without xdist, or with another ``--dist``, nothing changes.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+#: The files whose tests use the ``spark`` fixture: one work unit, so one local Spark per run.
+SPARK_FILES = (
+    "tests/backends/test_spark_backend.py",
+    "tests/privacy/test_neighbour_spark.py",
+    "tests/privacy/test_spark_types.py",
+    "tests/test_examples.py",
+)
+SPARK_UNIT = "spark: " + ", ".join(SPARK_FILES)
+
+#: Seconds each of the longest units took (summed test times of a run on two loaded cores).
+SECONDS = {
+    SPARK_UNIT: 960,
+    "tests/mechanisms/test_ladder_bounds.py": 140,
+    "tests/interfaces/test_owner_cli.py": 120,
+    "tests/mechanisms/test_privbayes.py": 120,
+    "tests/server/test_server_load.py": 118,
+    "tests/test_layout.py": 107,
+    "tests/privacy/test_neighbour_corpus.py": 105,
+    "tests/queries/test_counting_exact.py": 101,
+    "tests/privacy/test_neighbour_charged.py": 87,
+    "tests/privacy/test_run_epsilon_refusals.py": 85,
+    "tests/queries/test_synthetic_queries.py": 84,
+    "tests/interfaces/test_demo_tour.py": 76,
+    "tests/privacy/test_timing.py": 75,
+    "tests/queries/test_topk_queries.py": 74,
+    "tests/mechanisms/test_ladder_intervals.py": 68,
+    "tests/mechanisms/test_laplace.py": 65,
+    "tests/mechanisms/test_diffpart.py": 63,
+    "tests/test_ledger.py": 50,
+}
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class Scheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return SPARK_UNIT if scope in SPARK_FILES else scope
+
+        def schedule(self) -> None:
+            if self.collection is None and self.collection_is_completed:
+                self._longest_first = True
+            super().schedule()
+
+        def _assign_work_unit(self, node) -> None:
+            if getattr(self, "_longest_first", False):  # once, before the first unit is dealt
+                self._longest_first = False
+                known = sorted((s for s in self.workqueue if s in SECONDS), key=lambda s: -SECONDS[s])
+                rest = [s for s in self.workqueue if s not in SECONDS]
+                for scope in known + rest:
+                    self.workqueue.move_to_end(scope)
+            super()._assign_work_unit(node)
+
+    return Scheduling(config, log)
