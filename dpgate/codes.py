@@ -91,7 +91,6 @@ CODES: dict[str, Code] = {
     "DP214": _c(E.PolicyError, "A GROUP BY key without a declared domain where DP key selection is not possible (delta = 0, or too few subjects)."),
     "DP215": _c(E.UnsupportedQueryError, "A join dpgate cannot answer: a self-join, different subject spaces, not on the privacy unit, or a graph join other than the triangle."),
     "DP216": _c(E.UnsupportedQueryError, "A subquery, CTE or set operation dpgate cannot answer over protected data."),
-    "DP217": _c(E.UnsupportedQueryError, "A window function, QUALIFY, SAMPLE or another clause dpgate does not support over a protected table."),
     "DP218": _c((E.ProgrammingError, E.UnsupportedQueryError), "An unknown or ambiguous column or alias, or a join condition or kind that is not supported."),
     "DP219": _c((E.UnsupportedQueryError, E.PolicyError), "A query shape, option combination or size no query class answers (the message says which; see SPLIT.md)."),
     "DP220": _c(E.NotSupportedError, "A function, table function, schema or database analysts may not use."),

@@ -102,7 +102,7 @@ def test_every_module_imports_alone_in_a_fresh_interpreter():
     procs = [subprocess.Popen([sys.executable, "-c", _import_each(h)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for h in halves]  # fmt: skip
     for proc in procs:
-        out, err = proc.communicate(timeout=120)
+        out, err = proc.communicate(timeout=900)  # a hang guard: a loaded machine takes minutes
         assert proc.returncode == 0, out + err
 
 
@@ -182,7 +182,8 @@ def test_public_names_keep_working():
 #: mechanisms because the debit runs the personalization mechanism (``mechanisms.pdp``) inside
 #: its transaction.
 STAGES = (
-    ("dpgate.errors", "dpgate.codes", "dpgate.memo", "dpgate.resources", "dpgate.database", "dpgate.noise"),
+    ("dpgate.errors", "dpgate.codes", "dpgate.memo", "dpgate.resources", "dpgate.database", "dpgate.noise",
+     "dpgate.scram"),
     ("dpgate.mechanisms",),
     ("dpgate.catalog",),
     ("dpgate.frontend",),
