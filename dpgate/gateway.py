@@ -22,7 +22,6 @@ from typing import Any
 from sqlglot import exp
 
 from dpgate import backends, database, errors, noise, queries, statements
-from dpgate.backends import spark as spark_backend
 from dpgate.catalog import caps
 from dpgate.catalog import releases as registry
 from dpgate.catalog import tables as catalog_mod
@@ -164,12 +163,9 @@ class Gateway:
         return Context(cat, self.session, self.facts)
 
     def _plane(self, engine: str) -> Any:
-        """The data plane of tables whose rows are not in this file (``dpgate.backends``)."""
+        """The data plane of tables whose rows are not in this file (``dpgate.backends``), made once."""
         if engine not in self._planes:
-            session = self._spark if self._spark is not None else spark_backend.session_from_settings(
-                self.catalog().settings
-            )
-            self._planes[engine] = spark_backend.SparkPlane(session)
+            self._planes[engine] = backends.plane_for(engine, spark=self._spark, settings=lambda: self.catalog().settings)
         return self._planes[engine]
 
     def _randomness(self) -> noise.Randomness:
