@@ -37,14 +37,35 @@ def test_honest_clients_are_served_beside_hostile_ones(make_db):
     add_logins(path, ["alice", "bob", "mallory"])
     server = ThreadServer(path, guard=LoginGuard(delay=0.2, max_delay=1.0), public_timeout=2.0)
     rng = random.Random(20261124)
-    stop = time.monotonic() + HOSTILE_SECONDS
+    # What an honest login and statement take on this machine now, with nobody attacking: on a loaded
+    # machine they alone can approach the bounds, which are then ten times these instead.
+    start = time.monotonic()
+    with psycopg.connect(server.url("boss", OWNER_PASSWORD), autocommit=True, connect_timeout=30) as con:
+        login_alone = time.monotonic() - start
+        start = time.monotonic()
+        con.execute("dpgate budget").fetchall()
+        statement_alone = time.monotonic() - start
+    login_bound = max(LOGIN_BOUND, 10 * login_alone)
+    statement_bound = max(STATEMENT_BOUND, 10 * statement_alone)
+    start = time.monotonic()
+
+    def running() -> bool:
+        """The attack lasts HOSTILE_SECONDS, and on a slow machine until every honest client has logged
+        in three times (at most a minute): what is checked is their turns beside the attack, not how
+        many fit in a fixed time."""
+        now = time.monotonic()
+        if now < start + HOSTILE_SECONDS:
+            return True
+        done = [u for u, _ in honest_logins]
+        return now < start + 60 and any(done.count(u) < 3 for u in ("alice", "bob", "boss"))
+
     rss_before = rss_mb()
     counts = {"idle": 0, "guesses": 0, "unread": 0, "endless": 0}
     lock = threading.Lock()
 
     def idle_sockets():
         held: list[socket.socket] = []
-        while time.monotonic() < stop:  # 80 silent sockets from 127.0.1.x, reopened as the server closes them
+        while running():  # 80 silent sockets from 127.0.1.x, reopened as the server closes them
             held = [s for s in held if not _closed(s)]
             while len(held) < 80:  # more than the group's 64 slots
                 try:
@@ -60,7 +81,7 @@ def test_honest_clients_are_served_beside_hostile_ones(make_db):
 
     def guesser(k: int):
         n = 0
-        while time.monotonic() < stop:
+        while running():
             name = names[rng.randrange(len(names))]
             source = f"127.{k}.{n % 250}.{1 + (n // 250) % 250}"
             verdict, _, _ = rawclient.login(server.port, name, f"guess {k} {n}", source=source, timeout=30)
@@ -80,7 +101,7 @@ def test_honest_clients_are_served_beside_hostile_ones(make_db):
         # asks for 10M rows and reads none; asks again once the public timeout ended it
         with hostile_session() as con:
             sock = socket.socket(fileno=socket.dup(con.pgconn.socket))
-            while time.monotonic() < stop:
+            while running():
                 body = b"SELECT range AS a, range AS b FROM range(10000000)\x00"
                 sock.sendall(b"Q" + struct.pack("!i", len(body) + 4) + body)
                 with lock:
@@ -90,7 +111,7 @@ def test_honest_clients_are_served_beside_hostile_ones(make_db):
 
     def endless():
         with hostile_session() as con:
-            while time.monotonic() < stop:
+            while running():
                 try:
                     con.execute("SELECT count(*) FROM range(100000000000000)")
                 except psycopg.errors.QueryCanceled:
@@ -103,7 +124,7 @@ def test_honest_clients_are_served_beside_hostile_ones(make_db):
 
     def honest(user: str, password: str, statements: list[str]):
         time.sleep(1.0)  # the attack is under way
-        while time.monotonic() < stop:
+        while running():
             start = time.monotonic()
             try:
                 with psycopg.connect(server.url(user, password), autocommit=True, connect_timeout=30) as con:
@@ -136,8 +157,8 @@ def test_honest_clients_are_served_beside_hostile_ones(make_db):
         assert failures == []
         by_user = {u for u, _ in honest_logins}
         assert by_user == {"alice", "bob", "boss"} and len(honest_logins) >= 9
-        assert max(s for _, s in honest_logins) < LOGIN_BOUND, sorted(honest_logins, key=lambda x: -x[1])[:3]
-        assert max(honest_statements) < STATEMENT_BOUND
+        assert max(s for _, s in honest_logins) < login_bound, sorted(honest_logins, key=lambda x: -x[1])[:3]
+        assert max(honest_statements) < statement_bound
         assert counts["guesses"] > 20 and counts["idle"] > 80 and counts["unread"] >= 6 and counts["endless"] >= 2
         assert server.server.prelogin.evicted > 0  # idle sockets made room for logins
         assert grown < 500, grown  # three clients of 10M unread rows each held 4 GB when results were built whole
