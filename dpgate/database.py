@@ -226,8 +226,8 @@ def typed_list(name: str, values: list[Any], sql_type: str) -> tuple[str, list[A
     """SQL reading the list parameter ``$name`` as ``sql_type[]``, and the value to bind to it.
 
     DuckDB's Python binding turns a float NaN inside a list into NULL (a scalar NaN stays NaN): a
-    declared NaN domain value then matched no row, and a NaN cell was released as NULL (red team
-    helper-40). A list of a floating-point type holding a NaN travels as text instead — Python's
+    declared NaN domain value then matched no row, and a NaN cell was released as NULL. A
+    list of a floating-point type holding a NaN travels as text instead — Python's
     ``repr`` of a float reads back as the same double — and is read as DOUBLE before ``sql_type``,
     as the list of floats was."""
     if not any(isinstance(v, float) and math.isnan(v) for v in values):

@@ -325,7 +325,7 @@ def check_post(con: duckdb.DuckDBPyConnection, plan: Any, columns: int) -> None:
     """Before the debit: run the post-processing (SELECT expressions, HAVING, ORDER BY over the noisy
     values) over one row of NULLs, its ``columns`` noisy values typed as integers and then as doubles
     (their run-time type is one of the two). A statement that runs neither way fails whatever the data
-    and the noise — ``HAVING n > 'abc'`` — and was charged before it failed (red team helper-42): it is
+    and the noise — ``HAVING n > 'abc'`` — and was charged before it failed: it is
     refused here, free. (Over no rows DuckDB never evaluates the conversion, and EXPLAIN does not either.)"""
     null = np.array([None], dtype=object)
     statements = [

@@ -184,7 +184,7 @@ def _drop_synthetic(gw: Any, classified: Classified, cat: Catalog) -> Result:
     name = statement.this.name.lower()
     schema = statement.this.args.get("db")
     if statement.this.args.get("catalog") is not None or (schema is not None and schema.name.lower() != "main"):
-        # releases live in main; other.r named main.r (red team helper-43)
+        # releases live in main: a name in another schema would otherwise reach main's table of the same name
         raise errors.ProgrammingError(f"No release {statement.this.sql(dialect='duckdb')}: releases are tables of "
                                       "schema main", code="DP225", hint=f"DROP SYNTHETIC TABLE {name}")  # fmt: skip
     graph_nodes = {t.graph.get("node_table") for t in cat.tables.values() if t.graph}

@@ -1,4 +1,4 @@
-"""End to end: what a query charges equals the ε its mechanism runs at (red-team class 2)."""
+"""End to end: what a query charges equals the ε its mechanism runs at."""
 
 from __future__ import annotations
 

@@ -242,8 +242,8 @@ def test_a_subject_added_after_the_debit_is_not_used(make_db, monkeypatch):
 
 
 def test_charges_are_rounded_up_to_the_ledgers_resolution(make_db):
-    """A δ below the ledger's 18 decimals is charged one quantum, never 0 (red-team finding F1:
-    key selection ran with δ = 4e-19 and the ledger recorded nothing)."""
+    """A δ below the ledger's 18 decimals is charged one quantum, never 0: else key
+    selection run at δ = 4e-19 would be recorded as nothing spent."""
     assert ledger.charge(4e-19) == Decimal("1E-18")
     assert ledger.charge(1.5e-18) == Decimal("2E-18")
     assert ledger.charge(0.25) == Decimal("0.25") and ledger.charge(0) == 0

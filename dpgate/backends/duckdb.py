@@ -339,7 +339,7 @@ def _run(
     # A view is computed anew by every statement that reads it, and may not compute the same units
     # each time (random() is allowed in one): facts, or a per-subject count, read by one statement
     # need not describe the rows the aggregate's statement computes. Over a view, every subject's
-    # rows are bounded inside the aggregate's own statement (red team, helper-39).
+    # rows are bounded inside the aggregate's own statement.
     volatile = not all(t.base_table for t in (plan.table, *plan.joined))
     order_id = sample_order.current(con, plan.table) if orderable(plan) and not volatile else None
     facts = use_stats and not plan.joined and not plan.prebound and not volatile

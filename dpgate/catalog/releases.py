@@ -120,8 +120,8 @@ def drop(con: duckdb.DuckDBPyConnection, name: str, *, by: str, owner: bool = Fa
             hint="ask its creator or the owner",
         )
     with transaction(con):
-        # A table the owner has protected since is not the release's any more (red team helper-37: an
-        # analyst's DROP SYNTHETIC TABLE deleted a protected table that had been a release's side table).
+        # A table the owner has protected since is not the release's any more: else an
+        # analyst's DROP SYNTHETIC TABLE would delete a protected table that had been a release's side table.
         protected = {str(r[0]).lower() for r in con.execute(f"SELECT table_name FROM {SCHEMA}.protected_tables").fetchall()}
         for part in [rec.name, *(rec.parameters or {}).get("extra_tables", [])]:  # e.g. a set-valued release's itemsets
             if str(part).lower() in protected:

@@ -82,8 +82,8 @@ _FLOAT_NAMES = {"FLOAT", "REAL", "DOUBLE"}
 def join_exact(left: str, right: str) -> bool:
     """``join_safe``, and an equality that no two distinct values of one side satisfy with one value of
     the other: not an integer type with a floating-point one, which DuckDB compares as doubles (the
-    distinct BIGINT ids 2^60 + i all equal the DOUBLE 2^60: one edge row joined 30 node ids, red team
-    helper-44). Integer types compare exactly among themselves (HUGEINT with UHUGEINT, compared as
+    distinct BIGINT ids 2^60 + i all equal the DOUBLE 2^60: one edge row joined 30 node
+    ids). Integer types compare exactly among themselves (HUGEINT with UHUGEINT, compared as
     doubles, is not ``join_safe``), FLOAT with DOUBLE too (each FLOAT is one DOUBLE)."""
     a, b = left.upper().strip(), right.upper().strip()
     return join_safe(a, b) and (a == b or (a in _FLOAT_NAMES) == (b in _FLOAT_NAMES))
@@ -396,7 +396,7 @@ def column_collation(
     grouping, joins and ``IN``, but not to ``count(DISTINCT ...)`` or to a PRIMARY KEY / UNIQUE index:
     with a case-insensitive unit, 'a' and 'A' are one subject to the roster and the row bound, two to
     the subject count (sensitivity 1 became 4) and to the index (which dpgate read as "one row per
-    subject": red team, helper-39). Such a unit is refused. Read from a base table's CREATE statement
+    subject"). Such a unit is refused. Read from a base table's CREATE statement
     (any COLLATE on the unit column) and, for tables and views alike, by grouping probe strings in the
     column's own type (a zero-row read of the column: no row is read). The same test tells whether a
     text column of a unique constraint, a graph's endpoint or a lookup's key compares with one."""
@@ -426,8 +426,7 @@ def column_collation(
 
 def _unit_collation(con, tname: str, kind: str, unit: str, options: str | None, cols: dict, definition: str) -> str | None:
     """``column_collation`` of a table's unit, and for a graph of both endpoints: with ``dst COLLATE NOCASE``
-    the endpoint join matched 'x' and 'X' of the node table, and one edge row became several edges
-    (red team helper-45)."""
+    the endpoint join matched 'x' and 'X' of the node table, and one edge row became several edges."""
     names, what = [unit], "unit column"
     if kind == "graph":
         graph = (json.loads(options) if options else {}).get("graph") or {}
@@ -449,7 +448,7 @@ def domain_problem(con: duckdb.DuckDBPyConnection, sql_type: str, values: list[A
     type cannot hold, two values that the type reads as one ([1, 1.0] in an INTEGER: one cell counted
     twice), or a number the two routes into DuckDB read differently (dpgate hands a domain over as
     numbers — counting, top-k: a float is a DOUBLE first — or as text — releases, Spark; 0.145 in a
-    DECIMAL(10, 2) is 0.14 one way and 0.15 the other, red team helper-41). ``protect`` refuses
+    DECIMAL(10, 2) is 0.14 one way and 0.15 the other). ``protect`` refuses
     such a domain; ``load`` finds one declared before that check, or made wrong by a later ALTER of
     the column's type, and no statement over the table runs (``Column.domain_problem``)."""
     return domain_problems(con, [(sql_type, values)])[0]
@@ -576,7 +575,7 @@ def load(con: duckdb.DuckDBPyConnection) -> Catalog:
         types = dict(table_columns(con, tname))
         # A unique index compares text as bytes, GROUP BY, joins and DISTINCT with the column's collation:
         # under PRIMARY KEY (uid, item COLLATE NOCASE) a subject's 'a' and 'A' rows are one item to top-k's
-        # domain join, counted twice (red team helper-44). Such a set proves nothing dpgate relies on.
+        # domain join, counted twice. Such a set proves nothing dpgate relies on.
         collated = {
             c for c in set().union(*unique) if c in types
             and column_collation(con, tname, c, types[c], definitions.get(tname) or "")

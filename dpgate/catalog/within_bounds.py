@@ -149,7 +149,7 @@ def stored_types(con, table: str, definition: str | None = None) -> dict[str, st
     names), or {} when it is not a base table or has a generated column. A view's column or a
     generated column is computed anew at each read (``random()`` is allowed in both), so what a
     check read is not what the aggregate reads; and a column's type is read in the snapshot of the
-    check because the owner may have changed it since the plan was made (red team, helper-28)."""
+    check because the owner may have changed it since the plan was made."""
     if definition is None:  # "" unless a base table of main (the caller may have read it in this snapshot)
         definition = sample_order.definition(con, table)
     if not definition or generated(definition):

@@ -147,7 +147,7 @@ def bind_check(con: duckdb.DuckDBPyConnection, plan: TopKPlan, charged: str) -> 
         bind(con, _pairs_from_columns(plan, charged))
         _bind_post(con, plan)
         return
-    check_post(con, plan, 2)  # the noisy score and its rank (red team helper-42: HAVING n > 'abc')
+    check_post(con, plan, 2)  # the noisy score and its rank (HAVING n > 'abc')
     if plan.key_selection is None:
         bind(con, _pairs_from_domains(plan, charged, params), params)
         for name, values in params.items():  # the public domains must cast to the keys' types
@@ -357,7 +357,7 @@ class TopKQuery(QueryClass):
     def check_at_debit(self, con: duckdb.DuckDBPyConnection, plan: TopKPlan, subjects) -> None:
         """In the debit's transaction, before anything is written: the selection runs at the ε the
         personalization plan leaves (``minimum`` can leave far less than asked: tps_pfm over 20,000
-        items failed after the debit, red team helper-44). A refusal here rolls the debit back: free."""
+        items failed after the debit). A refusal here rolls the debit back: free."""
         factor = _run_factor(plan, subjects)
         _check_selection(plan.n_items or plan.k, plan.k, plan.selection_epsilon * factor, plan.method,
                          f"Top-k at ε={plan.epsilon * factor:.3g}, what the personalization rule leaves this query",

@@ -183,7 +183,7 @@ def test_answers_and_charges_like_duckdb(spark, spark_db):
         ("SELECT * FROM dp_top_k_columns('t', k => 2)", "DP260"),  # a table function naming the Spark table
         ("SELECT COUNT(*) FROM t WHERE region LIKE 'n!%' ESCAPE '!'", "DP261"),
         ("SELECT COUNT(*) FROM t AS __c WHERE __c.income > 1", "DP261"),  # dpgate's own alias for the units
-        # Spark substitutes ${...} inside string literals (red team helper-35: '${env:HOME}' = '/root'
+        # Spark substitutes ${...} inside string literals ('${env:HOME}' = '/root'
         # held, and an analysis error printed ${env:SECRET} for free)
         ("SELECT COUNT(*) FROM t WHERE '${env:HOME}' = '/root'", "DP261"),
         ("SELECT COUNT(*) FROM t WHERE CASE WHEN income > 1 THEN '${system:user.name}' ELSE income > 2 END", "DP261"),
@@ -196,7 +196,7 @@ def test_answers_and_charges_like_duckdb(spark, spark_db):
         ("SELECT COUNT(*) FROM t WHERE CAST(income / 3 AS VARCHAR) LIKE '1%'", "DP261"),
         ("SELECT COUNT(*) FROM t WHERE CAST(income / 3 AS DECIMAL(10, 2)) > 5", "DP261"),
         ("SELECT COUNT(*) FROM t WHERE CAST(kind || '1' AS DOUBLE) > 5", "DP261"),
-        # what else the engines compute differently (red team helper-36)
+        # what else the engines compute differently
         ("SELECT COUNT(*) FROM t WHERE income + 1 IS NULL", "DP261"),  # DuckDB's TRY nulls the whole expression
         ("SELECT COUNT(*) FROM t WHERE COALESCE(v * 1000000000, 0) = 0", "DP261"),
         ("SELECT COUNT(*) FROM t WHERE v * 2 > 3 OR region = 'north'", "DP261"),

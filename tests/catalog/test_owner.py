@@ -189,7 +189,7 @@ def test_a_roster_from_the_rows_is_announced_public(tmp_path):
 
 
 def test_a_table_name_with_a_double_quote_is_queried_and_charged(tmp_path):
-    """Its roster and subjects view are quoted in every statement (red team helper-37: SHOW BUDGET and
+    """Its roster and subjects view are quoted in every statement (unquoted, SHOW BUDGET and
     every DP query on it failed)."""
     import duckdb
 
@@ -210,7 +210,7 @@ def test_a_table_name_with_a_double_quote_is_queried_and_charged(tmp_path):
 
 @pytest.mark.parametrize("declaration, domain, ok", [
     ("DECIMAL(10, 2)", [0.14, 0.15], True),
-    ("DECIMAL(10, 2)", [0.145], False),  # 0.14 from the double, 0.15 from the text (red team helper-41)
+    ("DECIMAL(10, 2)", [0.145], False),  # 0.14 from the double, 0.15 from the text
     ("DECIMAL(10, 2)", ["0.145"], True),  # text: read one way only
     ("DECIMAL(10, 2)", [1, 1.0], False),  # one value twice
     ("FLOAT", [0.1, 0.5], True),  # both routes give the FLOAT nearest to 0.1
@@ -269,7 +269,7 @@ def test_a_domain_that_no_longer_fits_its_column_stops_the_tables_statements_fre
 def test_a_login_does_not_move_the_catalog_version(raw_db):
     """A login is not a declaration: an analyst changing their password (ALTER ROLE over the server) moved
     the catalog version, which restarted other analysts' statements in flight or failed them after
-    their debit (red team helper-42: 1.37 of bob's 2.32 ε spent on failures)."""
+    their debit (1.37 of bob's 2.32 ε spent on failures)."""
     with Owner(raw_db) as o:
         o.protect("t", unit="uid", epsilon=1.0)
         o.add_analyst("alice", epsilon=1.0)
@@ -287,7 +287,7 @@ def test_a_login_does_not_move_the_catalog_version(raw_db):
 
 def test_an_owner_login_and_an_analyst_never_share_a_name(raw_db):
     """An analyst added under an owner login's name logged in as the owner, and a later analyst login
-    of that name replaced the owner's (red team helper-42)."""
+    of that name replaced the owner's."""
     with Owner(raw_db) as o:
         o.set_login("boss", password="the owner's long password", owner=True)
         with pytest.raises(errors.PolicyError) as info:

@@ -230,7 +230,7 @@ def test_non_finite_parameters_keep_their_meaning(seeded):
 
 
 def test_decimal_parameters_are_values(seeded):
-    """Decimal('NaN') was written as a bare NaN and read back as a column name (DP218; red team helper-42)."""
+    """Decimal('NaN') was written as a bare NaN and read back as a column name (DP218)."""
     import decimal
 
     cur = seeded.cursor()
@@ -251,8 +251,8 @@ def test_decimal_parameters_are_values(seeded):
 
 
 def test_post_processing_that_cannot_run_is_refused_before_the_debit(seeded):
-    """HAVING n > 'abc' fails whatever the data and the noise: it was charged, then failed (DP231; red team
-    helper-42). It is now run over a row of NULLs before the debit, and refused free."""
+    """HAVING n > 'abc' fails whatever the data and the noise: it was charged, then failed (DP231). It
+    is now run over a row of NULLs before the debit, and refused free."""
     cur = seeded.cursor()
     before = seeded.budget()
     for sql in ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5) sex, COUNT(*) AS n FROM adult GROUP BY sex HAVING n > 'abc'",
@@ -279,13 +279,13 @@ def test_public_timestamptz_values_come_back_as_aware_utc_datetimes(con):
 
 def test_a_parameter_bound_as_an_element_index_keeps_its_value():
     """sqlglot keeps element indexes 0-based and adds DuckDB's 1 when it writes an integer one: x[?]
-    bound to 1 was written x[2] (red team helper-42). Slices and map keys are not shifted."""
+    bound to 1 was written x[2]. Slices and map keys are not shifted."""
     from dpgate.frontend.dialect import parse_one, to_sql
     from dpgate.frontend.parameters import bind_parameters
 
     bound = bind_parameters(parse_one("SELECT x[?], x[?], m[?], x[?:?], x[$1] FROM t"), [1, -1, "k", 1, 2])
     assert to_sql(bound) == "SELECT x[1], x[-1], m['k'], x[1:2], x[1] FROM t"
-    # a string's or a map's [?] is not shifted (red team helper-44)
+    # a string's or a map's [?] is not shifted
     bound = bind_parameters(parse_one("SELECT 'abc'[?], MAP {1: 2}[?] FROM t"), [2, 1])
     assert to_sql(bound) == "SELECT 'abc'[2], MAP {1: 2}[1] FROM t"
 
@@ -293,7 +293,7 @@ def test_a_parameter_bound_as_an_element_index_keeps_its_value():
 @pytest.mark.parametrize("sql", ["SELECT a FROM t WHERE a > $1.5", "SELECT a FROM t WHERE a > ?.5", "SELECT $²"])
 def test_what_is_not_a_parameter_is_refused(sql):
     """$1.5 read as the parameter, a dot and 5 (bound to 30 it ran as 30.5; DuckDB refuses it), and $²
-    raised Python's ValueError (red team helper-44)."""
+    raised Python's ValueError."""
     from dpgate.frontend.dialect import parse_one
     from dpgate.frontend.parameters import bind_parameters
 

@@ -54,7 +54,7 @@ def test_no_subject_is_used_beyond_its_charge(levels, rule, requested):
 
 @pytest.mark.parametrize("rule", pdp.RULES)
 def test_equal_allowances_below_epsilon_run_at_the_allowance(rule):
-    """The red-team case: every subject has a = 0.3 left and the query asks ε = 1."""
+    """Equal allowances below ε: every subject has a = 0.3 left and the query asks ε = 1."""
     levels = [pdp.Level(Decimal("0.3"), 1000)]
     try:
         plan = pdp.plan(rule, levels, Decimal("1"), min_size=1)

@@ -1,4 +1,4 @@
-"""A privacy unit whose column carries a collation is refused (red team, helper-39).
+"""A privacy unit whose column carries a collation is refused.
 
 DuckDB applies a collation (``COLLATE NOCASE``, NOACCENT, NFC, ICU) to grouping, joins and ``IN``,
 but not to ``count(DISTINCT ...)`` nor to a PRIMARY KEY / UNIQUE index. With a case-insensitive unit,
@@ -78,8 +78,8 @@ def test_a_collation_added_after_protect_refuses_every_statement_free(tmp_path, 
 def test_a_unique_key_over_a_collated_column_proves_nothing(tmp_path):
     """Under PRIMARY KEY (uid, item) with item COLLATE NOCASE the index holds a subject's 'a' and 'A' as
     two rows; top-k read the key as "each subject holds each item once", skipped its DISTINCT, and its
-    domain join (which applies the collation) counted the subject twice for item 'a' (red team
-    helper-44: one subject moved an item by 2^length). A unique set with a collated column no longer
+    domain join (which applies the collation) counted the subject twice for item 'a' (one
+    subject moved an item by 2^length). A unique set with a collated column no longer
     counts as one; the subject counts once."""
     path = _db(tmp_path, "CREATE TABLE t (uid INTEGER, item VARCHAR COLLATE NOCASE, PRIMARY KEY (uid, item));"
                          "INSERT INTO t VALUES (1, 'a'), (1, 'A'), (1, 'b'), (2, 'b'), (3, 'b'), (4, 'b')")  # fmt: skip

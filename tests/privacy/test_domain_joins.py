@@ -1,5 +1,5 @@
 """A declared domain whose values are not of the column's type: one subject's unconvertible value
-must not decide between an answer and an error after the debit (red team helper-37).
+must not decide between an answer and an error after the debit.
 
 DiffPart and PrivTree Markov joined the item / symbol column with the declared values by a bare
 ``=``; with a numeric domain on a VARCHAR column DuckDB cast the column, so one row holding 'X9'

@@ -1,7 +1,7 @@
 """A lookup join never repeats a row (README, "Joins"): its key must compare exactly.
 
 A public table joins a protected one only on columns whose values are unique in it. Two comparisons
-broke that promise (red team helper-45): a DOUBLE column against unique BIGINT keys compares as doubles
+broke that promise: a DOUBLE column against unique BIGINT keys compares as doubles
 (the keys 2^60 + i all equal 2^60: one protected row met 50 lookup rows), and a protected text column
 with a collation against keys unique as bytes ('x' met 'x' and 'X': 101 rows counted 301). Rows were
 still bounded per subject after the join, so no privacy break; both joins are now refused (DP218, free).

@@ -169,7 +169,7 @@ def test_neighbour_harness_on_spark_can_fail(neighbours):
     assert harness.compare(before, after, scale=0.01)
 
 
-#: Rows at the edges of their types (red teams helper-36 and -38): the minimum INTEGER and BIGINT,
+#: Rows at the edges of their types: the minimum INTEGER and BIGINT,
 #: NaN, ±Infinity, -0.0, halves. One row per subject: nothing is sampled.
 EDGES = """
 CREATE TABLE e AS SELECT * FROM (VALUES

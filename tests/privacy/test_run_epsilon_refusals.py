@@ -2,7 +2,7 @@
 
 A personalization rule can run a statement at far less than the ε asked (``minimum``: the smallest
 allowance; ``sample``: the largest allowance when nobody has the ε asked). The planner checked a
-mechanism's limits at the ε asked, so a top-k (red team helper-44) or a synthetic release (helper-43)
+mechanism's limits at the ε asked, so a top-k or a synthetic release
 that cannot run at the rule's ε was charged and then failed. The check now also runs inside the debit's
 transaction, against the personalization plan, before anything is written: a refusal there is free.
 Likewise a DiffPart release whose first step's ε is below the noise sampler's floor (refused at
@@ -76,7 +76,7 @@ def test_a_release_its_rule_cannot_run_is_refused_before_the_debit(make_db, rule
 
 def test_diffpart_below_the_noise_floor_is_refused_at_planning(make_db):
     """6,000 items, fan-out 2, ε = 1e-6: the root operation's ε (ε/2 over 6,002 internal nodes, 8.3e-11)
-    is below the sampler's floor; it failed after the debit (helper-43 F5)."""
+    is below the sampler's floor; it failed after the debit."""
     items = [f"i{k}" for k in range(6000)]
     path = make_db("CREATE TABLE t AS SELECT i % 50 AS uid, 'i' || (i % 6000) AS item FROM range(500) r(i)",
                    analysts=ANALYST)  # fmt: skip
@@ -90,7 +90,7 @@ def test_diffpart_below_the_noise_floor_is_refused_at_planning(make_db):
 
 def test_a_name_another_statement_is_making_is_refused_before_the_debit(make_db):
     """Two analysts creating one name at once both passed the name check and were both charged; the
-    second then failed at its write (helper-43 F1). A name in the making is refused, free."""
+    second then failed at its write. A name in the making is refused, free."""
     path = make_db("CREATE TABLE t AS SELECT i AS pid, i % 5 AS a FROM range(300) r(i)",
                    protect={"t": {"unit": "pid", "bounds": {"a": (0, 4)}}}, analysts=ANALYST)  # fmt: skip
     sql = "CREATE SYNTHETIC TABLE same FROM t WITH (epsilon = 1)"
@@ -114,7 +114,7 @@ def test_a_name_another_statement_is_making_is_refused_before_the_debit(make_db)
 
 def test_a_release_side_table_in_the_making_is_refused_before_the_debit(make_db):
     """A DiffPart release writes NAME and NAME_itemsets: another statement's release named r_itemsets made
-    a DiffPart release r fail after its debit (red team helper-45). Both names are reserved."""
+    a DiffPart release r fail after its debit. Both names are reserved."""
     path = make_db("CREATE TABLE t AS SELECT i % 100 AS uid, ['a', 'b', 'c'][1 + i % 3] AS item FROM range(300) r(i)",
                    analysts=ANALYST)  # fmt: skip
     with Owner(path) as owner:

@@ -227,14 +227,14 @@ def test_the_harness_sees_an_uncoupled_order(make_db, tmp_path):
             harness.check_statement(gw_d, gw_n, STATEMENTS[0].format(opts=""))
 
 
-# -- red team of the stored order (helper-25) ------------------------------------------------------
+# -- a stored order against later columns, copies and failed rebuilds ------------------------------
 def _count_and_sum(gw, sql="SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) COUNT(*), SUM(x) FROM t"):
     got, _ = _exact(gw, sql)
     return got[(0, "count")][0], got[(1, "sum")][0]
 
 
 def test_a_table_column_named_like_the_rank_is_never_the_rank(make_db):
-    """F1: a column __dp_rank added after protect() was read as the rank, and the one-pass filter's
+    """A column __dp_rank added after protect() was read as the rank, and the one-pass filter's
     global count let a subject keep 3 rows with max_rows 2. Now such a table samples per query,
     and the order's rank comes first in dpgate's subquery whatever the table gains later."""
     path = make_db("CREATE TABLE t(uid INTEGER, x INTEGER); "
@@ -255,7 +255,7 @@ def test_a_table_column_named_like_the_rank_is_never_the_rank(make_db):
 
 
 def test_a_missing_order_table_is_rebuilt(make_db):
-    """F2: an order table dropped by hand made every query a DP230 refusal until the owner acted."""
+    """An order table dropped by hand made every query a DP230 refusal until the owner acted."""
     path = _protect(make_db)
     harness.mutate(path, f"DROP TABLE {sample_order.table_sql('t')}")
     with harness.gateways(path) as (gw,):
@@ -264,7 +264,7 @@ def test_a_missing_order_table_is_rebuilt(make_db):
 
 
 def test_a_copied_file_does_not_share_the_facts(make_db, tmp_path):
-    """F3: the facts cached under an order's build id were reused for a copy of the file whose order
+    """The facts cached under an order's build id were reused for a copy of the file whose order
     had gained rows: a subject kept 12 rows with max_rows 2. The database's path is in the key."""
     path = make_db("CREATE TABLE t AS SELECT i % 5 AS uid, i AS x FROM range(10) r(i)",
                    protect={"t": {"unit": "uid", "max_rows": 2, "epsilon": 1e6, "bounds": {"x": (0, 100)},
@@ -280,7 +280,7 @@ def test_a_copied_file_does_not_share_the_facts(make_db, tmp_path):
 
 
 def test_a_failed_rebuild_leaves_the_connection_usable(make_db, monkeypatch):
-    """F4: an exception other than DuckDB's inside the rebuild left the analyst's connection in an
+    """An exception other than DuckDB's inside the rebuild left the analyst's connection in an
     open transaction. The rebuild now runs on a cursor of its own and rolls back on anything."""
     import dpgate
     from dpgate.catalog import sample_order as so
@@ -305,7 +305,7 @@ def test_a_failed_rebuild_leaves_the_connection_usable(make_db, monkeypatch):
 
 
 def test_a_failing_rebuild_is_not_retried_by_every_query(make_db, monkeypatch):
-    """helper-26 F3: a rebuild that keeps failing was retried, at full price, by every query."""
+    """A rebuild that keeps failing was retried, at full price, by every query."""
     from dpgate.catalog import sample_order as so
 
     path = _protect(make_db)
@@ -326,10 +326,10 @@ def test_a_failing_rebuild_is_not_retried_by_every_query(make_db, monkeypatch):
 
 @pytest.mark.parametrize("order", ["stored", "per_query"])
 def test_a_collation_put_on_the_unit_is_seen(make_db, order):
-    """helper-26 F1/F2: ALTER ... COLLATE NOCASE on the unit merged 'A' and 'a' without changing the
+    """ALTER ... COLLATE NOCASE on the unit merged 'A' and 'a' without changing the
     unit fingerprint, the line-up check or the catalog: cached facts let the merged unit keep 4 rows
     (max_rows 2), and with a stored order its duplicate ranks fooled the filter's global count.
-    Since helper-39 (COUNT(DISTINCT) and unique indexes ignore a collation) a collated unit is
+    Since COUNT(DISTINCT) and unique indexes ignore a collation, a collated unit is now
     refused outright, before any debit."""
     path = make_db("CREATE TABLE t(uid VARCHAR, x INTEGER); "
                    "INSERT INTO t VALUES ('A', 10), ('A', 20), ('a', 30), ('a', 40), ('b', 5), ('b', 6); "

@@ -1,6 +1,6 @@
 """FLOAT, wide DECIMALs, the simple CASE, NaN domains and CHAR(n) on Spark: equal to DuckDB, or refused.
 
-Red team helper-40 found each of these statements answered differently by the two engines on the
+Each of these statements was once answered differently by the two engines on the
 same rows (none a privacy break; the README promises equal statistics without sampling, or a free
 refusal, DP261): DuckDB compares and divides a FLOAT in FLOAT, Spark (as dpgate wrote it) in DOUBLE;
 ``CASE s WHEN 10`` compared text with a number unchecked; DuckDB makes a DOUBLE of an 18-digit
@@ -23,7 +23,7 @@ ANALYSTS = {harness.ANALYST: {"epsilon": 1e6, "delta": 1.0, "epsilon_per_query":
 
 #: One row per subject (nothing sampled): a FLOAT column, text that DuckDB reads as numbers or dates,
 #: 18-digit DECIMALs (one that DuckDB and Spark make different DOUBLEs of), NaN and a narrow DECIMAL.
-RT42 = """
+MIXED_TYPES = """
 CREATE TABLE r AS SELECT * FROM (VALUES
   (1, '1e1', 0.1::FLOAT, -9485287166563617.63::DECIMAL(18, 2), -27277205.8840884416::DECIMAL(18, 10), 'NaN'::DOUBLE, 1.25::DECIMAL(10, 2)),
   (2, '12.7', 0.7::FLOAT, 1.00::DECIMAL(18, 2), 1.0::DECIMAL(18, 10), 0.0::DOUBLE, 0.5::DECIMAL(10, 2)),
@@ -33,7 +33,7 @@ CREATE TABLE r AS SELECT * FROM (VALUES
   (6, NULL, NULL, NULL, NULL, NULL, NULL)
 ) v(pid, s, f, dw, dx, x, dc)
 """
-RT42_PROTECT = {"r": {"unit": "pid", "max_rows": 1, "epsilon": 1e6, "bounds": {"f": (-10, 10)},
+MIXED_TYPES_PROTECT = {"r": {"unit": "pid", "max_rows": 1, "epsilon": 1e6, "bounds": {"f": (-10, 10)},
                       "domains": {"f": [0.1, 0.7, 2.5, 3.0, 1.1], "x": [0.0, 2.5, float("nan")],
                                   "dc": [0.5, 1.25]}}}
 
@@ -43,44 +43,45 @@ def _values(exact):
 
 
 @pytest.fixture(scope="module")
-def rt42(spark, tmp_path_factory):
-    return duckdb_and_spark(spark, tmp_path_factory.mktemp("rt42") / "rt42.duckdb", RT42, RT42_PROTECT, analysts=ANALYSTS)
+def engines(spark, tmp_path_factory):
+    path = tmp_path_factory.mktemp("mixed_types") / "mixed_types.duckdb"
+    return duckdb_and_spark(spark, path, MIXED_TYPES, MIXED_TYPES_PROTECT, analysts=ANALYSTS)
 
 
 @pytest.mark.parametrize("sql", [
-    # F1: DuckDB compares FLOAT with a DECIMAL literal, and divides a FLOAT, in FLOAT; Spark in DOUBLE
+    # DuckDB compares FLOAT with a DECIMAL literal, and divides a FLOAT, in FLOAT; Spark in DOUBLE
     "SELECT COUNT(*) FROM r WHERE f = 0.7",
     "SELECT COUNT(*) FROM r WHERE f > 0.1",
     "SELECT COUNT(*) FROM r WHERE f / 3 > 0.0333333333",
     "SELECT SUM(f / 3) FROM r",
     "SELECT f + 0.5, COUNT(*) FROM r GROUP BY 1",  # a domain image computed in FLOAT
-    # F2: the simple CASE compares text with a number / a date, unchecked
+    # the simple CASE compares text with a number / a date, unchecked
     "SELECT COUNT(*) FROM r WHERE CASE s WHEN 10 THEN true ELSE false END",
     "SELECT SUM(CASE s WHEN 13 THEN 1 ELSE 0 END) FROM r",
     "SELECT SUM(CASE s WHEN DATE '2020-01-01' THEN 1 ELSE 0 END) FROM r",
-    # F4: DECIMAL -> DOUBLE / FLOAT: DuckDB double-rounds (int64 -> double, then / 10^s), Spark rounds once
+    # DECIMAL -> DOUBLE / FLOAT: DuckDB double-rounds (int64 -> double, then / 10^s), Spark rounds once
     "SELECT COUNT(*) FROM r WHERE CAST(dw AS DOUBLE) < -9485287166563617",
     "SELECT COUNT(*) FROM r WHERE dw / 1 < -9485287166563617",
-    # ... also in a CASE or COALESCE nested in a CASE's ELSE (red team helper-41)
+    # ... also in a CASE or COALESCE nested in a CASE's ELSE
     "SELECT COUNT(*) FROM r WHERE CASE WHEN pid > 100 THEN 0.0 ELSE CASE WHEN pid > 0 THEN dw ELSE x END END < -9485287166563617",
     "SELECT COUNT(*) FROM r WHERE CASE WHEN pid > 100 THEN 0.0 ELSE COALESCE(dw, x) END < -9485287166563617",
     "SELECT COUNT(*) FROM r WHERE CASE WHEN pid > 100 THEN 0.0 ELSE IF(pid > 0, dw, x) END < -9485287166563617",
     "SELECT COUNT(*) FROM r WHERE CAST(dx AS FLOAT) < -27277205",
-    # F6: DuckDB keeps DECIMAL(18, s) for + - * of operands of at most 18 digits (overflow: NULL); Spark widens
+    # DuckDB keeps DECIMAL(18, s) for + - * of operands of at most 18 digits (overflow: NULL); Spark widens
     "SELECT COUNT(*) FROM r WHERE dw * 1.5 < 0",
     "SELECT COUNT(*) FROM r WHERE dw + dw < 0",
     "SELECT COUNT(dw * dw) FROM r",
-    # F7: a declared NaN domain value: DuckDB's list parameter turns it into NULL (NaN rows fall outside the
+    # a declared NaN domain value: DuckDB's list parameter turns it into NULL (NaN rows fall outside the
     # domain), Spark's literal keeps it (DuckDB {0: 2, 1: 1, 2: 0}, Spark {0: 2, 1: 1, 2: 2})
     "SELECT x, COUNT(*) FROM r GROUP BY x",
     "SELECT x / 0, COUNT(*) FROM r GROUP BY 1",  # an image domain holding NaN
-    # F8 (refused, DP230, though DuckDB answers): a DECIMAL key's image domain is typed as DuckDB's DECIMAL(18, 2),
+    # refused (DP230, though DuckDB answers): a DECIMAL key's image domain is typed as DuckDB's DECIMAL(18, 2),
     # Spark's key is DECIMAL(21, 2): array_position refuses the mix at Spark's bind
     "SELECT dc * 2, COUNT(*) FROM r GROUP BY 1",
 ])
-def test_spark_equals_duckdb_or_refuses(rt42, sql):
+def test_spark_equals_duckdb_or_refuses(engines, sql):
     """The README's promise: without sampling, Spark's statistics equal DuckDB's, or the statement is refused (DP261)."""
-    duck, spark = rt42
+    duck, spark = engines
     with harness.gateways(duck, spark) as (gd, gs):
         a = _values(harness.statistics_of(gd, sql))
         try:
@@ -103,15 +104,15 @@ def test_spark_equals_duckdb_or_refuses(rt42, sql):
     "SELECT COUNT(*) FROM r WHERE CASE pid WHEN 2 THEN true ELSE false END",
     "SELECT COUNT(*) FROM r WHERE pid IN (-1, 2) OR pid BETWEEN -3 AND 3",
 ])
-def test_what_both_engines_compute_alike_is_answered(rt42, sql):
-    duck, spark = rt42
+def test_what_both_engines_compute_alike_is_answered(engines, sql):
+    duck, spark = engines
     with harness.gateways(duck, spark) as (gd, gs):
         assert _values(harness.statistics_of(gd, sql)) == _values(harness.statistics_of(gs, sql)), sql
 
 
-def test_a_negative_literal_in_an_in_list_is_answered(rt42):
+def test_a_negative_literal_in_an_in_list_is_answered(engines):
     """A negative literal in IN (...) was refused on Spark though nothing can overflow."""
-    duck, spark = rt42
+    duck, spark = engines
     sql = "SELECT COUNT(*) FROM r WHERE pid IN (-1, 2)"
     with harness.gateways(duck, spark) as (gd, gs):
         assert _values(harness.statistics_of(gd, sql)) == _values(harness.statistics_of(gs, sql))
@@ -121,15 +122,15 @@ def test_a_char_column_is_refused(spark, tmp_path):
     """A CHAR(n) column of a catalog table was declared VARCHAR (its stub), but Spark compares it with
     pad semantics: c = 'ab' held for the stored 'ab   ' on Spark (10 rows), not on DuckDB (0). Refused
     at protect (DP342), with the way out in the hint."""
-    spark.sql(f"CREATE TABLE rt42_ct (pid BIGINT, c CHAR(5)) USING parquet LOCATION '{tmp_path / 'ct'}'")
+    spark.sql(f"CREATE TABLE char_ct (pid BIGINT, c CHAR(5)) USING parquet LOCATION '{tmp_path / 'ct'}'")
     try:
-        spark.sql("INSERT INTO rt42_ct SELECT id, CASE WHEN id % 2 = 0 THEN 'ab' ELSE 'cd' END FROM range(20)")
+        spark.sql("INSERT INTO char_ct SELECT id, CASE WHEN id % 2 = 0 THEN 'ab' ELSE 'cd' END FROM range(20)")
         twin = tmp_path / "ct_spark.duckdb"
         with Owner(twin, spark=spark) as owner:
             owner.set_spark("local[2]")
             with pytest.raises(errors.PolicyError) as e:
-                owner.protect("rt42_ct", unit="pid", max_rows=1, public_roster=True, epsilon=1e6,
-                              spark="default.rt42_ct")  # fmt: skip
+                owner.protect("char_ct", unit="pid", max_rows=1, public_roster=True, epsilon=1e6,
+                              spark="default.char_ct")  # fmt: skip
         assert e.value.code == "DP342" and "char(5)" in e.value.message and "STRING" in e.value.hint
     finally:
-        spark.sql("DROP TABLE IF EXISTS rt42_ct")
+        spark.sql("DROP TABLE IF EXISTS char_ct")

@@ -187,7 +187,7 @@ def test_one_read_gives_the_definition_the_key_and_the_roster_additions(world):
 def test_a_view_whose_units_change_at_each_read_is_bounded_in_the_aggregates_statement(make_db):
     """A protected view computes its units anew in every statement (random() is allowed in one): facts or
     a per-subject count read by one statement need not describe the rows the aggregate computes. The
-    bound held on neither path before (red team, helper-39: subject 1 kept up to 115 rows with max_rows =
+    bound held on neither path before (subject 1 kept up to 115 rows with max_rows =
     100). Now the view's rows are bounded inside the aggregate's own statement, on both paths."""
     path = make_db("CREATE TABLE base AS SELECT i AS id FROM range(2, 202) r(i);"
                    "CREATE VIEW t AS SELECT CASE WHEN random() < 0.5 THEN 1 ELSE id END AS uid FROM base",

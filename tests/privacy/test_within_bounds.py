@@ -222,7 +222,7 @@ def test_neighbours_across_the_bounds_stay_within_the_sensitivity(world, tmp_pat
             harness.check_statement(gw_d, gw_n, sql, context=change)
 
 
-# -- red team (helper-28) ---------------------------------------------------------------------------
+# -- columns that change between the check and the aggregate ----------------------------------------
 def test_a_column_computed_at_each_read_keeps_its_clamp(make_db, monkeypatch):
     """A generated column (or a protected view's column) is computed anew at each read, random()
     included: what the check read is not what the sum reads. Only stored columns of base tables."""

@@ -1,4 +1,4 @@
-"""Only charged subjects' rows meet the analyst's expressions (red-team class 1, second half).
+"""Only charged subjects' rows meet the analyst's expressions.
 
 The exact pass restricts the protected table to the charged units *below* the analyst's
 WHERE, keys and aggregate inputs. The probe is an expression DuckDB cannot evaluate on the

@@ -81,7 +81,7 @@ def test_years_are_counted_within_their_intervals(visits):
         "hour(ts)",
         "date_part('hour', ts)",
         # constant at 00:00, 12:00 and 23:59:59.999999 of every day, but not in between: a probe of
-        # three instants gave it the domain {false} and dropped the 06:xx rows (red-team finding F2)
+        # three instants gave it the domain {false} and dropped the 06:xx rows
         "hour(ts) = 6",
         "minute(ts) = 17",
         "year(ts + INTERVAL 1 HOUR)",

@@ -37,7 +37,7 @@ DP = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.1) "
     "COALESCE(z, ts)",  # a failing implicit cast inside COALESCE crashed the process
     "COALESCE(d, ts)",
     "date_part('dow', iv)",  # failed on every non-NULL interval
-    "datepart('dow', iv)",  # the alias escaped the rewrite: a 1-bit oracle after the debit (red team 2, F3)
+    "datepart('dow', iv)",  # the alias escaped the rewrite: a 1-bit oracle after the debit
     "extract(doy FROM iv)",
     "date_part('isodow', z)",
 ])  # fmt: skip
@@ -75,7 +75,7 @@ def test_every_alias_of_date_part_is_rewritten():
 
 
 def test_deeply_nested_coalesce_is_refused_before_the_rewrite(con):
-    """The rewrite copies each argument twice: 18 nested levels took a minute (red team 2, F1)."""
+    """The rewrite copies each argument twice: 18 nested levels took a minute."""
     fetch(con, DP + "COUNT(COALESCE(d, COALESCE(d, COALESCE(d, d)))) AS n FROM t")  # two levels inside: fine
     with pytest.raises(dpgate.Error) as e:
         con.execute(DP + "COUNT(COALESCE(d, COALESCE(d, COALESCE(d, COALESCE(d, d))))) FROM t")
@@ -85,7 +85,7 @@ def test_deeply_nested_coalesce_is_refused_before_the_rewrite(con):
 @pytest.mark.parametrize("name", ["date_part", "datepart"])
 def test_a_part_a_time_has_not_is_refused_for_free_in_every_spelling(con, name):
     """DuckDB turns date_part('year', TIME) into year(TIME), a bind error; it left the datepart
-    spelling alone, which then failed at run time on every non-NULL TIME (red team 2)."""
+    spelling alone, which then failed at run time on every non-NULL TIME."""
     before = con.budget()
     with pytest.raises(dpgate.Error) as e:
         con.execute(DP + f"COUNT({name}('year', CASE WHEN uid > 100 THEN tm END)) FROM t")
@@ -94,7 +94,7 @@ def test_a_part_a_time_has_not_is_refused_for_free_in_every_spelling(con, name):
 
 
 def test_a_sum_over_a_huge_unsigned_input_never_fails_on_one_subjects_value(make_db):
-    """Red team (helper-22): with a negative bound, the clamp compared a UHUGEINT with a BIGINT
+    """With a negative bound, the clamp compared a UHUGEINT with a BIGINT
     bound, DuckDB cast the value to BIGINT, and a value ≥ 2^63 failed the query after the debit."""
     db = make_db("CREATE TABLE t AS SELECT i AS uid, CAST(i AS UHUGEINT) AS y FROM range(50) r(i); "
                  "INSERT INTO t VALUES (999, 18446744073709551615::UHUGEINT)",
@@ -106,7 +106,7 @@ def test_a_sum_over_a_huge_unsigned_input_never_fails_on_one_subjects_value(make
 
 
 def test_a_domain_that_no_longer_casts_is_refused_before_the_debit(make_db):
-    """Red team (helper-22): the owner changed a column's type and its declared domain no longer
+    """The owner changed a column's type and its declared domain no longer
     casts; every query was charged and then failed. The domain's cast is now part of the free check
     (and since 0.17.1 the catalog finds the domain does not fit its column: DP316, free)."""
     db = make_db("CREATE TABLE t AS SELECT i AS uid, CAST(i % 2 AS VARCHAR) AS g FROM range(50) r(i)",

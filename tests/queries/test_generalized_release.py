@@ -164,7 +164,7 @@ def test_a_flat_tree_from_a_declared_domain_and_one_row_per_subject(make_db):
 
 
 def test_a_column_whose_type_changed_under_its_tree_never_fails_on_a_row(make_db):
-    """Red team 2: with a domain value that no longer casts to the column's type, the CASE's cast was
+    """With a domain value that no longer casts to the column's type, the CASE's cast was
     evaluated only for rows reaching it, so one subject's value decided success or DP404 after the debit.
     Since 0.17.1 the catalog finds the declared domain no longer fits its column and refuses every
     statement over the table alike, before the debit (DP316)."""

@@ -1,4 +1,4 @@
-"""A NaN travels as NaN through every list dpgate hands DuckDB (red team helper-40).
+"""A NaN travels as NaN through every list dpgate hands DuckDB.
 
 DuckDB's Python binding turns a float NaN inside a list parameter into NULL (a scalar keeps it). A
 declared NaN domain value then matched no row (its cell counted 0 of 1,000 rows), an image domain
@@ -97,7 +97,7 @@ def test_typed_list_reads_every_double_back_exactly(sql_type):
 
 
 def test_typed_list_takes_any_value_beside_a_nan():
-    """An integer too large for a DOUBLE beside a NaN raised OverflowError in Python (red team helper-41);
+    """An integer too large for a DOUBLE beside a NaN raised OverflowError in Python;
     a NaN in a text domain is the text 'nan', as protect read it, not NULL."""
     con = duckdb.connect()
     sql, value = database.typed_list("l", [float("nan"), 1, 10**400], "DOUBLE")

@@ -374,7 +374,7 @@ def test_the_policy_file_declares_graphs(make_db, tmp_path):
     assert math.isfinite(rows[0][1])
 
 
-# -- audit regressions ---------------------------------------------------------------------------
+# -- what a graph's rows must not leak or multiply -----------------------------------------------
 @pytest.mark.parametrize(
     "body",
     [
@@ -422,7 +422,7 @@ def test_a_node_table_of_another_numeric_type_is_refused(make_db):
 @pytest.mark.parametrize("edge, node", [("DOUBLE", "BIGINT"), ("FLOAT", "INTEGER"), ("BIGINT", "DOUBLE")])
 def test_integer_ids_with_floating_point_endpoints_are_refused(make_db, edge, node):
     """Compared as doubles, the distinct BIGINT ids 2^60 + i all equal the DOUBLE endpoint 2^60: one edge
-    row joined 30 node ids, and adding it moved TRIANGLE_COUNT from 0 to 30 (red team helper-44). An
+    row joined 30 node ids, and adding it moved TRIANGLE_COUNT from 0 to 30. An
     integer type with a floating-point one is refused at protect_graph, and at query time when an
     ALTER makes them so later (free); FLOAT with DOUBLE and integers of any widths stay accepted."""
     path = make_db(f"CREATE TABLE g (s {edge}, d {edge}); CREATE TABLE nodes (id {node});"
@@ -461,7 +461,7 @@ def test_exact_comparisons_between_types_stay_accepted(make_db, edge, node):
 
 def test_an_endpoint_with_a_collation_is_refused(make_db):
     """With dst COLLATE NOCASE and node ids 'x' and 'X', the endpoint join matched both: each edge row became
-    two edges (red team helper-45). Refused at protect_graph, and for every statement when an ALTER adds
+    two edges. Refused at protect_graph, and for every statement when an ALTER adds
     the collation later (free)."""
     setup = ("CREATE TABLE e (src VARCHAR, dst VARCHAR{}); INSERT INTO e VALUES ('x', 'y'), ('y', 'z'), ('z', 'x');"
              "CREATE TABLE nodes (id VARCHAR); INSERT INTO nodes VALUES ('x'), ('X'), ('y'), ('Y'), ('z'), ('Z')")

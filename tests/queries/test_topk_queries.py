@@ -381,7 +381,7 @@ def test_distinct_is_skipped_only_for_a_null_safe_unique_key(make_db):
     assert rows[1][0] is None and abs(rows[1][1] - 50) <= 2, "each subject counts once for NULL"
 
 
-# -- audit regressions ---------------------------------------------------------------------------
+# -- key selection, huge keys, casting joins, count caps -----------------------------------------
 def test_key_selection_keeps_max_groups_distinct_keys_per_subject(make_db):
     """DISTINCT before the per-subject cut: repeated rows of one key never crowd out the others."""
     from dpgate.frontend.classify import classify

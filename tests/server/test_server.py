@@ -173,8 +173,8 @@ def test_prepared_statements_run_many_times(server):
 
 
 def test_deallocate_and_discard_all_clean_up_prepared_statements(server):
-    """psycopg sends DEALLOCATE ALL (and poolers DISCARD ALL); they were refused as unknown statements
-    (red team helper-42). They drop the connection's prepared statements and reach no database;
+    """psycopg sends DEALLOCATE ALL (and poolers DISCARD ALL); they were refused as unknown statements.
+    They drop the connection's prepared statements and reach no database;
     psycopg, seeing their tags, prepares its statements again."""
     with psycopg.connect(server.url("demo"), autocommit=True, prepare_threshold=0) as con:
         sql = "SELECT count(*) FROM country_regions WHERE region = %s"
@@ -191,7 +191,7 @@ def test_deallocate_and_discard_all_clean_up_prepared_statements(server):
 def test_dollar_numbers_inside_strings_and_comments_are_not_parameters(server):
     """The server counted every ``$n`` of a statement as a parameter, inside strings too: a SCRAM
     verifier ('SCRAM-SHA-256$4096:...') sent over the extended protocol was a statement of 4,096
-    parameters, bound with none (DP602; red team helper-42). Only ``$n`` outside strings, quoted
+    parameters, bound with none (DP602). Only ``$n`` outside strings, quoted
     names and comments count, as the statement's parser reads them."""
     assert parameter_numbers("SELECT $1, '$2', \"$3\", $$ $4 $$, $12 -- $5\n/* $6 */") == ["1", "12"]
     with psycopg.connect(server.url("demo"), autocommit=True) as con:

@@ -83,7 +83,7 @@ def _position(j: int, key) -> str | None:
     if key.sql_type.upper().startswith("DECIMAL"):
         # Spark types a DECIMAL expression wider than DuckDB (DECIMAL(21, 2) for DuckDB's (18, 2)) and
         # array_position wants one type; the value fits DuckDB's type (its exact digits are at most 18:
-        # _decimal_type), so the cast keeps it (red team helper-40)
+        # _decimal_type), so the cast keeps it
         k = f"TRY_CAST({k} AS {key.sql_type})"
     null_pos = key.domain.index(None) + 1 if None in key.domain else "NULL"
     values = [v for v in key.domain]
@@ -216,8 +216,8 @@ def statement(plan: CountPlan, view: str, units: str, charged: str, salt: int, n
     out = f"SELECT {', '.join(outer)} FROM ({inner}) __y"
     if "${" in out:
         # Spark substitutes ${env:X}, ${system:X}, ${spark.x} in the whole text, string literals
-        # included: '${env:HOME}' = '/root' held on Spark, and its analysis errors printed the values
-        # (red team helper-35). Refused before the debit (the bind check builds the same text).
+        # included: '${env:HOME}' = '/root' held on Spark, and its analysis errors printed the values.
+        # Refused before the debit (the bind check builds the same text).
         raise _unsupported("A '${' in the statement (Spark would substitute a variable of its configuration there)")
     sqlglot.parse_one(out, read="spark")  # dpgate's own SQL must parse as Spark SQL (a bug check)
     return out

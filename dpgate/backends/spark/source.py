@@ -71,7 +71,7 @@ def session_for(spark: Any) -> Any:
     own.conf.set("spark.sql.ansi.enabled", "false")  # a failed implicit cast gives NULL, never an error
     own.conf.set("spark.sql.session.timeZone", "UTC")
     # DECIMAL arithmetic keeps its scale and overflows to NULL, as DuckDB's does; with precision loss
-    # allowed Spark rounds a product of two wide DECIMALs to 6 decimals (red team helper-36)
+    # allowed Spark rounds a product of two wide DECIMALs to 6 decimals
     own.conf.set("spark.sql.decimalOperations.allowPrecisionLoss", "false")
     # The type of a partition column (a directory name like zip=12345) would otherwise be inferred
     # from the values: one subject's value could turn the declared schema into another, and every

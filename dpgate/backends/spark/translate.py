@@ -72,12 +72,12 @@ def _column_kind(sql_type: str) -> str | None:
         return "double"
     if t in ("FLOAT", "REAL"):
         # DuckDB computes FLOAT with a DECIMAL literal, and FLOAT / x, in FLOAT; Spark (as dpgate writes
-        # it) in DOUBLE (red team helper-40: f = 0.7 held on one engine only): its own kind, compared
+        # it) in DOUBLE (f = 0.7 held on one engine only): its own kind, compared
         # only with FLOATs and never in arithmetic; CAST(f AS DOUBLE) is exact on both
         return "float"
     if t.startswith("DECIMAL"):
         # Past 18 digits DuckDB fits the other operand into the column's DECIMAL, overflowing to NULL
-        # where Spark widens (red team helper-38: dw > 0.00000000001 with dw DECIMAL(38, 10)):
+        # where Spark widens (dw > 0.00000000001 with dw DECIMAL(38, 10)):
         # such a column is summed and counted as it is, never combined (its kind is unknown).
         m = _DECIMAL_TYPE.fullmatch(t)
         return "decimal" if m is None or int(m.group(1)) <= 18 else None
@@ -137,7 +137,7 @@ def _kind_of(n: exp.Expr, types: dict[str, str], memo: dict[int, str | None] | N
 
 #: The most digits a DECIMAL may have for DuckDB's conversion to DOUBLE to equal Spark's: DuckDB
 #: converts the unscaled integer to a DOUBLE and then divides by 10^s (two roundings), Spark rounds
-#: once; below 2^53 (15 digits always) the first step is exact (red team helper-40: 18 digits
+#: once; below 2^53 (15 digits always) the first step is exact (18 digits
 #: differed for about 2% of values).
 EXACT_DOUBLE_DIGITS = 15
 _INTEGER_DIGITS = {"TINYINT": 3, "SMALLINT": 5, "INTEGER": 10, "BIGINT": 19}
@@ -148,7 +148,7 @@ def _decimal_type(n: exp.Expr, types: dict[str, str]) -> tuple[int, int] | None:
     max(p1 - s1, p2 - s2) + max(s1, s2) + 1 digits; * : p1 + p2), from its columns' types and its
     literals' digits; None where it cannot be told. DuckDB's result type has at least these digits
     while they are at most 18, and keeps 18 past them, where its values overflow (to NULL in dpgate's
-    TRY) and Spark's do not (red team helper-40: DECIMAL(18, 2) * 1.5 is a DECIMAL(18, 3) in DuckDB)."""
+    TRY) and Spark's do not (DECIMAL(18, 2) * 1.5 is a DECIMAL(18, 3) in DuckDB)."""
     if isinstance(n, (exp.Paren, exp.Neg, exp.Abs)):
         return _decimal_type(n.this, types)
     if isinstance(n, exp.Column):
@@ -203,7 +203,7 @@ def _spark_cast(n: exp.Cast, source: str | None) -> exp.Expr:
     read as a number or a date differently (DuckDB reads '1e1' and '12.7' as integers, Spark gives
     NULL or 12; Spark reads '2020' as a date), and a DOUBLE is written as text differently
     ('10000000.0' against '1.0E7'): those casts are accepted for literals both engines read alike,
-    and refused otherwise (red team helper-35: answers that differed silently between engines)."""
+    and refused otherwise: the answers would differ silently between engines."""
     target = _KIND_OF_TYPE.get(n.to.this)
     value = n.this
     text = value.name if isinstance(value, exp.Literal) and value.is_string else None
@@ -222,7 +222,7 @@ def _spark_cast(n: exp.Cast, source: str | None) -> exp.Expr:
             if n.to.this != _T.BIGINT:
                 return cast(rounded)
             # 2^63 is a DOUBLE that DuckDB finds out of BIGINT's range (NULL) and Spark's bound check,
-            # made in DOUBLE, lets through to saturate at 2^63 - 1 (red team helper-36)
+            # made in DOUBLE, lets through to saturate at 2^63 - 1
             too_big = exp.GTE(this=rounded.copy(), expression=exp.Literal.number("9.223372036854775807E18"))
             return exp.Case(ifs=[exp.If(this=too_big, true=exp.Null())], default=cast(rounded))
         if source == "decimal":
@@ -333,7 +333,7 @@ def _passes_null(parent: exp.Expr, child: exp.Expr) -> bool:
 
 
 def _check_semantics(root: exp.Expr, types: dict[str, str], predicate: bool) -> None:
-    """Refuse what DuckDB and Spark compute differently on the same rows (red team helper-36).
+    """Refuse what DuckDB and Spark compute differently on the same rows: one statement must answer alike on both.
 
     - a comparison, IN or BETWEEN of values of different types: DuckDB converts text to a number,
       date or boolean implicitly ('1e1' = 10, '2020' is no date), Spark differently;
@@ -349,7 +349,7 @@ def _check_semantics(root: exp.Expr, types: dict[str, str], predicate: bool) -> 
       (``predicate``), ANDs from the top down pass too: a NULL or a FALSE conjunct drops the row alike.
     """
     # The WHERE's top AND chain: nodes all of whose ancestors (and themselves) are AND, parentheses or
-    # dpgate's TRY (found once, top down: per failable node it was cubic in the depth; helper-38).
+    # dpgate's TRY, found once, top down (searched per failable node it was cubic in the depth).
     memo: dict[int, str | None] = {}  # the kinds of this tree's nodes, each found once
 
     def kind(x: exp.Expr) -> str | None:
@@ -386,12 +386,12 @@ def _check_semantics(root: exp.Expr, types: dict[str, str], predicate: bool) -> 
     for n in root.walk():
         if isinstance(n, _COPIES) and above[id(n)] >= MAX_NESTING:
             # nine nested divisions made 21 MB of Spark SQL in 208 s, ten nested casts failed after
-            # the debit (red teams helper-36 and -38)
+            # the debit
             raise _semantic_refusal(f"More than {MAX_NESTING} nested divisions, ABS or casts", n,
                                     "simplify the expression")
         if isinstance(n, exp.Literal) and not n.is_string and sum(c.isdigit() for c in re.split("[eE]", n.name)[0]) > 18:
             # beyond BIGINT, DuckDB reads an integer as a HUGEINT and fits a decimal into the other
-            # operand's DECIMAL (overflowing to NULL), Spark widens it (red team helper-38)
+            # operand's DECIMAL (overflowing to NULL), Spark widens it
             raise _semantic_refusal("A number literal of more than 18 digits", n)
         if isinstance(n, (exp.Lower, exp.Upper, exp.ILike)):
             raise _semantic_refusal(f"{n.key.upper()} (case mapping of non-ASCII letters differs)", n,
@@ -403,7 +403,7 @@ def _check_semantics(root: exp.Expr, types: dict[str, str], predicate: bool) -> 
             operands = [n.this, n.args.get("low"), n.args.get("high")]
         elif isinstance(n, exp.In):
             operands = [n.this, *n.expressions]
-        elif isinstance(n, exp.Case) and n.this is not None:  # CASE x WHEN v ...: x = v, unchecked before (helper-40)
+        elif isinstance(n, exp.Case) and n.this is not None:  # CASE x WHEN v ...: x = v, checked as any comparison
             operands = [n.this, *(i.this for i in n.args.get("ifs") or [])]
         if operands is not None:
             classes = {_class(kind(o)) for o in operands if o is not None} - {"null"}
@@ -434,11 +434,11 @@ def _check_semantics(root: exp.Expr, types: dict[str, str], predicate: bool) -> 
             days = [o for o, k in zip(operands, kinds) if k == "int"] if dated else []
             if days and not (isinstance(days[0], exp.Literal) and abs(int(days[0].name)) <= MAX_DAYS):
                 # DuckDB's dates reach year 5,881,580 and overflow to NULL past it; Spark's date_add
-                # wraps its 32-bit day number (red team helper-38: d + 2147483647 < DATE '2000-01-01')
+                # wraps its 32-bit day number (d + 2147483647 < DATE '2000-01-01')
                 raise _semantic_refusal(f"A date plus or minus anything but a literal of at most {MAX_DAYS:,} days", n)
         if isinstance(n, exp.Cast) and _KIND_OF_TYPE.get(n.to.this) in ("double", "float"):
             to_double([n.this], n, always=True)
-        if isinstance(n, (exp.Case, exp.Coalesce)):  # nested ones too (red team helper-41: in an ELSE)
+        if isinstance(n, (exp.Case, exp.Coalesce)):  # nested ones too (in an ELSE)
             to_double(_branches(n), n)
         if isinstance(n, (exp.Case, exp.If, exp.Coalesce)) and not isinstance(n.parent, exp.Case) and kind(n) is None:
             raise _semantic_refusal(f"{n.key.upper()} whose values are of different or unknown types", n)
@@ -578,7 +578,7 @@ def _divide(a: exp.Expr, b: exp.Expr) -> exp.Expr:
     zero = exp.EQ(this=b.copy(), expression=exp.Literal.number(0))
     # IEEE 754, as DuckDB: NaN or 0 over ±0 is NaN (Spark orders NaN above every number, so the sign
     # tests come after it); otherwise ±Infinity by the signs of both, the divisor's read from
-    # atan2(b, -1), which is -π for -0.0 and π for 0.0 (red team helper-36: 1 / (x * 0) for x < 0).
+    # atan2(b, -1), which is -π for -0.0 and π for 0.0 (1 / (x * 0) for x < 0).
     a_double = double(a.copy())
     positive = exp.EQ(
         this=exp.Paren(this=exp.GT(this=a.copy(), expression=exp.Literal.number(0))),

@@ -57,7 +57,7 @@ than raise. Not protected, hence not accepted: the date parts ``week``, ``weekof
 smallest value is near DuckDB's minimum date), ``era``, ``julian`` and the ``timezone*``
 parts (NotImplementedException); ``dayofweek()``, ``isodow()``, ``dayofyear()`` on
 INTERVAL values and ``date_diff`` with calendar parts on TIME values (NotImplementedException
-at run time); ``repeat``, ``range``, ``string_split`` (output size). And one finding that is
+at run time); ``repeat``, ``range``, ``string_split`` (output size). And one hazard that is
 not about functions at all: DuckDB's common-subexpression elimination evaluates a
 sub-expression that occurs twice (``(x + 1) * (x + 1)``, or the implicit cast DuckDB puts on
 each element of ``s IN (1, 2)``) *outside* the ``TRY`` around it, so the connection that

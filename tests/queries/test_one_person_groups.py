@@ -1,7 +1,7 @@
-"""Regressions of the 0.7.0 audit: key-selection groups that one person decides.
+"""Key-selection groups that one person decides must not show in what is released.
 
-F1: the order of released keys followed DuckDB's group order (the rows' storage order), so an
-ORDER BY that ties everything returned one person's age. F2/F3: the values of groups that key
+The order of released keys followed DuckDB's group order (the rows' storage order), so an
+ORDER BY that ties everything returned one person's age. The values of groups that key
 selection drops were fetched into Python, whose conversions fail for some values (a huge
 INTERVAL, a TIMESTAMPTZ without pytz): the error (or its message) depended on one row.
 """
