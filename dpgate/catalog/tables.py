@@ -212,25 +212,6 @@ class ProtectedTable:
         return f"{SCHEMA}.{quote_ident(self.roster)}"
 
 
-@dataclass(frozen=True)
-class Analyst:
-    name: str
-    epsilon_quota: float
-    delta_quota: float
-    epsilon_per_query: float
-    delta_per_query: float
-    epsilon_spent: float
-    delta_spent: float
-
-    @property
-    def epsilon_remaining(self) -> float:
-        return max(0.0, self.epsilon_quota - self.epsilon_spent)
-
-    @property
-    def delta_remaining(self) -> float:
-        return max(0.0, self.delta_quota - self.delta_spent)
-
-
 class Views:
     """The views of the main schema with their SQL, read when first needed.
 
@@ -360,13 +341,6 @@ def schema_exists(con: duckdb.DuckDBPyConnection) -> bool:
         [SCHEMA],
     ).fetchone()
     return bool(row and row[0])
-
-
-def catalog_version(con: duckdb.DuckDBPyConnection) -> int:
-    row = con.execute(
-        f"SELECT value FROM {SCHEMA}.settings WHERE key = 'catalog_version'"
-    ).fetchone()
-    return int(row[0]) if row else 0
 
 
 def table_columns(con: duckdb.DuckDBPyConnection, table: str, schema: str = MAIN) -> list[tuple[str, str]]:
@@ -642,14 +616,3 @@ def builtin_functions(con: duckdb.DuckDBPyConnection) -> tuple[frozenset[str], f
             frozenset(str(r[0]).lower() for r in rows if r[1] == "aggregate"),
         )  # lower-cased in Python: see shadowing_functions
     return _builtins
-
-
-def load_analyst(con: duckdb.DuckDBPyConnection, name: str) -> Analyst | None:
-    if not schema_exists(con):
-        return None
-    row = con.execute(
-        f"SELECT name, epsilon_quota, delta_quota, epsilon_per_query, delta_per_query, "
-        f"epsilon_spent, delta_spent FROM {SCHEMA}.analysts WHERE name = ?",
-        [name],
-    ).fetchone()
-    return Analyst(*row) if row else None
