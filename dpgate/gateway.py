@@ -22,6 +22,7 @@ from typing import Any
 from sqlglot import exp
 
 from dpgate import backends, database, errors, noise, queries, statements
+from dpgate.backends.charged import bind_scope
 from dpgate.catalog import caps
 from dpgate.catalog import releases as registry
 from dpgate.catalog import tables as catalog_mod
@@ -36,7 +37,7 @@ from dpgate.frontend.prepare import for_engine
 from dpgate.frontend.settings import Session
 from dpgate.ledger import Cost, Ledger
 from dpgate.queries.analysis import query_hash
-from dpgate.queries.base import Context, Run, bind_scope
+from dpgate.queries.base import Context, Run
 from dpgate.release import ReleaseInfo, Result
 
 #: Times a statement is classified again when the catalog moved before its debit.

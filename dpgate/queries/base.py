@@ -18,9 +18,6 @@ import duckdb
 import numpy as np
 
 from dpgate import errors
-# Binding before the debit and the charged subjects' rows are the DuckDB data plane's (``dpgate.backends``);
-# every query class uses them from here.
-from dpgate.backends.charged import BindScope, bind, bind_scope, restrict_to_charged, table_nodes  # noqa: F401
 from dpgate.catalog.tables import Catalog
 from dpgate.frontend.classify import Classified
 from dpgate.frontend.settings import Session

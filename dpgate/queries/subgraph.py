@@ -33,17 +33,17 @@ import numpy as np
 from sqlglot import exp
 
 from dpgate import errors, noise
-from dpgate.mechanisms import graphs
+from dpgate.backends.charged import bind
 from dpgate.catalog.tables import Catalog, ProtectedTable, join_exact
 from dpgate.frontend.classify import GRAPH_FUNCTIONS, Classified, function_name
 from dpgate.frontend.dialect import to_duckdb
-from dpgate.queries.base import QueryClass, bind
-from dpgate.mechanisms import ladder
-from dpgate.mechanisms.base import NoisyColumn
 from dpgate.frontend.nodes import dp_options
-from dpgate.plans import OutputColumn, SubgraphCount, SubgraphPlan, SubjectCharge
-from dpgate.release import Answer, ColumnNoise, noisy_rows
 from dpgate.frontend.settings import Session
+from dpgate.mechanisms import graphs, ladder
+from dpgate.mechanisms.base import NoisyColumn
+from dpgate.plans import OutputColumn, SubgraphCount, SubgraphPlan, SubjectCharge
+from dpgate.queries.base import QueryClass
+from dpgate.release import Answer, ColumnNoise, noisy_rows
 
 #: k-cliques (k >= 4) are served without the owner's ``allow_kclique`` when C(N, k), the most
 #: k-cliques a graph on N nodes can have (their count bounds the work), is at most this. The

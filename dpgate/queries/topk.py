@@ -34,16 +34,17 @@ import numpy as np
 from sqlglot import exp
 
 from dpgate import database, errors, noise
+from dpgate.backends.charged import bind, restrict_to_charged
+from dpgate.catalog.tables import is_numeric_type
+from dpgate.frontend.classify import TOPK_COLUMNS_FUNCTION, Classified, function_name
 from dpgate.frontend.dialect import to_duckdb
 from dpgate.mechanisms import pdp
 from dpgate.mechanisms import topk as topk_mech
 from dpgate.mechanisms.base import NoisyColumn
 from dpgate.mechanisms.keyselection import KeySelector
-from dpgate.catalog.tables import is_numeric_type
-from dpgate.frontend.classify import TOPK_COLUMNS_FUNCTION, Classified, function_name
-from dpgate.queries.analysis import Analysis, Syntax, analyse, key_selection_threshold
-from dpgate.queries.base import Context, QueryClass, Run, _subject_rows, bind, personalization_notes, restrict_to_charged
 from dpgate.plans import COUNT_ROWS, COUNT_SUBJECTS, Component, KeySpec, SubjectCharge, TopKPlan
+from dpgate.queries.analysis import Analysis, Syntax, analyse, key_selection_threshold
+from dpgate.queries.base import Context, QueryClass, Run, _subject_rows, personalization_notes
 from dpgate.release import Answer, ColumnNoise, check_post, noisy_rows
 
 _ids = itertools.count(1)

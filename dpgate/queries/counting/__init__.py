@@ -20,11 +20,10 @@ from dpgate import backends, errors, mechanisms, noise, release
 from dpgate.backends.duckdb import orderable
 from dpgate.frontend.classify import Classified
 from dpgate.mechanisms.keyselection import threshold as key_selection_threshold
+from dpgate.plans import COUNT_SUBJECTS, QUANTILE, VALUE_KINDS, CountPlan, SubjectCharge
 from dpgate.queries.analysis import _with_epsilon, analyse
 from dpgate.queries.base import Context, QueryClass, Run, _subject_rows, personalization_notes
-from dpgate.plans import COUNT_SUBJECTS, QUANTILE, VALUE_KINDS, CountPlan, SubjectCharge
 from dpgate.release import Answer, ColumnNoise
-
 
 #: The registered mechanisms (``dpgate.mechanisms.MECHANISMS``) that add the noise and select keys.
 NOISE = "laplace"

@@ -27,18 +27,18 @@ numbers are not DP.
 from __future__ import annotations
 
 import bisect
+import dataclasses
+import datetime
 import json
 import math
 import numbers
 import re
 import secrets
-import dataclasses
-import datetime
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
 from functools import cached_property
-from collections.abc import Sequence
 from typing import Any
 
 import duckdb
@@ -47,8 +47,8 @@ from sqlglot import exp
 
 from dpgate import errors
 from dpgate.catalog import tables as catalog
-from dpgate.mechanisms import privbayes
 from dpgate.catalog.tables import quote_ident
+from dpgate.mechanisms import privbayes
 
 KINDS = ("categorical", "integer", "real")
 MIN_BINS, MAX_BINS = 2, 1024

@@ -34,6 +34,7 @@ import numpy as np
 from sqlglot import exp
 
 from dpgate import errors, mechanisms, noise
+from dpgate.backends.charged import bind
 from dpgate.catalog import hierarchies as vgh
 from dpgate.catalog import releases as registry
 from dpgate.catalog import tables as catalog_types
@@ -42,7 +43,6 @@ from dpgate.frontend.classify import Classified
 from dpgate.frontend.dialect import to_sql
 from dpgate.frontend.settings import Session, Spec
 from dpgate.mechanisms import supermodular
-from dpgate.queries.base import bind
 from dpgate.plans import SubjectCharge, SynthesisPlan
 from dpgate.queries.synthetic import options
 from dpgate.queries.synthetic.common import Release, named, require_free_name, run_epsilon, subject_rows_sql

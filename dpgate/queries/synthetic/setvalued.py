@@ -18,22 +18,21 @@ registry records the pair.
 
 from __future__ import annotations
 
-
 import duckdb
 import numpy as np
 
 from dpgate import errors, mechanisms
+from dpgate.backends.charged import bind
 from dpgate.catalog import releases as registry
 from dpgate.catalog.tables import Catalog, quote_ident
 from dpgate.frontend.classify import Classified
 from dpgate.frontend.dialect import to_sql
 from dpgate.frontend.settings import Session, Spec
 from dpgate.mechanisms import diffpart
-from dpgate.queries.base import bind
 from dpgate.plans import SubjectCharge, SynthesisPlan
 from dpgate.queries.synthetic import options
-from dpgate.queries.synthetic.common import Release, named, require_free_name, run_epsilon
 from dpgate.queries.synthetic.coding import domain_lookup, values_list
+from dpgate.queries.synthetic.common import Release, named, require_free_name, run_epsilon
 from dpgate.release import Answer
 
 OPTIONS: dict[str, Spec] = {

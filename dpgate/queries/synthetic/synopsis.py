@@ -25,6 +25,7 @@ import numpy as np
 from sqlglot import exp
 
 from dpgate import errors, mechanisms, noise
+from dpgate.backends.charged import bind
 from dpgate.catalog import releases as registry
 from dpgate.catalog.tables import Catalog, quote_ident
 from dpgate.frontend.classify import Classified
@@ -32,7 +33,6 @@ from dpgate.frontend.dialect import to_sql
 from dpgate.frontend.nodes import dp_options
 from dpgate.frontend.settings import Session, Spec, coerce, literal_value
 from dpgate.mechanisms import privtree
-from dpgate.queries.base import bind
 from dpgate.plans import SubjectCharge, SynthesisPlan
 from dpgate.queries.synthetic import options
 from dpgate.queries.synthetic.common import Release, named, run_epsilon

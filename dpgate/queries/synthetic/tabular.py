@@ -27,6 +27,7 @@ import duckdb
 import numpy as np
 
 from dpgate import errors, mechanisms
+from dpgate.backends.charged import bind
 from dpgate.catalog import releases as registry
 from dpgate.frontend.classify import Classified
 from dpgate.frontend.dialect import to_sql
@@ -34,7 +35,6 @@ from dpgate.frontend.settings import Session, Spec
 from dpgate.mechanisms import mst, pdp, privbayes
 from dpgate.mechanisms.base import CodedRows
 from dpgate.plans import SubjectCharge, SynthesisPlan
-from dpgate.queries.base import bind
 from dpgate.queries.synthetic import coding as synthesis
 from dpgate.queries.synthetic import options as synthetic_options
 from dpgate.queries.synthetic.common import Release, release_name, run_epsilon, subject_rows_sql
