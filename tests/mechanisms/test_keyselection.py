@@ -72,13 +72,3 @@ def test_key_selection_charges_delta(make_db):
         with pytest.raises(dpgate.BudgetExceededError) as info:
             con.cursor().execute(q)
         assert info.value.code == "DP403"
-
-
-@pytest.mark.parametrize("epsilon", [0.01, 0.3, 1.0, 7.0, 800.0])
-@pytest.mark.parametrize("delta", [1e-9, 1e-6, 1e-3])
-@pytest.mark.parametrize("groups", [1, 3, 50])
-def test_the_planners_threshold_is_the_mechanisms(epsilon, delta, groups):
-    """The planners still carry a copy of the τ search: it must give the threshold proved here."""
-    from dpgate.queries.analysis import key_selection_threshold as planners
-
-    assert planners(epsilon, delta, groups) == key_selection_threshold(epsilon, delta, groups)

@@ -4,16 +4,15 @@ for keys without one."""
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any
 
 from sqlglot import exp
 
-from dpgate import errors, noise
+from dpgate import errors
 from dpgate.catalog.tables import TIMESTAMP_TYPES
 from dpgate.frontend.dialect import to_duckdb
-from dpgate.plans import KeySelection, KeySpec
+from dpgate.plans import KeySpec
 from dpgate.queries.analysis.common import _try, preempted
 
 #: Largest cross product of input domains evaluated to find an expression's image.
@@ -177,23 +176,6 @@ class KeyAnalysis:
         if not wanted:
             return "group by plain columns with declared domains, or by a public lookup table's column"
         return "ask the owner to declare " + "; ".join(wanted) + ": every cell is then released, with no δ"
-
-
-def key_selection_threshold(epsilon: float, delta: float, groups: int) -> KeySelection:
-    """Smallest threshold τ >= 2 with ``groups * P(Z >= τ - 1) <= delta`` (Z discrete Laplace).
-
-    A key only one subject has reaches τ with probability ``P(1 + Z >= τ)``; a subject
-    touches at most ``groups`` keys, so the chance that any of them appears is at most δ.
-    """
-    a = noise.discrete_laplace_alpha(epsilon, groups)
-    if a == 0.0:  # ε / groups past ~745: P(Z >= 1) underflows to 0, so the smallest threshold already holds
-        return KeySelection(epsilon=epsilon, delta=delta, sensitivity=groups, threshold=2)
-    tau = max(2, math.ceil(math.log(delta * (1 + a) / groups) / math.log(a)) + 1)
-    while tau > 2 and groups * noise.discrete_laplace_tail(epsilon, groups, tau - 2) <= delta:
-        tau -= 1
-    while groups * noise.discrete_laplace_tail(epsilon, groups, tau - 1) > delta:
-        tau += 1
-    return KeySelection(epsilon=epsilon, delta=delta, sensitivity=groups, threshold=tau)
 
 
 #: Functions of a TIMESTAMP that are constant within each day (their value depends on the day).
