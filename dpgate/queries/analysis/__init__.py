@@ -26,10 +26,10 @@ The package: ``core`` (``Analysis``, ``analyse``, ``Syntax``, ``Prepared``) asse
 
 from __future__ import annotations
 
+from dpgate.mechanisms.keyselection import threshold as key_selection_threshold
 from dpgate.queries.analysis.aggregates import SUPPORTED_AGGREGATES, _with_epsilon, quantile_level
 from dpgate.queries.analysis.common import PER_SUBJECT, display_sql, query_hash
 from dpgate.queries.analysis.core import MAX_CELLS, Analysis, Prepared, PublicFacts, Syntax, analyse
-from dpgate.queries.analysis.keys import key_selection_threshold
 from dpgate.queries.analysis.post import output_column
 
 __all__ = [

@@ -15,10 +15,11 @@ from dpgate.frontend.classify import GRAPH_FUNCTIONS, Classified, function_name
 from dpgate.frontend.dialect import to_duckdb
 from dpgate.frontend.nodes import dp_options
 from dpgate.frontend.settings import QuerySettings, Session
+from dpgate.mechanisms.keyselection import threshold as key_selection_threshold
 from dpgate.plans import KeySpec
 from dpgate.queries.analysis.aggregates import SUPPORTED_AGGREGATES, AggregateAnalysis
 from dpgate.queries.analysis.common import PER_SUBJECT
-from dpgate.queries.analysis.keys import KeyAnalysis, key_selection_threshold
+from dpgate.queries.analysis.keys import KeyAnalysis
 from dpgate.queries.analysis.per_subject import PerSubjectAnalysis
 from dpgate.queries.analysis.post import PostProcessing
 from dpgate.queries.analysis.scope import ScopeAnalysis
