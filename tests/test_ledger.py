@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -206,7 +207,10 @@ CRASH_SCRIPT = textwrap.dedent(
 def test_debit_survives_a_kill_between_debit_and_release(db, tmp_path):
     script = tmp_path / "crash.py"
     script.write_text(CRASH_SCRIPT)
-    proc = subprocess.run([sys.executable, str(script), str(db)], capture_output=True, text=True, timeout=120)
+    # The child imports the dpgate under test (a script's own directory, not the working directory,
+    # leads its path: it found another checkout's installed dpgate).
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(os.path.dirname(dpgate.__file__)), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, str(script), str(db)], capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == -9, proc.stderr
     assert "not reached" not in proc.stdout
     assert analyst_spent(db)[0] == Decimal("0.4")
