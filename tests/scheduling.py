@@ -22,6 +22,7 @@ import pytest
 
 #: The files whose tests use the ``spark`` fixture: one work unit, so one local Spark per run.
 SPARK_FILES = (
+    "tests/backends/test_bounded.py",
     "tests/backends/test_spark_backend.py",
     "tests/privacy/test_neighbour_spark.py",
     "tests/privacy/test_spark_types.py",

@@ -186,7 +186,11 @@ def for_engine(tree: exp.Expr, engine: str) -> exp.Expr:
             return exp.Anonymous(this="sort_array", expressions=[exp.Anonymous(this="collect_list", expressions=[values])])
         if isinstance(n, exp.Anonymous) and n.meta.get("dp_rank"):
             (mixed,) = n.expressions
-            inner = exp.Anonymous(this="xxhash64", expressions=list(mixed.this.expressions))
+            # Spark's multi-argument hash skips NULL arguments without marking where they were, so
+            # (NULL, 5) and (5, NULL) would tie for every salt and the sort's order would choose;
+            # hashing each column alone first keeps its position (xxhash64(NULL) is the seed).
+            each = [exp.Anonymous(this="xxhash64", expressions=[c]) for c in mixed.this.expressions]
+            inner = exp.Anonymous(this="xxhash64", expressions=each)
             return exp.Anonymous(this="xxhash64", expressions=[exp.BitwiseXor(this=inner, expression=mixed.expression)])
         return n
 
