@@ -79,18 +79,18 @@ def test_no_function_smuggles_sql_past_the_checks(con):
 
 def test_a_public_statement_commits_nothing(con, monkeypatch):
     """Defence in depth: were a write to slip into a public statement, its transaction rolls back."""
-    from dpgate.gateway import Gateway
+    from dpgate import statements
 
-    run = Gateway._public
+    run = statements.public
 
-    def slipped(self, statement, params):
-        result = run(self, statement, params)
-        self._con.execute("CREATE TABLE slipped AS SELECT 1 AS x")
+    def slipped(gw, statement, params):
+        result = run(gw, statement, params)
+        gw.con.execute("CREATE TABLE slipped AS SELECT 1 AS x")
         return result
 
-    monkeypatch.setattr(Gateway, "_public", slipped)
+    monkeypatch.setattr(statements, "public", slipped)
     assert con.cursor().execute("SELECT count(*) FROM country_regions").fetchall() == [(41,)]
-    monkeypatch.setattr(Gateway, "_public", run)
+    monkeypatch.setattr(statements, "public", run)
     (n,) = con.gateway._con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'slipped'").fetchone()
     assert n == 0
 
