@@ -86,7 +86,7 @@ CODES: dict[str, Code] = {
     "DP212": _c(E.UnsupportedQueryError, "An aggregate dpgate does not compute here (over dates, in the per-subject subquery, or over a graph)."),
     "DP213": _c(E.PolicyError, "A SUM, AVG or release input without usable declared bounds."),
     "DP214": _c(E.PolicyError, "A GROUP BY key without a declared domain where DP key selection is not possible (delta = 0, or too few subjects)."),
-    "DP215": _c(E.UnsupportedQueryError, "A join dpgate cannot answer: not on the privacy unit, not a lookup, not an equality of columns of one type, or a graph join but the triangle."),
+    "DP215": _c(E.UnsupportedQueryError, "A join dpgate cannot answer: a self-join, different subject spaces, not on the privacy unit, not a lookup, a bad condition, or a graph join but the triangle."),
     "DP216": _c(E.UnsupportedQueryError, "A subquery, CTE or set operation dpgate cannot answer over protected data."),
     "DP218": _c(E.ProgrammingError, "A column, alias or GROUP BY position that does not resolve to exactly one column."),
     "DP219": _c(E.UnsupportedQueryError, "No query class answers this statement."),
@@ -182,7 +182,7 @@ CODES: dict[str, Code] = {
     # -- DP5xx: a bug in dpgate --------------------------------------------------------------------
     "DP500": _c(E.InternalError, "A bug in dpgate; please report it."),
     # -- DP6xx: data, parameters and the database file ---------------------------------------------
-    "DP600": _c(E.DataError, "A data error in a public statement, or a bad value given to a mechanism."),
+    "DP600": _c(E.DataError, "A data error in a public statement."),
     "DP601": _c(E.ProgrammingError, "Parameters of the wrong kind for the placeholders (a sequence or a mapping)."),
     "DP602": _c(E.ProgrammingError, "Parameters that do not match the placeholders."),
     "DP603": _c(E.ProgrammingError, "Placeholders without parameters."),
