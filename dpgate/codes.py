@@ -11,9 +11,6 @@ Families (the hundreds digit): ``DP1xx`` the connection and the interface, ``DP2
 statement, ``DP3xx`` policy, ``DP4xx`` the budget and failures after the debit, ``DP5xx`` a bug
 in dpgate, ``DP6xx`` data, parameters and the database file, ``DP7xx`` the server.
 
-Some codes still cover several refusals (DP219 above all); ``SPLIT.md`` at the repository root
-proposes a code for each, to be added here when the raise sites change.
-
 This module is in the base stage: it imports only ``dpgate.errors`` and the standard library.
 """
 
@@ -81,21 +78,21 @@ CODES: dict[str, Code] = {
     "DP202": _c(E.ParseError, "An empty statement."),
     "DP203": _c(E.ParseError, "Several statements in one string; dpgate runs one at a time."),
     "DP204": _c(E.ProgrammingError, "An unknown option or setting."),
-    "DP205": _c((E.ProgrammingError, E.DataError), "A bad option value or argument: not a literal, out of range, given twice, or a release's parameters that cannot run."),
+    "DP205": _c(E.ProgrammingError, "A bad option or setting value: not a literal, not one accepted, or given twice."),
     "DP206": _c(E.UnsupportedQueryError, "EXPLAIN PRIVACY of something that is not a query, or DESCRIBE of something that is not a table."),
     "DP207": _c(E.UnsupportedQueryError, "A DP clause or DP statement over public data only."),
     "DP208": _c(E.ParseError, "The statement as dpgate would write it for DuckDB reads differently from the one received."),
     "DP211": _c((E.UnsupportedQueryError, E.PolicyError), "A read of row-level values: rows, DISTINCT values or ungrouped columns of a protected table, or its privacy unit."),
-    "DP212": _c((E.UnsupportedQueryError, E.ProgrammingError), "An unsupported aggregate, or an aggregate or graph function with the wrong arguments."),
+    "DP212": _c(E.UnsupportedQueryError, "An aggregate dpgate does not compute here (over dates, in the per-subject subquery, or over a graph)."),
     "DP213": _c(E.PolicyError, "A SUM, AVG or release input without usable declared bounds."),
     "DP214": _c(E.PolicyError, "A GROUP BY key without a declared domain where DP key selection is not possible (delta = 0, or too few subjects)."),
-    "DP215": _c(E.UnsupportedQueryError, "A join dpgate cannot answer: a self-join, different subject spaces, not on the privacy unit, or a graph join other than the triangle."),
+    "DP215": _c(E.UnsupportedQueryError, "A join dpgate cannot answer: a self-join, different subject spaces, not on the privacy unit, not a lookup, a bad condition, or a graph join but the triangle."),
     "DP216": _c(E.UnsupportedQueryError, "A subquery, CTE or set operation dpgate cannot answer over protected data."),
-    "DP218": _c((E.ProgrammingError, E.UnsupportedQueryError), "An unknown or ambiguous column or alias, or a join condition or kind that is not supported."),
-    "DP219": _c((E.UnsupportedQueryError, E.PolicyError), "A query shape, option combination or size no query class answers (the message says which; see SPLIT.md)."),
+    "DP218": _c(E.ProgrammingError, "A column, alias or GROUP BY position that does not resolve to exactly one column."),
+    "DP219": _c(E.UnsupportedQueryError, "No query class answers this statement."),
     "DP220": _c(E.NotSupportedError, "A function, table function, schema or database analysts may not use."),
     "DP221": _c(E.NotSupportedError, "A forbidden statement or engine setting, or an unknown synthesizer."),
-    "DP222": _c(E.NotSupportedError, "A write: analysts have read-only access (two PrivBayes option checks also get it by default; see SPLIT.md)."),
+    "DP222": _c(E.NotSupportedError, "A write: analysts have read-only access."),
     "DP223": _c(E.NotSupportedError, "A read of dpgate's schema or of the subjects' budgets."),
     "DP224": _c(E.NotSupportedError, "A view dpgate cannot analyse or that reads what analysts may not (a tainted view)."),
     "DP225": _c(E.ProgrammingError, "An unknown table or release."),
@@ -123,6 +120,23 @@ CODES: dict[str, Code] = {
     "DP264": _c(E.ProgrammingError, "A subgraph count whose ε, split by `interval_share`, leaves too little for the count or its error bar."),
     "DP265": _c(E.UnsupportedQueryError, "A subgraph count whose value or error bar could exceed 128-bit integers."),
     "DP266": _c(E.UnsupportedQueryError, "A statement whose work after the debit, bounded from public sizes, would pass its cap."),
+    "DP270": _c(E.UnsupportedQueryError, "A subgraph-count function over a table that is not a protected graph, or a graph asked for anything but subgraph counts."),
+    "DP271": _c(E.UnsupportedQueryError, "A subgraph-count query whose shape dpgate does not recognise (its FROM, WHERE, triangle self-join or k-star sum)."),
+    "DP272": _c(E.UnsupportedQueryError, "An option that does not apply to this kind of query."),
+    "DP273": _c(E.UnsupportedQueryError, "`consistent = true` over GROUP BY keys without a declared domain."),
+    "DP274": _c(E.UnsupportedQueryError, "A personalization mode this query or release cannot run with."),
+    "DP275": _c((E.UnsupportedQueryError, E.ProgrammingError, E.DataError), "An ε (or ε share) too small for the mechanism to add noise safely or usefully."),
+    "DP276": _c(E.UnsupportedQueryError, "A GROUP BY over more cells than dpgate releases in one query."),
+    "DP277": _c(E.UnsupportedQueryError, "A top-k request with nothing to select: LIMIT 0, k above the number of items, or no columns to rank."),
+    "DP278": _c(E.UnsupportedQueryError, "A top-k LIMIT, OFFSET or k that is not a whole-number literal."),
+    "DP279": _c(E.UnsupportedQueryError, "An aggregate in WHERE, GROUP BY or another row expression."),
+    "DP281": _c(E.PolicyError, "A release whose unit is one record over a table that keeps several rows per subject."),
+    "DP282": _c((E.ProgrammingError, E.UnsupportedQueryError), "A subgraph-count function with arguments it does not take (endpoints, k)."),
+    "DP283": _c(E.UnsupportedQueryError, "An aggregate with an argument it does not take: a quantile level that is not one number from 0 to 1."),
+    "DP284": _c(E.UnsupportedQueryError, "A release over a column whose type or size its mechanism cannot model."),
+    "DP285": _c(E.ProgrammingError, "Bad arguments to `dp_top_k_columns()`."),
+    "DP286": _c(E.ProgrammingError, "A release's column list that is empty, repeats a column, or does not say which column plays a role."),
+    "DP287": _c((E.ProgrammingError, E.DataError, E.NotSupportedError), "A release's parameters with which its mechanism cannot run (the message says which)."),
     # -- DP3xx: policy: the owner's declarations and the analyst's caps ----------------------------
     "DP301": _c(E.PolicyError, "The wrong privacy unit for this table."),
     "DP302": _c(E.PolicyError, "An unknown analyst, or a database without a dpgate catalog."),
@@ -168,7 +182,7 @@ CODES: dict[str, Code] = {
     # -- DP5xx: a bug in dpgate --------------------------------------------------------------------
     "DP500": _c(E.InternalError, "A bug in dpgate; please report it."),
     # -- DP6xx: data, parameters and the database file ---------------------------------------------
-    "DP600": _c(E.DataError, "A data error in a public statement, or a bad value given to a mechanism."),
+    "DP600": _c(E.DataError, "A data error in a public statement."),
     "DP601": _c(E.ProgrammingError, "Parameters of the wrong kind for the placeholders (a sequence or a mapping)."),
     "DP602": _c(E.ProgrammingError, "Parameters that do not match the placeholders."),
     "DP603": _c(E.ProgrammingError, "Placeholders without parameters."),

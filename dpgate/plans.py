@@ -148,14 +148,14 @@ class CountPlan(Plan):
                 if not comp.epsilon >= 1e-9:
                     raise errors.UnsupportedQueryError(
                         f"{agg.label} would get ε={comp.epsilon:g}, too little to add noise safely",
-                        code="DP219",
+                        code="DP275",
                         hint="ask for fewer aggregates or a larger epsilon",
                     )
                 if comp.sensitivity / comp.epsilon > MAX_NOISE_SCALE:
                     raise errors.UnsupportedQueryError(
                         f"{agg.label} would need noise of scale {comp.sensitivity / comp.epsilon:.3g} "
                         f"(sensitivity {comp.sensitivity} at ε={comp.epsilon:g}): the answer would be meaningless",
-                        code="DP219",
+                        code="DP275",
                         hint="tighten the bounds of the input, lower max_rows_contributed, or raise epsilon",
                     )
 

@@ -3,8 +3,8 @@ with the class that raises it, and every code in the table is raised, so the tab
 README generated from it) says what clients will actually see.
 
 Raise sites are read from the source with ``ast``, not by a regular expression, so that codes
-passed through a helper (``cost.refuse(WORK, ...)``, subgraph's ``_refuse(...)`` with its DP219
-default), a module constant (``allowlist.SIZE``), a local variable or an object that carries a
+passed through a helper (``cost.refuse(WORK, ...)``, subgraph's ``_refuse(...)``), a module
+constant (``allowlist.SIZE``), a local variable or an object that carries a
 code to a later refusal (``allowlist.Const``) are followed to the class that raises them. A call
 this reader cannot follow fails the test rather than being skipped: a new kind of indirection
 must be taught here (or written plainly at the raise site).

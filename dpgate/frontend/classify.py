@@ -184,7 +184,7 @@ def classify(statement: exp.Expr, catalog: Catalog) -> Classified:
         if used:
             raise errors.UnsupportedQueryError(
                 f"{used[0].upper()}() counts subgraphs of a protected graph, and this query reads none",
-                code="DP219",
+                code="DP270",
                 hint="SHOW TABLES lists the graphs (kind graph); e.g. SELECT TRIANGLE_COUNT(src, dst) FROM <graph>",
             )
         if dp_options(statement) is not None:
@@ -382,7 +382,7 @@ def _topk_columns_ref(node: exp.Table, func: exp.Expr, catalog: Catalog) -> Tabl
     if not isinstance(first, exp.Literal) or not first.is_string:
         raise errors.ProgrammingError(
             f"{TOPK_COLUMNS_FUNCTION}() takes the name of a protected table as a string first",
-            code="DP205",
+            code="DP285",
             hint=f"write {TOPK_COLUMNS_FUNCTION}('wide_table', k => 10)",
         )
     prot = catalog.protected(first.this.lower())

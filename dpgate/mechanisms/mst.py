@@ -107,12 +107,12 @@ def model_cells(sizes: Sequence[int]) -> int:
 def _check(codes, sizes, epsilon, shares) -> tuple[np.ndarray, tuple[int, ...], tuple[float, float, float] | None]:
     sizes_t = tuple(int(s) for s in sizes)
     if not sizes_t or any(s < 1 for s in sizes_t):
-        raise errors.DataError("every attribute needs a domain of at least one value")
+        raise errors.InternalError("every attribute needs a domain of at least one value")
     if not (isinstance(epsilon, (int, float)) and np.isfinite(epsilon) and epsilon > 0):
-        raise errors.DataError(f"epsilon must be a positive finite number, got {epsilon!r}")
+        raise errors.DataError(f"epsilon must be a positive finite number, got {epsilon!r}", code="DP275")
     s = tuple(float(x) for x in shares) if shares is not None else None
     if s is not None and (len(s) != 3 or any(not np.isfinite(x) or x <= 0 for x in s) or abs(sum(s) - 1) > 1e-9):
-        raise errors.DataError(f"shares must be three positive numbers adding up to 1, got {shares!r}")
+        raise errors.InternalError(f"shares must be three positive numbers adding up to 1, got {shares!r}")
     d = len(sizes_t)
     cells = model_cells(sizes_t)
     if cells > MODEL_CELLS:
@@ -122,13 +122,13 @@ def _check(codes, sizes, epsilon, shares) -> tuple[np.ndarray, tuple[int, ...], 
             hint="leave the largest domains out (the columns option), or use fewer bins; nothing was charged",
         )  # fmt: skip
     if epsilon * min(s or (ROWS_SHARE,)) / max(d, 1) < 1e-8:
-        raise errors.DataError(f"epsilon={epsilon:g} is too small to split over {d} attributes",
+        raise errors.DataError(f"epsilon={epsilon:g} is too small to split over {d} attributes", code="DP275",
                                hint="use a larger epsilon")  # fmt: skip
     arr = np.asarray(codes, dtype=np.int64)
     if arr.ndim != 2 or arr.shape[1] != d:
-        raise errors.DataError(f"codes must be an (n, {d}) array")
+        raise errors.InternalError(f"codes must be an (n, {d}) array")
     if arr.size and ((arr < 0).any() or (arr >= np.array(sizes_t)).any()):
-        raise errors.DataError("a code lies outside its attribute's domain")
+        raise errors.InternalError("a code lies outside its attribute's domain")
     return arr, sizes_t, s
 
 

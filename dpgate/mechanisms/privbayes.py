@@ -250,7 +250,7 @@ def fit(
     if score == "F" and any(s != 2 for s in esizes):
         raise errors.NotSupportedError(
             "Score F is defined only when every attribute is binary (computing it is NP-hard otherwise, Theorem 3.3)",
-            hint="use score R, or encoding 'binary' / 'gray'",
+            code="DP287", hint="use score R, or encoding 'binary' / 'gray'",
         )
     de = len(esizes)
     if degree is not None and degree > 0:
@@ -258,14 +258,14 @@ def fit(
         if math.prod(biggest) > marginal_cap(de):
             raise errors.DataError(
                 f"Degree {degree} allows marginals of {math.prod(biggest)} cells, more than the limit "
-                f"{marginal_cap(de)} for {de} attributes",
+                f"{marginal_cap(de)} for {de} attributes", code="DP287",
                 hint="use a smaller degree, or degree=None to choose it by θ-usefulness",
             )
     smallest_share = epsilon * min(ROWS_SHARE, (1 - ROWS_SHARE) * min(beta, 1 - beta) / max(de, 1))
     if smallest_share < 1e-8:
         raise errors.DataError(
             f"epsilon={epsilon:g} is too small to split over {de} attributes (a step would get {smallest_share:.3g})",
-            hint="use a larger epsilon",
+            code="DP275", hint="use a larger epsilon",
         )
     if progress is not None:
         progress(0.0, "noisy row count")
@@ -399,46 +399,46 @@ def _check_parameters(
 ) -> tuple[int, ...]:
     """Refusals that depend only on public parameters and the table's shape (never on values)."""
     if not (isinstance(epsilon, numbers.Real) and math.isfinite(epsilon) and epsilon > 0):
-        raise errors.DataError(f"epsilon must be a positive finite number, got {epsilon!r}")
+        raise errors.DataError(f"epsilon must be a positive finite number, got {epsilon!r}", code="DP275")
     if not (isinstance(beta, numbers.Real) and 0 < beta < 1):
-        raise errors.DataError(f"beta (the network's share of ε) must be in (0, 1), got {beta!r}")
+        raise errors.DataError(f"beta (the network's share of ε) must be in (0, 1), got {beta!r}", code="DP287")
     if score not in SCORES:
-        raise errors.DataError(f"Unknown score {score!r}", hint=f"use one of {', '.join(SCORES)}")
+        raise errors.InternalError(f"Unknown score {score!r}", hint=f"use one of {', '.join(SCORES)}")
     if encoding == "hierarchical":
-        raise errors.NotSupportedError(
+        raise errors.InternalError(
             "Hierarchical encoding needs a taxonomy tree per attribute, which this core does not receive",
             hint="use encoding 'vanilla' (the thesis finds Vanilla-R ≈ Hierarchical-R on marginals)",
         )
     if encoding not in ENCODINGS:
-        raise errors.DataError(f"Unknown encoding {encoding!r}", hint=f"use one of {', '.join(ENCODINGS)}")
+        raise errors.InternalError(f"Unknown encoding {encoding!r}", hint=f"use one of {', '.join(ENCODINGS)}")
     if degree is None:
         if theta is None or not (isinstance(theta, numbers.Real) and math.isfinite(theta) and theta > 0):
-            raise errors.DataError(
+            raise errors.InternalError(
                 f"theta must be a positive number when degree is not given, got {theta!r}",
                 hint="pass theta (the thesis uses 3; 2-4 works) or a fixed degree",
             )
     elif not (isinstance(degree, (int, np.integer)) and degree >= 0):
-        raise errors.DataError(f"degree must be a non-negative integer, got {degree!r}")
+        raise errors.InternalError(f"degree must be a non-negative integer, got {degree!r}")
     if noisy_rows is not None and not (math.isfinite(noisy_rows)):
-        raise errors.DataError(f"noisy_rows must be finite, got {noisy_rows!r}")
+        raise errors.InternalError(f"noisy_rows must be finite, got {noisy_rows!r}")
     if max_rows is not None and not (isinstance(max_rows, (int, np.integer)) and max_rows >= 1):
-        raise errors.DataError(f"max_rows must be a positive integer, got {max_rows!r}")
+        raise errors.InternalError(f"max_rows must be a positive integer, got {max_rows!r}")
     sizes_t = tuple(int(s) for s in sizes)
     if not sizes_t or any(s < 1 for s in sizes_t):
-        raise errors.DataError("every attribute needs a domain of at least one value", details_sizes=sizes_t)
+        raise errors.InternalError("every attribute needs a domain of at least one value", details_sizes=sizes_t)
     if max(sizes_t) > MAX_CELLS:
-        raise errors.DataError(
+        raise errors.UnsupportedQueryError(
             f"A domain of {max(sizes_t)} values is larger than the limit of {MAX_CELLS} cells per marginal",
-            hint="coarsen the attribute (bins or a taxonomy level) before synthesis",
+            code="DP266", hint="coarsen the attribute (bins or a taxonomy level) before synthesis",
         )
     if sum(sizes_t) > MODEL_CELLS:
-        raise errors.DataError(
+        raise errors.UnsupportedQueryError(
             f"The attributes' domains hold {sum(sizes_t):,} values in all, more than the limit of {MODEL_CELLS:,} "
-            "cells per model", hint="synthesize fewer or coarser columns (the columns and bins options)",
+            "cells per model", code="DP266", hint="synthesize fewer or coarser columns (the columns and bins options)",
         )  # fmt: skip
     arr = np.asarray(codes)
     if arr.ndim != 2 or arr.shape[1] != len(sizes_t) or not np.issubdtype(arr.dtype, np.integer):
-        raise errors.DataError(
+        raise errors.InternalError(
             f"codes must be an integer array of shape (rows, {len(sizes_t)}), got {arr.dtype} {arr.shape[1:]}"
         )
     if arr.shape[0] and (arr.min() < 0 or np.any(arr.max(axis=0) >= np.array(sizes_t))):

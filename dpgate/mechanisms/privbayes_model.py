@@ -280,7 +280,7 @@ def sample(model: PrivBayesModel, n_rows: int, *, rng: np.random.Generator) -> n
         ``(n_rows, d)`` int64 codes.
     """
     if n_rows < 0:
-        raise errors.DataError(f"n_rows must be non-negative, got {n_rows}")
+        raise errors.InternalError(f"n_rows must be non-negative, got {n_rows}")
     out = _decode(_sample_encoded(model, n_rows, rng), model)
     if model.encoding == "vanilla":
         return out

@@ -164,13 +164,13 @@ def score_sensitivity(score: str, *, max_rows: int | None = None) -> float:
         return 1.0
     if score == "MI":
         if max_rows is None or max_rows < 1:
-            raise errors.DataError(
+            raise errors.InternalError(
                 "Score MI has no add/remove sensitivity without a public bound on the row count",
                 hint="pass max_rows (e.g. the number of subjects), or use score R",
             )
         m = max(max_rows - 1, 1)  # g is increasing; g(1) = 2 also covers max_rows = 1
         return (math.log2(m + 1) + m * math.log2(1 + 1 / m)) * (1 + 2.0**-10)  # [float]
-    raise errors.DataError(f"Unknown score {score!r}", hint=f"use one of {', '.join(SCORES)}")
+    raise errors.InternalError(f"Unknown score {score!r}", hint=f"use one of {', '.join(SCORES)}")
 
 
 def mi_sensitivity_substitution(n: int, *, binary: bool) -> float:

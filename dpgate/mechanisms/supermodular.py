@@ -154,30 +154,30 @@ def parameters(epsilon: float, heights: list[int], *, beta: float | None = None,
                lam: float = 1.0, kappa: int = 1, weights=None) -> Parameters:  # fmt: skip
     """Validated parameters; every refusal here is before any data is read."""
     if not (epsilon > 0 and math.isfinite(epsilon)):
-        raise errors.DataError(f"ε must be positive, got {epsilon}", code="DP205")
+        raise errors.DataError(f"ε must be positive, got {epsilon}", code="DP275")
     if not heights:
-        raise errors.DataError("no column to generalize", code="DP205")
+        raise errors.DataError("no column to generalize", code="DP287")
     beta = default_beta(epsilon) if beta is None else float(beta)
     if not (math.exp(-epsilon) < beta < 1.0):
         raise errors.DataError(
-            f"β = {beta:g} must lie in (e^−ε, 1) = ({math.exp(-epsilon):.4g}, 1)", code="DP205",
+            f"β = {beta:g} must lie in (e^−ε, 1) = ({math.exp(-epsilon):.4g}, 1)", code="DP287",
             hint=f"omit beta (default e^(−ε/2) = {default_beta(epsilon):.4g}) or raise it",
         )  # fmt: skip
     if not (0.0 < theta0 < 1.0):
-        raise errors.DataError(f"theta0 = {theta0:g} must lie in (0, 1)", code="DP205")
+        raise errors.DataError(f"theta0 = {theta0:g} must lie in (0, 1)", code="DP287")
     if not (0 < lam <= MAX_LAMBDA):
-        raise errors.DataError(f"lambda = {lam:g} must lie in (0, {MAX_LAMBDA:g}]", code="DP205")
+        raise errors.DataError(f"lambda = {lam:g} must lie in (0, {MAX_LAMBDA:g}]", code="DP287")
     if not (isinstance(kappa, int) and kappa >= 1):
-        raise errors.DataError(f"kappa = {kappa!r} must be a positive integer", code="DP205")
+        raise errors.DataError(f"kappa = {kappa!r} must be a positive integer", code="DP287")
     w = default_weights(heights) if weights is None else tuple(tuple(float(x) for x in ws) for ws in weights)
     for ws, h in zip(w, heights):
         if len(ws) != h + 1 or min(ws) <= 0 or any(b < a for a, b in zip(ws, ws[1:])):
-            raise errors.DataError("weights must be positive and not decrease with depth", code="DP205")
+            raise errors.DataError("weights must be positive and not decrease with depth", code="DP287")
     levels = math.prod(h + 1 for h in heights)
     if levels > MAX_LEVELS:
-        raise errors.DataError(
+        raise errors.UnsupportedQueryError(
             f"{levels:,} generalizations per record (Π (height + 1)) is above the cap of {MAX_LEVELS:,}",
-            code="DP205", hint="generalize fewer columns, or declare flatter hierarchies",
+            code="DP266", hint="generalize fewer columns, or declare flatter hierarchies",
         )  # fmt: skip
     return Parameters(float(epsilon), beta, float(theta0), float(lam), int(kappa), w)
 

@@ -61,7 +61,7 @@ ACCEPTED = (
 )
 
 
-def _refuse(message: str, code: str = "DP219", hint: str | None = None) -> errors.Error:
+def _refuse(message: str, code: str, hint: str | None = None) -> errors.Error:
     return errors.UnsupportedQueryError(message, code=code, hint=hint or f"a graph answers {ACCEPTED}")
 
 
@@ -79,7 +79,7 @@ def plan(classified: Classified, catalog: Catalog, session: Session, facts) -> S
             hint="drop privacy_unit_column",
         )  # fmt: skip
     if "consistent" in settings.explicit:
-        raise _refuse("consistent = true applies to tables of counts, not to subgraph counts", code="DP219")
+        raise _refuse("consistent = true applies to tables of counts, not to subgraph counts", code="DP272")
     q = statement.copy()
     q.set("hint", None)
     original_sql = to_duckdb(q)
@@ -97,7 +97,7 @@ def plan(classified: Classified, catalog: Catalog, session: Session, facts) -> S
         try:
             k = graphs.check_query(query, k)
         except ValueError as e:
-            raise _refuse(f"{label}: {e}") from e
+            raise _refuse(f"{label}: {e}", code="DP282") from e
         if query == "kclique" and k >= 4 and math.comb(n_nodes, k) > KCLIQUE_FREE_WORK and not graph.get("allow_kclique"):
             raise errors.PolicyError(
                 f"{label} on {n_nodes:,} nodes: a graph this size may hold C({n_nodes}, {k}) = "
@@ -256,14 +256,14 @@ def _function_form(q: exp.Select, table: ProtectedTable) -> tuple[list[tuple[str
     """
     from_ = q.args.get("from_")
     if from_ is None or not isinstance(from_.this, exp.Table) or from_.this.name.lower() != table.name:
-        raise _refuse("A graph query reads the graph table in FROM")
+        raise _refuse("A graph query reads the graph table in FROM", code="DP271")
     alias = from_.this.alias_or_name.lower()
     aliases = {alias, table.name}
     for arg in ("group", "having", "distinct", "qualify", "windows", "order", "limit", "offset", "with_"):
         if q.args.get(arg):
             raise _refuse(
                 f"{arg.upper().rstrip('_')} is not supported in subgraph-count queries (they return one row)",
-                hint=f"write SELECT TRIANGLE_COUNT(src, dst) FROM {table.name} [WHERE <edge filter>]",
+                code="DP271", hint=f"write SELECT TRIANGLE_COUNT(src, dst) FROM {table.name} [WHERE <edge filter>]",
             )
     # Exactly one read of the graph, in FROM: no subquery, EXISTS, ARRAY(SELECT ...) or lateral
     # table anywhere (classify let several reads of a graph through for the recognised shapes).
@@ -299,7 +299,8 @@ def _function_form(q: exp.Select, table: ProtectedTable) -> tuple[list[tuple[str
             if isinstance(node, (exp.AggFunc, exp.Subquery, exp.Query)) or (
                 isinstance(node, exp.Func) and function_name(node) in GRAPH_FUNCTIONS
             ):
-                raise _refuse(f"WHERE may only filter edges by their own columns, not {node.sql(dialect='duckdb')}")
+                raise _refuse(f"WHERE may only filter edges by their own columns, not {node.sql(dialect='duckdb')}",
+                              code="DP271")
             if isinstance(node, exp.Column):
                 if node.table and node.table.lower() not in aliases or node.name.lower() not in table.columns:
                     raise errors.ProgrammingError(
@@ -327,18 +328,18 @@ def _call(node: exp.Expr, name: str, table: ProtectedTable, aliases: set[str]) -
     want = 2 if query == "triangle" else 3
     usage = f"{name.upper()}({table.graph['src']}, {table.graph['dst']}{'' if want == 2 else ', k'})"
     if len(args) != want:
-        raise errors.ProgrammingError(f"{label} takes {want} arguments", code="DP212", hint=f"write {usage}")
+        raise errors.ProgrammingError(f"{label} takes {want} arguments", code="DP282", hint=f"write {usage}")
     ends = {_endpoint(a, table, aliases) for a in args[:2]}
     if ends != {"src", "dst"}:
         raise errors.ProgrammingError(
-            f"{label}: the first two arguments must be the graph's endpoint columns", code="DP212",
+            f"{label}: the first two arguments must be the graph's endpoint columns", code="DP282",
             hint=f"write {usage}",
         )  # fmt: skip
     k = None
     if want == 3:
         lit = args[2]
         if not (isinstance(lit, exp.Literal) and not lit.is_string and lit.this.isdigit()):
-            raise errors.ProgrammingError(f"{label}: k must be a whole number", code="DP212", hint=f"write {usage}")
+            raise errors.ProgrammingError(f"{label}: k must be a whole number", code="DP282", hint=f"write {usage}")
         k = int(lit.this)
     return label, query, k
 
@@ -361,10 +362,10 @@ def _triangle_join(q: exp.Select, table: ProtectedTable) -> tuple[str, str, None
     if len(q.expressions) != 1 or not isinstance(q.expressions[0].unalias(), exp.Count) or not isinstance(
         q.expressions[0].unalias().this, exp.Star
     ):
-        raise _refuse("The triangle self-join must select COUNT(*) only")
+        raise _refuse("The triangle self-join must select COUNT(*) only", code="DP271")
     for arg in ("group", "having", "distinct", "order", "limit", "offset", "qualify", "windows", "with_"):
         if q.args.get(arg):
-            raise _refuse(f"{arg.upper().rstrip('_')} is not supported in the triangle self-join")
+            raise _refuse(f"{arg.upper().rstrip('_')} is not supported in the triangle self-join", code="DP271")
     conds = [j.args["on"] for j in joins if j.args.get("on") is not None]
     if q.args.get("where") is not None:
         conds.append(q.args["where"].this)
@@ -378,14 +379,17 @@ def _triangle_join(q: exp.Select, table: ProtectedTable) -> tuple[str, str, None
     for cond in conds:
         for eq in _conjuncts(cond):
             if not isinstance(eq, exp.EQ):
-                raise _refuse(f"The triangle self-join may only equate endpoints, not {eq.sql(dialect='duckdb')}")
+                raise _refuse(f"The triangle self-join may only equate endpoints, not {eq.sql(dialect='duckdb')}",
+                              code="DP271")
             sides = []
             for side in (eq.this, eq.expression):
                 if not isinstance(side, exp.Column) or side.table.lower() not in aliases:
-                    raise _refuse("The triangle self-join compares alias-qualified endpoint columns (a.src = b.dst)")
+                    raise _refuse("The triangle self-join compares alias-qualified endpoint columns (a.src = b.dst)",
+                                  code="DP271")
                 end = _endpoint(side, table, {side.table.lower()})
                 if end is None:
-                    raise _refuse(f"{side.sql(dialect='duckdb')} is not an endpoint column of {table.name}")
+                    raise _refuse(f"{side.sql(dialect='duckdb')} is not an endpoint column of {table.name}",
+                                  code="DP271")
                 sides.append((side.table.lower(), end))
             parent[find(sides[0])] = find(sides[1])
     classes: dict[tuple[str, str], list[tuple[str, str]]] = {}
@@ -398,7 +402,8 @@ def _triangle_join(q: exp.Select, table: ProtectedTable) -> tuple[str, str, None
         and all(find((a, "src")) != find((a, "dst")) for a in aliases)
     )
     if not triangle:
-        raise _refuse("These join conditions do not close a triangle (three edges, each node shared by two of them)")
+        raise _refuse("These join conditions do not close a triangle (three edges, each node shared by two of them)",
+                      code="DP271")
     return f"TRIANGLE_COUNT({table.graph['src']}, {table.graph['dst']})", "triangle", None
 
 
@@ -492,7 +497,7 @@ def _degree_sum(q: exp.Select, table: ProtectedTable) -> tuple[str, str, int]:
     k = _binomial_order(total.this, deg.alias.lower())
     if k is None:
         raise _refuse(
-            f"SUM({total.this.sql(dialect='duckdb')}) over degrees is not a k-star count",
+            f"SUM({total.this.sql(dialect='duckdb')}) over degrees is not a k-star count", code="DP271",
             hint="the summand must equal C(deg, k), e.g. deg * (deg - 1) * (deg - 2) / 6 for 3-stars",
         )
     return f"KSTAR_COUNT({table.graph['src']}, {table.graph['dst']}, {k})", "kstar", k

@@ -431,24 +431,24 @@ def _topk_common(a: Analysis, k: int, n_items: int | None, what: str) -> None:
     s = a.settings
     if s.consistent and "consistent" in s.explicit:
         raise errors.UnsupportedQueryError(
-            "consistent = true applies to tables of counts, not to a top-k selection", code="DP219",
+            "consistent = true applies to tables of counts, not to a top-k selection", code="DP272",
             hint="drop consistent, or drop ORDER BY ... LIMIT to get the whole table",
         )  # fmt: skip
     if k < 1:
         raise errors.UnsupportedQueryError(
-            "LIMIT 0 asks for no items", code="DP219", hint="ask for the top k with LIMIT k, k >= 1"
+            "LIMIT 0 asks for no items", code="DP277", hint="ask for the top k with LIMIT k, k >= 1"
         )
     if n_items is not None and k > n_items:
         raise errors.UnsupportedQueryError(
             f"The query asks for the top {k} of {what}, which has only {n_items} item(s)",
-            code="DP219",
+            code="DP277",
             hint=f"ask for at most {n_items} (LIMIT + OFFSET), or drop ORDER BY ... LIMIT "
             "to get a noisy count for every item",
         )
     if s.personalization in ("partition", "t_round"):
         raise errors.UnsupportedQueryError(
             f"Top-k selection cannot be combined with personalization = '{s.personalization}'",
-            code="DP219",
+            code="DP274",
             hint="use personalization 'sample' (the default), 'threshold' or 'minimum'",
         )
 
@@ -471,7 +471,7 @@ def _check_selection(n_items: int, k: int, epsilon: float, method: str, what: st
     try:
         topk_mech.check_public_inputs(n_items, k, epsilon, method)
     except ValueError as e:
-        raise errors.UnsupportedQueryError(f"{what}: {e}", code="DP219", hint=hint) from e
+        raise errors.UnsupportedQueryError(f"{what}: {e}", code="DP275", hint=hint) from e
     why = topk_mech.work_limit(n_items, k, method)
     if why is not None:
         cheaper = "oneshot" if method in ("tps_pfm", "tps_em", "laplace") else "a smaller LIMIT"
@@ -542,7 +542,7 @@ def _columns_topk_plan(a: Analysis, q: exp.Select, original_sql: str) -> TopKPla
     )  # fmt: skip
     if not items:
         raise errors.UnsupportedQueryError(
-            f"{table.name} has no BOOLEAN or numeric columns to rank", code="DP219",
+            f"{table.name} has no BOOLEAN or numeric columns to rank", code="DP277",
             hint="dp_top_k_columns ranks 0/1 (or BOOLEAN) columns by how many subjects have them set",
         )  # fmt: skip
     _topk_common(a, k, len(items), f"the {len(items)} 0/1 columns of {table.name}")
@@ -617,17 +617,17 @@ def topk_columns_arguments(call: exp.Anonymous) -> tuple[int, bool]:
         elif i == 1:
             name, value = "k", arg
         else:
-            raise errors.ProgrammingError(f"Unexpected argument {arg.sql(dialect='duckdb')}", code="DP205", hint=usage)
+            raise errors.ProgrammingError(f"Unexpected argument {arg.sql(dialect='duckdb')}", code="DP285", hint=usage)
         if name == "k":
             k = _int_literal(value, "k")
         elif name == "counts":
             if not isinstance(value, exp.Boolean):
-                raise errors.ProgrammingError("counts takes true or false", code="DP205", hint=usage)
+                raise errors.ProgrammingError("counts takes true or false", code="DP285", hint=usage)
             counts = bool(value.this)
         else:
-            raise errors.ProgrammingError(f"Unknown argument {name} of dp_top_k_columns", code="DP205", hint=usage)
+            raise errors.ProgrammingError(f"Unknown argument {name} of dp_top_k_columns", code="DP285", hint=usage)
     if k is None:
-        raise errors.ProgrammingError("dp_top_k_columns needs k", code="DP205", hint=usage)
+        raise errors.ProgrammingError("dp_top_k_columns needs k", code="DP285", hint=usage)
     return k, counts
 
 
@@ -639,7 +639,7 @@ def _int_literal(node: exp.Expr, what: str) -> int:
             pass
     raise errors.UnsupportedQueryError(
         f"{what} {node.sql(dialect='duckdb')} must be a whole number for a top-k query",
-        code="DP219",
+        code="DP278",
         hint=f"write {what} 10 (parameters are fine: they are bound before planning)",
     )
 

@@ -63,16 +63,18 @@ def test_the_split_and_the_number_of_pairs_follow_their_rules():
 def test_refusals_happen_before_any_noise(recorded):
     rng = np.random.default_rng(TEST_SEED)
     codes = correlated(100, [3, 2], rng)
-    for args, kwargs in [
-        ((codes, [3, 2], 0.0), {}),
-        ((codes, [3, 2], float("nan")), {}),
-        ((codes, [3, 2, 2], 1.0), {}),
-        ((codes, [2, 2], 1.0), {}),  # a code outside its domain
-        ((codes, [3, 2], 1.0), {"shares": (0.5, 0.5)}),
-        ((codes, [3, 2], 1.0), {"shares": (0.5, 0.6, -0.1)}),
+    for args, kwargs, error, code in [
+        ((codes, [3, 2], 0.0), {}, errors.DataError, "DP275"),
+        ((codes, [3, 2], float("nan")), {}, errors.DataError, "DP275"),
+        ((codes, [3, 2], 1e-12), {}, errors.DataError, "DP275"),
+        ((codes, [3, 2, 2], 1.0), {}, errors.InternalError, "DP500"),
+        ((codes, [2, 2], 1.0), {}, errors.InternalError, "DP500"),  # a code outside its domain
+        ((codes, [3, 2], 1.0), {"shares": (0.5, 0.5)}, errors.InternalError, "DP500"),
+        ((codes, [3, 2], 1.0), {"shares": (0.5, 0.6, -0.1)}, errors.InternalError, "DP500"),
     ]:
-        with pytest.raises(errors.DataError):
+        with pytest.raises(error) as e:
             mst.fit(*args, rng=rng, **kwargs)
+        assert e.value.code == code
     assert recorded == []
 
 

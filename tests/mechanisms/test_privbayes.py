@@ -498,22 +498,24 @@ def test_the_shares_add_up_to_the_requested_epsilon(recorded, sizes, options):
 def test_refusals_happen_before_any_noise(recorded):
     rng = np.random.default_rng(TEST_SEED)
     codes = correlated(100, [3, 2], rng)
-    cases = [
-        (dict(score="F"), errors.NotSupportedError),
-        (dict(encoding="hierarchical"), errors.NotSupportedError),
-        (dict(encoding="unary"), errors.DataError),
-        (dict(score="MI"), errors.DataError),
-        (dict(score="X"), errors.DataError),
-        (dict(beta=1.0), errors.DataError),
-        (dict(theta=None), errors.DataError),
-        (dict(degree=-1), errors.DataError),
+    cases = [  # what SQL can ask for has its code; what the planner never passes is a bug (DP500)
+        (dict(score="F"), errors.NotSupportedError, "DP287"),
+        (dict(encoding="hierarchical"), errors.InternalError, "DP500"),
+        (dict(encoding="unary"), errors.InternalError, "DP500"),
+        (dict(score="MI"), errors.InternalError, "DP500"),
+        (dict(score="X"), errors.InternalError, "DP500"),
+        (dict(beta=1.0), errors.DataError, "DP287"),
+        (dict(theta=None), errors.InternalError, "DP500"),
+        (dict(degree=-1), errors.InternalError, "DP500"),
     ]
-    for options, error in cases:
-        with pytest.raises(error):
+    for options, error, code in cases:
+        with pytest.raises(error) as e:
             pb.fit(codes, [3, 2], 1.0, rng=rng, **options)
-    with pytest.raises(errors.DataError):
+        assert e.value.code == code, options
+    with pytest.raises(errors.DataError) as e:
         pb.fit(codes, [3, 2], -1.0, rng=rng)
-    with pytest.raises(errors.DataError):
+    assert e.value.code == "DP275"
+    with pytest.raises(errors.InternalError):
         pb.fit(codes, [3, 2, 2], 1.0, rng=rng)
     with pytest.raises(errors.InternalError):
         pb.fit(codes, [2, 2], 1.0, rng=rng)  # a code outside the declared domain: a caller bug

@@ -61,12 +61,13 @@ def test_parameter_formulas():
 def test_refusals_before_any_data(kwargs, words):
     with pytest.raises(errors.DataError) as e:
         sm.parameters(1.0, [1], **kwargs)
-    assert words in e.value.message
+    assert words in e.value.message and e.value.code == "DP287"
 
 
 def test_too_many_generalizations_are_refused():
-    with pytest.raises(errors.DataError, match="above the cap"):
+    with pytest.raises(errors.UnsupportedQueryError, match="above the cap") as e:
         sm.parameters(1.0, [9] * 6)
+    assert e.value.code == "DP266"
 
 
 def _random_table(rng, n):

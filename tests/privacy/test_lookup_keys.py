@@ -4,7 +4,7 @@ A public table joins a protected one only on columns whose values are unique in 
 broke that promise: a DOUBLE column against unique BIGINT keys compares as doubles
 (the keys 2^60 + i all equal 2^60: one protected row met 50 lookup rows), and a protected text column
 with a collation against keys unique as bytes ('x' met 'x' and 'X': 101 rows counted 301). Rows were
-still bounded per subject after the join, so no privacy break; both joins are now refused (DP218, free).
+still bounded per subject after the join, so no privacy break; both joins are now refused (DP215, free).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def test_a_lookup_key_that_does_not_compare_exactly_is_refused(make_db, protecte
         before = con.budget()
         with pytest.raises(errors.UnsupportedQueryError) as e:
             con.execute(DP + "COUNT(*) FROM t JOIN lookup USING (k)")
-        assert e.value.code == "DP218" and con.budget() == before
+        assert e.value.code == "DP215" and con.budget() == before
         if protected == "DOUBLE":  # the message names the reason that applies
             assert "compared as doubles" in e.value.message and "converted" not in e.value.message
 

@@ -50,7 +50,7 @@ def test_a_top_k_the_minimum_rule_cannot_run_is_refused_before_the_debit(make_db
     )  # fmt: skip
     options = "epsilon = 1, personalization = '{}', topk_method = 'tps_pfm'"
     body = "a, b FROM t GROUP BY a, b ORDER BY COUNT(*) DESC LIMIT 20000"
-    e = _refused_free(path, f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS ({options.format('minimum')}) {body}", "DP219")
+    e = _refused_free(path, f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS ({options.format('minimum')}) {body}", "DP275")
     assert "personalization rule leaves" in e.message and "nothing was charged" in e.hint
     with dpgate.connect(str(path), analyst="alice") as con:  # at the full ε (threshold) it runs
         rows = con.cursor().execute(f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS ({options.format('threshold')}) {body}")
@@ -70,7 +70,7 @@ def test_a_release_its_rule_cannot_run_is_refused_before_the_debit(make_db, rule
         analysts=ANALYST,
     )  # fmt: skip
     sql = f"CREATE SYNTHETIC TABLE r FROM t WITH (epsilon = 1, personalization = '{rule}', columns = 'a,b,c,d,e,f')"
-    e = _refused_free(path, sql, "DP205")
+    e = _refused_free(path, sql, "DP275")
     assert "at ε=0.001" in e.message and "too small" in e.message
 
 
@@ -83,9 +83,9 @@ def test_diffpart_below_the_noise_floor_is_refused_at_planning(make_db):
     with Owner(path) as owner:
         owner.protect("t", unit="uid", max_rows=2, domains={"item": items}, public_roster=True)
     sql = "CREATE SYNTHETIC TABLE d FROM t USING diffpart WITH (epsilon = 0.000001, fanout = 2)"
-    e = _refused_free(path, sql, "DP205")
+    e = _refused_free(path, sql, "DP275")
     assert "1e-10" in e.message
-    _refused_free(path, "EXPLAIN PRIVACY " + sql, "DP205")
+    _refused_free(path, "EXPLAIN PRIVACY " + sql, "DP275")
 
 
 def test_a_name_another_statement_is_making_is_refused_before_the_debit(make_db):

@@ -136,7 +136,7 @@ def test_derived_bounds_errors_name_the_fix(plan):
 def test_too_many_cells(plan):
     with pytest.raises(errors.UnsupportedQueryError) as info:
         plan("SELECT age, education_num, hours_per_week, native_country, COUNT(*) FROM adult GROUP BY ALL")
-    assert info.value.code == "DP219"
+    assert info.value.code == "DP276"
 
 
 def test_filter_clause_becomes_a_bounded_input(plan):

@@ -85,22 +85,22 @@ def test_the_demo_refuses_it_at_its_delta_and_says_which_delta_it_needs(demo_db)
         assert "would be refused" in refused[6] and "δ must be at least" in refused[6]
         with pytest.raises(dpgate.Error) as e:
             con.execute("CREATE SYNTHETIC TABLE g FROM adult USING supermodular WITH (epsilon = 1, columns = 'sex, income')")
-        assert e.value.code == "DP205" and "random threshold" in str(e.value) and "δ must be at least" in e.value.hint
+        assert e.value.code == "DP287" and "random threshold" in str(e.value) and "δ must be at least" in e.value.hint
         assert con.budget() == before
 
 
 @pytest.mark.parametrize("options, code, words", [
-    ("epsilon = 1, delta = 0.05, theta0 = 0.01", "DP205", "random threshold"),  # age, education, sex
-    ("epsilon = 1, delta = 0.05, columns = 'sex, income', beta = 0.3", "DP205", "must lie in"),
-    ("epsilon = 1, delta = 0.05, columns = 'sex, income', max_rows_contributed = 2", "DP219", "one record"),
-    ("epsilon = 1, delta = 0.05, columns = 'sex, income', personalization = 'sample'", "DP219", "threshold"),
-    ("epsilon = 1, delta = 0.05, columns = 'sex, income', personalization = 'minimum'", "DP219", "threshold"),
-    ("epsilon = 1, columns = 'sex, income', delta = 0", "DP205", "δ > 0"),
+    ("epsilon = 1, delta = 0.05, theta0 = 0.01", "DP287", "random threshold"),  # age, education, sex
+    ("epsilon = 1, delta = 0.05, columns = 'sex, income', beta = 0.3", "DP287", "must lie in"),
+    ("epsilon = 1, delta = 0.05, columns = 'sex, income', max_rows_contributed = 2", "DP281", "one record"),
+    ("epsilon = 1, delta = 0.05, columns = 'sex, income', personalization = 'sample'", "DP274", "threshold"),
+    ("epsilon = 1, delta = 0.05, columns = 'sex, income', personalization = 'minimum'", "DP274", "threshold"),
+    ("epsilon = 1, columns = 'sex, income', delta = 0", "DP287", "δ > 0"),
     ("epsilon = 1, delta = 0.05, columns = 'sex, income', lambda = 1e7", "DP205", "lambda"),
     ("epsilon = 1, delta = 0.05, columns = 'fnlwgt'", "DP328", "neither a generalization hierarchy"),
     ("epsilon = 1, delta = 0.05, columns = 'person_id'", "DP211", "privacy unit"),
     ("epsilon = 1, delta = 0.05, columns = 'sex', degree = 2", "DP204", "not an option"),
-    ("epsilon = 1, delta = 0.0001, columns = 'sex, income'", "DP205", "δ must be at least"),
+    ("epsilon = 1, delta = 0.0001, columns = 'sex, income'", "DP287", "δ must be at least"),
 ])  # fmt: skip
 def test_refusals_charge_nothing(adult, options, code, words):
     with dpgate.connect(str(adult), analyst="alice") as con:

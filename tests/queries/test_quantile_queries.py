@@ -60,4 +60,4 @@ def test_quantiles_refuse_partitioned_personalization(demo_db):
     with pytest.raises(dpgate.Error) as e:
         fetch(con, "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, personalization = 'partition') "
                    "MEDIAN(age) FROM adult")  # fmt: skip
-    assert e.value.code == "DP219" and "threshold" in e.value.hint
+    assert e.value.code == "DP274" and "threshold" in e.value.hint

@@ -33,9 +33,9 @@ def test_the_release_writes_sequences_and_the_model(demo_db):
 
 @pytest.mark.parametrize("options, code", [
     ("symbol = 'month'", "DP312"),  # no domain
-    ("position = 'person_id'", "DP205"),
+    ("position = 'person_id'", "DP286"),
     ("rows = 10, bins = 3", "DP204"),
-    ("personalization = 'partition'", "DP219"),
+    ("personalization = 'partition'", "DP274"),
 ])  # fmt: skip
 def test_refusals_charge_nothing(demo_db, options, code):
     with dpgate.connect(str(demo_db), analyst="demo") as con:
@@ -73,7 +73,7 @@ def test_rows_past_the_symbol_cap_are_refused_free(demo_db):
         before = con.budget()
         with pytest.raises(dpgate.Error) as e:
             con.execute("CREATE SYNTHETIC TABLE big FROM careers USING privtree_markov WITH (epsilon = 2, rows = 1000000)")
-        assert e.value.code == "DP205" and f"{MAX_SYMBOLS:,}" in str(e.value)
+        assert e.value.code == "DP266" and f"{MAX_SYMBOLS:,}" in str(e.value)
         assert con.budget() == before
 
 

@@ -59,14 +59,14 @@ def test_explain_shows_taxonomy_thresholds_and_split(db):
 
 
 @pytest.mark.parametrize("options, code, words", [
-    ("", "DP205", "several columns"),  # item and note: which holds the items?
+    ("", "DP286", "several columns"),  # item and note: which holds the items?
     ("item = 'note'", "DP312", "no declared domain"),
     ("item = 'basket'", "DP218", "not an item column"),
-    ("item = 'item', fanout = 10, c2 = 4", "DP205", "multiply"),
-    ("item = 'item', c1 = 9", "DP205", "must not exceed"),
+    ("item = 'item', fanout = 10, c2 = 4", "DP287", "multiply"),
+    ("item = 'item', c1 = 9", "DP287", "must not exceed"),
     ("item = 'item', fanout = 13", "DP205", ""),
     ("item = 'item', degree = 2", "DP204", "not an option"),
-    ("item = 'item', personalization = 'partition'", "DP219", "several"),
+    ("item = 'item', personalization = 'partition'", "DP274", "several"),
 ])  # fmt: skip
 def test_refusals_charge_nothing(db, options, code, words):
     with dpgate.connect(str(db), analyst="alice") as con:

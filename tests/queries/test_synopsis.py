@@ -107,10 +107,10 @@ def test_integer_columns_use_unit_cells(make_db):
 
 
 @pytest.mark.parametrize("options, code", [
-    ("epsilon = 1", "DP205"),  # no columns
+    ("epsilon = 1", "DP286"),  # no columns
     ("columns = 'nope'", "DP218"),
-    ("columns = 'country'", "DP212"),
-    ("columns = 'lon, lat, lon'", "DP205"),
+    ("columns = 'country'", "DP284"),
+    ("columns = 'lon, lat, lon'", "DP286"),
     ("columns = 'lon', tree_share = 1", "DP205"),
     ("columns = 'lon', bins = 3", "DP204"),
 ])  # fmt: skip
@@ -179,7 +179,7 @@ def test_a_synopsis_never_describes_a_random_part_of_the_subjects_unsaid(make_db
         before = con.budget()
         with pytest.raises(dpgate.Error) as e:
             con.execute(make.format(""))
-        assert e.value.code == "DP219" and "5,000 of the 10,000" in e.value.message and con.budget() == before
+        assert e.value.code == "DP274" and "5,000 of the 10,000" in e.value.message and con.budget() == before
         con.execute(make.format(", personalization = 'threshold'"))
         cur = con.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (from_synopsis = 'tree') COUNT(*) AS n FROM t")
         (n,) = cur.fetchone()

@@ -202,8 +202,8 @@ def test_exhausted_subjects_are_not_read(make_db):
         (CREATE.format(name="syn", opts="epsilon = 1, columns = 'colour, nope'"), "DP218"),
         (CREATE.format(name="syn", opts="epsilon = 1, columns = 'colour', delta = 1e-6"), "DP204"),
         (CREATE.format(name="syn", opts="epsilon = 1, columns = 'colour', bins = 1"), "DP205"),
-        (CREATE.format(name="syn", opts="epsilon = 1, columns = 'colour, size', score = 'f'"), "DP205"),
-        (CREATE.format(name="syn", opts="epsilon = 1, columns = 'colour', personalization = 'partition'"), "DP219"),
+        (CREATE.format(name="syn", opts="epsilon = 1, columns = 'colour, size', score = 'f'"), "DP287"),
+        (CREATE.format(name="syn", opts="epsilon = 1, columns = 'colour', personalization = 'partition'"), "DP274"),
         ("CREATE SYNTHETIC TABLE syn FROM people USING gan WITH (epsilon = 1)", "DP221"),
         ("CREATE SYNTHETIC TABLE syn FROM nowhere USING privbayes", "DP225"),
         ("DROP SYNTHETIC TABLE nothing", "DP225"),
@@ -431,4 +431,4 @@ def test_a_release_whose_cells_get_an_epsilon_below_the_samplers_floor_is_refuse
         with pytest.raises(errors.ProgrammingError) as e:
             con.execute("CREATE SYNTHETIC TABLE tiny FROM adult USING independent "
                         "WITH (epsilon = 0.000001, max_rows_contributed = 1000000)")  # fmt: skip
-        assert e.value.code == "DP205" and con.budget() == before
+        assert e.value.code == "DP275" and con.budget() == before

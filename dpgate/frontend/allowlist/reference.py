@@ -33,7 +33,7 @@ def reference_markdown() -> str:
         "[OUTER] JOIN` with `ON` comparisons of two columns joined by AND, or `USING (col, ...)`. A public table "
         "must be tied by equalities to columns whose values are unique in it (a lookup: it never repeats a row), "
         "and another protected table of the same subject space by its privacy unit; `CROSS JOIN`, `FROM a, b`, "
-        "joins on `<` / `>` or on non-unique columns pass this list and are then refused (DP218, DP215). "
+        "joins on `<` / `>` or on non-unique columns pass this list and are then refused (DP215). "
         "Not NATURAL, POSITIONAL, ASOF, SEMI, ANTI or LATERAL.",
         "- **WITH**: only the degree table of a graph's k-star sum.",
         "- **Clauses**: SELECT (with aliases), WHERE, GROUP BY (plain expressions or ALL), HAVING, ORDER BY, "

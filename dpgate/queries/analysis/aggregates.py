@@ -265,7 +265,7 @@ def quantile_level(node: exp.Expr) -> float:
         value = float(q.this)
     if value is None or not 0.0 <= value <= 1.0:
         raise errors.UnsupportedQueryError(
-            f"{node.sql(dialect='duckdb')}: the quantile level must be one number between 0 and 1", code="DP212",
+            f"{node.sql(dialect='duckdb')}: the quantile level must be one number between 0 and 1", code="DP283",
             hint="write QUANTILE_CONT(x, 0.9); for several quantiles write several aggregates",
         )  # fmt: skip
     return value

@@ -141,7 +141,7 @@ class Analysis(ScopeAnalysis, KeyAnalysis, AggregateAnalysis, PostProcessing, Pe
         if used:
             raise errors.UnsupportedQueryError(
                 f"{used[0].upper()}() counts subgraphs of a protected graph; {table.name} is not one",
-                code="DP219",
+                code="DP270",
                 hint="SHOW TABLES lists the graphs (kind graph)",
             )
         q = self.statement.copy()
@@ -204,14 +204,14 @@ class Analysis(ScopeAnalysis, KeyAnalysis, AggregateAnalysis, PostProcessing, Pe
         if needs_selection and s.consistent:
             raise errors.UnsupportedQueryError(
                 "consistent = true needs the whole table of cells, and these keys have no public domain",
-                code="DP219",
+                code="DP273",
                 hint="declare the keys' domains, or drop consistent",
             )
         cells = None if needs_selection else math.prod(len(k.domain) for k in key_specs)
         if cells is not None and cells > MAX_CELLS:
             raise errors.UnsupportedQueryError(
                 f"GROUP BY over {cells:,} cells is more than dpgate releases in one query ({MAX_CELLS:,})",
-                code="DP219",
+                code="DP276",
                 hint="group by fewer or coarser keys",
             )
         return Prepared(x, base, types, key_specs, needs_selection, cells, max_rows, max_groups)

@@ -238,7 +238,7 @@ class ScopeAnalysis:
             raise errors.UnsupportedQueryError(
                 f"The join with {item.table}{'' if item.alias == item.table else ' ' + item.alias} is not a lookup: no equality ties it, on columns whose values are "
                 f"unique in {item.table}, to the protected table, so it could repeat a person's rows without limit",
-                code="DP218",
+                code="DP215",
                 hint=f"join {item.table} with ON t.col = {item.alias}.key (or USING (key)) where key has no "
                 "duplicate values; CROSS JOIN and joins on <, > or non-unique columns are refused",
             )
@@ -271,7 +271,7 @@ class ScopeAnalysis:
         for sub in node.walk():
             if self._is_aggregate(sub):
                 raise errors.UnsupportedQueryError(
-                    f"Aggregate {sub.sql(dialect='duckdb')} is not allowed in {where}", code="DP219",
+                    f"Aggregate {sub.sql(dialect='duckdb')} is not allowed in {where}", code="DP279",
                     hint="aggregates go in SELECT, HAVING or ORDER BY",
                 )  # fmt: skip
             if isinstance(sub, exp.Column) and not sub.table:
@@ -297,7 +297,7 @@ def _check_join_condition(on: exp.Expr, scope: _Scope) -> None:
         )
         if not ok:
             raise errors.UnsupportedQueryError(
-                f"Join condition {part.sql(dialect='duckdb')} is not a comparison of two columns", code="DP218",
+                f"Join condition {part.sql(dialect='duckdb')} is not a comparison of two columns", code="DP215",
                 hint="join public lookup tables on key columns, e.g. ON t.code = lookup.code; "
                 "put conditions on constants in WHERE",
             )  # fmt: skip
@@ -320,6 +320,6 @@ def _check_comparable(left: str, left_type: str, right: str, right_type: str) ->
                else "converted row by row (a failing conversion would depend on the data)")  # fmt: skip
         raise errors.UnsupportedQueryError(
             f"Join compares {left} ({left_type}) with {right} ({right_type}): values would be {why}",
-            code="DP218",
+            code="DP215",
             hint="join columns of the same type (cast the public side in a view if needed)",
         )

@@ -50,7 +50,7 @@ class CountingQuery(QueryClass):
         if "topk_method" in s.explicit:
             raise errors.UnsupportedQueryError(
                 "topk_method applies to top-k queries, and this query is not one",
-                code="DP219",
+                code="DP272",
                 hint="a top-k query is SELECT key, COUNT(*) AS n FROM t GROUP BY key ORDER BY n DESC LIMIT k "
                 "(no HAVING, no other aggregate); drop the option otherwise",
             )
@@ -84,7 +84,7 @@ class CountingQuery(QueryClass):
         if key_selection is not None and s.personalization in ("partition", "t_round"):
             raise errors.UnsupportedQueryError(
                 f"DP key selection cannot be combined with personalization = '{s.personalization}'",
-                code="DP219",
+                code="DP274",
                 hint="use a declared domain, or personalization 'threshold', 'sample' or 'minimum'",
             )
         options = {}
@@ -93,7 +93,7 @@ class CountingQuery(QueryClass):
             raise errors.UnsupportedQueryError(
                 f"{quantiles[0].label}: a quantile cannot combine partitions of subjects "
                 f"(personalization = '{s.personalization}')",
-                code="DP219",
+                code="DP274",
                 hint="use personalization 'sample', 'threshold' or 'minimum' for quantiles",
             )
         if s.personalization == "sample" and key_selection is None and not quantiles:

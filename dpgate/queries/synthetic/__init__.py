@@ -68,7 +68,7 @@ def plan(classified: Classified, catalog: Catalog, session: Session) -> Synthesi
     table = classified.protected
     if table.kind == "graph":
         raise errors.UnsupportedQueryError(
-            f"{table.name} is a graph: it answers subgraph counts, not synthetic tables", code="DP219",
+            f"{table.name} is a graph: it answers subgraph counts, not synthetic tables", code="DP270",
             hint="synthesize an ordinary protected table",
         )  # fmt: skip
     name = stmt.args["mechanism"].name.lower() if stmt.args.get("mechanism") else DEFAULT_MECHANISM
@@ -94,7 +94,8 @@ def dry_run(plan: SynthesisPlan, epsilon: float) -> None:
         message = e.message if isinstance(e, errors.Error) else str(e)
         at = "" if epsilon == plan.epsilon else f" at ε={epsilon:.3g}, what the personalization rule leaves this release"
         raise errors.ProgrammingError(
-            f"{plan.mechanism} cannot run with these parameters{at}: {message}", code="DP205",
+            f"{plan.mechanism} cannot run with these parameters{at}: {message}",
+            code="DP275" if not isinstance(e, errors.Error) or e.code == "DP275" else "DP287",
             hint="raise epsilon, or change the WITH (...) options (fewer items or symbols, a coarser domain)",
         ) from e  # fmt: skip
 
@@ -156,7 +157,7 @@ def check_at_debit(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, subjects
         raise errors.UnsupportedQueryError(
             f"USING {plan.mechanism} cannot scale a sample of subjects: {short:,} of the {subjects.population:,} "
             f"subjects with budget have less than ε={float(subjects.requested):g} left, and personalization = "
-            "'sample' would make this release describe a random part of them", code="DP219",
+            "'sample' would make this release describe a random part of them", code="DP274",
             hint="use personalization = 'threshold' (the release then describes the subjects with the whole ε, "
             "and says how many) or 'minimum' (everyone, at the smallest ε left), or ask a smaller epsilon; "
             "nothing was charged",

@@ -75,7 +75,7 @@ def plan(classified: Classified, catalog: Catalog, session: Session, name: str) 
     if "personalization" in settings.explicit and settings.personalization != "threshold":
         raise errors.UnsupportedQueryError(
             f"USING supermodular runs under personalization 'threshold'; '{settings.personalization}' could run "
-            "it at a smaller ε than its parameters were checked for", code="DP219",
+            "it at a smaller ε than its parameters were checked for", code="DP274",
             hint="drop the personalization option (threshold is used: subjects with less than ε left are left out)",
         )  # fmt: skip
     settings = dataclasses.replace(settings, personalization="threshold")
@@ -83,12 +83,12 @@ def plan(classified: Classified, catalog: Catalog, session: Session, name: str) 
     if max_rows != 1:
         raise errors.PolicyError(
             f"{table.name} keeps up to {max_rows} rows per subject; the supermodular release's unit is one record",
-            code="DP219", hint="add max_rows_contributed = 1 to WITH (...): one row per subject, chosen at random",
+            code="DP281", hint="add max_rows_contributed = 1 to WITH (...): one row per subject, chosen at random",
         )  # fmt: skip
     delta = settings.delta
     if not delta > 0:
         raise errors.ProgrammingError(
-            "USING supermodular claims (ε, δ)-DP and needs δ > 0", code="DP205",
+            "USING supermodular claims (ε, δ)-DP and needs δ > 0", code="DP287",
             hint="WITH (delta = 1e-6, ...) or SET dp_delta = 1e-6",
         )  # fmt: skip
     opts = {
@@ -102,7 +102,8 @@ def plan(classified: Classified, catalog: Catalog, session: Session, name: str) 
     try:
         _parameters(opts, settings.epsilon)
     except errors.DataError as e:
-        raise errors.ProgrammingError(f"supermodular cannot run with these parameters: {e.message}", code="DP205",
+        raise errors.ProgrammingError(f"supermodular cannot run with these parameters: {e.message}",
+                                      code="DP275" if e.code == "DP275" else "DP287",
                                       hint=e.hint or "change the WITH (...) options") from e  # fmt: skip
     require_free_name(catalog, f"{name}_hierarchy", "choose another name: the release writes NAME and NAME_hierarchy")
     return SynthesisPlan(
@@ -127,7 +128,7 @@ def _trees(option: str | None, table) -> list[vgh.Hierarchy]:
     else:
         names = [c.strip().lower() for c in option.split(",") if c.strip()]
         if not names or len(set(names)) != len(names):
-            raise errors.ProgrammingError("columns must name each column once", code="DP205",
+            raise errors.ProgrammingError("columns must name each column once", code="DP286",
                                           hint="columns = 'age, education, sex'")  # fmt: skip
     out = []
     for c in names:
@@ -211,15 +212,15 @@ def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str
     trees: list[vgh.Hierarchy] = plan.options["trees"]
     cells = supermodular.max_cells(params, [len(t.leaf_values) for t in trees], int(roster))
     if cells > supermodular.MAX_CELLS:
-        raise errors.ProgrammingError(
+        raise errors.UnsupportedQueryError(
             f"up to {cells:,} (distinct records × generalizations) counts to hold, above the cap of "
-            f"{supermodular.MAX_CELLS:,}", code="DP205", hint="generalize fewer columns, or declare flatter hierarchies",
+            f"{supermodular.MAX_CELLS:,}", code="DP266", hint="generalize fewer columns, or declare flatter hierarchies",
         )  # fmt: skip
     need = _need(params, plan.charge.delta, plan.settings.epsilon)
     if roster < need[1]:
         raise errors.ProgrammingError(
             f"{plan.table.name} has {roster:,} subjects; at δ = {plan.charge.delta:g} this release needs at least "
-            f"{math.ceil(need[1]):,} rows (condition: {need[0]})", code="DP205",
+            f"{math.ceil(need[1]):,} rows (condition: {need[0]})", code="DP287",
             hint=_need_hint(params, plan.charge.delta, int(roster)),
         )  # fmt: skip
 

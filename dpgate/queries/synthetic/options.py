@@ -41,7 +41,7 @@ def parse(stmt, table, session: Session, own_specs: dict[str, Spec], general: tu
     if settings.personalization in ("partition", "t_round"):
         raise errors.UnsupportedQueryError(
             f"A release is made once, from one set of subjects; personalization = '{settings.personalization}' "
-            "would need several", code="DP219",
+            "would need several", code="DP274",
             hint="use personalization 'sample' (the default), 'threshold' or 'minimum'",
         )  # fmt: skip
     return settings, own

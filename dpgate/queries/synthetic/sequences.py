@@ -61,7 +61,7 @@ def plan(classified: Classified, catalog: Catalog, session: Session, name: str) 
     symbol = own.get("symbol", "").strip().lower() or (with_domain[0] if len(with_domain) == 1 else None)
     if symbol is None or symbol not in table.columns or symbol == table.unit:
         raise errors.ProgrammingError(
-            "Say which column holds the symbols", code="DP205",
+            "Say which column holds the symbols", code="DP286",
             hint=f"WITH (symbol = '{with_domain[0] if with_domain else 'state'}', position = '...')",
         )  # fmt: skip
     domain = table.columns[symbol].domain
@@ -71,21 +71,21 @@ def plan(classified: Classified, catalog: Catalog, session: Session, name: str) 
     rest = [c for c in others if c != symbol]
     position = own.get("position", "").strip().lower() or (rest[0] if len(rest) == 1 else None)
     if position is None or position not in table.columns or position in (table.unit, symbol):
-        raise errors.ProgrammingError("Say which column orders a subject's rows", code="DP205",
+        raise errors.ProgrammingError("Say which column orders a subject's rows", code="DP286",
                                       hint=f"WITH (position = '{rest[0] if rest else 'month'}')")  # fmt: skip
     require_free_name(catalog, f"{name}_model", "choose another name: the release writes NAME and NAME_model")
     values = tuple(v for v in domain if v is not None)
     max_length = own.get("max_length", table.max_rows + 1)  # a subject's rows and the end marker
     rows = own.get("rows")
     if rows is not None and rows * max_length > MAX_SYMBOLS:
-        raise errors.ProgrammingError(
+        raise errors.UnsupportedQueryError(
             f"rows = {rows:,} sequences of up to {max_length:,} symbols would be up to {rows * max_length:,} "
-            f"symbols; a release samples at most {MAX_SYMBOLS:,}", code="DP205",
+            f"symbols; a release samples at most {MAX_SYMBOLS:,}", code="DP266",
             hint=f"ask for at most rows = {MAX_SYMBOLS // max_length:,} (or a smaller max_length); nothing was charged",
         )  # fmt: skip
     if len(values) > 64:
         raise errors.UnsupportedQueryError(f"{len(values)} symbols: the model's fan-out would be {len(values) + 1}",
-                                           code="DP212", hint="declare at most 64 symbols")  # fmt: skip
+                                           code="DP284", hint="declare at most 64 symbols")  # fmt: skip
     return SynthesisPlan(
         table=table, settings=settings, statement_sql=to_sql(stmt), name=name, mechanism="privtree_markov",
         codings=(), options={"symbol": symbol, "position": position, "symbols": values, "max_length": max_length},

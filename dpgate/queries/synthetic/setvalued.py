@@ -57,7 +57,7 @@ def plan(classified: Classified, catalog: Catalog, session: Session, name: str) 
     item = own.get("item", "").strip().lower() or (others[0] if len(others) == 1 else None)
     if item is None:
         raise errors.ProgrammingError(
-            f"{table.name} has several columns besides its unit: say which holds the items", code="DP205",
+            f"{table.name} has several columns besides its unit: say which holds the items", code="DP286",
             hint=f"WITH (item = '{others[0] if others else 'item'}', ...)",
         )  # fmt: skip
     if item not in table.columns or item == table.unit:
@@ -78,11 +78,11 @@ def plan(classified: Classified, catalog: Catalog, session: Session, name: str) 
     if c2 <= critical:
         raise errors.ProgrammingError(
             f"c2 = {c2:g} is at or below {critical:.3g}, where fake partitions of fan-out {fanout} multiply "
-            "without end", code="DP205",
+            "without end", code="DP287",
             hint=f"raise c2 above {critical:.3g} (default {diffpart.DEFAULT_C2:g}) or lower the fan-out",
         )  # fmt: skip
     if c1 > c2:
-        raise errors.ProgrammingError(f"c1 = {c1:g} must not exceed c2 = {c2:g}", code="DP205",
+        raise errors.ProgrammingError(f"c1 = {c1:g} must not exceed c2 = {c2:g}", code="DP287",
                                       hint="the paper takes C1 in [1, C2]")  # fmt: skip
     extra = f"{name}_itemsets"
     require_free_name(catalog, extra, "choose another name: the release writes NAME and NAME_itemsets")

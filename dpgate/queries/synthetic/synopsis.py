@@ -62,13 +62,13 @@ def plan(classified: Classified, catalog: Catalog, session: Session, name: str) 
     if "columns" not in own:
         numeric = [c for c, col in table.columns.items() if c != table.unit and _is_numeric(col.type) and col.bounded]
         raise errors.ProgrammingError(
-            "A PrivTree synopsis needs the columns it covers", code="DP205",
+            "A PrivTree synopsis needs the columns it covers", code="DP286",
             hint=f"WITH (columns = '{', '.join(numeric[:2]) or 'x, y'}')  -- numeric columns with declared bounds",
         )  # fmt: skip
     names = [c.strip().lower() for c in own["columns"].split(",") if c.strip()]
     if not 1 <= len(names) <= privtree.MAX_DIMENSIONS or len(set(names)) != len(names):
         raise errors.ProgrammingError(f"columns must name 1 to {privtree.MAX_DIMENSIONS} different columns",
-                                      code="DP205", hint="columns = 'lon, lat'")  # fmt: skip
+                                      code="DP286", hint="columns = 'lon, lat'")  # fmt: skip
     lower, upper, integer = [], [], []
     for c in names:
         col = table.columns.get(c)
@@ -76,7 +76,7 @@ def plan(classified: Classified, catalog: Catalog, session: Session, name: str) 
             raise errors.ProgrammingError(f"{table.name} has no column {c!r} to cover", code="DP218",
                                           hint="columns are: " + ", ".join(x for x in table.columns if x != table.unit))  # fmt: skip
         if not _is_numeric(col.type):
-            raise errors.UnsupportedQueryError(f"{c} is {col.type}: a synopsis covers numeric columns", code="DP212",
+            raise errors.UnsupportedQueryError(f"{c} is {col.type}: a synopsis covers numeric columns", code="DP284",
                                                hint="choose numeric columns with declared bounds")  # fmt: skip
         if not col.bounded:
             raise errors.PolicyError(f"{table.name}.{c} has no declared bounds: the synopsis's domain must be public",
@@ -90,7 +90,7 @@ def plan(classified: Classified, catalog: Catalog, session: Session, name: str) 
             raise errors.PolicyError(f"{table.name}.{c}'s bounds are empty", code="DP312")
     tree_share = own.get("tree_share", 0.5)
     if tree_share >= 1.0:
-        raise errors.ProgrammingError("tree_share must leave some ε for the leaf counts", code="DP205",
+        raise errors.ProgrammingError("tree_share must leave some ε for the leaf counts", code="DP287",
                                       hint="tree_share = 0.5 (the thesis's split)")  # fmt: skip
     max_rows = settings.max_rows or table.max_rows
     return SynthesisPlan(

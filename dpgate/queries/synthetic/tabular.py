@@ -184,7 +184,7 @@ def _columns(option: str | None, table) -> list[str]:
         return [c for c in table.columns if c != table.unit]
     names = [c.strip().lower() for c in option.split(",") if c.strip()]
     if not names:
-        raise errors.ProgrammingError("columns lists no column", code="DP205", hint="columns = 'age, sex, income'")
+        raise errors.ProgrammingError("columns lists no column", code="DP286", hint="columns = 'age, sex, income'")
     for c in names:
         if c not in table.columns:
             raise errors.ProgrammingError(
@@ -196,7 +196,7 @@ def _columns(option: str | None, table) -> list[str]:
                 hint="leave it out of columns",
             )  # fmt: skip
     if len(set(names)) != len(names):
-        raise errors.ProgrammingError("columns repeats a column", code="DP205", hint="name each column once")
+        raise errors.ProgrammingError("columns repeats a column", code="DP286", hint="name each column once")
     return names
 
 
@@ -220,7 +220,8 @@ def dry_run(plan: SynthesisPlan, eps: float) -> None:
         message, hint = (e.message, e.hint) if isinstance(e, errors.Error) else (str(e), None)
         at = "" if eps == plan.epsilon else f" at ε={eps:.3g}, what the personalization rule leaves this release"
         raise errors.ProgrammingError(
-            f"{LABELS[plan.mechanism]} cannot run with these parameters{at}: {message}", code="DP205",
+            f"{LABELS[plan.mechanism]} cannot run with these parameters{at}: {message}",
+            code="DP275" if not isinstance(e, errors.Error) or e.code == "DP275" else "DP287",
             hint=hint or "raise epsilon or lower max_rows_contributed, or change the WITH (...) options",
         ) from e  # fmt: skip
 

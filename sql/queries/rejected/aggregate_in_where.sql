@@ -1,3 +1,3 @@
--- expect-error: DP219 UnsupportedQueryError
+-- expect-error: DP279 UnsupportedQueryError
 -- why: an aggregate in WHERE
 SELECT COUNT(*) FROM adult WHERE COUNT(*) > 5;
