@@ -9,7 +9,7 @@ per row, ties broken by position) when the order is built — by ``Owner.protect
 
 A query then reads the table beside its order (``POSITIONAL JOIN``: one scan of both, no hash
 join) and keeps, of each subject's rows that pass its WHERE and key domains, the ``max_rows``
-with the smallest ranks (``queries.counting.exact``). When every subject's ``max_rows``
+with the smallest ranks (``backends.duckdb``). When every subject's ``max_rows``
 best-ranked rows pass — a query without a selective WHERE — that is a filter, ``rank <= max_rows``,
 checked by a count in the same pass; otherwise one window over the passing rows, ordered by the
 stored rank (no per-query hashing, no duplicate numbering).

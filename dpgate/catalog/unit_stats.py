@@ -16,7 +16,7 @@ to protected tables), one of the sums; a change that keeps the multiset
 facts. The cache is content-addressed, so a stale entry is never used for changed data, and
 the caller reads the fingerprint and the rows in one transaction (one snapshot). These facts only
 choose the execution path: a path chosen from them computes exactly the statistics the full
-per-subject pass would (``counting.exact``); they never change what is charged or released.
+per-subject pass would (``backends.duckdb``); they never change what is charged or released.
 """
 
 from __future__ import annotations

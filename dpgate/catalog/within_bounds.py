@@ -1,7 +1,7 @@
 """Whether every value of a numeric column lies within an aggregate's bounds, in this snapshot.
 
 Every SUM, AVG, variance and quantile input is clamped to its bounds before it is summed
-(``counting.exact.scaled_input``): the clamp is what bounds one subject's influence. On a large
+(``backends.bounded.scaled_input``): the clamp is what bounds one subject's influence. On a large
 table the clamp is a third of the exact pass's time, and when every stored value already lies
 within the bounds it changes nothing. ``within`` asks DuckDB, inside the query's own transaction
 (one snapshot), whether any value of the column is below ``lower`` or above ``upper``:

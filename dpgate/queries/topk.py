@@ -132,7 +132,7 @@ def _key_subjects_sql(plan: TopKPlan, charged: str, salt: int) -> str:
         f"{_charged_join(charged)}"
     )
     # DISTINCT before QUALIFY: a subject keeps max_groups distinct keys, each equally likely.
-    # The keys travel as text (see counting.exact [transport]): dropped keys never meet Python.
+    # The keys travel as text (see backends.duckdb [transport]): dropped keys never meet Python.
     as_text = ", ".join(f"CAST(__k{j} AS VARCHAR)" for j in range(len(plan.keys)))
     return (
         f"SELECT {as_text}, __n FROM (SELECT {keys}, count(*) AS __n FROM (SELECT * FROM ({distinct}) "

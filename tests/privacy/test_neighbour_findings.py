@@ -1,7 +1,7 @@
 """Findings of the neighbour harness: failing tests that pin privacy bugs (the lead fixes the code).
 
-# FINDING (fixed in exact._agg_sql [null-input]): a NULL aggregate input is clamped to the lower bound and summed (counting class,
-# ``dpgate/queries/counting/exact.py::_agg_sql``). The clamp is
+# FIXED (backends.bounded [null-input]): a NULL aggregate input was clamped to the lower bound and summed (counting class,
+# once ``counting/exact.py::_agg_sql``, now ``backends/bounded.py``). The clamp is
 # ``least(greatest(v, lo), hi)``, and DuckDB's GREATEST/LEAST skip NULLs, so a row whose
 # input is NULL — a NULL value, or any row a FILTER (WHERE ...) excludes, since the filter
 # becomes ``CASE WHEN cond THEN v END`` — adds ``lo`` to the sum, while ``count(v)`` does
