@@ -16,25 +16,7 @@ from sqlglot import exp
 from dpgate import errors
 from dpgate.catalog.tables import ProtectedTable
 from dpgate.frontend.settings import QuerySettings
-from dpgate.mechanisms.base import (  # noqa: F401  (re-exported: the mechanisms own these types)
-    AVG,
-    COUNT_DISTINCT,
-    COUNT_ROWS,
-    COUNT_SUBJECTS,
-    COUNT_VALUES,
-    QUANTILE,
-    STDDEV_POP,
-    STDDEV_SAMP,
-    SUM,
-    VALUE_KINDS,
-    VAR_POP,
-    VAR_SAMP,
-    VARIANCE_KINDS,
-    AggSpec,
-    Component,
-    ExactAnswer,
-    KeySelection,
-)
+from dpgate.mechanisms.base import AggSpec, Component, KeySelection
 
 #: Largest noise scale (sensitivity / ε, in grid units) dpgate will sample.
 MAX_NOISE_SCALE = 2.0**52

@@ -32,7 +32,7 @@ from sqlglot import exp
 
 from dpgate import errors
 from dpgate.backends import Charged
-from dpgate.plans import (
+from dpgate.mechanisms.base import (
     AVG,
     COUNT_DISTINCT,
     COUNT_ROWS,
@@ -42,9 +42,9 @@ from dpgate.plans import (
     SUM,
     VARIANCE_KINDS,
     AggSpec,
-    CountPlan,
     ExactAnswer,
 )
+from dpgate.plans import CountPlan
 
 #: The engines the trees are written for (sqlglot dialect names).
 ENGINES = ("duckdb", "spark")

@@ -57,7 +57,8 @@ from dpgate.backends.charged import bind, restrict_to_charged, table_nodes
 from dpgate.catalog import sample_order, unit_stats, within_bounds
 from dpgate.catalog.tables import quote_ident
 from dpgate.frontend.dialect import to_duckdb
-from dpgate.plans import AVG, QUANTILE, SUM, VARIANCE_KINDS, CountPlan, ExactAnswer
+from dpgate.mechanisms.base import AVG, QUANTILE, SUM, VARIANCE_KINDS, ExactAnswer
+from dpgate.plans import CountPlan
 
 _ids = itertools.count(1)
 

@@ -40,9 +40,9 @@ from dpgate.frontend.classify import TOPK_COLUMNS_FUNCTION, Classified, function
 from dpgate.frontend.dialect import to_duckdb
 from dpgate.mechanisms import pdp
 from dpgate.mechanisms import topk as topk_mech
-from dpgate.mechanisms.base import NoisyColumn
+from dpgate.mechanisms.base import COUNT_ROWS, COUNT_SUBJECTS, Component, NoisyColumn
 from dpgate.mechanisms.keyselection import KeySelector
-from dpgate.plans import COUNT_ROWS, COUNT_SUBJECTS, Component, KeySpec, SubjectCharge, TopKPlan
+from dpgate.plans import KeySpec, SubjectCharge, TopKPlan
 from dpgate.queries.analysis import Analysis, Syntax, analyse, key_selection_threshold
 from dpgate.queries.base import Context, QueryClass, Run, _subject_rows, personalization_notes
 from dpgate.release import Answer, ColumnNoise, check_post, noisy_rows

@@ -18,7 +18,7 @@ import pytest
 from sqlglot import exp
 
 from dpgate.backends import bounded
-from dpgate.plans import (
+from dpgate.mechanisms.base import (
     AVG,
     COUNT_DISTINCT,
     COUNT_ROWS,

@@ -10,15 +10,15 @@ import math
 
 import numpy as np
 import pytest
+from conftest import TEST_SEED
 
 import dpgate
-from conftest import TEST_SEED
 from dpgate import noise
 from dpgate.backends import duckdb as execute
 from dpgate.frontend.classify import classify
 from dpgate.frontend.dialect import parse_one
-from dpgate.plans import ExactAnswer
 from dpgate.mechanisms import LaplaceCounting
+from dpgate.mechanisms.base import ExactAnswer
 from dpgate.resources import data_dir
 
 

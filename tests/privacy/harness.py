@@ -50,16 +50,17 @@ import numpy as np
 
 import dpgate
 from dpgate import backends, errors
+from dpgate.backends import duckdb as exact_mod
 from dpgate.catalog.owner import Owner
 from dpgate.frontend.classify import classify
 from dpgate.frontend.dialect import parse_one
 from dpgate.mechanisms import graphs, ladder
 from dpgate.mechanisms import topk as topk_mech
+from dpgate.mechanisms.base import AVG, COUNT_SUBJECTS
+from dpgate.plans import CountPlan, SubgraphPlan, SynthesisPlan, TopKPlan
 from dpgate.queries import subgraph as subgraph_mod
 from dpgate.queries import synthetic as synthetic_mod
 from dpgate.queries import topk as topk_mod
-from dpgate.backends import duckdb as exact_mod
-from dpgate.plans import AVG, COUNT_SUBJECTS, CountPlan, SubgraphPlan, SynthesisPlan, TopKPlan
 from dpgate.queries.synthetic import coding as synthesis
 
 #: The fixed salt of the keyed per-subject sample: the same on D and D′.

@@ -17,16 +17,16 @@ import decimal
 import math
 
 import duckdb
+import harness
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import harness
-from dpgate.catalog import unit_stats, within_bounds
 from dpgate.backends import bounded
 from dpgate.backends import duckdb as exact_mod
-from dpgate.plans import AggSpec, SUM
+from dpgate.catalog import unit_stats, within_bounds
+from dpgate.mechanisms.base import SUM, AggSpec
 
 DP = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) "
 

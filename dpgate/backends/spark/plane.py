@@ -70,7 +70,8 @@ from dpgate.backends.spark.translate import (
     to_spark,
 )
 from dpgate.catalog.tables import ProtectedTable
-from dpgate.plans import AVG, QUANTILE, SUM, VARIANCE_KINDS, CountPlan, ExactAnswer
+from dpgate.mechanisms.base import AVG, QUANTILE, SUM, VARIANCE_KINDS, ExactAnswer
+from dpgate.plans import CountPlan
 
 _ids = itertools.count(1)
 

@@ -11,7 +11,7 @@ from sqlglot import exp
 
 from dpgate import errors
 from dpgate.catalog.tables import EPOCH, INTEGER_TYPES, is_temporal_type
-from dpgate.plans import (
+from dpgate.mechanisms.base import (
     AVG,
     COUNT_DISTINCT,
     COUNT_ROWS,

@@ -19,8 +19,9 @@ import numpy as np
 from dpgate import backends, errors, mechanisms, noise, release
 from dpgate.backends.duckdb import orderable
 from dpgate.frontend.classify import Classified
+from dpgate.mechanisms.base import COUNT_SUBJECTS, QUANTILE, VALUE_KINDS
 from dpgate.mechanisms.keyselection import threshold as key_selection_threshold
-from dpgate.plans import COUNT_SUBJECTS, QUANTILE, VALUE_KINDS, CountPlan, SubjectCharge
+from dpgate.plans import CountPlan, SubjectCharge
 from dpgate.queries.analysis import _with_epsilon, analyse
 from dpgate.queries.base import Context, QueryClass, Run, _subject_rows, personalization_notes
 from dpgate.release import Answer, ColumnNoise
