@@ -233,6 +233,17 @@ def test_stages_import_downward_only():
     assert upward == []
 
 
+def test_the_import_reader_sees_function_level_imports(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("def f():\n    from dpgate.plans import CountPlan\n    from dpgate import gateway\n")
+    assert {"dpgate.plans", "dpgate.gateway"} <= _imports(probe, "probe", top_level_only=False)
+
+
+def test_noise_imports_nothing_but_the_errors():
+    """``noise`` holds the samplers every mechanism draws from: it stays below them all."""
+    assert _imports(MODULES["dpgate.noise"], "dpgate.noise", top_level_only=False) <= {"dpgate.errors"}
+
+
 def test_the_server_never_imports_the_cli():
     # Owner commands are functions returning rows and messages; running the CLI's main under a
     # redirected stdout would let another thread's output land in an owner's reply.
