@@ -33,7 +33,6 @@ from dpgate.frontend import cost as cost_mod
 from dpgate.frontend.classify import Classified, classify
 from dpgate.frontend.dialect import parse_one
 from dpgate.frontend.parameters import bind_parameters
-from dpgate.frontend.prepare import for_engine
 from dpgate.frontend.settings import Session
 from dpgate.ledger import Cost, Ledger
 from dpgate.queries.analysis import query_hash
@@ -267,7 +266,7 @@ class Gateway:
         allowlist.check(classified.statement)
         tables = backends.protected_tables(classified, cat)
         require_queryable(tables)
-        for_engine(classified.statement, self.facts)
+        allowlist.for_engine(classified.statement, self.facts)
         ctx = self.context(cat)
         qc = queries.for_statement(classified, ctx)
         backends.require_served(qc.name, tables, qc.title)

@@ -87,7 +87,7 @@ writes the lists as the README's 'Allowed SQL'.
 from __future__ import annotations
 
 from dpgate.frontend.allowlist.checker import check
-from dpgate.frontend.allowlist.engine import REQUIRED_SETTINGS, check_engine_hazards, rewrite_for_engine
+from dpgate.frontend.allowlist.engine import REQUIRED_SETTINGS, check_engine_hazards, for_engine, rewrite_for_engine
 from dpgate.frontend.allowlist.reference import reference_markdown
 from dpgate.frontend.allowlist.rules import (
     CAST,
@@ -115,6 +115,6 @@ from dpgate.frontend.allowlist.rules import (
 __all__ = [
     "CAST", "CAST_TYPES", "CONSTANT", "FROM_ITEM", "FUNCTION", "FUNCTIONS", "GRAPH_AGGREGATES", "JOIN", "NODE",
     "OPERATORS", "REQUIRED_SETTINGS", "RULES", "SHAPE", "SIZE", "SIZE_FACTOR", "SUPPORTED_AGGREGATES",
-    "TOPK_COLUMNS_FUNCTION", "Const", "Rule", "check", "check_engine_hazards", "constant_samples",
+    "TOPK_COLUMNS_FUNCTION", "Const", "Rule", "check", "check_engine_hazards", "constant_samples", "for_engine",
     "reference_markdown", "rewrite_for_engine", "slot_key",
 ]  # fmt: skip

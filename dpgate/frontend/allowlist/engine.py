@@ -1,8 +1,11 @@
 """What DuckDB needs to evaluate an accepted statement safely: the connection's settings
 (``REQUIRED_SETTINGS``), the rewrite of what it evaluates unsafely into what it evaluates safely
-(``rewrite_for_engine``) and the refusals that need the columns' types (``check_engine_hazards``)."""
+(``rewrite_for_engine``) and the refusals that need the columns' types (``check_engine_hazards``);
+``for_engine`` runs both for a statement the allowlist accepted, reading the types from public facts."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from sqlglot import exp
 
@@ -98,3 +101,15 @@ def _inside_cast_to_timestamp(node: exp.Expr, root: exp.Expr) -> bool:
         if isinstance(node, exp.Cast):
             return node.to.this in _WALL_TIME_TYPES
     return False
+
+
+def for_engine(statement: exp.Expr, facts: Any) -> None:
+    """Refuse (free) what DuckDB cannot run safely and rewrite, in place, what it evaluates differently
+    from the SQL the allowlist reasoned about. Column types are read only when a hazard needs them."""
+    if statement.find(exp.DateDiff) is not None:
+        types: dict[str, set[str]] = {}
+        for t in {t.name for t in statement.find_all(exp.Table) if t.name}:
+            for name, dtype in facts.columns(t):
+                types.setdefault(name.lower(), set()).add(dtype.upper())
+        check_engine_hazards(statement, types)
+    rewrite_for_engine(statement)
