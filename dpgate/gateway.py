@@ -236,12 +236,18 @@ class Gateway:
             return _Prepared(pin, answer=None if dry else handler(self, classified, cat))
         if classified.kind not in ("dp", "synthetic"):
             raise errors.InternalError(f"unhandled statement kind {classified.kind}")
-        if classified.kind == "dp":  # answered from a public release (a synopsis): free, nothing protected is read
+        answered, qc, plan = self._free_or_plan(classified, cat)
+        return _Prepared(pin, answer=answered, qc=qc, plan=plan)
+
+    def _free_or_plan(self, classified: Classified, cat: catalog_mod.Catalog) -> tuple[Result | None, Any, Any]:
+        """A DP statement's free answer, when a public release (a synopsis) answers it reading nothing
+        protected, as (answer, None, None); otherwise (None, query class, plan)."""
+        if classified.kind == "dp":
             answered = queries.free_answer(classified, self.context(cat), self._con)
             if answered is not None:
-                return _Prepared(pin, answer=answered)
+                return answered, None, None
         qc, plan = self._plan(classified, cat)
-        return _Prepared(pin, qc=qc, plan=plan)
+        return None, qc, plan
 
     def cost(self, sql: str, params: Any = None) -> tuple[float, float] | None:
         """What a statement would charge the analyst, as (ε, δ), or None if it is free.

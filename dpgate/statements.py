@@ -16,7 +16,7 @@ from typing import Any
 import duckdb
 from sqlglot import exp
 
-from dpgate import errors, queries
+from dpgate import errors
 from dpgate.catalog import releases as registry
 from dpgate.catalog.tables import Catalog
 from dpgate.frontend.classify import Classified
@@ -251,12 +251,10 @@ def _explain(gw: Any, classified: Classified, cat: Catalog) -> Result:
     types = ["VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "VARCHAR", "VARCHAR", "VARCHAR"]
     if inner.kind == "public":
         return Result(cols, types, [("query", "none", 0.0, 0.0, None, None, "reads no protected table: free")])
-    if inner.kind == "dp":
-        answered = queries.free_answer(inner, gw.context(cat), gw.con)
-        if answered is not None:
-            detail = (answered.message or "answered from a release: free").splitlines()[0]
-            return Result(cols, types, [("query", "release", 0.0, 0.0, None, None, detail)])
-    qc, plan = gw._plan(inner, cat)
+    answered, qc, plan = gw._free_or_plan(inner, cat)
+    if answered is not None:
+        detail = (answered.message or "answered from a release: free").splitlines()[0]
+        return Result(cols, types, [("query", "release", 0.0, 0.0, None, None, detail)])
     try:
         subjects = gw.ledger.subject_plan(gw._cost(plan, "", True))
     except errors.BudgetExceededError as e:
