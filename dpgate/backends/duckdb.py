@@ -52,7 +52,7 @@ import numpy as np
 from sqlglot import exp
 
 from dpgate import database, errors
-from dpgate.backends import bounded
+from dpgate.backends import bounded, statement
 from dpgate.backends.charged import bind, restrict_to_charged, table_nodes
 from dpgate.catalog import sample_order, unit_stats, within_bounds
 from dpgate.catalog.tables import quote_ident
@@ -92,96 +92,27 @@ class _SQL:
 
     per_unit: str  # one row per unit: its row count (and group count), joined with the charged units
     over: str  # condition on per_unit: the subject exceeds a bound
-    cols: str
     src: str
-    in_domain: str | None
-    keys: list[str]
-    positions: list[str | None]
-    labels: list[tuple[int, str]]
-    selects: list[str]
-    group: str
     params: dict[str, Any]
-    charged: str
-    n_parts: int
-    ordered: bool = False
-    row_key: tuple[str, ...] = ()  # [key] columns that tell a subject's rows apart (no __dup needed)
+    bounded: statement.Skeleton  # sampling and aggregation, shared with the other engines
+
+    @property
+    def cols(self) -> str:
+        return ", ".join(self.bounded.cols)
 
     @property
     def sample_cols(self) -> str:
-        """The columns a sampled part reads: with a stored order, also each row's ``__rank``."""
-        if self.ordered:
-            return f"{self.cols}, __rank"
-        return ", ".join([self.cols, *self.row_key])
+        return ", ".join(self.bounded.sample_cols)
 
-    def sampled(self, plan: CountPlan, rows: str) -> str:
-        """The rows of ``rows`` (a SELECT of ``sample_cols`` of the source) bounded by sampling."""
-        keys = self.keys
-        cols = self.sample_cols
-        inner = rows
-        if self.in_domain:
-            inner = f"SELECT * FROM ({inner}) WHERE {self.in_domain}"
-        if plan.bound_groups:
-            group_hash = _rank(["__unit", *keys])
-            inner = (
-                f"SELECT {cols} FROM (SELECT *, dense_rank() OVER (PARTITION BY __unit ORDER BY {group_hash}, "
-                f"{', '.join(keys)}) AS __gr FROM ({inner})) WHERE __gr <= {plan.max_groups}"
-            )
-        if self.ordered:
-            # A stored order ranks each subject's rows once per table version [order]: its ranks
-            # are distinct within a subject, so no duplicate numbers are needed.
-            return (
-                f"SELECT {self.cols} FROM ({inner}) "
-                f"QUALIFY row_number() OVER (PARTITION BY __unit ORDER BY __rank) <= {plan.max_rows}"
-            )
-        if self.row_key:
-            # [key] A unique, non-NULL key tells the subject's rows apart: each row's rank is a keyed
-            # hash of its key, a function of that row alone; no duplicate numbers are needed.
-            pk = ", ".join(self.row_key)
-            return (
-                f"SELECT {self.cols} FROM ({inner}) QUALIFY row_number() OVER (PARTITION BY __unit "
-                f"ORDER BY {_rank(self.row_key)}, {pk}, {self.cols}) <= {plan.max_rows}"
-            )
-        # Rows equal in every column used get distinct duplicate numbers, so that each row,
-        # not each distinct value, has its own pseudo-random rank [dup].
-        inner = f"SELECT *, row_number() OVER (PARTITION BY {self.cols}) AS __dup FROM ({inner})"
-        # Re-hashed after mixing in the salt (``bounded.rank_tree``).
-        row_hash = _rank([*self.cols.split(", "), "__dup"])
-        return (
-            f"SELECT {self.cols} FROM ({inner}) "
-            f"QUALIFY row_number() OVER (PARTITION BY __unit ORDER BY {row_hash}, __dup) <= {plan.max_rows}"
-        )
+    @property
+    def positions(self) -> list[str | None]:
+        return self.bounded.positions
 
-    def aggregate(self, bounded: str, check: bool = False) -> str:
-        """Group by (partition and) keys, then turn keys with domains into positions (few groups).
+    def sampled(self, rows: str) -> str:
+        return self.bounded.sampled(rows)
 
-        With several partitions of subjects (personalization), every bounded row gets its
-        subject's partition; a subject in several rounds contributes to one partition per round.
-
-        ``check`` keeps the groups outside the keys' domains and adds two columns, the group's
-        row count and whether it is in the domains, for the stored order's filter check [order].
-        """
-        if self.n_parts > 1:
-            bounded = f"SELECT b.*, c.part AS __part FROM ({bounded}) b JOIN {self.charged} c ON b.__unit = c.unit"
-            keys = ["__part", *self.keys]
-        else:
-            keys = list(self.keys)
-        group = f" GROUP BY {', '.join(keys)}" if keys else ""
-        extra = ["count(*) AS __nall"] if check else []
-        inner = f"SELECT {', '.join([*keys, *self.selects[len(self.keys):], *extra])} FROM ({bounded}){group}"
-        if not any(p is not None for p in self.positions):
-            return f"SELECT *, true AS __in FROM ({inner})" if check else inner
-        outer = (["__part"] if self.n_parts > 1 else []) + [
-            f"({p}) AS __k{j}" if p is not None else f"__k{j}" for j, p in enumerate(self.positions)
-        ]
-        outer += [f"__a{i}" for i in range(len(self.selects) - len(self.keys))]
-        if check:
-            return f"SELECT {', '.join([*outer, '__nall', f'coalesce({self.in_domain}, false) AS __in'])} FROM ({inner})"
-        return f"SELECT {', '.join(outer)} FROM ({inner}) WHERE {self.in_domain}"
-
-
-def _rank(columns: list[str]) -> str:
-    """The keyed hash that ranks rows (or groups) by ``columns``, salted with the ``$salt`` parameter."""
-    return bounded.sql(bounded.rank_tree(columns, exp.Var(this="$salt")), "duckdb")
+    def aggregate(self, rows: str, check: bool = False, key_text: bool = False) -> str:
+        return self.bounded.aggregate(rows, check=check, key_text=key_text)
 
 
 def _build(
@@ -199,11 +130,11 @@ def _build(
         src = restrict_to_charged(source, plan.table, charged, plan.joined, salt, plan.prebound)
     else:  # every row's subject is charged [stats]: the restriction would keep every row
         src = to_duckdb(source)
-    positions = _positions(plan, params)
-    in_domain = " AND ".join(f"({p}) IS NOT NULL" for p in positions if p is not None) or None
-    keys = [f"__k{j}" for j in range(len(plan.keys))]
-    values = sorted({f"__v{a.index}" for a in plan.aggs if a.expr is not None})
-    cols = ", ".join(["__unit", *keys, *values])
+    skeleton = statement.Skeleton(
+        plan, "duckdb", exp.Var(this="$salt"), _positions(plan, params), statement.stats(plan, unclamped),
+        charged, n_parts, ordered, row_key,
+    )  # fmt: skip
+    keys = skeleton.keys
     # NULL is a group too: count groups as structs, which are never NULL themselves.
     key_struct = f"struct_pack({', '.join(f'k{j} := {k}' for j, k in enumerate(keys))})" if keys else "NULL"
     group_check = f" OR __p.__g > {plan.max_groups}" if plan.bound_groups else ""
@@ -213,16 +144,7 @@ def _build(
         f"LEFT JOIN (SELECT DISTINCT unit FROM {charged}) __c ON __p.__unit = __c.unit"
     )
     over = f"__p.__n > {plan.max_rows}{group_check}"
-    selects, labels = list(keys), []
-    for agg in plan.aggs:
-        for label, sql in bounded.agg_sql(agg, "duckdb", clamp=agg.index not in unclamped):
-            selects.append(f"{sql} AS __a{len(labels)}")
-            labels.append((agg.index, label))
-    if plan.key_selection is not None:
-        selects.append(f"count(DISTINCT __unit) AS __a{len(labels)}")
-    group = f" GROUP BY {', '.join(keys)}" if keys else ""
-    return _SQL(per_unit, over, cols, src, in_domain, keys, positions, labels, selects, group, params, charged,
-                n_parts, ordered, tuple(f"__pk{i}" for i in range(len(row_key))))  # fmt: skip
+    return _SQL(per_unit, over, src, params, skeleton)
 
 
 def _row_key(plan: CountPlan) -> tuple[str, ...]:
@@ -274,11 +196,11 @@ def bind_check(
     for v in variants:
         parts = [
             f"SELECT {v.cols} FROM ({v.src}) WHERE __unit NOT IN (SELECT __unit FROM {special})",
-            v.sampled(plan, f"SELECT {v.sample_cols} FROM ({v.src}) WHERE __unit IN "
+            v.sampled(f"SELECT {v.sample_cols} FROM ({v.src}) WHERE __unit IN "
                             f"(SELECT __unit FROM {special} WHERE __eligible)"),
         ]  # fmt: skip
-        statements = [v.aggregate(" UNION ALL ".join(f"({p})" for p in parts))]
-        if v.ordered:
+        statements = [v.aggregate(" UNION ALL ".join(f"({p})" for p in parts), key_text=plan.key_selection is not None)]
+        if v.bounded.ordered:
             statements.append(v.aggregate(f"SELECT {v.cols} FROM ({v.src}) WHERE __rank <= {plan.max_rows}", check=True))
         for sql in statements:
             bind(con, sql, _params(sql, dict(v.params, salt=0)))
@@ -377,7 +299,7 @@ def _run(
             rows = _ordered_filter(con, plan, q, stats, params)
             if rows is not None:
                 heavy = stats.over(limit)
-                return bounded.answer(plan, rows, [p is not None for p in q.positions], q.labels, heavy, 0, n_parts)
+                return bounded.answer(plan, rows, [p is not None for p in q.positions], q.bounded.labels, heavy, 0, n_parts)
         parts = []
         to_sample = None
         if one_row_each:
@@ -417,16 +339,12 @@ def _run(
                     )
         if to_sample is not None:
             params["salt"] = salt
-            parts.append(q.sampled(plan, to_sample))
+            parts.append(q.sampled(to_sample))
         kept = " UNION ALL ".join(f"({p})" for p in parts) if len(parts) > 1 else parts[0]
-        aggregated = q.aggregate(kept)
-        if plan.key_selection is not None:
-            # Keys without a public domain travel as text: the values of groups that key selection
-            # will drop (one person's group) must not pass through Python's conversions, which can
-            # fail for a value (huge intervals, time zones) and so leak it [transport].
-            cols = [f"CAST(__k{j} AS VARCHAR)" if p is None else f"__k{j}" for j, p in enumerate(q.positions)]
-            cols += [f"__a{i}" for i in range(len(q.selects) - len(q.keys))]
-            aggregated = f"SELECT {', '.join(cols)} FROM ({aggregated})"
+        # Keys without a public domain travel as text with key selection: the values of groups that key
+        # selection will drop (one person's group) must not pass through Python's conversions, which
+        # can fail for a value (huge intervals, time zones) and so leak it [transport].
+        aggregated = q.aggregate(kept, key_text=plan.key_selection is not None)
         params = _params(aggregated, params)
         if any(a.kind == QUANTILE for a in plan.aggs):
             rows = _numpy_rows(con.execute(aggregated, params).fetchnumpy())  # lists of values arrive as arrays
@@ -436,7 +354,7 @@ def _run(
         if made_special:
             con.execute(f"DROP TABLE IF EXISTS {special}")
 
-    return bounded.answer(plan, rows, [p is not None for p in q.positions], q.labels, int(heavy), unused, n_parts)
+    return bounded.answer(plan, rows, [p is not None for p in q.positions], q.bounded.labels, int(heavy), unused, n_parts)
 
 
 def _unclamped(con, plan: CountPlan, stats: unit_stats.UnitStats | None, definition: str | None = None) -> frozenset[int]:

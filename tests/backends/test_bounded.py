@@ -15,6 +15,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pytest
+import sqlglot
 from sqlglot import exp
 
 from dpgate.backends import bounded
@@ -164,3 +165,25 @@ def test_no_backend_imports_a_query_package():
 def test_backend_modules_are_at_most_800_lines():
     for path in BACKENDS.rglob("*.py"):
         assert len(path.read_text().splitlines()) <= 800, path
+
+
+def test_the_sampling_skeleton_is_one_tree_written_per_engine():
+    """The bounded statement after the source rows is built once (``backends.statement``): Spark's
+    text differs only where its SQL does (no QUALIFY; NULLs ordered last explicitly, DuckDB's
+    default, so a hash tie between a NULL group and another breaks the same way on both)."""
+    from types import SimpleNamespace
+
+    from dpgate.backends import statement
+    from dpgate.mechanisms.base import COUNT_ROWS, AggSpec
+
+    count = AggSpec(index=0, kind=COUNT_ROWS, label="count(*)", expr=None, components=())
+    plan = SimpleNamespace(keys=[SimpleNamespace(domain=None)], aggs=[count], bound_groups=True, max_groups=2,
+                           max_rows=3, key_selection=None)  # fmt: skip
+    texts = {}
+    for engine, salt in (("duckdb", exp.Var(this="$salt")), ("spark", exp.Literal.number(7))):
+        sk = statement.Skeleton(plan, engine, salt, [None], statement.stats(plan))
+        texts[engine] = sk.aggregate(sk.sampled("SELECT __unit, __k0 FROM t"), filtered=True)
+        sqlglot.parse_one(texts[engine], read=engine)  # dpgate's own SQL parses in the engine's dialect
+    assert "QUALIFY" in texts["duckdb"] and "QUALIFY" not in texts["spark"].upper()
+    assert "NULLS LAST" in texts["spark"] and "NULLS FIRST" not in texts["spark"]
+    assert texts["duckdb"].count("__gr") == texts["spark"].count("__gr")

@@ -48,7 +48,7 @@ def test_the_keyed_path_is_taken_and_bounds_every_subject(make_db):
         _, plan = harness.plan_statement(gw, STATEMENTS[2].format(opts=""))
         assert exact_mod._row_key(plan) == ("id",)
         q = exact_mod._build(plan, harness.roster_charged(plan))
-        sampled = q.sampled(plan, f"SELECT {q.sample_cols} FROM ({q.src})")
+        sampled = q.sampled(f"SELECT {q.sample_cols} FROM ({q.src})")
         assert "__dup" not in sampled
         for salt in range(20):
             (most,) = gw._con.execute(

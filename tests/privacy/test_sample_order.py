@@ -106,7 +106,7 @@ def test_a_stale_order_still_bounds_every_subject(make_db):
         filtered, units = con.execute(
             f"SELECT max(n), count(*) FROM (SELECT __unit, count(*) AS n FROM ({q.src}) WHERE __rank <= 3 GROUP BY __unit)"
         ).fetchone()
-        sampled = q.sampled(plan, f"SELECT {q.sample_cols} FROM ({q.src})")
+        sampled = q.sampled(f"SELECT {q.sample_cols} FROM ({q.src})")
         windowed = con.execute(f"SELECT max(n) FROM (SELECT __unit, count(*) AS n FROM ({sampled}) GROUP BY __unit)",
                                exact_mod._params(sampled, dict(q.params, salt=1))).fetchone()[0]  # fmt: skip
         assert filtered <= 3 and windowed <= 3
