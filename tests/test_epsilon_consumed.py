@@ -67,8 +67,8 @@ def budgets_db(make_db):
         "INSERT INTO t SELECT i, i % 2, i % 50, 'k' || (i % 3), 'w' || (i % 4) FROM range(1, 801) r(i);"
         "CREATE TABLE b (uid INTEGER, epsilon DOUBLE); "
         "INSERT INTO b SELECT i, [0.05, 0.2, 0.5, 1.0, 3.0][1 + i % 5] FROM range(1, 801) r(i)",
-        {"t": dict(unit="uid", budget_table="b", domains={"x": [0, 1], "k": ["k0", "k1", "k2"]},
-                   bounds={"v": (0, 49)})},
+        {"t": {"unit": "uid", "budget_table": "b", "domains": {"x": [0, 1], "k": ["k0", "k1", "k2"]},
+               "bounds": {"v": (0, 49)}}},
         analysts={"alice": {"epsilon": 1000.0, "delta": 1e-3}},
     )  # fmt: skip
 
