@@ -181,6 +181,7 @@ CODES: dict[str, Code] = {
     "DP405": _c(E.OperationalError, "The database kept changing while the statement was checked, or DuckDB failed; nothing was charged."),
     # -- DP5xx: a bug in dpgate --------------------------------------------------------------------
     "DP500": _c(E.InternalError, "A bug in dpgate; please report it."),
+    "DP501": _c(E.InternalError, "An answer withheld after its debit: its mechanisms did not report running at exactly the ε and δ debited (a bug); the debit stands."),
     # -- DP6xx: data, parameters and the database file ---------------------------------------------
     "DP600": _c(E.DataError, "A data error in a public statement."),
     "DP601": _c(E.ProgrammingError, "Parameters of the wrong kind for the placeholders (a sequence or a mapping)."),

@@ -37,7 +37,7 @@ from dpgate.frontend.settings import Session
 from dpgate.ledger import Cost, Ledger
 from dpgate.queries.analysis import query_hash
 from dpgate.queries.base import Context, Run
-from dpgate.release import ReleaseInfo, Result
+from dpgate.release import ReleaseInfo, Result, check_consumed
 
 #: Times a statement is classified again when the catalog moved before its debit.
 _ATTEMPTS = 5
@@ -337,6 +337,7 @@ class Gateway:
                 run = Run(self._con, plan, debit, self.analyst, randomness.rng, randomness.sampling, self.progress)
                 with backends.planes(self._plane), pin.held(self._con):
                     answer = qc.answer(run)
+                check_consumed(answer, plan, debit)  # the ε the mechanisms ran at is the ε debited, or nothing leaves
             except errors.Error:
                 raise
             except Exception:  # noqa: BLE001 - after the debit, nothing of a failure may leave

@@ -8,6 +8,7 @@ always in ``cursor.release.intervals``, and as extra columns when asked for.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +18,7 @@ from sqlglot import exp
 
 from dpgate import database, errors
 from dpgate.frontend.dialect import to_duckdb
-from dpgate.mechanisms.base import NoisyColumn
+from dpgate.mechanisms.base import NoisyColumn, Spent
 from dpgate.memo import Memo
 from dpgate.plans import CountPlan, Plan
 
@@ -181,6 +182,45 @@ class Answer:
     notes: list[str] = field(default_factory=list)
     message: str | None = None  # for releases without rows (a synthetic table)
     released_rows: int | None = None  # rows released, when not the rows above
+    #: The privacy loss the mechanisms ran at, recorded where they draw noise (or read from what
+    #: they returned), one entry per run; None if the class did not report it (``check_consumed``).
+    consumed: tuple[Spent, ...] | None = None
+
+
+#: Shares of ε are floats summed in a different order on the way to the noise than in the plan.
+_REL_TOL = 1e-9
+
+
+def check_consumed(answer: Answer, plan: Plan, debit: Any) -> None:
+    """Withhold an answer whose mechanisms did not run at exactly the ε and δ that were debited.
+
+    The plan's shares are checked to sum to its ε when it is made; this checks the other end, what
+    reached the noise. Per part of the personalization plan (runs on one part compose sequentially,
+    so their ε and δ add up; parts hold disjoint subjects), the sum must equal the part's debited ε,
+    and δ the plan's δ that every used subject paid. Less than the debit is withheld too: it is as
+    much a sign that the accounting between plan and mechanism went wrong as more is. A class that
+    reported nothing has not shown what it ran at. The debit stands either way (fail closed)."""
+    if answer.consumed is None:
+        raise errors.InternalError(
+            f"The {plan.query_class} answer does not say what privacy loss its mechanisms ran at: it is withheld",
+            code="DP501", hint="the debit stands (fail closed); this is a bug in dpgate, please report it",
+        )  # fmt: skip
+    subjects = debit.subjects
+    debited = {p.index: float(p.epsilon) for p in subjects.parts} if subjects is not None else {0: debit.epsilon}
+    ran: dict[int, list[Spent]] = {}
+    for spent in answer.consumed:
+        ran.setdefault(spent.part, []).append(spent)
+    for part in sorted(set(debited) | set(ran)):
+        runs = ran.get(part, [])
+        eps, delta = math.fsum(s.epsilon for s in runs), math.fsum(s.delta for s in runs)
+        want_eps, want_delta = debited.get(part, 0.0), plan.delta if part in debited else 0.0
+        if not (math.isclose(eps, want_eps, rel_tol=_REL_TOL) and math.isclose(delta, want_delta, rel_tol=_REL_TOL)):
+            what = "; ".join(f"{s.what or 'a run'} ε={s.epsilon:.17g} δ={s.delta:g}" for s in runs) or "nothing"
+            raise errors.InternalError(
+                f"The {plan.query_class} answer's mechanisms ran at ε={eps:.17g}, δ={delta:g} on part {part} of the "
+                f"subjects, which was debited ε={want_eps:.17g}, δ={want_delta:g} ({what}): the answer is withheld",
+                code="DP501", hint="the debit stands (fail closed); this is a bug in dpgate, please report it",
+            )  # fmt: skip
 
 
 def _list_type(col: NoisyColumn) -> str:

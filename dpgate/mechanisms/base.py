@@ -11,7 +11,9 @@ sketch citing ``[labels]`` on the code lines that implement each step.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -121,6 +123,50 @@ class NoisyColumn:
     mechanism: str
     epsilon: float
     scale: str  # human-readable noise description, e.g. "discrete Laplace, sensitivity 1, ε=0.5"
+
+
+@dataclass(frozen=True)
+class Spent:
+    """The privacy loss one mechanism run consumed on one part of the subjects.
+
+    ``part`` is the index of the personalization plan's part the run read (``pdp.Part.index``; 0
+    when there is one), ``epsilon`` and ``delta`` what the run was given where it draws noise, or
+    what its release object says it spent. A statement's runs on one part compose sequentially,
+    so the part's loss is their sum; runs on different parts read disjoint subjects.
+    """
+
+    part: int
+    epsilon: float
+    delta: float = 0.0
+    what: str = ""
+
+
+_METER: ContextVar[list[Spent] | None] = ContextVar("dpgate_meter", default=None)
+
+
+def spend(epsilon: float, delta: float = 0.0, *, part: int = 0, what: str = "") -> None:
+    """Record, where noise is drawn, the ε and δ a mechanism run is given (nothing outside ``metered``).
+
+    The gateway compares what an answer recorded with what was debited before it releases the
+    answer: a share lost or counted twice on the way from the plan to the noise would otherwise
+    release at a privacy loss nobody was charged for."""
+    meter = _METER.get()
+    if meter is not None:
+        meter.append(Spent(int(part), float(epsilon), float(delta), what))
+
+
+@contextmanager
+def metered() -> Iterator[list[Spent]]:
+    """Collect every ``spend`` of the runs inside (a query class's answer) into the list it yields.
+
+    A context variable, so each thread's (each statement's) runs are its own; a free dry run outside
+    it records nothing."""
+    spent: list[Spent] = []
+    token = _METER.set(spent)
+    try:
+        yield spent
+    finally:
+        _METER.reset(token)
 
 
 class Mechanism:

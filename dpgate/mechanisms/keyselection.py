@@ -25,7 +25,7 @@ import math
 import numpy as np
 
 from dpgate import noise
-from dpgate.mechanisms.base import KeySelection, Mechanism
+from dpgate.mechanisms.base import KeySelection, Mechanism, spend
 
 
 class KeySelector(Mechanism):
@@ -34,6 +34,7 @@ class KeySelector(Mechanism):
 
     def select(self, subjects: np.ndarray, selection: KeySelection, *, rng: np.random.Generator) -> np.ndarray:
         """Indices of the keys whose noisy subject count reaches the threshold."""
+        spend(selection.epsilon, selection.delta, what="key selection")
         z = noise.discrete_laplace(selection.epsilon, selection.sensitivity, len(subjects), rng)  # [noise]
         return np.flatnonzero(subjects + z >= selection.threshold)  # [delta]
 

@@ -69,6 +69,7 @@ from dpgate.mechanisms.base import (
     ExactAnswer,
     Mechanism,
     NoisyColumn,
+    spend,
 )
 
 
@@ -115,6 +116,10 @@ class _Parts:
     epsilons: list[float]  # ε of each partition (the query's ε when there is one)
     subjects: pdp.SubjectPlan | None
 
+    def index(self, i: int) -> int:
+        """The personalization plan's index of the i-th partition (0 without a plan)."""
+        return self.subjects.parts[i].index if self.subjects is not None else 0
+
     @property
     def combined(self) -> bool:
         """Answers are combined or scaled: several partitions, or subjects left out or sampled."""
@@ -149,6 +154,7 @@ def _component(plan, agg, comp, exact, rows, parts: _Parts, alpha: float, rng) -
     ys, halves, variances = [], [], []
     for i, eps_i in enumerate(parts.epsilons):
         e = eps_i * frac
+        spend(e, part=parts.index(i), what=f"{agg.label} ({comp.label})")
         z = noise.discrete_laplace(e, comp.sensitivity, x.shape[1], rng)  # [noise]
         ys.append(x[i] + z.astype(object))
         halves.append(noise.discrete_laplace_half_width(e, comp.sensitivity, alpha_noise / n_parts))  # [ci-parts]

@@ -51,6 +51,7 @@ from fractions import Fraction
 import numpy as np
 
 from dpgate import noise
+from dpgate.mechanisms.base import spend
 from dpgate.mechanisms.exponential import RATE_BITS, _bernoulli_scaled_exp, _rate
 
 #: q is used as a multiple of 2^-LEVEL_BITS [score].
@@ -159,6 +160,8 @@ def _quantile_rate(epsilon: float, sensitivity: int, q: float) -> int:
 def quantiles(cells, lo: int, hi: int, qs, epsilon_each: float, sensitivity: int, rng) -> np.ndarray:
     """``quantile`` of every cell at every level: shape (cells, levels) [cells]."""
     out = np.empty((len(cells), len(qs)), dtype=np.int64)
+    for q in qs:  # the cells hold disjoint rows (parallel); every level reads them all (sequential)
+        spend(epsilon_each, what=f"quantile {q:g}")
     for a, x in enumerate(cells):
         x = np.asarray(x, dtype=np.int64)
         for b, q in enumerate(qs):

@@ -40,7 +40,7 @@ from dpgate.frontend.dialect import to_duckdb
 from dpgate.frontend.nodes import dp_options
 from dpgate.frontend.settings import Session
 from dpgate.mechanisms import graphs, ladder
-from dpgate.mechanisms.base import NoisyColumn
+from dpgate.mechanisms.base import NoisyColumn, metered, spend
 from dpgate.plans import OutputColumn, SubgraphCount, SubgraphPlan, SubjectCharge
 from dpgate.queries.base import QueryClass
 from dpgate.release import Answer, ColumnNoise, noisy_rows
@@ -599,6 +599,9 @@ def answer(con: duckdb.DuckDBPyConnection, plan: SubgraphPlan, *, rng: np.random
     for c in plan.counts:
         lf = ladder.ladder_function(edges, plan.n_nodes, c.query, c.k)
         rel = ladder.release_with_interval(lf, c.epsilon, width_share=c.interval_share, alpha=alpha, rng=rng)
+        # What the release says it spent: the count's ε and the error bar's (basic composition).
+        spend(rel.interval.epsilon, what=f"{c.label} (count)")
+        spend(rel.interval.epsilon_width, what=f"{c.label} (error bar)")
         bound = output_bound(c.query, c.k, plan.n_nodes, c.epsilon, c.interval_share, alpha)  # checked at planning
         clipped = min(max(rel.value, -bound), bound)
         value, low, high = clamped_interval(clipped, rel.interval.half_width, plan.settings.clamp_counts)
@@ -692,7 +695,10 @@ class SubgraphQuery(QueryClass):
         bind_check(con, plan)
 
     def answer(self, run) -> Answer:
-        return answer(run.con, run.plan, rng=run.rng)
+        with metered() as spent:  # several counts split ε and compose sequentially on the one edge budget
+            out = answer(run.con, run.plan, rng=run.rng)
+        out.consumed = tuple(spent)
+        return out
 
     def explain_rows(self, plan: SubgraphPlan, subjects) -> list[tuple]:
         rows = []

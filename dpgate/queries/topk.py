@@ -40,7 +40,7 @@ from dpgate.frontend.classify import TOPK_COLUMNS_FUNCTION, Classified, function
 from dpgate.frontend.dialect import to_duckdb
 from dpgate.mechanisms import pdp
 from dpgate.mechanisms import topk as topk_mech
-from dpgate.mechanisms.base import COUNT_ROWS, COUNT_SUBJECTS, Component, NoisyColumn
+from dpgate.mechanisms.base import COUNT_ROWS, COUNT_SUBJECTS, Component, NoisyColumn, metered, spend
 from dpgate.mechanisms.keyselection import KeySelector
 from dpgate.plans import KeySpec, SubjectCharge, TopKPlan
 from dpgate.queries.analysis import Analysis, Syntax, analyse, key_selection_threshold
@@ -178,6 +178,11 @@ def answer(
         labels = _select_keys(con, plan, charged, factor, rng)
         notes.append(f"DP key selection released {len(labels)} key(s) to rank")
         if not labels:
+            # Charged and not run (the mechanism's rule for a share it turns out not to need):
+            # the loss reported is the debited share, named as such, so the check still balances.
+            spend(plan.selection_epsilon * factor, what="top-k selection (no key to rank: not run)")
+            if plan.counts is not None:
+                spend(plan.counts.epsilon * factor, what="top-k counts (no key to rank: not run)")
             return _empty(con, plan, notes)
         most = topk_mech.item_cap(plan.k, plan.method)
         if len(labels) > most:  # post-processing of the released keys: the selection's work stays bounded
@@ -189,20 +194,24 @@ def answer(
     k = min(plan.k, n_items)
     if k < plan.k:
         notes.append(f"only {k} item(s) to choose from: fewer than LIMIT + OFFSET = {plan.k}")
+    count_eps = plan.counts.epsilon * factor if plan.counts is not None else 0.0
     try:
         if plan.counts is None:
             chosen = topk_mech.top_k(con, pairs, params, n_items, k, plan.selection_epsilon * factor, plan.method, rng=rng)
             exact_noisy = None
         else:
             chosen, exact_noisy = topk_mech.top_k_with_counts(
-                con, pairs, params, n_items, k, plan.selection_epsilon * factor, plan.counts.epsilon * factor,
+                con, pairs, params, n_items, k, plan.selection_epsilon * factor, count_eps,
                 plan.method, rng=rng, max_items_per_subject=plan.max_groups,
             )  # fmt: skip
+            spend(count_eps, what="top-k counts")
     except ValueError as e:  # public inputs only (ε after personalization, k, universe size)
         raise errors.OperationalError(
             f"The top-k selection could not run: {e}", code="DP404",
             hint="the debit stands (fail closed); raise epsilon or ask for fewer items",
         ) from e  # fmt: skip
+    for share, eps in chosen.shares.items():  # what the selection says it spent, step by step
+        spend(eps, what=f"top-k {share}")
     items = list(chosen.items)
     if chosen.truncation is not None:
         notes.append(f"records truncated to {chosen.truncation} item(s) for the selection (chosen privately)")
@@ -369,7 +378,9 @@ class TopKQuery(QueryClass):
         bind_check(con, plan, probe)
 
     def answer(self, run: Run) -> Answer:
-        out = answer(run.con, run.plan, run.charged, run.subjects, rng=run.rng)
+        with metered() as spent:
+            out = answer(run.con, run.plan, run.charged, run.subjects, rng=run.rng)
+        out.consumed = tuple(spent)
         out.notes += personalization_notes(run.plan, run.subjects)
         return out
 

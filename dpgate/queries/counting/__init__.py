@@ -19,7 +19,7 @@ import numpy as np
 from dpgate import backends, errors, mechanisms, noise, release
 from dpgate.backends.duckdb import orderable
 from dpgate.frontend.classify import Classified
-from dpgate.mechanisms.base import COUNT_SUBJECTS, QUANTILE, VALUE_KINDS
+from dpgate.mechanisms.base import COUNT_SUBJECTS, QUANTILE, VALUE_KINDS, metered
 from dpgate.mechanisms.keyselection import threshold as key_selection_threshold
 from dpgate.plans import CountPlan, SubjectCharge
 from dpgate.queries.analysis import _with_epsilon, analyse
@@ -165,7 +165,15 @@ class CountingQuery(QueryClass):
             backends.plane(backends.engine_of(plan.table)).bind_check(con, plan, probe)
 
     def answer(self, run: Run) -> Answer:
-        """Exact bounded statistics, (key selection,) noise, post-processing."""
+        """Exact bounded statistics, (key selection,) noise, post-processing; with the loss the
+        mechanisms recorded at their draws (every aggregate's components and the key selection
+        compose sequentially on each part: their shares add up to the part's ε)."""
+        with metered() as spent:
+            out = self._answer(run)
+        out.consumed = tuple(spent)
+        return out
+
+    def _answer(self, run: Run) -> Answer:
         plan, debit, rng = run.plan, run.debit, run.rng
         subjects = debit.subjects
         n_parts = len(subjects.parts) if subjects is not None else 1

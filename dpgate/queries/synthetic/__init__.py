@@ -29,6 +29,7 @@ from dpgate import errors, mechanisms
 from dpgate.catalog.tables import Catalog
 from dpgate.frontend.classify import Classified
 from dpgate.frontend.settings import Session
+from dpgate.mechanisms.base import metered
 from dpgate.plans import SynthesisPlan
 from dpgate.queries.base import QueryClass, _subject_rows, personalization_notes
 from dpgate.queries.synthetic import generalized, sequences, setvalued, synopsis, tabular
@@ -192,8 +193,10 @@ class SyntheticQuery(QueryClass):
         SYNTHESIZERS[plan.mechanism].bind_check(con, plan, probe)
 
     def answer(self, run) -> Answer:
-        out = SYNTHESIZERS[run.plan.mechanism].answer(run.con, run.plan, run.debit, run.analyst, rng=run.rng,
-                                                      sampling=run.sampling, progress=run.progress)  # fmt: skip
+        with metered() as spent:  # what each synthesizer's Synthesis says it spent, and any noisy count beside it
+            out = SYNTHESIZERS[run.plan.mechanism].answer(run.con, run.plan, run.debit, run.analyst, rng=run.rng,
+                                                          sampling=run.sampling, progress=run.progress)  # fmt: skip
+        out.consumed = tuple(spent)
         out.notes += personalization_notes(run.plan, run.subjects, scaled_note=False)
         return out
 

@@ -43,6 +43,7 @@ from dpgate.frontend.classify import Classified
 from dpgate.frontend.dialect import to_sql
 from dpgate.frontend.settings import Session, Spec
 from dpgate.mechanisms import supermodular
+from dpgate.mechanisms.base import spend
 from dpgate.plans import SubjectCharge, SynthesisPlan
 from dpgate.queries.synthetic import options
 from dpgate.queries.synthetic.common import Release, named, require_free_name, run_epsilon, subject_rows_sql
@@ -271,18 +272,24 @@ def answer(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, debit, analyst: 
     trees: list[vgh.Hierarchy] = plan.options["trees"]
     salt = int(rng.integers(0, 2**62))
     leaves = fetch_leaves(con, plan, debit.charged, salt)
-    n_noisy = int(len(leaves) + noise.discrete_laplace(run_eps * supermodular.ROWS_SHARE, 1, 1, rng)[0])
+    rows_eps = run_eps * supermodular.ROWS_SHARE
+    spend(rows_eps, what="noisy row count")
+    n_noisy = int(len(leaves) + noise.discrete_laplace(rows_eps, 1, 1, rng)[0])
     condition, need = _need(params, delta, run_eps)
     notes: list[str] = []  # the plan's note states the claim
     if n_noisy < need:
         rows = np.zeros((1, len(trees)), dtype=np.int64)  # only the all-suppressed row
+        # Charged and not run: the mechanism's share (and the δ) is reported as the debited share, named so.
+        spend(params.epsilon, delta, what="supermodular (too few rows: not run)")
         notes.append(f"the noisy row count {n_noisy:,} is below the {math.ceil(need):,} rows this release needs "
                      f"(condition: {condition}; with a margin for the count's noise): only the '*' row is released")  # fmt: skip
     else:
         ancestors = [t.ancestors() for t in trees]
         mech = mechanisms.synthesizer("supermodular", allow_unvetted=True)  # the owner's flag was checked at planning
-        rows = mech.synthesize(leaves, epsilon=params.epsilon, delta=delta, rng=rng,
-                               options={"ancestors": ancestors, "params": params}).release  # fmt: skip
+        syn = mech.synthesize(leaves, epsilon=params.epsilon, delta=delta, rng=rng,
+                              options={"ancestors": ancestors, "params": params})  # fmt: skip
+        spend(syn.epsilon, delta, what="supermodular")
+        rows = syn.release
     del leaves
     written = _write(con, plan, rows, debit, analyst, params, n_noisy)
     notes += [

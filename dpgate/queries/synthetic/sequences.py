@@ -29,6 +29,7 @@ from dpgate.frontend.classify import Classified
 from dpgate.frontend.dialect import to_sql
 from dpgate.frontend.settings import Session, Spec
 from dpgate.mechanisms import privtree
+from dpgate.mechanisms.base import spend
 from dpgate.plans import SubjectCharge, SynthesisPlan
 from dpgate.queries.synthetic import options
 from dpgate.queries.synthetic.coding import domain_lookup, values_list
@@ -119,8 +120,9 @@ def dry_run(plan: SynthesisPlan, epsilon: float) -> None:
 
 def _synthesize(plan: SynthesisPlan, sequences: list, epsilon: float, rng) -> privtree.SequenceModel:
     options = {"n_symbols": len(plan.options["symbols"]), "max_length": plan.options["max_length"]}
-    return mechanisms.synthesizer("privtree_markov").synthesize(sequences, epsilon=epsilon, rng=rng,
-                                                                options=options).release  # fmt: skip
+    syn = mechanisms.synthesizer("privtree_markov").synthesize(sequences, epsilon=epsilon, rng=rng, options=options)
+    spend(syn.epsilon, what="privtree_markov")
+    return syn.release
 
 
 def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str) -> None:

@@ -29,6 +29,7 @@ from dpgate.frontend.classify import Classified
 from dpgate.frontend.dialect import to_sql
 from dpgate.frontend.settings import Session, Spec
 from dpgate.mechanisms import diffpart
+from dpgate.mechanisms.base import spend
 from dpgate.plans import SubjectCharge, SynthesisPlan
 from dpgate.queries.synthetic import options
 from dpgate.queries.synthetic.coding import domain_lookup, values_list
@@ -125,9 +126,11 @@ def dry_run(plan: SynthesisPlan, epsilon: float) -> None:
 
 def _synthesize(plan: SynthesisPlan, records: np.ndarray, epsilon: float, rng):
     o = plan.options
-    return mechanisms.synthesizer("diffpart").synthesize(
+    out = mechanisms.synthesizer("diffpart").synthesize(
         records, epsilon=epsilon, rng=rng, options={"taxonomy": o["taxonomy"], "c1": o["c1"], "c2": o["c2"]}
     )
+    spend(out.epsilon, what="diffpart")
+    return out
 
 
 def check_size(plan: SynthesisPlan, population: int) -> None:

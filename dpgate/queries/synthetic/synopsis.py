@@ -33,6 +33,7 @@ from dpgate.frontend.dialect import to_sql
 from dpgate.frontend.nodes import dp_options
 from dpgate.frontend.settings import Session, Spec, coerce, literal_value
 from dpgate.mechanisms import privtree
+from dpgate.mechanisms.base import spend
 from dpgate.plans import SubjectCharge, SynthesisPlan
 from dpgate.queries.synthetic import options
 from dpgate.queries.synthetic.common import Release, named, run_epsilon
@@ -132,7 +133,9 @@ def _synthesize(plan: SynthesisPlan, points: np.ndarray, epsilon: float, rng) ->
     o = plan.options
     options = {"lower": o["lower"], "upper": o["upper"], "contributions": plan.max_rows, "tree_share": o["tree_share"],
                "integer": o["integer"]}  # fmt: skip
-    return mechanisms.synthesizer("privtree").synthesize(points, epsilon=epsilon, rng=rng, options=options).release
+    syn = mechanisms.synthesizer("privtree").synthesize(points, epsilon=epsilon, rng=rng, options=options)
+    spend(syn.epsilon, what="privtree")
+    return syn.release
 
 
 def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str) -> None:

@@ -33,7 +33,7 @@ from dpgate.frontend.classify import Classified
 from dpgate.frontend.dialect import to_sql
 from dpgate.frontend.settings import Session, Spec
 from dpgate.mechanisms import mst, pdp, privbayes
-from dpgate.mechanisms.base import CodedRows
+from dpgate.mechanisms.base import CodedRows, spend
 from dpgate.plans import SubjectCharge, SynthesisPlan
 from dpgate.queries.synthetic import coding as synthesis
 from dpgate.queries.synthetic import options as synthetic_options
@@ -204,8 +204,11 @@ def _fit(plan: SynthesisPlan, codes: np.ndarray, epsilon: float, *, population: 
          noisy_rows: float | None = None):  # fmt: skip
     options = MODELS[plan.mechanism].fit_options(plan, population, noisy_rows)
     data = CodedRows(codes, tuple(c.size for c in plan.codings))
-    return mechanisms.synthesizer(plan.mechanism).synthesize(data, epsilon=epsilon, rng=rng, options=options,
-                                                             progress=progress).release  # fmt: skip
+    syn = mechanisms.synthesizer(plan.mechanism).synthesize(data, epsilon=epsilon, rng=rng, options=options,
+                                                            progress=progress)  # fmt: skip
+    # ε-DP per tuple, and one subject is at most max_rows tuples: group privacy multiplies [bound].
+    spend(syn.epsilon * plan.max_rows, what=f"{plan.mechanism} (ε={syn.epsilon:.6g} per row × {plan.max_rows} rows)")
+    return syn.release
 
 
 def dry_run(plan: SynthesisPlan, eps: float) -> None:
