@@ -60,7 +60,7 @@ def _coverage(y, allowance, rule: str, rng) -> tuple[float, float]:
     truth = int(y[in_population].sum())
     assert int(in_population.sum()) == pdp.answer_population(plan)
     comp = SimpleNamespace(epsilon=2.0, sensitivity=1, label="count")
-    agg = SimpleNamespace(index=0, kind="count_rows")
+    agg = SimpleNamespace(index=0, kind="count_rows", label="count(*)")
     fake = SimpleNamespace(epsilon=2.0, max_rows=1)
     parts = laplace._Parts([float(p.epsilon) for p in plan.parts], plan)
     masks = [(j, np.array([plan.assignment.get((a, r)) == j for a in level_of]))
