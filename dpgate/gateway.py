@@ -23,7 +23,7 @@ from sqlglot import exp
 
 from dpgate import backends, database, errors, noise, queries, statements
 from dpgate.backends.charged import bind_scope
-from dpgate.catalog import caps
+from dpgate.catalog import caps, sample_order
 from dpgate.catalog import releases as registry
 from dpgate.catalog import tables as catalog_mod
 from dpgate.catalog.facts import DuckDBFacts
@@ -312,7 +312,8 @@ class Gateway:
         probe = f"(SELECT unit, 0 AS part FROM {plan.table.roster_table_sql})"
         try:
             with backends.planes(self._plane), bind_scope((self._instance.path, self._instance.serial, pin.fingerprint)) as scope:
-                qc.bind_check(self._con, plan, probe)  # tables and views as this statement saw them
+                with sample_order.announcing(self.progress):  # a stale order's rebuild says so
+                    qc.bind_check(self._con, plan, probe)  # tables and views as this statement saw them
         except errors.Error:
             if pin.moved(self._con):  # refused under a catalog the statement was not planned for: start over
                 raise Moved from None

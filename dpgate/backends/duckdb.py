@@ -295,7 +295,7 @@ def _run(
     unused: int | None = None
     made_special = False
     try:
-        if ordered and everyone and stats is not None and not plan.bound_groups:
+        if ordered and everyone and stats is not None and not plan.bound_groups and _keeps_every_row(plan):
             rows = _ordered_filter(con, plan, q, stats, params)
             if rows is not None:
                 heavy = stats.over(limit)
@@ -318,25 +318,19 @@ def _run(
         else:
             # Subjects that need work: not charged (their rows are dropped) or over a bound
             # (sampled). Counting all their rows, in or out of the domains, only flags more.
-            heavy, unused, units = con.execute(
-                f"SELECT count(*) FILTER (WHERE __c.unit IS NOT NULL AND ({q.over})), "
-                f"count(*) FILTER (WHERE __c.unit IS NULL), count(*) FROM {q.per_unit}"
+            # [path] The statements sent do not depend on these counts: they are of the rows the
+            # analyst's WHERE selects, and a WHERE can single out one person ("uid <> 17 OR x > 8"),
+            # so a shortcut taken when nobody (or everybody) needs work would time that person's
+            # value. Only the table facts and the plan choose a path; the rows only size it.
+            con.execute(f"CREATE TEMP TABLE {special} AS {special_sql}")
+            made_special = True
+            heavy, unused = con.execute(
+                f"SELECT count(*) FILTER (WHERE __eligible), count(*) FILTER (WHERE NOT __eligible) FROM {special}"
             ).fetchone()
-            if heavy + unused == 0:
-                parts.append(f"SELECT {q.cols} FROM ({q.src})")
-            elif unused == 0 and 2 * heavy >= units:
-                # Most subjects need sampling: rank everyone's rows (a subject within its bounds
-                # keeps them all), and skip splitting the rows in two.
-                to_sample = f"SELECT {q.sample_cols} FROM ({q.src})"
-            else:
-                con.execute(f"CREATE TEMP TABLE {special} AS {special_sql}")
-                made_special = True
-                parts.append(f"SELECT {q.cols} FROM ({q.src}) WHERE __unit NOT IN (SELECT __unit FROM {special})")
-                if heavy:
-                    to_sample = (
-                        f"SELECT {q.sample_cols} FROM ({q.src}) WHERE __unit IN "
-                        f"(SELECT __unit FROM {special} WHERE __eligible)"
-                    )
+            parts.append(f"SELECT {q.cols} FROM ({q.src}) WHERE __unit NOT IN (SELECT __unit FROM {special})")
+            to_sample = (
+                f"SELECT {q.sample_cols} FROM ({q.src}) WHERE __unit IN (SELECT __unit FROM {special} WHERE __eligible)"
+            )
         if to_sample is not None:
             params["salt"] = salt
             parts.append(q.sampled(to_sample))
@@ -390,6 +384,21 @@ def _unclamped(con, plan: CountPlan, stats: unit_stats.UnitStats | None, definit
     checks = list(candidates)
     inside = within_bounds.within(con, f"main.{quote_ident(plan.table.name)}", checks)
     return frozenset(i for c, ok in zip(checks, inside) if ok for i in candidates[c])
+
+
+def _keeps_every_row(plan: CountPlan) -> bool:
+    """[path] Whether a row can fail the plan only through the table's own values: no WHERE, no join,
+    and each key with a domain a bare column (whether all of its best-ranked values lie in the domain
+    is then a fact of the table, as a value outside a column's bounds is). ``_ordered_filter``'s
+    count then chooses its path from the table alone; under a WHERE, whether the count matched would
+    say whether one chosen person's best-ranked row passed it (a whole second pass when not)."""
+    if plan.source.args.get("where") is not None or plan.source.args.get("joins") or plan.joined or plan.prebound:
+        return False
+    nodes, from_ = list(table_nodes(plan.source, plan.table)), plan.source.args.get("from_")
+    if len(nodes) != 1 or from_ is None or from_.this is not nodes[0]:  # a derived table may hold a WHERE
+        return False
+    columns = {e.alias_or_name: e.unalias() for e in plan.source.expressions}
+    return all(key.domain is None or isinstance(columns.get(f"__k{j}"), exp.Column) for j, key in enumerate(plan.keys))
 
 
 def _ordered_filter(con, plan: CountPlan, q: _SQL, stats: unit_stats.UnitStats, params: dict[str, Any]):

@@ -49,7 +49,17 @@ def _order(*terms: exp.Expr | str) -> exp.Order:
 
 
 def _window(fun: str, partition: list[str], order: exp.Order | None) -> exp.Window:
-    return exp.Window(this=exp.func(fun), partition_by=[exp.column(c) for c in partition], order=order)
+    return exp.Window(this=exp.Anonymous(this=fun), partition_by=[exp.column(c) for c in partition], order=order)
+
+
+def _select(*items: exp.Expr | str, source: exp.Expr) -> exp.Select:
+    """SELECT items FROM source, built without parsing or copying (a statement builds several)."""
+    cols = [exp.Star() if i == "*" else exp.column(i) if isinstance(i, str) else i for i in items]
+    return exp.Select(expressions=cols).from_(source, copy=False)
+
+
+def _sql(tree: exp.Expr, engine: str) -> str:
+    return tree.sql(dialect=engine, copy=False)  # the trees are this statement's own
 
 
 @dataclass
@@ -93,16 +103,15 @@ class Skeleton:
     def sampled(self, rows: str) -> str:
         """``rows`` (a SELECT of ``sample_cols``) with each subject's rows bounded by sampling."""
         plan = self.plan
-        q = exp.select("*").from_(_rows(rows, "__s"))
+        q = _select("*", source=_rows(rows, "__s"))
         if self.in_domain:
-            q = q.where(_verbatim(self.in_domain))
+            q = q.where(_verbatim(self.in_domain), copy=False)
         if plan.bound_groups:
             group_hash = bounded.for_engine(bounded.rank_tree(["__unit", *self.keys], self.salt), self.engine)
             rank = _window("dense_rank", ["__unit"], _order(group_hash, *self.keys))
-            q = (
-                exp.select(*self.sample_cols)
-                .from_(exp.select("*", exp.alias_(rank, "__gr")).from_(q.subquery("__g")).subquery("__gk"))
-                .where(exp.column("__gr") <= int(plan.max_groups))
+            ranked = _select("*", exp.alias_(rank, "__gr"), source=q.subquery("__g", copy=False))
+            q = _select(*self.sample_cols, source=ranked.subquery("__gk", copy=False)).where(
+                exp.column("__gr") <= int(plan.max_groups), copy=False
             )
         if self.ordered:
             # A stored order ranks each subject's rows once per table version [order]: its ranks are
@@ -118,12 +127,12 @@ class Skeleton:
             # each distinct value, has its own pseudo-random rank [dup]. Equal rows need no order
             # among themselves; Spark wants one all the same.
             dup = _window("row_number", self.cols, _order("__unit") if self.engine == "spark" else None)
-            q = exp.select("*", exp.alias_(dup, "__dup")).from_(q.subquery("__d"))
+            q = _select("*", exp.alias_(dup, "__dup"), source=q.subquery("__d", copy=False))
             row_hash = bounded.rank_tree([*self.cols, "__dup"], self.salt)
             order = _order(bounded.for_engine(row_hash, self.engine), "__dup")
-        kept = exp.select(*self.cols).from_(q.subquery("__r"))
-        kept = kept.qualify(_window("row_number", ["__unit"], order) <= int(plan.max_rows))
-        return kept.sql(dialect=self.engine)
+        kept = _select(*self.cols, source=q.subquery("__r", copy=False))
+        kept = kept.qualify(_window("row_number", ["__unit"], order) <= int(plan.max_rows), copy=False)
+        return _sql(kept, self.engine)
 
     def aggregate(self, rows: str, *, filtered: bool = False, check: bool = False, key_text: bool = False) -> str:
         """The statistics of ``rows`` (bounded rows of ``cols``) per (part and) cell.
@@ -137,24 +146,30 @@ class Skeleton:
         group = list(self.keys)
         if self.n_parts > 1:
             # A subject in several rounds contributes to one part per round.
-            parted = exp.select("__b.*", exp.alias_(exp.column("part", "__c"), "__part")).from_(src)
+            parted = _select(
+                exp.Column(this=exp.Star(), table=exp.to_identifier("__b")),
+                exp.alias_(exp.column("part", "__c"), "__part"),
+                source=src,
+            )
             src = parted.join(
                 exp.Table(this=_verbatim(self.charged), alias=exp.TableAlias(this=exp.to_identifier("__c"))),
                 on=exp.column("__unit", "__b").eq(exp.column("unit", "__c")),
-            ).subquery("__bp")
+                copy=False,
+            ).subquery("__bp", copy=False)
             group = ["__part", *group]
         aggs = [
             exp.alias_(bounded.for_engine(tree, self.engine), f"__a{i}") for i, (_, _, tree) in enumerate(self.stats)
         ]
         extra = [exp.alias_(exp.Count(this=exp.Star()), "__nall")] if check else []
-        inner = exp.select(*group, *aggs, *extra).from_(src)
+        inner = _select(*group, *aggs, *extra, source=src)
         if group:
-            inner = inner.group_by(*group)
+            inner = inner.group_by(*(exp.column(g) for g in group), copy=False)
         positioned = any(p is not None for p in self.positions)
         if not positioned and not key_text:
-            return (
-                exp.select("*", exp.alias_(exp.true(), "__in")).from_(inner.subquery("__y")) if check else inner
-            ).sql(dialect=self.engine)
+            return _sql(
+                _select("*", exp.alias_(exp.true(), "__in"), source=inner.subquery("__y", copy=False)) if check else inner,
+                self.engine,
+            )
         outer: list[exp.Expr] = [exp.column("__part")] if self.n_parts > 1 else []
         for j, p in enumerate(self.positions):
             if p is not None:
@@ -170,10 +185,10 @@ class Skeleton:
                 exp.column("__nall"),
                 exp.alias_(exp.func("coalesce", _verbatim(in_domain or "true"), exp.false()), "__in"),
             ]
-        q = exp.select(*outer).from_(inner.subquery("__y"))
+        q = _select(*outer, source=inner.subquery("__y", copy=False))
         if in_domain and not filtered and not check:
-            q = q.where(_verbatim(in_domain))
-        return q.sql(dialect=self.engine)
+            q = q.where(_verbatim(in_domain), copy=False)
+        return _sql(q, self.engine)
 
 
 def stats(plan: CountPlan, unclamped: frozenset[int] = frozenset()) -> list[tuple[int, str, exp.Expr]]:

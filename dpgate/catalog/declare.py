@@ -91,7 +91,10 @@ class Declarations:
         (drawn from the OS, rebuilt when the rows change): a subject over ``max_rows`` then keeps
         the best-ranked of its rows that a query selects, the same rows for every query until the
         table changes, instead of a fresh hash-ranked sample per query; sampling becomes a filter
-        (``dpgate.catalog.sample_order``). The default is ``"per_query"``.
+        (``dpgate.catalog.sample_order``). That is the default for a base table of the database file;
+        a view, a Spark source and a table with a column named ``__dp_rank`` sample per query
+        (``"per_query"``: a fresh hash-ranked sample for each query). ``None`` keeps what the table
+        had (or the default, the first time); ``"default"`` asks for the default.
 
         Re-declaring an existing protected table updates its bounds and declarations; its
         subjects keep what they have spent. Changing the privacy unit is refused.
@@ -138,7 +141,7 @@ class Declarations:
             )  # fmt: skip
         if experimental is not None:
             check_flag("experimental", experimental)
-        if sample_order is not None and sample_order not in sample_order_mod.CHOICES:
+        if sample_order is not None and sample_order not in (*sample_order_mod.CHOICES, sample_order_mod.DEFAULT):
             raise errors.PolicyError(
                 f"sample_order must be one of {', '.join(map(repr, sample_order_mod.CHOICES))}, got {sample_order!r}",
                 code="DP312",
@@ -194,9 +197,13 @@ class Declarations:
         options.update({key: kept[key] for key in ("hierarchies", "experimental", "sample_order") if key in kept})
         if experimental is not None:
             options["experimental"] = bool(experimental)
-        if sample_order is not None:
+        if sample_order == sample_order_mod.DEFAULT or (sample_order is None and "sample_order" not in options):
+            options["sample_order"] = sample_order_mod.default_for(self.con, table, cols, spark)
+        elif sample_order is not None:
             options["sample_order"] = sample_order
-        if options.get("sample_order") == sample_order_mod.STORED and spark is not None:  # asked now, or kept
+        elif spark is not None:  # a kept order cannot follow the rows to Spark, which samples per query
+            options["sample_order"] = sample_order_mod.PER_QUERY
+        if options.get("sample_order") == sample_order_mod.STORED and spark is not None:  # asked now
             raise errors.PolicyError(
                 f"sample_order = 'stored' is kept for tables in DuckDB; a Spark table ({table!r}) samples per query",
                 code="DP312", hint="leave sample_order out, or set it to 'per_query', for a Spark source",

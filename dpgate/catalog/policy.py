@@ -82,8 +82,8 @@ class PolicyFiles:
                 # the policy is authoritative: a table whose entry no longer says experimental = true is closed
                 experimental=check_flag(f"[tables.{tname}] experimental", spec.get("experimental", False)),
                 spark=spec.get("spark"),
-                # the policy is authoritative here too: an entry without the key samples per query
-                sample_order=spec.get("sample_order", sample_order_mod.PER_QUERY),
+                # the policy is authoritative here too: an entry without the key gets the default
+                sample_order=spec.get("sample_order", sample_order_mod.DEFAULT),
             )
             done.append(f"protected {tname} (unit {spec['unit']})")
         for gname, spec in policy.get("graphs", {}).items():

@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
+import json
 import math
 import shutil
 from collections.abc import Iterable
@@ -51,6 +52,7 @@ import numpy as np
 import dpgate
 from dpgate import backends, errors
 from dpgate.backends import duckdb as exact_mod
+from dpgate.catalog import sample_order
 from dpgate.catalog.owner import Owner
 from dpgate.frontend.classify import classify
 from dpgate.frontend.dialect import parse_one
@@ -543,6 +545,25 @@ def mutate(path: str | Path, sql: Iterable[str] | str) -> Path:
     return Path(path)
 
 
+def sample_per_query(path: str | Path) -> None:
+    """Every protected table of the file samples per query (the file's stored orders dropped).
+
+    The neighbour checks couple two worlds' samples through the per-query hash, the same for every
+    world under one salt. A stored order is drawn afresh from the OS in each world (and rebuilt when a
+    mutation leaves it stale), so two worlds' samples would differ in every sampled subject; its own
+    argument, on neighbours whose orders are coupled, is checked in ``test_sample_order.py``."""
+    con = duckdb.connect(str(path))
+    try:
+        for table, options in con.execute("SELECT table_name, options FROM dpgate.protected_tables").fetchall():
+            opts = json.loads(options or "{}")
+            if opts.get("sample_order") != sample_order.PER_QUERY:
+                opts["sample_order"] = sample_order.PER_QUERY
+                con.execute("UPDATE dpgate.protected_tables SET options = ? WHERE table_name = ?", [json.dumps(opts), table])
+                sample_order.drop(con, table)
+    finally:
+        con.close()
+
+
 def add_harness_analyst(path: str | Path) -> None:
     with Owner(path, create=False) as owner:
         owner.add_analyst(ANALYST, epsilon=1e6, delta=1.0, epsilon_per_query=100.0, delta_per_query=0.5)
@@ -641,6 +662,7 @@ def build_demo_world(template: str | Path, workdir: str | Path) -> DemoWorld:
     workdir.mkdir(parents=True, exist_ok=True)
     base = copy_db(template, workdir / "d0.duckdb")
     add_harness_analyst(base)
+    sample_per_query(base)
     con = duckdb.connect(str(base), read_only=True)
     try:
         adult = [

@@ -74,8 +74,10 @@ def grammar_dbs(tmp_path_factory):
     con.execute(f"INSERT INTO t VALUES {_sql_values(_rows())}")
     con.close()
     with Owner(base) as owner:
+        # Per query: the neighbours share the per-query hash under one salt; a stored order would be
+        # drawn afresh in each file (its coupled argument: test_sample_order.py).
         owner.protect("t", unit="uid", max_rows=3, max_groups=2, epsilon=1000.0, public_roster=True,
-                      domains={"g": ["a", "b", "c"]}, bounds={"x": (0, 10), "y": (-5, 5)})  # fmt: skip
+                      domains={"g": ["a", "b", "c"]}, bounds={"x": (0, 10), "y": (-5, 5)}, sample_order="per_query")  # fmt: skip
         owner.add_analyst(harness.ANALYST, epsilon=1e6, delta=1.0, epsilon_per_query=100.0, delta_per_query=0.5)
         owner.allow_test_seed(harness.ANALYST)
     # Rows after the roster was made: a NULL unit and units on no roster (never charged).

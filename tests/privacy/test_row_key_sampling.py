@@ -33,6 +33,7 @@ def _world(make_db, setup=SETUP, max_rows=4):
     path = make_db(setup, protect={"t": {"unit": "uid", "max_rows": max_rows, "max_groups": 2, "epsilon": 1e6,
                                          "domains": {"g": ["a", "b", "c"]}, "bounds": {"x": (0, 10)}}})  # fmt: skip
     harness.add_harness_analyst(path)
+    harness.sample_per_query(path)  # compared paths share the per-query hash
     return path
 
 

@@ -154,6 +154,7 @@ def world(make_db, monkeypatch):
             "unit": "uid", "max_rows": max_rows, "max_groups": 2, "epsilon": 1e6, "domains": {"g": ["a", "b", "c"]},
             "bounds": {"x": (0, 10), "y": (0, 10.1), "d": (0, 16), "f": (0, 8)}}})  # fmt: skip
         harness.add_harness_analyst(path)
+        harness.sample_per_query(path)  # compared paths share the per-query hash
         if extra_sql:
             harness.mutate(path, extra_sql)
         return path
