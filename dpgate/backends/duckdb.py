@@ -392,13 +392,26 @@ def _keeps_every_row(plan: CountPlan) -> bool:
     is then a fact of the table, as a value outside a column's bounds is). ``_ordered_filter``'s
     count then chooses its path from the table alone; under a WHERE, whether the count matched would
     say whether one chosen person's best-ranked row passed it (a whole second pass when not)."""
-    if plan.source.args.get("where") is not None or plan.source.args.get("joins") or plan.joined or plan.prebound:
+    if plan.source.args.get("joins") or plan.joined or plan.prebound:
         return False
+    where = plan.source.args.get("where")
+    conds = [] if where is None else list(where.this.flatten()) if isinstance(where.this, exp.And) else [where.this]
+    if not all(_is_unit_not_null(c, plan) for c in conds):
+        return False  # the analyst's WHERE (dpgate's own "unit IS NOT NULL" passes every row: no NULL units)
     nodes, from_ = list(table_nodes(plan.source, plan.table)), plan.source.args.get("from_")
     if len(nodes) != 1 or from_ is None or from_.this is not nodes[0]:  # a derived table may hold a WHERE
         return False
     columns = {e.alias_or_name: e.unalias() for e in plan.source.expressions}
     return all(key.domain is None or isinstance(columns.get(f"__k{j}"), exp.Column) for j, key in enumerate(plan.keys))
+
+
+def _is_unit_not_null(cond: exp.Expr, plan: CountPlan) -> bool:
+    """``NOT <the table's unit> IS NULL``, the condition the planner adds to every single-table plan."""
+    inner = cond.this if isinstance(cond, exp.Not) else None
+    return (
+        isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Null) and isinstance(inner.this, exp.Column)
+        and inner.this.name.lower() == plan.table.unit.lower()
+    )  # fmt: skip
 
 
 def _ordered_filter(con, plan: CountPlan, q: _SQL, stats: unit_stats.UnitStats, params: dict[str, Any]):

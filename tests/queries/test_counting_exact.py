@@ -29,8 +29,9 @@ WHERE r < 1 + (u % 9);
 
 
 def protect(**kw):
+    # The per-query sample: these tests vary its salt (the stored order's tests: test_sample_order.py).
     spec = dict(unit="uid", max_rows=3, max_groups=2, epsilon=1000.0, domains={"kind": ["a", "b", "c", "d"]},
-                bounds={"amount": (0, 100)})  # fmt: skip
+                bounds={"amount": (0, 100)}, sample_order="per_query")  # fmt: skip
     spec.update(kw)
     return {"visits": spec}
 
@@ -104,7 +105,7 @@ def test_row_sampling_is_uniform(make_db, salt_base):
     """Ten distinct rows of each of three subjects, keep three: each row kept with probability 0.3."""
     db = make_db(
         "CREATE TABLE t (uid INT, k INT); INSERT INTO t SELECT u, i FROM range(3) s(u), range(10) r(i)",
-        {"t": dict(unit="uid", max_rows=3, epsilon=1e6, bounds={"k": (0, 9)})},
+        {"t": dict(unit="uid", max_rows=3, epsilon=1e6, bounds={"k": (0, 9)}, sample_order="per_query")},
         analysts={"alice": {"epsilon": 1e9, "delta": 1e-3}},
     )
     counts = np.zeros(10)
@@ -122,7 +123,7 @@ def test_identical_rows_are_sampled_as_rows(make_db):
     """Four identical rows in group a, one in b, keep two: b is kept with probability 1 - C(4,2)/C(5,2) = 0.4."""
     db = make_db(
         "CREATE TABLE t (uid INT, k VARCHAR); INSERT INTO t VALUES (1,'a'),(1,'a'),(1,'a'),(1,'a'),(1,'b')",
-        {"t": dict(unit="uid", max_rows=2, epsilon=1e6, domains={"k": ["a", "b"]})},
+        {"t": dict(unit="uid", max_rows=2, epsilon=1e6, domains={"k": ["a", "b"]}, sample_order="per_query")},
         analysts={"alice": {"epsilon": 1e9, "delta": 1e-3}},
     )
     trials = 300
