@@ -277,6 +277,19 @@ def database_identity(con: duckdb.DuckDBPyConnection) -> str:
     return str(row[0]) if row and row[0] is not None else ""
 
 
+def _count_moved(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Whether the table has another number of rows than its order (a cheap sign of staleness).
+
+    A query that finds the order out of line marks it stale for this process only (``_STALE``); a
+    new process (each ``dpgate query`` is one) would otherwise never rebuild it after rows were
+    added or deleted, and sample per query from then on. An update that keeps the count is still
+    found by the query's own check, and rebuilt by the next statement of the same process."""
+    (registered_rows, rows) = con.execute(
+        f"SELECT (SELECT row_count FROM {REGISTRY} WHERE table_name = ?), (SELECT count(*) FROM main.{_q(name)})", [name]
+    ).fetchone()  # fmt: skip
+    return registered_rows != rows
+
+
 def refresh(con: duckdb.DuckDBPyConnection, table: ProtectedTable) -> int | None:
     """Before a query's debit: build the order if it is missing or a query found it stale.
 
@@ -289,7 +302,7 @@ def refresh(con: duckdb.DuckDBPyConnection, table: ProtectedTable) -> int | None
     with _LOCK:
         stale = build_id is not None and (db, table.name, build_id) in _STALE
         failed = _FAILED.get((db, table.name))
-    if build_id is not None and not stale:
+    if build_id is not None and not stale and not _count_moved(con, table.name):
         return build_id
     if failed is not None and time.monotonic() - failed < RETRY_AFTER:
         return registered(con, table.name)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import duckdb
+import pytest
 
 import dpgate
 from dpgate.catalog import sample_order
@@ -61,17 +62,28 @@ def test_a_policy_entry_without_the_key_gets_the_default(make_db, tmp_path):
     assert _choice(path, "t") == sample_order.STORED
 
 
-def test_a_stale_order_is_rebuilt_with_a_progress_line(make_db):
+@pytest.mark.parametrize(
+    "change, finds_it",
+    [
+        # a row more: the count tells the statement before its debit, in any process
+        ("INSERT INTO t VALUES (7, 'c1')", "first"),
+        # the same count, a unit moved: the first statement's own check finds it (and samples per
+        # query); the next statement of the process rebuilds it
+        ("UPDATE t SET uid = 8 WHERE rowid = 3", "second"),
+    ],
+)
+def test_a_stale_order_is_rebuilt_with_a_progress_line(make_db, change, finds_it):
     path = make_db(SETUP, protect={"t": {"unit": "uid", "max_rows": 5, "epsilon": 10.0, "domains": {"cat": ["c0", "c1", "c2"]}}})
     before = _build_id(path, "t")
     raw = duckdb.connect(str(path))
-    raw.execute("INSERT INTO t VALUES (7, 'c1')")  # the order no longer lines up with the rows
+    raw.execute(change)  # the order no longer lines up with the rows
     raw.close()
     lines: list[tuple[float, str]] = []
     with dpgate.connect(str(path), analyst="alice") as con:
         con.progress = lambda fraction, message: lines.append((fraction, message))
-        con.cursor().execute(SQL).fetchall()  # finds the order stale in its snapshot: samples per query
-        assert lines == []
+        if finds_it == "second":
+            con.cursor().execute(SQL).fetchall()  # finds the order stale in its snapshot: samples per query
+            assert lines == []
         con.cursor().execute(SQL).fetchall()  # rebuilds it before its debit, and says so
         assert [f for f, _ in lines] == [0.0, 1.0], lines
         assert "drawing the stored sample order of t (the table changed since it was drawn)" in lines[0][1]
