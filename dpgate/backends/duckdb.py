@@ -278,7 +278,14 @@ def _run(
     # Only without joins: a lookup's key was checked unique when the query was planned, in another
     # snapshot; were it to gain a duplicate since, a join could add rows, and the full pass below
     # (which counts the query's own rows) would still bound them.
-    within = stats is not None and stats.most_rows <= limit and not plan.source.args.get("joins")
+    # [path] The analyst sets the query's bounds (max_rows_contributed); a path chosen by comparing
+    # them with the table's facts would answer "has any subject more than k rows?" for every k tried.
+    # Paths are chosen at the owner's declared bounds instead: one bit per table version.
+    t = plan.table
+    declared = min(t.max_rows, t.max_groups) if plan.bound_groups else t.max_rows
+    within = (
+        stats is not None and limit >= declared and stats.most_rows <= declared and not plan.source.args.get("joins")
+    )
     everyone = (
         stats is not None and n_parts == 1 and stats.off_roster_units == 0 and stats.null_unit_rows == 0
         and (reading.added_after == 0 if reading.added_after is not None else _charged_is_roster(con, plan, charged))
@@ -310,7 +317,7 @@ def _run(
         elif volatile:  # rank every subject's rows in the aggregate's statement (one evaluation of the view)
             heavy, unused = 0, None  # not counted
             to_sample = f"SELECT {q.sample_cols} FROM ({q.src})"
-        elif stats is not None and 2 * stats.over(limit) >= stats.units and stats.off_roster_units == 0:
+        elif stats is not None and 2 * stats.over(declared) >= stats.units and stats.off_roster_units == 0:
             # Most subjects of the table are over the bound: rank everyone's rows (a subject within
             # it keeps them all) without counting rows per subject first.
             heavy, unused = stats.over(limit), 0  # heavy: over the bound in the whole table

@@ -79,3 +79,25 @@ def test_one_persons_value_does_not_choose_the_statements(make_db, order, others
         sent = [_sent(p, sql) for p in worlds]
         assert sent[0] == sent[1], f"{sql}: the statements differ between the two worlds"
         assert sent[0], "nothing was recorded: vacuous"
+
+
+@pytest.mark.parametrize("order", ["stored", "per_query"])
+def test_the_analysts_bound_does_not_measure_the_heaviest_subject(make_db, order):
+    """A query's own bound (``max_rows_contributed``) is the analyst's to choose: were the path chosen
+    by comparing it with the table's facts, trying bounds would find the heaviest subject's row count.
+    Here subject 17 has 6 rows or 2 (everyone else 2), under a declared bound of 10."""
+    worlds = []
+    for rows in (6, 2):
+        setup = (
+            "CREATE TABLE t (uid INTEGER, x DOUBLE, g VARCHAR);"
+            "INSERT INTO t SELECT i // 2, (i % 5)::DOUBLE, ['a', 'b', 'c'][1 + i % 3] FROM range(600) r(i) WHERE i // 2 <> 17;"
+            f"INSERT INTO t SELECT 17, (i % 5)::DOUBLE, 'a' FROM range({rows}) r(i);"
+        )  # fmt: skip
+        path = make_db(setup, protect={"t": {"unit": "uid", "max_rows": 10, "epsilon": 1e6, "sample_order": order,
+                                             "bounds": {"x": (0, 10)}, "domains": {"g": ["a", "b", "c"]}}})  # fmt: skip
+        harness.add_harness_analyst(path)
+        worlds.append(path)
+    for bound in (2, 5, 10):
+        sql = f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, max_rows_contributed = {bound}) g, COUNT(*) FROM t GROUP BY g"
+        sent = [_sent(p, sql) for p in worlds]
+        assert sent[0] == sent[1], f"max_rows_contributed = {bound}: the statements differ between the two worlds"
