@@ -277,16 +277,13 @@ def database_identity(con: duckdb.DuckDBPyConnection) -> str:
     return str(row[0]) if row and row[0] is not None else ""
 
 
-def _count_moved(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+def _count_moved(registered_rows: int | None, rows: int) -> bool:
     """Whether the table has another number of rows than its order (a cheap sign of staleness).
 
     A query that finds the order out of line marks it stale for this process only (``_STALE``); a
     new process (each ``dpgate query`` is one) would otherwise never rebuild it after rows were
     added or deleted, and sample per query from then on. An update that keeps the count is still
     found by the query's own check, and rebuilt by the next statement of the same process."""
-    (registered_rows, rows) = con.execute(
-        f"SELECT (SELECT row_count FROM {REGISTRY} WHERE table_name = ?), (SELECT count(*) FROM main.{_q(name)})", [name]
-    ).fetchone()  # fmt: skip
     return registered_rows != rows
 
 
@@ -297,12 +294,22 @@ def refresh(con: duckdb.DuckDBPyConnection, table: ProtectedTable) -> int | None
     holds it. Returns what ``registered`` answers afterwards. When it cannot be built (another
     writer, a read-only file), queries sample by the per-query hash: a query uses an order only
     after checking, in its own snapshot, that it lines up."""
-    build_id = registered(con, table.name)
-    db = database_identity(con)
+    name = table.name
+    try:  # the registry row, both row counts and the file, in one statement (it runs before every debit)
+        row = con.execute(
+            f"{_REGISTERED}, r.row_count, (SELECT count(*) FROM main.{_q(name)}), "
+            f"(SELECT path FROM duckdb_databases() WHERE database_name = current_database()) {_REGISTERED_FROM}",
+            {"name": name, "schema": SCHEMA, "order": "sample_order_" + name},
+        ).fetchone()  # fmt: skip
+    except duckdb.CatalogException:
+        row = None
+    usable = row is not None and row[1] == (row[2] or "")
+    build_id = int(row[0]) if usable else None
+    db = (str(row[5]) if row[5] is not None else "") if row is not None else database_identity(con)
     with _LOCK:
-        stale = build_id is not None and (db, table.name, build_id) in _STALE
-        failed = _FAILED.get((db, table.name))
-    if build_id is not None and not stale and not _count_moved(con, table.name):
+        stale = build_id is not None and (db, name, build_id) in _STALE
+        failed = _FAILED.get((db, name))
+    if build_id is not None and not stale and not _count_moved(row[3], row[4]):
         return build_id
     if failed is not None and time.monotonic() - failed < RETRY_AFTER:
         return registered(con, table.name)
