@@ -14,7 +14,7 @@ from statistics import NormalDist
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from conftest import TEST_SEED
@@ -273,11 +273,14 @@ def test_the_rate_is_rounded_down_below_epsilon_minus_the_margin():
     t=st.floats(-1.0, 1.0),
     sensitivity=st.floats(1e-6, 1e6),
 )
+@example(a=-3.4216050519589656e-277, t=1.0, sensitivity=1.0)  # b - a rounds to the sensitivity
 @settings(max_examples=200, deadline=None)
 def test_snapping_keeps_the_sensitivity_in_grid_units(a, t, sensitivity):
     b = a + t * sensitivity
-    if abs(b - a) > sensitivity:
-        return  # rounding pushed the pair outside the neighbouring relation
+    if abs(Fraction(b) - Fraction(a)) > Fraction(sensitivity):
+        # Rounding pushed the pair outside the neighbouring relation. Exactly: a float difference
+        # rounds too (a = -3.4e-277, b = 1.0 differ by more than 1 though b - a == 1.0).
+        return
     units, sens_units = ex._grid_units(np.array([a, b]), sensitivity)
     assert abs(int(units[0]) - int(units[1])) <= sens_units
     g = 2.0 ** (math.frexp(sensitivity)[1] - 1 - ex.GRID_BITS)
