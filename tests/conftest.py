@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
 import pytest
+from hypothesis import settings
+
+# The suite is CI's gate and must pass the same way on every run: property tests draw a fixed set
+# of examples (derandomized). DPGATE_EXPLORE=1 draws fresh ones, as a fuzzing run; a failure it
+# finds is a bug, kept afterwards as an @example.
+settings.register_profile("fixed", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile("explore" if os.environ.get("DPGATE_EXPLORE") else "fixed")
 
 import dpgate
 from dpgate.interfaces import demo
