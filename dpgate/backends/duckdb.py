@@ -369,11 +369,10 @@ def _unclamped(con, plan: CountPlan, stats: unit_stats.UnitStats | None, definit
         return frozenset()
     # The FROM item is the table itself (not a subquery that could rename a computed column), and
     # it is the only item reading the table: the qualifier names its stored column.
-    nodes = list(table_nodes(plan.source, plan.table))
-    from_ = plan.source.args.get("from_")
-    if len(nodes) != 1 or from_ is None or from_.this is not nodes[0]:
+    if not _reads_the_table_itself(plan):
         return frozenset()
-    qualifier = (nodes[0].alias or nodes[0].name).lower()
+    node = plan.source.args["from_"].this
+    qualifier = (node.alias or node.name).lower()
     candidates: dict[tuple, list[int]] = {}
     for agg in plan.aggs:
         if agg.kind not in (SUM, AVG, QUANTILE, *VARIANCE_KINDS) or not isinstance(agg.expr, exp.Column):
@@ -405,11 +404,17 @@ def _keeps_every_row(plan: CountPlan) -> bool:
     conds = [] if where is None else list(where.this.flatten()) if isinstance(where.this, exp.And) else [where.this]
     if not all(_is_unit_not_null(c, plan) for c in conds):
         return False  # the analyst's WHERE (dpgate's own "unit IS NOT NULL" passes every row: no NULL units)
-    nodes, from_ = list(table_nodes(plan.source, plan.table)), plan.source.args.get("from_")
-    if len(nodes) != 1 or from_ is None or from_.this is not nodes[0]:  # a derived table may hold a WHERE
+    if not _reads_the_table_itself(plan):  # a derived table may hold a WHERE
         return False
     columns = {e.alias_or_name: e.unalias() for e in plan.source.expressions}
     return all(key.domain is None or isinstance(columns.get(f"__k{j}"), exp.Column) for j, key in enumerate(plan.keys))
+
+
+def _reads_the_table_itself(plan: CountPlan) -> bool:
+    """The plan's FROM item is the protected table itself (not a subquery, which could rename a
+    computed column or filter rows), and it is the only item reading the table."""
+    nodes, from_ = list(table_nodes(plan.source, plan.table)), plan.source.args.get("from_")
+    return len(nodes) == 1 and from_ is not None and from_.this is nodes[0]
 
 
 def _is_unit_not_null(cond: exp.Expr, plan: CountPlan) -> bool:

@@ -164,14 +164,19 @@ def mismatches(con: duckdb.DuckDBPyConnection, name: str, unit: str) -> int:
     differ (a row on one side only), else those whose units differ."""
     # One statement (one round trip): the counts first, because a positional join pads the shorter
     # side with NULLs, which a NULL unit would match.
-    (rows, ordered, bad) = con.execute(
-        f"SELECT (SELECT count(*) FROM main.{_q(name)}), (SELECT count(*) FROM {table_sql(name)}), "
-        f"(SELECT count(*) FROM main.{_q(name)} t POSITIONAL JOIN {table_sql(name)} o "
-        f"WHERE t.{_q(unit)} IS DISTINCT FROM o.unit)"
-    ).fetchone()
+    (rows, ordered, bad) = con.execute(f"SELECT {_counts_sql(name, unit)}").fetchone()
     if rows != ordered:
         return max(int(rows), int(ordered), 1)
     return int(bad)
+
+
+def _counts_sql(name: str, unit: str) -> str:
+    """The table's rows, the order's rows, and the positions whose units differ (``mismatches``)."""
+    order = table_sql(name)
+    return (
+        f"(SELECT count(*) FROM main.{_q(name)}), (SELECT count(*) FROM {order}), "
+        f"(SELECT count(*) FROM main.{_q(name)} t POSITIONAL JOIN {order} o WHERE t.{_q(unit)} IS DISTINCT FROM o.unit)"
+    )
 
 
 #: (table, build id) of orders a query found out of line with their rows in its snapshot: the next
@@ -213,19 +218,17 @@ def current(con: duckdb.DuckDBPyConnection, table: ProtectedTable) -> int | None
 
     One statement: the registry's row (``registered``) and the positions where the table and its
     order disagree (``mismatches``), read together (a statement's fixed work is mostly round trips)."""
-    name, order = table.name, table_sql(table.name)
+    name = table.name
     try:
         row = con.execute(
-            f"{_REGISTERED} , (SELECT count(*) FROM main.{_q(name)}) AS rows, (SELECT count(*) FROM {order}) AS ordered, "
-            f"(SELECT count(*) FROM main.{_q(name)} t POSITIONAL JOIN {order} o WHERE t.{_q(table.unit)} IS DISTINCT "
-            f"FROM o.unit) AS bad {_REGISTERED_FROM}",
-            {"name": name, "schema": SCHEMA, "order": "sample_order_" + name},
-        ).fetchone()  # fmt: skip
+            f"{_REGISTERED}, {_counts_sql(name, table.unit)} {_REGISTERED_FROM}", _registry_params(name)
+        ).fetchone()
     except duckdb.CatalogException:  # no registry, or the order table was dropped: no usable order
         return None
-    if row is None or row[1] != (row[2] or ""):
+    build_id = _usable(row)
+    if build_id is None:
         return None
-    build_id, (rows, ordered, bad) = int(row[0]), row[3:]
+    (rows, ordered, bad) = row[3:]
     # The counts first, because a positional join pads the shorter side with NULLs, which a NULL
     # unit would match.
     if rows != ordered or bad:
@@ -260,11 +263,18 @@ def registered(con: duckdb.DuckDBPyConnection, name: str) -> int | None:
     """The build id the registry names for the table, if its order table exists and the table's
     definition is the one the order was built for (None: no usable order). One catalog read."""
     try:
-        row = con.execute(
-            f"{_REGISTERED} {_REGISTERED_FROM}", {"name": name, "schema": SCHEMA, "order": "sample_order_" + name}
-        ).fetchone()
+        row = con.execute(f"{_REGISTERED} {_REGISTERED_FROM}", _registry_params(name)).fetchone()
     except duckdb.CatalogException:
         return None
+    return _usable(row)
+
+
+def _registry_params(name: str) -> dict[str, str]:
+    return {"name": name, "schema": SCHEMA, "order": "sample_order_" + name}
+
+
+def _usable(row: tuple | None) -> int | None:
+    """The build id of a ``_REGISTERED`` row, if the table's definition is the one the order was built for."""
     if row is None or row[1] != (row[2] or ""):
         return None
     return int(row[0])
@@ -299,12 +309,11 @@ def refresh(con: duckdb.DuckDBPyConnection, table: ProtectedTable) -> int | None
         row = con.execute(
             f"{_REGISTERED}, r.row_count, (SELECT count(*) FROM main.{_q(name)}), "
             f"(SELECT path FROM duckdb_databases() WHERE database_name = current_database()) {_REGISTERED_FROM}",
-            {"name": name, "schema": SCHEMA, "order": "sample_order_" + name},
+            _registry_params(name),
         ).fetchone()  # fmt: skip
     except duckdb.CatalogException:
         row = None
-    usable = row is not None and row[1] == (row[2] or "")
-    build_id = int(row[0]) if usable else None
+    build_id = _usable(row)
     db = (str(row[5]) if row[5] is not None else "") if row is not None else database_identity(con)
     with _LOCK:
         stale = build_id is not None and (db, name, build_id) in _STALE
