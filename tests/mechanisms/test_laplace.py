@@ -90,7 +90,11 @@ NEIGHBOURS = "CREATE TABLE t (uid INT, k VARCHAR, x DOUBLE); INSERT INTO t SELEC
 def test_neighbouring_audit(make_db, sql, label):
     """D and D minus subject 7 (all its rows), bounded by the real SQL: for every output the
     empirical log-ratio stays below ε plus 5 standard deviations of sampling error."""
-    spec = {"t": dict(unit="uid", max_rows=3, epsilon=1e6, domains={"k": ["a", "b"]}, bounds={"x": (0, 10)})}
+    # Sampled per query: both worlds then keep the same rows of every other subject under one salt.
+    # A stored order is drawn afresh in each file, so two separately built worlds would sample the
+    # other subjects differently and the audit would measure that, not one subject's influence.
+    spec = {"t": dict(unit="uid", max_rows=3, epsilon=1e6, domains={"k": ["a", "b"]}, bounds={"x": (0, 10)},
+                      sample_order="per_query")}
     big = {"alice": {"epsilon": 1e9, "delta": 1e-3}}
     d = make_db(NEIGHBOURS, spec, big)
     d2 = make_db(NEIGHBOURS + "DELETE FROM t WHERE uid = 7;", spec, big)

@@ -95,12 +95,18 @@ def _times(d, d_prime, sql: str, runs: int) -> tuple[np.ndarray, np.ndarray]:
 def test_the_worst_accepted_row_expression_does_not_show_in_the_time(neighbours, expensive):
     d, d_prime = neighbours
     sql = DP + "COUNT(*) FROM people WHERE " + VICTIM.format(expensive)
-    a, b = _times(d, d_prime, sql, RUNS)
-    statistic = _ks(a, b)
-    assert statistic <= _critical(RUNS, RUNS), (
-        f"the victim's row moved the time: KS {statistic:.3f}, medians {np.median(a) * 1e3:.2f} / "
-        f"{np.median(b) * 1e3:.2f} ms"
-    )
+    # A rejection is measured again, and the test fails only when a second, independent sample
+    # rejects too (a false alarm then has probability α² = 1e-6). On a shared machine a burst of
+    # other work can land on a few seconds of one world's runs; an effect of the victim's row is
+    # there in every sample, so it fails both.
+    seen = []
+    for _ in range(2):
+        a, b = _times(d, d_prime, sql, RUNS)
+        statistic = _ks(a, b)
+        seen.append(f"KS {statistic:.3f}, medians {np.median(a) * 1e3:.2f} / {np.median(b) * 1e3:.2f} ms")
+        if statistic <= _critical(RUNS, RUNS):
+            return
+    pytest.fail("the victim's row moved the time in two samples: " + "; ".join(seen))
 
 
 def test_the_amplifier_is_refused_before_the_debit(neighbours):
