@@ -19,12 +19,16 @@ QUERY = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.001) g, COUNT(*) 
 SETUP = "CREATE TABLE t AS SELECT i AS uid, i % 5 AS g FROM range(200) r(i)"
 
 
-@pytest.fixture
-def small_db(make_db):
+def _small(make_db, quota: float):
     path = make_db(SETUP, protect={"t": {"unit": "uid", "epsilon": 1000.0, "domains": {"g": [0, 1, 2, 3, 4]}}},
-                   analysts={"alice": {"epsilon": 0.5, "epsilon_per_query": 0.01}}, allow_seed=False)  # fmt: skip
+                   analysts={"alice": {"epsilon": quota, "epsilon_per_query": 0.01}}, allow_seed=False)  # fmt: skip
     add_logins(path, ["alice"])
     return path
+
+
+@pytest.fixture
+def small_db(make_db):
+    return _small(make_db, 0.5)
 
 
 def _check_ledger(path) -> tuple[int, Decimal]:
@@ -42,13 +46,14 @@ def _check_ledger(path) -> tuple[int, Decimal]:
     return n, total
 
 
-def test_32_clients_spend_one_quota_exactly(small_db):
+def test_32_clients_spend_one_quota_exactly(make_db):
+    small_db = _small(make_db, 0.2)
     server = ThreadServer(small_db)
     answers, refusals, other = [], [], []
 
     def client():
         with psycopg.connect(server.url("alice"), autocommit=True) as con:
-            for _ in range(25):  # 800 statements for a quota of 500 answers
+            for _ in range(10):  # 320 statements for a quota of 200 answers
                 try:
                     rows = con.execute(QUERY).fetchall()
                     answers.append(len(rows))
@@ -64,9 +69,9 @@ def test_32_clients_spend_one_quota_exactly(small_db):
         t.join(600)
     server.stop()
     assert other == []
-    assert len(answers) == 500 and set(answers) == {5}  # 0.5 / 0.001: the quota, exactly
-    assert len(refusals) == 800 - 500 and all(d.startswith("dpgate DP4") for d in refusals)
-    assert _check_ledger(small_db) == (500, Decimal("0.5"))
+    assert len(answers) == 200 and set(answers) == {5}  # 0.2 / 0.001: the quota, exactly
+    assert len(refusals) == 320 - 200 and all(d.startswith("dpgate DP4") for d in refusals)
+    assert _check_ledger(small_db) == (200, Decimal("0.2"))
 
 
 def test_kill_9_mid_load_loses_no_debit(small_db):
