@@ -78,7 +78,7 @@ import numpy as np
 from dpgate import errors, noise
 from dpgate.mechanisms import exponential
 from dpgate.mechanisms.base import CodedRows, Synthesis, Synthesizer
-from dpgate.mechanisms.privbayes_model import PrivBayesModel, _noisy_counts, _norm_sub
+from dpgate.mechanisms.privbayes_model import PrivBayesModel, _noisy_counts, norm_sub
 
 #: Share of ε for the noisy row count that chooses the split (``split_for``).
 ROWS_SHARE = 0.01
@@ -272,7 +272,7 @@ def fit(
     if d > 1:
         # 3. [select] Kruskal with the exponential mechanism on integer scores [sens-w]
         report(0.1, "choosing the tree")
-        mu1 = [_norm_sub(y, float(n1)) for y in y1c]
+        mu1 = [norm_sub(y, float(n1)) for y in y1c]
         pairs, scores = selection_scores(ccols, csizes, mu1, float(n1))
         comp = list(range(d))
         edges: list[tuple[int, int]] = []
@@ -306,7 +306,7 @@ def fit(
         for (i, j), t in y2.items():
             est[i].append((t.sum(axis=1), np.full(csizes[i], csizes[j] * var2)))
             est[j].append((t.sum(axis=0), np.full(csizes[j], csizes[i] * var2)))
-        mu = {j: _norm_sub(_fuse(est[j]), n_hat) for j in range(d)}
+        mu = {j: norm_sub(_fuse(est[j]), n_hat) for j in range(d)}
         for (i, j), t in y2.items():
             # shrink towards independence by how much of the deviation the noise explains
             # (James-Stein): at small ε a measured table is mostly noise
@@ -314,11 +314,11 @@ def fit(
             dev = t - indep
             energy = float((dev**2).sum())
             keep = max(0.0, 1.0 - t.size * var2 / energy) if energy > 0 else 0.0
-            tables[(i, j)] = _ipf(_norm_sub(indep + keep * dev, n_hat), mu[i], mu[j])
+            tables[(i, j)] = _ipf(norm_sub(indep + keep * dev, n_hat), mu[i], mu[j])
     else:
         n_hat = float(n1)
-        mu = {0: _norm_sub(y1c[0], n_hat)}
-    mu_full = [_norm_sub(y, n_hat) for y in y1]
+        mu = {0: norm_sub(y1c[0], n_hat)}
+    mu_full = [norm_sub(y, n_hat) for y in y1]
 
     # within-group shares of merged values, from the noisy 1-way counts
     share = []

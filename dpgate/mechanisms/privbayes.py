@@ -136,9 +136,9 @@ from dpgate.mechanisms.privbayes_model import (  # the model, its fitting and sa
     _encode,
     _noisy_conditionals,
     _noisy_counts,
-    _norm_sub,
     marginal_tables,
     marginal_tvd,
+    norm_sub,
     sample,
     tvd_between,
 )
@@ -467,7 +467,7 @@ def independent_baseline(
     total = sum(wi * float(v.sum()) for wi, v in zip(w, noisy)) / sum(w)
     conds = []
     for v in noisy:
-        c = _conditional(_norm_sub(v, total))  # [post]
+        c = _conditional(norm_sub(v, total))  # [post]
         c.setflags(write=False)
         conds.append(c)
     return PrivBayesModel(

@@ -204,7 +204,7 @@ def _marginalise(joint: np.ndarray, axes: list[int], sizes, keep: list[int]) -> 
     return t.reshape(sizes[keep[0]], -1)
 
 
-def _norm_sub(noisy: np.ndarray, total: float) -> np.ndarray:
+def norm_sub(noisy: np.ndarray, total: float) -> np.ndarray:
     """Norm-Sub: ``max(noisy - δ, 0)`` with δ chosen so the cells add up to ``total`` [post].
 
     Clipping alone turns the noise of every empty cell into positive mass (about a third
@@ -253,7 +253,7 @@ def _noisy_conditionals(
     total = _combined_rows(
         noisy_rows, rows_variance, [float(v.sum()) for v in noisy.values()], [v.size * cell_var for v in noisy.values()]
     )
-    joints = {i: _norm_sub(v, total) for i, v in noisy.items()}  # [post]
+    joints = {i: norm_sub(v, total) for i, v in noisy.items()}  # [post]
     for i, j in joints.items():
         conds[i] = _conditional(j)
     if noisy_from > 0:

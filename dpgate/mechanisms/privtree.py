@@ -47,6 +47,7 @@ import numpy as np
 
 from dpgate import noise
 from dpgate.mechanisms.base import Synthesis, Synthesizer
+from dpgate.mechanisms.privbayes_model import norm_sub
 
 MAX_DIMENSIONS = 4
 MAX_DEPTH = 48
@@ -181,8 +182,9 @@ START = -1  # '$', the begin marker in contexts
 class SequenceModel:
     """A prediction suffix tree: each node's context (a tuple of symbols, oldest first, START for
     '$'), its children by the symbol prepended, and its noisy next-symbol histogram (length
-    |I| + 1: the symbols, then END). Leaves' histograms are noisy; internal ones are the sums of
-    their children's, negatives then set to 0 (post-processing)."""
+    |I| + 1: the symbols, then END). Leaves' histograms are noisy and then made consistent
+    (``norm_sub``: non-negative, each with its noisy total); internal ones are the sums of their
+    children's (post-processing)."""
 
     n_symbols: int
     max_length: int
@@ -329,12 +331,36 @@ def sequence_release(sequences: list[np.ndarray], n_symbols: int, max_length: in
     hist[leaves] += noise.discrete_laplace(p["epsilon_hist"], max_length, len(leaves) * (n_symbols + 1), rng).reshape(
         len(leaves), n_symbols + 1
     )
-    for v in sorted(children, key=lambda x: -depth_of[x]):  # bottom-up sums (children first)
-        hist[v] = sum(hist[u] for u in children[v].values())
+    order = sorted(children, key=lambda x: -depth_of[x])  # parents after their children
+
+    def sums() -> None:
+        for v in order:
+            hist[v] = sum(hist[u] for u in children[v].values())
+
+    sums()
     start = children.get(0, {}).get(START)
     estimate = float(hist[start].sum()) if start is not None else float(hist[0][end])
-    hist = np.maximum(hist, 0)
+    # Post-processing, on noisy counts only:
+    # 1. Consistent leaves. Setting negatives to 0 (the thesis) adds the positive noise of every
+    #    empty cell, and with ~100 symbols most cells of a leaf are empty: the model held several
+    #    times the real mass, most of it on transitions never seen. Norm-Sub keeps each leaf's
+    #    unbiased noisy total and gives it to its largest cells.
+    # 2. A leaf whose noisy total is within two standard deviations of its noise is mostly noise:
+    #    it takes its next-symbol shares from its parent (its siblings' sum, where noise averages
+    #    out), scaled to its own total.
+    noisy_totals = hist.sum(axis=1)
+    for v in leaves:
+        hist[v] = norm_sub(hist[v], noisy_totals[v])
+    sums()
+    floor = 2.0 * math.sqrt(n_symbols + 1) * noise.discrete_laplace_std(p["epsilon_hist"], max_length)
+    parent = {u: v for v, kids in children.items() for u in kids.values()}
+    for v in [v for v in leaves if v in parent and noisy_totals[v] < floor]:
+        above = hist[parent[v]]
+        if above.sum() > 0:
+            hist[v] = above / above.sum() * hist[v].sum()
+    sums()
     return SequenceModel(n_symbols, max_length, contexts, children, hist, leaf, estimate, stopped)
+
 
 
 class PrivTree(Synthesizer):

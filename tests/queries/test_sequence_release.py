@@ -113,3 +113,30 @@ def test_at_a_small_epsilon_the_sample_is_no_larger_than_the_roster(demo_db):
         con.execute(MAKE.replace("epsilon = 2", "epsilon = 0.0001"))
         n = con.execute("SELECT count(DISTINCT person_id) FROM careers_syn").fetchone()[0]
     assert n <= 712
+
+
+@pytest.mark.parametrize("symbols", [256, 257])
+def test_alphabets_of_up_to_256_symbols(make_db, symbols):
+    """256 symbols are modelled; one more is refused before the debit (each split makes |I| + 1
+    children of |I| + 1 cells)."""
+    airports = [f"a{i:03d}" for i in range(symbols)]
+    db = make_db(
+        "CREATE TABLE trips AS SELECT i // 6 AS pid, i % 6 AS leg, 'a' || lpad(CAST((i * 7919) % 256 AS VARCHAR), 3, '0') "
+        "AS airport FROM range(3000) r(i)",
+        {"trips": {"unit": "pid", "max_rows": 6, "epsilon": 10.0, "domains": {"airport": airports}}},
+    )  # fmt: skip
+    make = ("CREATE SYNTHETIC TABLE s FROM trips USING privtree_markov WITH (epsilon = 1, symbol = 'airport', "
+            "position = 'leg')")  # fmt: skip
+    with dpgate.connect(str(db), analyst="alice", test_seed=3) as con:
+        before = con.budget()
+        if symbols == 257:
+            with pytest.raises(dpgate.Error) as e:
+                con.execute(make)
+            assert e.value.code == "DP284" and "at most 256" in e.value.hint
+            assert con.budget() == before
+            return
+        con.execute(make)
+        (contexts,) = con.execute("SELECT count(DISTINCT node) FROM s_model").fetchone()
+        assert contexts >= 1
+        (n,) = con.execute("SELECT count(*) FROM s_model WHERE node = 0").fetchone()
+        assert n == 257  # the root's histogram: every airport and the end

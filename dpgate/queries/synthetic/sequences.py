@@ -40,6 +40,10 @@ from dpgate.release import Answer
 #: symbols a second here, after the debit; 10,000,000 rows of up to 10,000 symbols would hold a
 #: server's worker for days.
 MAX_SYMBOLS = 5_000_000
+#: Symbols a model may have: a context that splits makes |I| + 1 children of |I| + 1 cells each, so
+#: one split at 256 symbols is 66,049 cells; the tree's cell cap
+#: (``privtree.MAX_MODEL_CELLS``) bounds the whole model.
+MAX_ALPHABET = 256
 
 OPTIONS: dict[str, Spec] = {
     "position": Spec("str", "the column that orders a subject's rows"),
@@ -84,9 +88,11 @@ def plan(classified: Classified, catalog: Catalog, session: Session, name: str) 
             f"symbols; a release samples at most {MAX_SYMBOLS:,}", code="DP266",
             hint=f"ask for at most rows = {MAX_SYMBOLS // max_length:,} (or a smaller max_length); nothing was charged",
         )  # fmt: skip
-    if len(values) > 64:
-        raise errors.UnsupportedQueryError(f"{len(values)} symbols: the model's fan-out would be {len(values) + 1}",
-                                           code="DP284", hint="declare at most 64 symbols")  # fmt: skip
+    if len(values) > MAX_ALPHABET:
+        raise errors.UnsupportedQueryError(
+            f"{len(values):,} symbols: the model's fan-out would be {len(values) + 1:,} (at most {MAX_ALPHABET + 1})",
+            code="DP284", hint=f"declare at most {MAX_ALPHABET} symbols (group rare ones into one); nothing was charged",
+        )  # fmt: skip
     return SynthesisPlan(
         table=table, settings=settings, statement_sql=to_sql(stmt), name=name, mechanism="privtree_markov",
         codings=(), options={"symbol": symbol, "position": position, "symbols": values, "max_length": max_length},
