@@ -230,9 +230,17 @@ def cmd_login(args: argparse.Namespace, read_password: PasswordReader) -> Reply:
 
 
 def cmd_quality(args: argparse.Namespace, read_password: PasswordReader) -> Reply:
-    """Compare a release with its source: average TVD of its 1-, 2- and 3-way marginals (owner; reads raw data)."""
+    """Compare a release with its source: average TVD of its 1-, 2- and 3-way marginals (owner; reads raw data);
+    a generalized release's information loss."""
     with Owner(args.database, create=False, read_only=True) as owner:
         report = owner.quality(args.release)
+    if "certainty_penalty" in report:  # a generalized release: its information loss, from public tables
+        lines = [f"release {args.release}: {report['rows']:,} generalized rows; source {report['source']}"]
+        lines += [f"{c}: '*' in {report['suppressed'][c]:.1%} of rows, certainty penalty {p:.3f}"
+                  for c, p in report["certainty_penalty"].items()]  # fmt: skip
+        lines.append(f"mean certainty penalty {report['mean_certainty_penalty']:.3f} (0: exact values, 1: all '*'); "
+                     f"discernibility {report['discernibility']:.4g} (Σ class² / rows², 1/rows at best)")  # fmt: skip
+        return Reply(lines=lines)
     lines = [f"release {args.release}: {report['rows_release']:,} rows; source {report['source']}: "
              f"{report['rows_source']:,} rows; {report['columns']} columns"]  # fmt: skip
     for way in (1, 2, 3):

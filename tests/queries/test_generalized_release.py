@@ -198,3 +198,37 @@ def test_stored_switches_and_trees_must_be_what_the_owner_declared(adult):
             with dpgate.connect(str(adult), analyst="alice") as con, pytest.raises(dpgate.Error) as e:
                 con.execute(STATEMENT)
             assert e.value.code in ("DP327", "DP328") and (words in str(e.value) or e.value.code == "DP328")
+
+
+def test_the_release_and_owner_quality_report_its_information_loss(adult, capsys):
+    """The share of '*' per column, the normalized certainty penalty and the discernibility, from the
+    public release tables: in the release's notes and from Owner.quality (which refused it before)."""
+    with dpgate.connect(str(adult), analyst="alice", test_seed=6) as con:
+        # θ0 = 0.1 (and the δ it needs): a generalization needs only 10% of the records under it; at the
+        # default θ0, and at this θ0 for many draws of the secret threshold, every row is all '*'. This seed
+        # draws a release with some values kept, where the measures are not all 1.
+        cur = con.execute(STATEMENT.replace("delta = 0.05, columns =", "delta = 0.2, theta0 = 0.1, columns ="))
+        (note,) = [m for m in cur.messages if "information loss" in m]
+        rows = con.execute("SELECT age, sex, income FROM gen").fetchall()
+        tree = con.execute("SELECT column_name, label, parent, len(covers) FROM gen_hierarchy").fetchall()
+    with Owner(adult, create=False) as o:
+        q = o.quality("gen")
+    # The same measures computed here from the rows, independently of the SQL that made them.
+    covers = {(c, lab): k for c, lab, _, k in tree}
+    leaves = {c: k for c, _, parent, k in tree if parent is None}
+    for j, c in enumerate(("age", "sex", "income")):
+        stars = sum(r[j] == "*" for r in rows) / len(rows)
+        ncp = sum((covers[(c, r[j])] - 1) / max(leaves[c] - 1, 1) for r in rows) / len(rows)
+        assert q["suppressed"][c] == pytest.approx(stars) and q["certainty_penalty"][c] == pytest.approx(ncp)
+        assert f"{c} {stars:.0%}" in note
+    classes = {}
+    for r in rows:
+        classes[r] = classes.get(r, 0) + 1
+    assert q["discernibility"] == pytest.approx(sum(k * k for k in classes.values()) / len(rows) ** 2)
+    assert q["rows"] == len(rows) and 0 < q["mean_certainty_penalty"] < 1
+    assert f"certainty penalty {q['mean_certainty_penalty']:.2f}" in note
+    from dpgate.interfaces import cli
+
+    assert cli.main(["quality", str(adult), "gen"]) == 0
+    out = capsys.readouterr().out
+    assert f"mean certainty penalty {q['mean_certainty_penalty']:.3f}" in out and "sex: '*' in" in out

@@ -37,6 +37,7 @@ from dpgate import errors, mechanisms, noise
 from dpgate.backends.charged import bind
 from dpgate.catalog import hierarchies as vgh
 from dpgate.catalog import releases as registry
+from dpgate.catalog import reports
 from dpgate.catalog import tables as catalog_types
 from dpgate.catalog.tables import Catalog, quote_ident
 from dpgate.frontend.classify import Classified
@@ -298,6 +299,8 @@ def answer(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, debit, analyst: 
         f"ε {params.epsilon:.4g} for the mechanism (ε′ = {params.eps1:.3g}), {run_eps * supermodular.ROWS_SHARE:.3g} "
         f"for the noisy row count {n_noisy:,}; δ {delta:g} charged as claimed",
         f"{plan.name} and {plan.name}_hierarchy are public from now on: queries over them are free",
+        # read from the written public tables (post-processing): what Owner.quality reports too
+        reports.describe_loss(reports.generalization_loss(con, plan.name, [t.column for t in trees])),
     ]
     if params.eps1 >= 1:
         notes.append(f"ε′ = {params.eps1:.3g} is outside the paper's range (0, 1)")
