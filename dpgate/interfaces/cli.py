@@ -58,7 +58,7 @@ def print_result(result, *, mode: str = "table", intervals: bool = True, max_wid
         print(text, file=out)
     out.flush()
     free_notes = result.message and (not result.columns or result.release is None)  # e.g. from a synopsis
-    side = (result.message.splitlines() if free_notes else []) + release_lines(result)
+    side = (result.message.splitlines() if free_notes else []) + release_lines(result, intervals)
     for line in side:
         print(f"# {line}", file=err)
 

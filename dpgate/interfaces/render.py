@@ -158,7 +158,7 @@ def _fit(widths: list[int], max_width: int, numeric: list[bool], body: list[int]
     return widths
 
 
-def status_line(result: Result, *, rows: bool = True) -> str:
+def status_line(result: Result, *, rows: bool = True, intervals: bool = True) -> str:
     n = len(result.rows)
     text = f"{n} row{'s' if n != 1 else ''}" if rows else ""
     rel = result.release
@@ -169,7 +169,7 @@ def status_line(result: Result, *, rows: bool = True) -> str:
         text += f" · remaining ε {rel.epsilon_remaining:g}"
         if rel.delta:
             text += f", δ {rel.delta_remaining:g}"
-        if result.columns:
+        if result.columns and intervals:  # the label follows what is shown
             text += f" · {100 * (1 - rel.alpha):g}% intervals"
         text += f" · {rel.mechanism}"
         if not rel.private:
@@ -177,14 +177,14 @@ def status_line(result: Result, *, rows: bool = True) -> str:
     return text
 
 
-def cost_line(result: Result) -> str | None:
+def cost_line(result: Result, intervals: bool = True) -> str | None:
     """What the answer cost and what the analyst has left, in one line (None if it was free)."""
     rel = result.release
     if rel is None:
         return None
     text = (f"cost: ε {rel.epsilon:g}, δ {rel.delta:g} · your quota left: ε {rel.epsilon_remaining:g}, "
             f"δ {rel.delta_remaining:g} · {rel.mechanism}")  # fmt: skip
-    if result.columns:
+    if result.columns and intervals:
         text += f" · {100 * (1 - rel.alpha):g}% intervals"
     if not rel.private:
         text += " · NOT PRIVATE (test seed)"
@@ -198,14 +198,14 @@ def population_line(result: Result) -> str | None:
     return "population: " + result.release.population.describe()
 
 
-def release_lines(result: Result) -> list[str]:
+def release_lines(result: Result, intervals: bool = True) -> list[str]:
     """The cost, the population and every note of a DP answer, one line each (none for free statements).
 
     ``--mode csv`` prints them on stderr after ``# ``; the DB-API's ``cursor.messages`` holds them.
     """
     if result.release is None:
         return []
-    lines = [cost_line(result), population_line(result)]
+    lines = [cost_line(result, intervals), population_line(result)]
     return [line for line in lines if line] + [f"note: {n}" for n in result.release.notes]
 
 
@@ -344,7 +344,7 @@ def format_result(
     names, rows, numeric = cells(result, intervals)
     parts = [format_table(names, rows, numeric, max_width)]
     if status:
-        parts.append(status_line(result))
+        parts.append(status_line(result, intervals=intervals))
         parts += release_lines(result)[1:]
         if result.release is None and result.message:  # a free answer's own notes (e.g. from a synopsis)
             parts += [f"note: {line}" for line in result.message.splitlines()]

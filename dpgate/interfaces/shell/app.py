@@ -210,7 +210,9 @@ class Shell:
     def _confirm(self, epsilon: float) -> bool:
         remaining = self._budget[0]
         share = self.gateway.session.values["confirm_share"]
-        if remaining <= 0 or epsilon <= share * remaining:
+        # More than is left: the gateway refuses it free (with the remaining quota in its message),
+        # so asking first would only be answered by a refusal.
+        if remaining <= 0 or epsilon <= share * remaining or epsilon > remaining:
             return True
         question = (
             f"This query spends ε={epsilon:g} of your remaining {remaining:g} "
@@ -227,7 +229,7 @@ class Shell:
             if text:
                 self.emit(text)
             side = (result.message.splitlines() if result.message and (not result.columns or result.release is None)
-                    else []) + release_lines(result)  # fmt: skip
+                    else []) + release_lines(result, self.intervals)  # fmt: skip
             for line in side:
                 self.emit(f"# {line}", "class:status", err=True)
             return
@@ -247,7 +249,7 @@ class Shell:
         for line in text.splitlines():
             if not buffer and (not line.strip() or line.strip().startswith("--")):
                 continue  # blank lines and comments between statements
-            if not buffer and line.strip().startswith("."):
+            if not buffer and commands.is_command(line):
                 self._run_one(line.strip())
             else:
                 buffer.append(line)
@@ -264,7 +266,7 @@ class Shell:
 
     def _run_one(self, item: str) -> None:
         try:
-            if item.startswith("."):
+            if commands.is_command(item):
                 commands.dispatch(self, item)
             else:
                 self.run_sql(item)
@@ -290,7 +292,7 @@ class Shell:
             text = text.strip()
             if not text:
                 continue
-            if text.startswith("."):
+            if commands.is_command(text):
                 self._run_one(text)
             else:
                 for sql in split_statements(text):
@@ -316,7 +318,7 @@ def _expanded(result, intervals: bool, status: bool = True) -> str:
         for n, v in zip(names, row):
             out.append(f"{n:<{width}} | {v}")
     if status:
-        out.append(status_line(result))
+        out.append(status_line(result, intervals=intervals))
         out += release_lines(result)[1:]  # population and notes
     return "\n".join(out)
 

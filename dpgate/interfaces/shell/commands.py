@@ -32,14 +32,31 @@ def command(name: str, args: str, help: str):
     return register
 
 
+#: psql's meta-commands people type by habit, and the dot-command each one is here.
+PSQL = {"\\q": ".quit", "\\dt": ".tables", "\\d": ".schema", "\\d+": ".schema", "\\?": ".help",
+        "\\h": ".help", "\\help": ".help", "\\i": ".read", "\\o": ".output"}  # fmt: skip
+
+
+def is_command(text: str) -> bool:
+    """A dot-command or a psql meta-command: it runs on Enter, without a ';'."""
+    stripped = text.strip()
+    return stripped.startswith(".") or stripped.startswith("\\")
+
+
 def dispatch(shell: Shell, line: str) -> None:
     name, _, arg = line.strip().partition(" ")
+    name = name.rstrip(";")  # psql accepts "\q;" too
+    if name.startswith("\\"):
+        if name == "\\d" and not arg.strip():
+            name = "\\dt"  # psql's \d alone lists the relations
+        name = PSQL.get(name.lower(), name)
     cmd = COMMANDS.get(name.lower())
     if cmd is None:
         raise errors.ProgrammingError(
-            f"Unknown command {name}", code="DP240", hint="type .help for the list of commands"
-        )
-    cmd.run(shell, arg.strip())
+            f"Unknown command {name}", code="DP240",
+            hint="type .help for the list of commands; of psql's, \\q \\dt \\d \\? \\i \\o work here",
+        )  # fmt: skip
+    cmd.run(shell, arg.strip().rstrip(";").strip())
 
 
 def _on_off(name: str, arg: str) -> bool:
@@ -53,6 +70,7 @@ def _on_off(name: str, arg: str) -> bool:
 def _help(shell: Shell, arg: str) -> None:
     width = max(len(f"{c.name} {c.args}") for c in COMMANDS.values())
     lines = [f"{(c.name + ' ' + c.args).strip():<{width}}  {c.help}" for c in COMMANDS.values()]
+    lines.append("psql's \\q \\dt \\d [table] \\? \\i file \\o [file] work too")
     lines.append("")
     lines.append("SQL: end statements with ;  —  SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5) ...")
     lines.append("     SHOW BUDGET;  EXPLAIN PRIVACY <query>;  SET dp_epsilon = 0.5;  SHOW TABLES;  DESCRIBE <table>;")

@@ -10,8 +10,9 @@ from prompt_toolkit.key_binding import KeyBindings
 
 
 def statement_complete(text: str) -> bool:
+    """Enter runs it: a statement ending with ';', a dot-command or a psql meta-command (``\\q``)."""
     stripped = text.strip()
-    return not stripped or stripped.startswith(".") or stripped.endswith(";")
+    return not stripped or stripped.startswith((".", "\\")) or stripped.endswith(";")
 
 
 def bindings() -> KeyBindings:

@@ -148,3 +148,42 @@ def test_ctrl_r_searches_history(demo_db, tmp_path):
         sh.run_text(again)
     assert out.getvalue().count("| answer |") == 2
     assert "SELECT 42 AS answer;" in (tmp_path / "history").read_text()
+
+
+def test_psql_habits_run_on_enter(demo_db, tmp_path):
+    """\\dt, \\d TABLE, \\? and \\q run as soon as Enter is pressed (they gave continuation prompts)."""
+    with shell(demo_db, tmp_path) as (sh, inp, out):
+        for line in ["\\dt", "\\d adult", "\\?", "\\x", "\\q"]:
+            inp.send_text(line + "\r")
+        inp.send_text("SELECT 7 AS never;\r")  # after \q: not run
+        assert sh.run() == 0
+    text = out.getvalue()
+    assert "| adult" in text and "protected" in text  # \dt
+    assert "privacy unit" in text and "[17, 90]" in text  # \d adult
+    assert ".schema [table]" in text and "\\dt" in text  # \?
+    assert "error DP240: Unknown command \\x" in text and "\\q \\dt" in text
+    assert "never" not in text
+
+
+def test_the_footer_follows_the_intervals_setting(demo_db, tmp_path):
+    with shell(demo_db, tmp_path) as (sh, inp, out):
+        for line in ["SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.2) COUNT(*) AS n FROM adult;", ".intervals off",
+                     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.2) COUNT(*) AS m FROM adult;", ".quit"]:  # fmt: skip
+            inp.send_text(line + "\r")
+        sh.run()
+    text = out.getvalue()
+    first, second = text.split("intervals off")
+    assert "95% intervals" in first and "ε charged 0.2" in second and "% intervals" not in second
+
+
+def test_a_query_over_the_quota_is_refused_without_asking_first(demo_db, tmp_path):
+    """Asking "Run it?" for a query the gateway then refuses served nobody: it is refused at once, free."""
+    with dpgate.connect(str(demo_db), analyst="demo") as other:  # 9.5 of the quota of 10 spent elsewhere
+        for _ in range(5):
+            other.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1.9) COUNT(*) FROM adult")
+    with shell(demo_db, tmp_path) as (sh, inp, out):
+        inp.send_text("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) COUNT(*) FROM adult;\r.quit\r")
+        sh.run()
+        text = out.getvalue()
+        assert "Run it?" not in text and "error DP401" in text
+        assert sh.connection.budget()[0] == pytest.approx(0.5)
