@@ -292,15 +292,14 @@ def answer(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, debit, analyst: 
         spend(syn.epsilon, delta, what="supermodular")
         rows = syn.release
     del leaves
-    written = _write(con, plan, rows, debit, analyst, params, n_noisy)
+    written, loss = _write(con, plan, rows, debit, analyst, params, n_noisy)
     notes += [
         f"{written - 1:,} generalized record(s) and the '*' row; each released cell covers at least θ0 = "
         f"{params.theta0:g} of the records; records kept with probability 1 − β = {1 - params.beta:.3g}",
         f"ε {params.epsilon:.4g} for the mechanism (ε′ = {params.eps1:.3g}), {run_eps * supermodular.ROWS_SHARE:.3g} "
         f"for the noisy row count {n_noisy:,}; δ {delta:g} charged as claimed",
         f"{plan.name} and {plan.name}_hierarchy are public from now on: queries over them are free",
-        # read from the written public tables (post-processing): what Owner.quality reports too
-        reports.describe_loss(reports.generalization_loss(con, plan.name, [t.column for t in trees])),
+        reports.describe_loss(loss),
     ]
     if params.eps1 >= 1:
         notes.append(f"ε′ = {params.eps1:.3g} is outside the paper's range (0, 1)")
@@ -309,8 +308,10 @@ def answer(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, debit, analyst: 
     return Answer([], [], [], [], {}, notes, message=message, released_rows=written)
 
 
-def _write(con, plan: SynthesisPlan, rows: np.ndarray, debit, analyst: str, params, n_noisy: int) -> int:
-    """The release, its hierarchy table and the registry row, in one transaction."""
+def _write(con, plan: SynthesisPlan, rows: np.ndarray, debit, analyst: str, params, n_noisy: int) -> tuple[int, dict]:
+    """The release, its hierarchy table and the registry row, in one transaction; and the release's
+    information loss, read in that transaction from the tables just written (what Owner.quality
+    reports; read later, a table replaced meanwhile would be measured instead)."""
     from dpgate.queries.synthetic.coding import _create
 
     trees: list[vgh.Hierarchy] = plan.options["trees"]
@@ -353,7 +354,8 @@ def _write(con, plan: SynthesisPlan, rows: np.ndarray, debit, analyst: str, para
             mechanism="supermodular", parameters=parameters, epsilon=debit.epsilon, delta=plan.charge.delta,
             analyst=analyst, row_count=len(rows),
         )  # fmt: skip
-    return int(len(rows))
+        loss = reports.generalization_loss(con, name, [h.column for h in trees])
+    return int(len(rows)), loss
 
 
 def explain_rows(plan: SynthesisPlan, subjects=None) -> list[tuple]:
