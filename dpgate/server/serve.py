@@ -118,7 +118,15 @@ class Server(QueryLoop):
 
     # -- lifecycle --------------------------------------------------------------------------------
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._handle, self.host, self.port, limit=2**16)
+        try:
+            self._server = await asyncio.start_server(self._handle, self.host, self.port, limit=2**16)
+        except (OSError, OverflowError, UnicodeError) as e:  # in use, not allowed, out of range, no such host
+            reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+            raise errors.OperationalError(
+                f"dpgate serve cannot listen on {self.host}:{self.port}: {reason}", code="DP720",
+                hint="choose another --port (1024-65535 needs no privileges; 0 picks a free one) or an address of "
+                "this machine for --host (127.0.0.1, 0.0.0.0)",
+            ) from None  # fmt: skip
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def serve_forever(self) -> None:
@@ -448,7 +456,11 @@ def run(path: str, *, host: str = "127.0.0.1", port: int = 5433, tls: ssl.SSLCon
 
     async def main():
         server = Server(path, host=host, port=port, tls=tls, **kw)
-        await server.start()
+        try:
+            await server.start()
+        except BaseException:  # the file is let go at once (a refused --port must not hold its lock)
+            server.close()
+            raise
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

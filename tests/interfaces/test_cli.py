@@ -98,3 +98,22 @@ def test_version():
 
     out = subprocess.run([sys.executable, "-m", "dpgate.interfaces.cli", "--version"], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip() == f"dpgate {dpgate.__version__}"
+
+
+@pytest.mark.parametrize("how", ["out of range", "in use", "no such host"])
+def test_serve_on_a_bad_address_is_one_error_line(demo_db, capsys, how):
+    """A port outside 0-65535, a port in use and a host that does not resolve are DP720 with a hint,
+    no traceback, and the file is let go (the owner can open it for writing at once)."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        args = {"out of range": ["--port", "99999"], "in use": ["--port", str(taken.getsockname()[1])],
+                "no such host": ["--host", "no-such-host.invalid", "--port", "0"]}[how]  # fmt: skip
+        assert cli.main(["serve", str(demo_db), *args]) != 0
+    err = capsys.readouterr().err
+    assert err.startswith("error DP720: dpgate serve cannot listen on") and "hint: choose another --port" in err
+    assert "Traceback" not in err
+    with Owner(demo_db, create=False) as o:
+        o.con.execute("SELECT 1")
