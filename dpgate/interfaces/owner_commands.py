@@ -159,8 +159,9 @@ def cmd_protect(args: argparse.Namespace, read_password: PasswordReader) -> Repl
             warnings.simplefilter("ignore", errors.RosterWarning)  # the reply's note says it
             owner.protect(args.table, unit=args.unit, max_rows=args.max_rows, max_groups=args.max_groups,
                           epsilon=args.epsilon, subjects=args.subjects, public_roster=args.public_roster,
-                          bounds=bounds or None, domains=domains or None,
-                          sample_order=args.sample_order)  # fmt: skip
+                          bounds=bounds or None, domains=domains or None, sample_order=args.sample_order,
+                          budget_column=args.budget_column, budget_table=args.budget_table,
+                          budget_table_unit=args.budget_unit, budget_table_column=args.budget_epsilon_column)  # fmt: skip
         (subjects,) = owner.con.execute(
             "SELECT count(*) FROM (SELECT DISTINCT " + quote_ident(args.unit) + " FROM main."
             + quote_ident(args.table.lower()) + ")"
@@ -301,7 +302,15 @@ def add_parsers(sub) -> None:
     pr.add_argument("--unit", required=True, help="the privacy unit column (one person)")
     pr.add_argument("--max-rows", type=int, default=1, help="rows a subject contributes to a query (default 1)")
     pr.add_argument("--max-groups", type=int, help="GROUP BY cells a subject may count in")
-    pr.add_argument("--epsilon", type=float, help="every subject's lifetime ε")
+    pr.add_argument("--epsilon", type=float, help="every subject's lifetime ε (with --budget-table: the ε of "
+                    "subjects it does not list)")
+    pr.add_argument("--budget-column", metavar="COL", help="each subject's lifetime ε from a column of the table "
+                    "(the smallest value among the subject's rows)")
+    pr.add_argument("--budget-table", metavar="TABLE", help="each subject's lifetime ε from a table of "
+                    "(unit, epsilon) rows")
+    pr.add_argument("--budget-unit", metavar="COL", help="--budget-table's column of units (default: --unit)")
+    pr.add_argument("--budget-epsilon-column", metavar="COL", default="epsilon",
+                    help="--budget-table's column of ε (default: epsilon)")
     pr.add_argument("--subjects", help="the subject space shared with other tables of the same people")
     pr.add_argument("--public-roster", action="store_true", help="the number of subjects is public already")
     pr.add_argument("--bounds", action="append", metavar="COL=LO,HI", help="repeatable; numbers or dates")

@@ -38,6 +38,26 @@ def test_the_readme_your_own_data_section_runs_verbatim(tmp_path):
     assert ledger[0].startswith("entry,at,analyst") and "GROUP BY 1" in ledger[1] and ",1,0," in ledger[1]
 
 
+def test_the_readme_per_subject_budgets_section_runs_verbatim(tmp_path):
+    """After the section before it (the same clinic.duckdb and analyst): --budget-column gives each
+    patient the smallest consent_epsilon among their rows."""
+    outputs = []
+    for title in ("## Your own data", "### Per-subject budgets"):
+        block = re.search(re.escape(title) + r"\n\n.*?```sh\n(.*?)```", README, re.S).group(1)
+        for line in block.strip().splitlines():
+            proc = subprocess.run(line.replace("dpgate ", f"{sys.executable} -m dpgate.interfaces.cli ", 1)
+                                  if line.startswith("dpgate ") else line,
+                                  shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip
+            assert proc.returncode == 0, (line, proc.stderr)
+            outputs.append(proc.stdout)
+    protect, query, budget = outputs[-3:]
+    assert "3 subjects on its roster" in protect
+    assert "ε charged 0.8" in query and "1 patients have less than ε=0.8 left" in query
+    (row,) = [line for line in budget.splitlines() if line.startswith("| visits2 ")]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[3:8] == ["3", "0", "0.2", "2.2", "1"]  # 3 subjects; ε left 0.5 → 0 (sampled or not), 1 → 0.2, 3 → 2.2
+
+
 def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
