@@ -51,6 +51,15 @@ def cells(result: Result, intervals: bool = True) -> tuple[list[str], list[list[
     return names, rows, numeric
 
 
+def intervals_shown(result: Result, intervals: bool = True) -> bool:
+    """Whether the printed answer shows intervals: in its cells (``intervals`` on and some cell has
+    one) or as ``_ci_low`` / ``_ci_high`` columns the query asked for. The label says so only then."""
+    if any(str(c).endswith("_ci_low") for c in result.columns):
+        return True
+    ivs = result.release.intervals if (result.release and intervals) else None
+    return bool(ivs) and any(iv != (None, None) for row in ivs for iv in row.values())
+
+
 def _is_numeric(type_name: str) -> bool:
     t = type_name.upper()
     return any(k in t for k in ("INT", "DOUBLE", "FLOAT", "DECIMAL", "REAL", "NUMERIC"))
@@ -169,7 +178,7 @@ def status_line(result: Result, *, rows: bool = True, intervals: bool = True) ->
         text += f" · remaining ε {rel.epsilon_remaining:g}"
         if rel.delta:
             text += f", δ {rel.delta_remaining:g}"
-        if result.columns and intervals:  # the label follows what is shown
+        if result.columns and intervals_shown(result, intervals):  # the label follows what is shown
             text += f" · {100 * (1 - rel.alpha):g}% intervals"
         text += f" · {rel.mechanism}"
         if not rel.private:
@@ -184,7 +193,7 @@ def cost_line(result: Result, intervals: bool = True) -> str | None:
         return None
     text = (f"cost: ε {rel.epsilon:g}, δ {rel.delta:g} · your quota left: ε {rel.epsilon_remaining:g}, "
             f"δ {rel.delta_remaining:g} · {rel.mechanism}")  # fmt: skip
-    if result.columns and intervals:
+    if result.columns and intervals_shown(result, intervals):
         text += f" · {100 * (1 - rel.alpha):g}% intervals"
     if not rel.private:
         text += " · NOT PRIVATE (test seed)"

@@ -256,9 +256,13 @@ def sequence_release(sequences: list[np.ndarray], n_symbols: int, max_length: in
                      rng: np.random.Generator, max_cells: int = MAX_MODEL_CELLS) -> SequenceModel:  # fmt: skip
     """Algorithm 4.3 on sequences of symbols 0..n−1, truncated to ``max_length`` (counting END).
 
-    The tree stops growing before a level whose splits could take it past ``max_cells`` cells, a
-    node at depth k costing ``(n_symbols + 1)(k + 1)``: its histogram and, in the model table, its
-    context beside each next symbol; as ``grow`` does [cap].
+    A split whose children would take the model past ``max_cells`` cells is not made (the node
+    stays a leaf and the model says it stopped), a node at depth k costing ``(n_symbols + 1)(k + 1)``:
+    its histogram and, in the model table, its context beside each next symbol [cap]. The test runs
+    split by split, in the frontier's order (which the released tree fixes), and reads only the
+    tree released so far, so stopping is as private as splitting. (A test of the whole level, as
+    ``grow`` makes, would refuse every second level at 111 symbols or more: its worst case,
+    every node splitting, is past the cap there.)
 
     **Neighbouring relation:** add or remove one sequence (a subject's). After truncation a sequence
     holds at most ``max_length`` predicted occurrences (its symbols and END when it fits), and
@@ -288,11 +292,6 @@ def sequence_release(sequences: list[np.ndarray], n_symbols: int, max_length: in
     leaf_flags: dict[int, bool] = {}
     stopped = False
     while frontier:
-        level = len(contexts[frontier[0]]) + 1  # the depth of the children of this level
-        if cells + len(frontier) * (n_symbols + 1) ** 2 * (level + 1) > max_cells:  # [cap]: the released tree only
-            stopped = True
-            leaf_flags.update((v, True) for v in frontier)
-            break
         scores = []
         for v in frontier:
             h = np.bincount(flat[occurrences[v]], minlength=n_symbols + 1) if len(occurrences[v]) else np.zeros(n_symbols + 1)
@@ -308,6 +307,10 @@ def sequence_release(sequences: list[np.ndarray], n_symbols: int, max_length: in
             if not b + zi > theta:
                 leaf_flags[v] = True
                 continue
+            cost = (n_symbols + 1) ** 2 * (depth_of[v] + 2)  # its children's histograms and contexts
+            if cells + cost > max_cells:  # [cap]: reads the released tree only
+                stopped = leaf_flags[v] = True
+                continue
             leaf_flags[v] = False
             o = occurrences[v]
             before = flat[o - len(ctx) - 1]  # the symbol preceding the context (START at a sequence start)
@@ -319,7 +322,7 @@ def sequence_release(sequences: list[np.ndarray], n_symbols: int, max_length: in
                 depth_of.append(depth_of[v] + 1)
                 children[v][sym] = u
                 nxt.append(u)
-            cells += (n_symbols + 1) ** 2 * (depth_of[v] + 2)
+            cells += cost
         frontier = nxt
     n_nodes = len(contexts)
     leaf = np.array([leaf_flags[v] for v in range(n_nodes)])

@@ -134,7 +134,7 @@ def test_a_sequence_model_stops_at_its_cell_cap_whatever_epsilon():
 
     rng = np.random.default_rng(6)
     seqs = [(s * 7 + np.arange(20) ** 2) % 60 for s in range(5000)]
-    cap = 1 << 20
+    cap = 1 << 18  # the whole tree of every context seen would be 677,283 cells
     model = sequence_release(seqs, 60, 21, 1e4, rng=rng, max_cells=cap)
     cells = sum(61 * (len(c) + 1) for c in model.contexts)
     assert model.stopped and cells <= cap
@@ -236,3 +236,28 @@ def test_sequence_histograms_are_consistent_and_empty_cells_add_no_mass():
     sigma = math.sqrt(n_symbols + 1) * noise.discrete_laplace_std(sequence_parameters(eps, n_symbols, max_length)["epsilon_hist"], max_length)
     leaves = int(model.leaf.sum())
     assert model.hist[model.leaf].sum() - real <= 2 * sigma * leaves, (model.hist[model.leaf].sum(), real, leaves)
+
+
+def test_a_large_alphabet_still_grows_contexts_of_two_symbols():
+    """The cap is tested split by split: at 256 symbols a level-wide test (every node splitting) is
+    past the cap at depth 2, and would have kept every model first-order and said it stopped."""
+    rng = np.random.default_rng(9)
+    # a second-order source over 256 symbols: the next symbol is the one two back, plus 1
+    seqs = []
+    for _ in range(3000):
+        a, b = (int(x) for x in rng.integers(0, 8, 2))
+        s = [a, b]
+        while len(s) < 12:
+            s.append((s[-2] + 1) % 256)
+        seqs.append(np.array(s))
+    model = sequence_release(seqs, 256, 13, 50.0, rng=rng)
+    assert max(len(c) for c in model.contexts) >= 2
+    assert sum(257 * (len(c) + 1) for c in model.contexts) <= privtree_cells()
+    iid = [rng.integers(0, 256, 10) for _ in range(2000)]
+    assert not sequence_release(iid, 256, 11, 1.0, rng=rng).stopped  # nothing wanted to split past the cap
+
+
+def privtree_cells() -> int:
+    from dpgate.mechanisms.privtree import MAX_MODEL_CELLS
+
+    return MAX_MODEL_CELLS

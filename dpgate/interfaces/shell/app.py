@@ -106,6 +106,7 @@ class Shell:
         self.explain = False
         self.done = False
         self.failures = 0
+        self.reading = 0  # how deep .read is nested now
         self._output_file: IO[str] | None = None
         self._pt_input, self._pt_output = input, output
         self._budget = connection.budget()
@@ -154,7 +155,25 @@ class Shell:
     # -- output ----------------------------------------------------------------------------
     def emit(self, text: str, style: str | None = None, err: bool = False) -> None:
         target = self.stderr if err else (self._output_file or self.stdout)
-        if self.color and style and target is not self._output_file:
+        if target is self._output_file:
+            try:
+                print(text, file=target)
+                target.flush()
+                return
+            except OSError as e:  # a full disk, /dev/full: the answer (maybe paid for) goes to the screen
+                name = getattr(target, "name", "the file")
+                self._output_file = None
+                try:
+                    target.close()
+                except OSError:
+                    pass
+                print(text, file=self.stdout)
+                self.stdout.flush()
+                raise errors.ProgrammingError(
+                    f"Cannot write {name}: {e.strerror or e}; the result above is on the screen", code="DP242",
+                    hint="results go to the screen again; .output FILE (or \\o FILE) sends them to another file",
+                ) from None  # fmt: skip
+        if self.color and style:
             print_formatted_text(FormattedText([(style, text)]), style=STYLE, file=target)
         else:
             print(text, file=target)
@@ -167,8 +186,9 @@ class Shell:
         if path is not None:
             try:
                 handle = open(path.expanduser(), "w", encoding="utf-8")
-            except OSError as e:
-                raise errors.ProgrammingError(f"Cannot write {path}: {e.strerror}", code="DP242") from e
+            except (OSError, ValueError) as e:  # ValueError: a NUL byte in the name
+                reason = e.strerror if isinstance(e, OSError) else "not a file name"
+                raise errors.ProgrammingError(f"Cannot write {path}: {reason}", code="DP242") from None
             self.emit(f"results go to {path}", "class:status")
             self._output_file = handle
 
@@ -208,6 +228,9 @@ class Shell:
             self._catalog_cache = None  # the statement may have changed the tables
 
     def _confirm(self, epsilon: float) -> bool:
+        # Read now: the owner may have changed the quota since the last statement, and a stale
+        # figure would skip the question for a query that then runs.
+        self._budget = self.connection.budget()
         remaining = self._budget[0]
         share = self.gateway.session.values["confirm_share"]
         # More than is left: the gateway refuses it free (with the remaining quota in its message),
@@ -289,14 +312,11 @@ class Shell:
                 continue
             except EOFError:
                 break
-            text = text.strip()
-            if not text:
+            if not text.strip():
                 continue
-            if commands.is_command(text):
-                self._run_one(text)
-            else:
-                for sql in split_statements(text):
-                    self._run_one(sql)
+            # As in a script: a meta-command ends at its line's end, so a paste of "\\dt" and a
+            # statement below it runs both.
+            self.run_text(text)
         self.set_output(None)
         return 0
 

@@ -22,6 +22,8 @@ class Command:
 
 
 COMMANDS: dict[str, Command] = {}
+#: How deep .read may nest (a file that reads itself would otherwise recurse until Python stops it).
+MAX_READ_DEPTH = 16
 
 
 def command(name: str, args: str, help: str):
@@ -49,7 +51,7 @@ def dispatch(shell: Shell, line: str) -> None:
     if name.startswith("\\"):
         if name == "\\d" and not arg.strip():
             name = "\\dt"  # psql's \d alone lists the relations
-        name = PSQL.get(name.lower(), name)
+        name = PSQL.get(name, name)  # case matters, as in psql (\\dT is not \\dt)
     cmd = COMMANDS.get(name.lower())
     if cmd is None:
         raise errors.ProgrammingError(
@@ -87,6 +89,8 @@ def _tables(shell: Shell, arg: str) -> None:
 @command(".schema", "[table]", "Columns, declared domains and bounds, privacy unit")
 def _schema(shell: Shell, arg: str) -> None:
     tables = shell.gateway.tables()
+    if len(arg) > 1 and arg[0] == arg[-1] == '"':  # a quoted name, as psql users type it
+        arg = arg[1:-1].replace('""', '"')
     names = [arg.lower()] if arg else list(tables)
     for name in names:
         if name not in tables:
@@ -130,11 +134,19 @@ def _output(shell: Shell, arg: str) -> None:
 def _read(shell: Shell, arg: str) -> None:
     if not arg:
         raise errors.ProgrammingError(".read needs a file name", code="DP241", hint="e.g. .read queries.sql")
+    if shell.reading >= MAX_READ_DEPTH:
+        raise errors.ProgrammingError(f"{arg}: files read from files more than {MAX_READ_DEPTH} deep (does one read "
+                                      "itself?)", code="DP242", hint="a script may .read others, not itself")  # fmt: skip
     try:
-        text = Path(arg).expanduser().read_text()
-    except OSError as e:
-        raise errors.ProgrammingError(f"Cannot read {arg}: {e.strerror}", code="DP242") from e
-    shell.run_text(text)
+        text = Path(arg).expanduser().read_text(encoding="utf-8")
+    except (OSError, ValueError) as e:  # ValueError: not UTF-8 text, or a NUL byte in the name
+        reason = e.strerror if isinstance(e, OSError) else ("not UTF-8 text" if isinstance(e, UnicodeError) else "not a file name")
+        raise errors.ProgrammingError(f"Cannot read {arg}: {reason}", code="DP242") from None
+    shell.reading += 1
+    try:
+        shell.run_text(text)
+    finally:
+        shell.reading -= 1
 
 
 @command(".quit", "", "Leave the shell (also .exit, Ctrl-D)")

@@ -187,3 +187,68 @@ def test_a_query_over_the_quota_is_refused_without_asking_first(demo_db, tmp_pat
         text = out.getvalue()
         assert "Run it?" not in text and "error DP401" in text
         assert sh.connection.budget()[0] == pytest.approx(0.5)
+
+
+def test_bad_files_for_read_and_output_are_errors_not_tracebacks(demo_db, tmp_path):
+    latin = tmp_path / "latin.sql"
+    latin.write_bytes("SELECT 'caf\xe9';\n".encode("latin-1"))
+    loop = tmp_path / "loop.sql"
+    loop.write_text(f"\\i {loop}\n")
+    with shell(demo_db, tmp_path) as (sh, inp, out):
+        sh._run_one("\\o a\x00b")  # a NUL byte cannot be typed through the pipe input
+        for line in [f"\\i {latin}", f"\\i {loop}", "\\o /dev/full",
+                     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.1) COUNT(*) AS n FROM adult;",
+                     "SELECT 5 AS five;", "\\q"]:  # fmt: skip
+            inp.send_text(line + "\r")
+        assert sh.run() == 0
+    text = out.getvalue()
+    assert "error DP242: Cannot read" in text and "not UTF-8 text" in text
+    assert "more than 16 deep" in text
+    assert "Cannot write a" in text and "not a file name" in text
+    # the charged answer is not lost: it is on the screen, and later results stay there
+    assert "Cannot write /dev/full" in text and "| n " in text and "| five |" in text
+
+
+def test_a_pasted_meta_command_ends_at_its_line(demo_db, tmp_path):
+    with shell(demo_db, tmp_path) as (sh, inp, out):
+        inp.send_text("\x1b[200~\\dt\nSELECT 42 AS answer;\x1b[201~\r")  # a bracketed paste of two lines
+        inp.send_text('\\d "adult"\r\\q\r')
+        sh.run()
+    text = out.getvalue()
+    assert "| adult" in text and "| answer |" in text and "DP240" not in text
+    assert "privacy unit" in text  # \d "adult": a quoted name
+
+
+def test_the_confirmation_reads_the_quota_as_it_is_now(demo_db, tmp_path):
+    """The owner raised the quota while the shell was open: a query above the share is asked about,
+    not run at once on the strength of the stale figure."""
+    from dpgate.catalog.owner import Owner
+
+    with dpgate.connect(str(demo_db), analyst="demo") as other:
+        for _ in range(5):
+            other.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1.8) COUNT(*) FROM adult")
+    with shell(demo_db, tmp_path) as (sh, inp, out):
+        with Owner(demo_db, create=False) as o:  # 1 left before; 11 now
+            o.add_analyst("demo", epsilon=20.0, delta=1e-5, epsilon_per_query=5.0)
+        inp.send_text("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 4) COUNT(*) FROM adult;\r")
+        inp.send_text("n\r.quit\r")
+        sh.run()
+        assert "Run it?" in out.getvalue() or "cancelled: nothing was spent" in out.getvalue()
+        assert sh.connection.budget()[0] == pytest.approx(11.0)
+
+
+def test_the_intervals_label_follows_what_is_printed():
+    from dpgate.interfaces.render import intervals_shown
+    from dpgate.release import Result
+
+    class Rel:
+        def __init__(self, ivs):
+            self.intervals = ivs
+
+    def result(columns, ivs):
+        return Result(columns, ["BIGINT"] * len(columns), [(1,) * len(columns)], Rel(ivs))
+
+    assert intervals_shown(result(["n"], [{"n": (0, 2)}]), True)
+    assert not intervals_shown(result(["n"], [{"n": (0, 2)}]), False)  # .intervals off
+    assert not intervals_shown(result(["n"], [{"n": (None, None)}]), True)  # consistent = true: none to show
+    assert intervals_shown(result(["n", "n_ci_low", "n_ci_high"], [{"n": (0, 2)}]), False)  # asked for as columns
