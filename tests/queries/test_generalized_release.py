@@ -232,3 +232,26 @@ def test_the_release_and_owner_quality_report_its_information_loss(adult, capsys
     assert cli.main(["quality", str(adult), "gen"]) == 0
     out = capsys.readouterr().out
     assert f"mean certainty penalty {q['mean_certainty_penalty']:.3f}" in out and "sex: '*' in" in out
+
+
+def test_a_release_too_few_subjects_can_pay_for_is_refused_free(make_db):
+    """The roster (32,561) meets the size condition, the subjects with budget left (a quarter) do not:
+    the release would be the '*' row alone, charged. It is refused inside the debit's transaction."""
+    domain = [v for group in (EDUCATION["No diploma"], *EDUCATION["Diploma"].values()) for v in group]
+    db = make_db(
+        f"CREATE TABLE adult AS SELECT *, CASE WHEN person_id % 4 = 0 THEN 10.0 ELSE 0.0001 END AS budget "
+        f"FROM read_parquet('{ADULT}')",
+        protect={"adult": {
+            "unit": "person_id", "budget_column": "budget", "subject_delta": 0.5, "experimental": True,
+            "domains": {"sex": ["Female", "Male"], "income": ["<=50K", ">50K"], "education": domain},
+            "bounds": {"age": (17, 90)},
+            "hierarchies": {"age": {"widths": [5, 10, 20]}, "sex": ["Female", "Male"]},
+        }},
+        analysts={"alice": {"epsilon": 100.0, "delta": 1.0, "delta_per_query": 0.5}},
+    )  # fmt: skip
+    with dpgate.connect(str(db), analyst="alice") as con:
+        before = con.budget()
+        with pytest.raises(dpgate.Error) as e:
+            con.execute(STATEMENT.replace("epsilon = 1,", "epsilon = 1, personalization = 'threshold',"))
+        assert e.value.code == "DP287" and "8,140 subjects" in e.value.message and "'*' row" in e.value.message
+        assert "nothing was charged" in e.value.hint and con.budget() == before

@@ -227,6 +227,21 @@ def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str
         )  # fmt: skip
 
 
+def check_size(plan: SynthesisPlan, population: int) -> None:
+    """In the debit's transaction: the subjects who can pay (at most one record each) must meet the
+    size conditions. ``bind_check`` tested the whole roster; with most subjects' budgets spent the
+    release would run on fewer records than it needs and release only the '*' row, charged."""
+    params = _parameters(plan.options, plan.settings.epsilon)
+    condition, need = _need(params, plan.charge.delta, plan.settings.epsilon)
+    if population < need:
+        raise errors.ProgrammingError(
+            f"{population:,} subjects of {plan.table.name} have the budget for this release; at δ = "
+            f"{plan.charge.delta:g} it needs at least {math.ceil(need):,} rows (condition: {condition}), so it "
+            "would release only the '*' row", code="DP287",
+            hint=_need_hint(params, plan.charge.delta, int(population)) + "; nothing was charged",
+        )  # fmt: skip
+
+
 def _refusal_row(plan: SynthesisPlan, params, need: float, subjects) -> list[tuple]:
     """When the subjects (at most one row each) cannot meet the conditions: the free refusal to expect."""
     population = getattr(subjects, "population", None)
@@ -385,5 +400,5 @@ def explain_rows(plan: SynthesisPlan, subjects=None) -> list[tuple]:
 
 
 RELEASE = Release(name="supermodular", plan=named(plan), dry_run=dry_run,
-                  bind_check=bind_check, answer=answer, explain_rows=explain_rows, side_table="_hierarchy",
-                  scales_sample=False)  # fmt: skip
+                  bind_check=bind_check, answer=answer, explain_rows=explain_rows, check_size=check_size,
+                  side_table="_hierarchy", scales_sample=False)  # fmt: skip
