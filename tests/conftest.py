@@ -113,13 +113,40 @@ def fetch(con, sql, params=None):
     return cur.fetchall(), cur
 
 
+#: Set by ``.ci/run``, which installs psql, openssl and Java: there a missing tool fails the tests
+#: that need it. Elsewhere (``pytest`` on a machine without them) those tests are skipped, and
+#: pytest's summary names what was missing.
+REQUIRE_TOOLS = os.environ.get("DPGATE_REQUIRE_TOOLS") == "1"
+
+
+def system_tool(name: str, package: str, version: Callable[[str], bool] | None = None) -> str:
+    """The path of a system program a test needs (``version(path)`` may check it is new enough)."""
+    path = shutil.which(name)
+    if path is not None and (version is None or version(path)):
+        return path
+    why = f"{name} is not installed" if path is None else f"{name} is too old"
+    if REQUIRE_TOOLS:
+        pytest.fail(f"{why}: .ci/run installs {package}")
+    pytest.skip(f"{why} (Debian: {package}; .ci/run installs it)")
+
+
+def _java_17(path: str) -> bool:
+    import re
+    import subprocess
+
+    out = subprocess.run([path, "-version"], capture_output=True, text=True, timeout=60).stderr
+    found = re.search(r'version "(\d+)', out)
+    return found is not None and int(found.group(1)) >= 17
+
+
 @pytest.fixture(scope="session")
 def spark():
     """A local Spark session (2 cores) for the Spark backend's tests, started once per run.
 
     It needs pyspark (the test extra installs it) and Java 17 or later (``.ci/run`` installs it
-    when the machine lacks it); without them these tests fail rather than skip.
+    when the machine lacks it); without Java the Spark tests are skipped (``system_tool``).
     """
+    system_tool("java", "default-jre-headless (Java 17 or later)", _java_17)
     from pyspark.sql import SparkSession
 
     session = (

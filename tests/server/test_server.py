@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -12,6 +11,7 @@ import time
 
 import psycopg
 import pytest
+from conftest import system_tool
 
 import dpgate
 from dpgate.catalog.owner import Owner
@@ -269,8 +269,7 @@ def test_the_owner_runs_owner_commands(server, tmp_path):
 
 # -- psql -------------------------------------------------------------------------------------------
 def test_psql_asks_and_prints_notices_and_errors(server):
-    psql = shutil.which("psql")
-    assert psql, "psql is needed for this test (.ci/run installs postgresql-client)"
+    psql = system_tool("psql", "postgresql-client")
     env = {**os.environ, "PGPASSWORD": PASSWORD, "PGCONNECT_TIMEOUT": "5"}
     run = subprocess.run(
         [psql, f"postgresql://demo@127.0.0.1:{server.port}/dpgate", "-X", "-v", "ON_ERROR_STOP=0",
@@ -320,8 +319,7 @@ def test_the_shell_reads_a_script_from_a_server(server):
 def test_tls_is_required_when_the_server_has_a_certificate(demo_db, tmp_path):
     from dpgate.server.serve import tls_context
 
-    openssl = shutil.which("openssl")
-    assert openssl, "openssl makes the test certificate"
+    openssl = system_tool("openssl", "openssl")  # it makes the test certificate
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
                     "-days", "1", "-subj", "/CN=localhost"], check=True, capture_output=True)  # fmt: skip
