@@ -34,7 +34,7 @@ SPARK_UNIT = "spark: " + ", ".join(SPARK_FILES)
 SECONDS = {
     SPARK_UNIT: 195,
     "tests/privacy/test_neighbour_corpus.py": 66,
-    "tests/server/test_server_load.py": 54,
+    "tests/server/test_server_load.py": 30,
     "tests/test_corpus.py": 43,
     "tests/queries/test_counting_exact.py": 25,
     "tests/interfaces/test_owner_cli.py": 24,

@@ -22,25 +22,9 @@ def dpgate(*args, cwd=None, stdin=None):
                           cwd=cwd, input=stdin, timeout=120)  # fmt: skip
 
 
-def test_the_readme_your_own_data_section_runs_verbatim(tmp_path):
-    block = re.search(r"## Your own data\n\n.*?```sh\n(.*?)```", README, re.S).group(1)
-    outputs = []
-    for line in block.strip().splitlines():
-        proc = subprocess.run(line.replace("dpgate ", f"{sys.executable} -m dpgate.interfaces.cli ", 1)
-                              if line.startswith("dpgate ") else line,
-                              shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip
-        assert proc.returncode == 0, (line, proc.stderr)
-        outputs.append(proc.stdout)
-    assert "4 rows loaded" in outputs[1]
-    assert "12 rows" in outputs[4] and "population: all 3 subjects" in outputs[4]
-    assert "alice" in outputs[5] and "visits" in outputs[5]
-    ledger = outputs[6].splitlines()
-    assert ledger[0].startswith("entry,at,analyst") and "GROUP BY 1" in ledger[1] and ",1,0," in ledger[1]
-
-
-def test_the_readme_per_subject_budgets_section_runs_verbatim(tmp_path):
-    """After the section before it (the same clinic.duckdb and analyst): --budget-column gives each
-    patient the smallest consent_epsilon among their rows."""
+def test_the_readme_your_own_data_sections_run_verbatim(tmp_path):
+    """"Your own data", then "Per-subject budgets" on the same clinic.duckdb and analyst: there
+    --budget-column gives each patient the smallest consent_epsilon among their rows."""
     outputs = []
     for title in ("## Your own data", "### Per-subject budgets"):
         block = re.search(re.escape(title) + r"\n\n.*?```sh\n(.*?)```", README, re.S).group(1)
@@ -50,6 +34,11 @@ def test_the_readme_per_subject_budgets_section_runs_verbatim(tmp_path):
                                   shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip
             assert proc.returncode == 0, (line, proc.stderr)
             outputs.append(proc.stdout)
+    assert "4 rows loaded" in outputs[1]
+    assert "12 rows" in outputs[4] and "population: all 3 subjects" in outputs[4]
+    assert "alice" in outputs[5] and "visits" in outputs[5]
+    ledger = outputs[6].splitlines()
+    assert ledger[0].startswith("entry,at,analyst") and "GROUP BY 1" in ledger[1] and ",1,0," in ledger[1]
     protect, query, budget = outputs[-3:]
     assert "3 subjects on its roster" in protect
     assert "ε charged 0.8" in query and "1 patients have less than ε=0.8 left" in query
