@@ -365,7 +365,6 @@ def sequence_release(sequences: list[np.ndarray], n_symbols: int, max_length: in
     return SequenceModel(n_symbols, max_length, contexts, children, hist, leaf, estimate, stopped)
 
 
-
 class PrivTree(Synthesizer):
     """``USING privtree``: ``release`` on points (rows × dimensions) inside the public box.
 
