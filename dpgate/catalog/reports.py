@@ -35,6 +35,36 @@ class Reports:
             tables.append((t.name, t.kind, t.unit, *row))
         return analysts, tables
 
+    def overcommitted(self) -> list[dict]:
+        """The subject spaces whose budgets the analysts' quotas can use up.
+
+        Subjects' budgets are shared by every analyst: what one analyst spends on a person, the
+        others cannot. When the quotas together reach the median lifetime ε of a space's subjects,
+        the analysts can exhaust most of them between them, and whoever asks last is refused
+        (DP403) with quota to spare; an analyst whose own quota reaches it can do so alone. One
+        dict per space: its ``tables``, ``subjects``, ``median_epsilon``, the ``quotas`` in all and
+        the analysts who can do it ``alone``. Owner commands that change quotas or budgets print
+        ``describe_overcommit`` of it as a note."""
+        analysts = self.con.execute(
+            f"SELECT name, epsilon_quota FROM {catalog.SCHEMA}.analysts WHERE epsilon_quota > 0 ORDER BY name"
+        ).fetchall()
+        if not analysts:
+            return []
+        total = sum(float(q) for _, q in analysts)
+        tables = [t for t in catalog.load(self.con).tables.values() if t.kind != "graph"]
+        out = []
+        for roster in sorted({t.roster for t in tables}):
+            first = next(t for t in tables if t.roster == roster)
+            n, median = self.con.execute(f"SELECT count(*), median(epsilon_budget) FROM {first.roster_sql}").fetchone()
+            if not n or median is None or total < float(median):
+                continue
+            out.append({
+                "tables": sorted(t.name for t in tables if t.roster == roster), "subjects": int(n),
+                "median_epsilon": float(median), "quotas": total,
+                "alone": [name for name, q in analysts if float(q) >= float(median)],
+            })  # fmt: skip
+        return out
+
     def quality(self, release: str) -> dict:
         """Compare a release with its source table: average TVD of all 1-, 2- and 3-way marginals.
         For a generalized (supermodular) release: its information loss (``generalization_loss``).
@@ -120,3 +150,16 @@ def describe_loss(loss: dict) -> str:
     stars = ", ".join(f"{c} {v:.0%}" for c, v in loss["suppressed"].items())
     return (f"information loss: certainty penalty {loss['mean_certainty_penalty']:.2f} (0: exact values, 1: all '*'); "
             f"'*' in {stars}; discernibility {loss['discernibility']:.3g} (Σ class² / rows², 1/rows at best)")  # fmt: skip
+
+
+def describe_overcommit(spaces: list[dict]) -> str | None:
+    """One line for an owner command's notes (None when nothing is overcommitted)."""
+    if not spaces:
+        return None
+    parts = []
+    for sp in spaces:
+        alone = f"; {', '.join(sp['alone'])} alone" if sp["alone"] else ""
+        parts.append(f"{' and '.join(sp['tables'])} (median ε {sp['median_epsilon']:g}{alone})")
+    return (f"the analysts' quotas (ε {spaces[0]['quotas']:g} in all) can use up most subjects' lifetime budgets of "
+            f"{', '.join(parts)}: whoever asks later is refused (DP403) with quota left; lower the quotas "
+            "(dpgate analyst set) or raise the subjects' budgets if that is not intended")  # fmt: skip

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from dpgate import errors
 from dpgate.catalog.owner import Owner
+from dpgate.catalog.reports import describe_overcommit
 from dpgate.catalog.tables import quote_ident
 
 LEDGER_COLUMNS = ["entry", "at", "analyst", "class", "mechanism", "table", "epsilon", "delta",
@@ -95,7 +96,14 @@ def cmd_policy_apply(args: argparse.Namespace, read_password: PasswordReader) ->
         raise errors.ProgrammingError(f"No policy file at {args.policy!r}", code="DP324",
                                       hint="give the path of a TOML policy file (see examples/policy.toml)")  # fmt: skip
     with Owner(args.database) as owner:
-        return Reply(lines=list(owner.apply_policy(args.policy)))
+        done = list(owner.apply_policy(args.policy))
+        return Reply(lines=done + _overcommit_notes(owner))
+
+
+def _overcommit_notes(owner: Owner) -> list[str]:
+    """The note saying where quotas can use up subjects' budgets (none when they cannot)."""
+    line = describe_overcommit(owner.overcommitted())
+    return [f"note: {line}"] if line else []
 
 
 def ledger(owner: Owner, analyst: str | None = None) -> Listing:
@@ -118,7 +126,7 @@ def cmd_ledger(args: argparse.Namespace, read_password: PasswordReader) -> Reply
 def cmd_budget(args: argparse.Namespace, read_password: PasswordReader) -> Reply:
     """The analysts' quotas and spending, and each protected table's subjects' remaining ε (owner)."""
     with Owner(args.database, create=False, read_only=True) as owner:
-        return Reply(list(budgets(owner)))
+        return Reply(list(budgets(owner)), _overcommit_notes(owner))
 
 
 def cmd_load(args: argparse.Namespace, read_password: PasswordReader) -> Reply:
@@ -166,11 +174,13 @@ def cmd_protect(args: argparse.Namespace, read_password: PasswordReader) -> Repl
             "SELECT count(*) FROM (SELECT DISTINCT " + quote_ident(args.unit) + " FROM main."
             + quote_ident(args.table.lower()) + ")"
         ).fetchone()  # fmt: skip
+        overcommitted = _overcommit_notes(owner)
     lines = [f"{args.table} is protected: unit {args.unit}, at most {args.max_rows} row(s) per subject, "
              f"{subjects:,} subjects on its roster"]  # fmt: skip
     if not args.public_roster:
         lines.append("note: the number of subjects becomes public (SHOW BUDGET shows it); "
                      "pass --public-roster if it is public already")  # fmt: skip
+    lines += overcommitted
     return Reply(lines=lines)
 
 
@@ -204,8 +214,10 @@ def cmd_analyst(args: argparse.Namespace, read_password: PasswordReader) -> Repl
         if password is not None:
             owner.set_login(args.name, password=password)
         held = owner.release_caps(args.name)
+        overcommitted = _overcommit_notes(owner)
     lines = [f"analyst {args.name}: ε quota {new['epsilon']:g}, δ quota {new['delta']:g}"
              + ("; can log in to dpgate serve" if password is not None else "")]  # fmt: skip
+    lines += overcommitted
     if caps:
         lines.append(f"release caps: {held['release_rows']:,} rows a release, {held['releases']:,} releases, "
                      f"{held['release_bytes']:,} bytes (estimated) in all")  # fmt: skip

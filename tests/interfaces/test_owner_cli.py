@@ -126,3 +126,29 @@ def test_protect_keeps_a_stored_sample_order_when_asked(tmp_path):
     with duckdb.connect(db, read_only=True) as con:
         assert con.execute("SELECT count(*) FROM dpgate.sample_order_v").fetchone()[0] == 4
     assert dpgate("protect", db, "v", "--unit", "pid", "--sample-order", "often").returncode == 2
+
+
+def test_the_owner_is_told_when_quotas_can_use_up_the_subjects_budgets(tmp_path, capsys):
+    """Subjects' budgets are shared by every analyst: quotas that together reach the median lifetime
+    ε let them exhaust most subjects, and whoever asks later is refused with quota left."""
+    from dpgate.catalog.owner import Owner
+    from dpgate.interfaces import cli
+
+    db = tmp_path / "shared.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE t AS SELECT i AS uid, CASE WHEN i < 600 THEN 3.0 ELSE 8.0 END AS b FROM range(1000) r(i)")
+    assert cli.main(["protect", str(db), "t", "--unit", "uid", "--budget-column", "b", "--public-roster"]) == 0
+    assert "note:" not in capsys.readouterr().out  # no analyst yet
+    assert cli.main(["analyst", "add", str(db), "alice", "--epsilon", "2"]) == 0
+    assert "note:" not in capsys.readouterr().out  # 2 < the median lifetime ε 3
+    assert cli.main(["analyst", "add", str(db), "bob", "--epsilon", "1.5"]) == 0
+    out = capsys.readouterr().out
+    assert "note: the analysts' quotas (ε 3.5 in all) can use up most subjects' lifetime budgets of t (median ε 3)" in out
+    assert "alone" not in out  # neither can alone
+    assert cli.main(["analyst", "set", str(db), "alice", "--epsilon", "3"]) == 0
+    assert "t (median ε 3; alice alone)" in capsys.readouterr().out
+    assert cli.main(["budget", str(db)]) == 0
+    assert "note: the analysts' quotas (ε 4.5 in all)" in capsys.readouterr().out
+    with Owner(db, create=False) as o:
+        (space,) = o.overcommitted()
+    assert space == {"tables": ["t"], "subjects": 1000, "median_epsilon": 3.0, "quotas": 4.5, "alone": ["alice"]}
