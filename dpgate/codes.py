@@ -218,6 +218,7 @@ CODES: dict[str, Code] = {
     "DP718": _c(E.OperationalError, "A connection took longer than the startup or login timeout."),
     "DP719": _c(E.OperationalError, "A suspended portal was closed: another statement ran while more than 64 MB of its rows were unread."),
     "DP720": _c(E.OperationalError, "`dpgate serve` cannot listen there: a port outside 0-65535, a port in use or not allowed, or a host that does not resolve."),
+    "DP721": _c(E.ProgrammingError, "`dpgate serve`: the TLS certificate or key cannot be read or used."),
 }
 # fmt: on
 

@@ -171,10 +171,31 @@ class Declarations:
                 raise errors.PolicyError(
                     f"No budget column {budget_column!r} in {table!r}", code="DP313"
                 )
+            if budget_column == unit.lower():
+                raise errors.PolicyError(
+                    f"The budget column {budget_column!r} is the privacy unit", code="DP313",
+                    hint="budgets are public facts (their spread shows in SHOW BUDGET and EXPLAIN PRIVACY): "
+                    "give a column of consent levels, not the subjects' identifiers",
+                )  # fmt: skip
+            _check_budgets(self.con, f"main.{catalog.quote_ident(table)}", budget_column, str(cols[budget_column]))
         elif budget_table is not None:
             source = "table"
             budget_table = budget_table.lower()
             budget_table_unit = (budget_table_unit or unit).lower()
+            kind = self.con.execute(
+                "SELECT 'table' FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'main' "
+                "AND lower(table_name) = ? UNION ALL SELECT 'view' FROM duckdb_views() WHERE database_name = "
+                "current_database() AND schema_name = 'main' AND lower(view_name) = ?", [budget_table, budget_table],
+            ).fetchone()  # fmt: skip
+            if kind is not None and kind[0] == "view":  # analysts may not read budget tables, but could a view's
+                raise errors.PolicyError(
+                    f"Budget table {budget_table!r} is a view: the tables it reads would stay readable by analysts",
+                    code="DP313", hint="give a table of (unit, epsilon) rows (CREATE TABLE ... AS SELECT ...)",
+                )  # fmt: skip
+            if self.con.execute(f"SELECT count(*) FROM {catalog.SCHEMA}.protected_tables WHERE table_name = ?",
+                                [budget_table]).fetchone()[0]:  # fmt: skip
+                raise errors.PolicyError(f"Budget table {budget_table!r} is a protected table", code="DP313",
+                                         hint="keep the budgets in a table of their own")  # fmt: skip
             bcols = dict(catalog.table_columns(self.con, budget_table))
             for needed in (budget_table_unit, budget_table_column.lower()):
                 if needed not in bcols:
@@ -182,6 +203,8 @@ class Declarations:
                         f"Budget table {budget_table!r} has no column {needed!r}", code="DP313",
                         hint=f"its columns are: {', '.join(bcols) or '(table missing)'}",
                     )
+            col = budget_table_column.lower()
+            _check_budgets(self.con, f"main.{catalog.quote_ident(budget_table)}", col, str(bcols[col]))
         else:
             source = "default"
             if epsilon is None:
@@ -616,3 +639,25 @@ def _epoch(con, sql_type: str, value: Any, where: str) -> float:
         ) from e
 
 
+
+
+_NUMERIC = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
+            "FLOAT", "DOUBLE", "DECIMAL")
+
+
+def _check_budgets(con: duckdb.DuckDBPyConnection, relation: str, column: str, sql_type: str) -> None:
+    """A budget column must hold numbers, finite ones: a text value, NaN or infinity cannot become a
+    lifetime ε (the roster stores budgets as exact decimals), and would fail the declaration midway."""
+    if not sql_type.upper().startswith(_NUMERIC):
+        raise errors.PolicyError(f"The budget column {column!r} is {sql_type}, not a number", code="DP313",
+                                 hint="budgets are lifetime ε values: give a numeric column")  # fmt: skip
+    q = catalog.quote_ident(column)
+    (bad,) = con.execute(
+        f"SELECT count(*) FROM {relation} WHERE {q} IS NOT NULL AND (NOT isfinite(CAST({q} AS DOUBLE)) "
+        f"OR abs(CAST({q} AS DOUBLE)) >= 1e15)"
+    ).fetchone()
+    if bad:
+        raise errors.PolicyError(
+            f"{bad:,} value(s) of the budget column {column!r} are not finite numbers below 10^15 (NaN, infinity "
+            "or huge)", code="DP313", hint="set them to a lifetime ε (0 leaves the subject out of every query)",
+        )  # fmt: skip

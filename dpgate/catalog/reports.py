@@ -56,8 +56,8 @@ class Reports:
         for roster in sorted({t.roster for t in tables}):
             first = next(t for t in tables if t.roster == roster)
             n, median = self.con.execute(f"SELECT count(*), median(epsilon_budget) FROM {first.roster_sql}").fetchone()
-            if not n or median is None or total < float(median):
-                continue
+            if not n or median is None or float(median) <= 0 or total < float(median):
+                continue  # (a median of 0: most subjects have nothing left to use up)
             out.append({
                 "tables": sorted(t.name for t in tables if t.roster == roster), "subjects": int(n),
                 "median_epsilon": float(median), "quotas": total,

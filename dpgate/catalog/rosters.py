@@ -80,7 +80,8 @@ class Rosters:
         else:
             bu = quote(btab_unit)
             src = (
-                f"SELECT {bu} AS unit, greatest(coalesce(max(CAST({quote(btab_col)} AS DOUBLE)), 0), 0) AS eps "
+                # a unit listed twice gets its smaller budget, as a budget column's smallest value
+                f"SELECT {bu} AS unit, greatest(coalesce(min(CAST({quote(btab_col)} AS DOUBLE)), 0), 0) AS eps "
                 f"FROM {quote(btab)} WHERE {bu} IS NOT NULL GROUP BY {bu}"
             )
             if default_eps is not None:

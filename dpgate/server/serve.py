@@ -118,6 +118,9 @@ class Server(QueryLoop):
 
     # -- lifecycle --------------------------------------------------------------------------------
     async def start(self) -> None:
+        if not self.host:  # "" listens on every interface, which nobody asks for by leaving the host empty
+            raise errors.OperationalError("dpgate serve needs an address to listen on (--host is empty)", code="DP720",
+                                          hint="--host 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)")  # fmt: skip
         try:
             self._server = await asyncio.start_server(self._handle, self.host, self.port, limit=2**16)
         except (OSError, OverflowError, UnicodeError) as e:  # in use, not allowed, out of range, no such host
@@ -445,7 +448,14 @@ class Server(QueryLoop):
 def tls_context(cert: str, key: str) -> ssl.SSLContext:
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    ctx.load_cert_chain(cert, key)
+    try:
+        ctx.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as e:  # missing, a directory, not PEM, or a key that does not match
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else (getattr(e, "reason", None) or str(e))
+        raise errors.ProgrammingError(
+            f"The TLS certificate {cert!r} and key {key!r} cannot be used: {reason}", code="DP721",
+            hint="give PEM files: the certificate (chain) and its private key, readable by this user",
+        ) from None  # fmt: skip
     return ctx
 
 

@@ -295,3 +295,39 @@ def test_an_owner_login_and_an_analyst_never_share_a_name(raw_db):
         assert info.value.code == "DP326"
         assert ("boss", "owner") in o.logins()
         o.add_analyst("alice", epsilon=1.0)  # other names as before
+
+
+@pytest.mark.parametrize("setup, kwargs, words", [
+    ("CREATE VIEW bv AS SELECT * FROM b", {"budget_table": "bv"}, "is a view"),
+    ("", {"budget_table": "t"}, "is a protected table"),
+    ("", {"budget_column": "uid"}, "is the privacy unit"),
+    ("", {"budget_column": "label"}, "not a number"),
+    ("UPDATE t SET eps = 'NaN'::DOUBLE WHERE uid = 2", {"budget_column": "eps"}, "not finite numbers"),
+    ("UPDATE b SET epsilon = 'Infinity'::DOUBLE WHERE uid = 1", {"budget_table": "b"}, "not finite numbers"),
+])  # fmt: skip
+def test_budget_sources_that_cannot_hold_budgets_are_refused(tmp_path, setup, kwargs, words):
+    """A view's own tables would stay readable by analysts; a protected table, the unit, text, NaN or
+    infinity cannot be lifetime ε values (NaN and text failed the declaration with a traceback)."""
+    path = tmp_path / "b.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE t AS SELECT i AS uid, 2.0::DOUBLE AS eps, 'x' AS label FROM range(1, 5) r(i)")
+        con.execute("CREATE TABLE b AS SELECT i AS uid, 3.0::DOUBLE AS epsilon FROM range(1, 5) r(i)")
+        if setup:
+            con.execute(setup)
+    with Owner(path) as o:
+        if kwargs.get("budget_table") == "t":
+            o.protect("t", unit="uid", epsilon=1.0, public_roster=True)
+        with pytest.raises(errors.PolicyError) as e:
+            o.protect("t", unit="uid", public_roster=True, **kwargs)
+        assert e.value.code == "DP313" and words in e.value.message, e.value
+
+
+def test_a_unit_listed_twice_in_a_budget_table_gets_the_smaller_budget(tmp_path):
+    path = tmp_path / "b.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE t AS SELECT i AS uid FROM range(1, 4) r(i)")
+        con.execute("CREATE TABLE b AS SELECT * FROM (VALUES (1, 0.1), (1, 9.0), (2, 5.0), (3, 5.0)) v(uid, epsilon)")
+    with Owner(path) as o:
+        o.protect("t", unit="uid", budget_table="b", public_roster=True)
+        roster = o.catalog().tables["t"].roster_sql
+        assert float(o.con.execute(f"SELECT epsilon_budget FROM {roster} WHERE unit = 1").fetchone()[0]) == pytest.approx(0.1)

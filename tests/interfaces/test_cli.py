@@ -117,3 +117,12 @@ def test_serve_on_a_bad_address_is_one_error_line(demo_db, capsys, how):
     assert "Traceback" not in err
     with Owner(demo_db, create=False) as o:
         o.con.execute("SELECT 1")
+
+
+@pytest.mark.parametrize("files", ["missing", "directory", "not pem"])
+def test_serve_with_unusable_tls_files_is_one_error_line(demo_db, tmp_path, capsys, files):
+    bad = {"missing": str(tmp_path / "nope.pem"), "directory": str(tmp_path), "not pem": str(tmp_path / "x.txt")}[files]
+    (tmp_path / "x.txt").write_text("not a certificate\n")
+    assert cli.main(["serve", str(demo_db), "--port", "0", "--tls-cert", bad, "--tls-key", bad]) != 0
+    err = capsys.readouterr().err
+    assert err.startswith("error DP721: The TLS certificate") and "Traceback" not in err

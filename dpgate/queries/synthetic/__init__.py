@@ -163,8 +163,8 @@ def check_at_debit(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, subjects
             "and says how many) or 'minimum' (everyone, at the smallest ε left), or ask a smaller epsilon; "
             "nothing was charged",
         )  # fmt: skip
-    if entry.check_size is not None:  # what the release holds, from the roster's size (public)
-        entry.check_size(plan, subjects.population)
+    if entry.check_size is not None:  # what the release holds, from the number of subjects it reads (public)
+        entry.check_size(plan, subjects.used)
     dry_run(plan, float(subjects.parts[0].epsilon))
 
 

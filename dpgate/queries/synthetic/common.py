@@ -27,7 +27,8 @@ class Release:
     ``dry_run(plan, epsilon)`` runs the mechanism over no rows (its refusals are free);
     ``bind_check(con, plan, charged)``; ``answer(con, plan, debit, analyst, *, rng, sampling,
     progress)`` after the debit; ``explain_rows(plan, subjects)``; ``check_size(plan,
-    population)`` what the release would hold, from the roster's size, before the debit.
+    population)`` what the release would hold, from the number of subjects it reads (those who
+    pay), in the debit's transaction.
     """
 
     name: str  # after USING; also the mechanism's name in ``dpgate.mechanisms.MECHANISMS``

@@ -228,8 +228,8 @@ def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str
 
 
 def check_size(plan: SynthesisPlan, population: int) -> None:
-    """In the debit's transaction: the subjects who can pay (at most one record each) must meet the
-    size conditions. ``bind_check`` tested the whole roster; with most subjects' budgets spent the
+    """In the debit's transaction: the subjects who pay, and so are read (at most one record each;
+    not those the threshold rule leaves out), must meet the size conditions. ``bind_check`` tested the whole roster; with most subjects' budgets spent the
     release would run on fewer records than it needs and release only the '*' row, charged."""
     params = _parameters(plan.options, plan.settings.epsilon)
     condition, need = _need(params, plan.charge.delta, plan.settings.epsilon)
@@ -244,7 +244,7 @@ def check_size(plan: SynthesisPlan, population: int) -> None:
 
 def _refusal_row(plan: SynthesisPlan, params, need: float, subjects) -> list[tuple]:
     """When the subjects (at most one row each) cannot meet the conditions: the free refusal to expect."""
-    population = getattr(subjects, "population", None)
+    population = getattr(subjects, "used", None)  # the subjects whose records it reads (not the ones left out)
     if population is None or population >= need:
         return []
     return [("refused", None, None, None, None, None,
