@@ -134,7 +134,7 @@ def _java_17(path: str) -> bool:
     import re
     import subprocess
 
-    out = subprocess.run([path, "-version"], capture_output=True, text=True, timeout=60).stderr
+    out = subprocess.run([path, "-version"], capture_output=True, text=True, timeout=60, check=False).stderr
     found = re.search(r'version "(\d+)', out)
     return found is not None and int(found.group(1)) >= 17
 

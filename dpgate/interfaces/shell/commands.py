@@ -42,7 +42,7 @@ PSQL = {"\\q": ".quit", "\\dt": ".tables", "\\d": ".schema", "\\d+": ".schema", 
 def is_command(text: str) -> bool:
     """A dot-command or a psql meta-command: it runs on Enter, without a ';'."""
     stripped = text.strip()
-    return stripped.startswith(".") or stripped.startswith("\\")
+    return stripped.startswith((".", "\\"))
 
 
 def dispatch(shell: Shell, line: str) -> None:
