@@ -133,20 +133,34 @@ def test_only_tables_the_owner_opened_to_experiments(make_db):
             o.protect("t", unit="id", max_rows=2, budget_column="budget", options={"experimental": True})
 
 
-def test_below_the_size_conditions_only_the_suppressed_row_is_released(make_db):
-    # 5,000 subjects on the roster (the free check passes), but only 100 have ε = 1 left: under the
-    # threshold rule the noisy row count (~100) is far below the ~2,000 the conditions need at δ = 0.3.
+def test_below_the_size_conditions_only_the_suppressed_row_is_released(make_db, monkeypatch):
+    """5,000 subjects on the roster, but only 100 have ε = 1 left: under the threshold rule the
+    release reads those 100, far below the rows the conditions need at δ = 0.3. That is public
+    (who pays), so the statement is refused free. When the payers are just enough and the noisy
+    row count falls below (here: the check taken away), only the '*' row is released, and the
+    noisy count was paid for: that decision is post-processing of it."""
+    import dataclasses
+
+    from dpgate.queries import synthetic
+    from dpgate.queries.synthetic import generalized
+
     db = make_db(SETUP, protect={"t": {"unit": "id", "max_rows": 2, "budget_column": "budget", "subject_delta": 0.9,
                                        "domains": {"g": ["a", "b"]}, "experimental": True}},
                  analysts={"alice": {"epsilon": 100.0, "delta": 1.0, "delta_per_query": 0.5}})  # fmt: skip
+    make = ("CREATE SYNTHETIC TABLE x FROM t USING supermodular WITH (epsilon = 1, delta = 0.3, columns = 'g', "
+            "max_rows_contributed = 1, theta0 = 0.5)")  # fmt: skip
     with dpgate.connect(str(db), analyst="alice", test_seed=4) as con:
-        cur = con.execute("CREATE SYNTHETIC TABLE x FROM t USING supermodular WITH (epsilon = 1, delta = 0.3, "
-                          "columns = 'g', max_rows_contributed = 1, theta0 = 0.5)")  # fmt: skip
+        before = con.budget()
+        with pytest.raises(dpgate.Error) as e:
+            con.execute(make)
+        assert e.value.code == "DP287" and "100 subjects" in e.value.message and con.budget() == before
+        monkeypatch.setitem(synthetic.SYNTHESIZERS, "supermodular", dataclasses.replace(generalized.RELEASE, check_size=None))
+        cur = con.execute(make)
         assert any("only the '*' row is released" in m for m in cur.messages), cur.messages
         assert con.execute("SELECT * FROM x").fetchall() == [("*",)]
     with Owner(db, create=False) as o:
         (entry,) = [r for r in o.ledger() if r[4] == "supermodular"]
-        assert float(entry[6]) == 1.0  # the noisy count was paid for: the decision is post-processing of it
+        assert float(entry[6]) == 1.0
 
 
 def test_a_flat_tree_from_a_declared_domain_and_one_row_per_subject(make_db):
