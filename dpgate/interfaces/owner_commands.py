@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from dpgate import errors
 from dpgate.catalog.owner import Owner
 from dpgate.catalog.reports import describe_overcommit
-from dpgate.catalog.tables import quote_ident
 
 LEDGER_COLUMNS = ["entry", "at", "analyst", "class", "mechanism", "table", "epsilon", "delta",
                   "charged", "excluded", "private", "released", "statement"]  # fmt: skip
@@ -97,10 +96,10 @@ def cmd_policy_apply(args: argparse.Namespace, read_password: PasswordReader) ->
                                       hint="give the path of a TOML policy file (see examples/policy.toml)")  # fmt: skip
     with Owner(args.database) as owner:
         done = list(owner.apply_policy(args.policy))
-        return Reply(lines=done + _overcommit_notes(owner))
+        return Reply(lines=done + overcommit_notes(owner))
 
 
-def _overcommit_notes(owner: Owner) -> list[str]:
+def overcommit_notes(owner: Owner) -> list[str]:
     """The note saying where quotas can use up subjects' budgets (none when they cannot)."""
     line = describe_overcommit(owner.overcommitted())
     return [f"note: {line}"] if line else []
@@ -126,7 +125,7 @@ def cmd_ledger(args: argparse.Namespace, read_password: PasswordReader) -> Reply
 def cmd_budget(args: argparse.Namespace, read_password: PasswordReader) -> Reply:
     """The analysts' quotas and spending, and each protected table's subjects' remaining ε (owner)."""
     with Owner(args.database, create=False, read_only=True) as owner:
-        return Reply(list(budgets(owner)), _overcommit_notes(owner))
+        return Reply(list(budgets(owner)), overcommit_notes(owner))
 
 
 def cmd_load(args: argparse.Namespace, read_password: PasswordReader) -> Reply:
@@ -162,6 +161,13 @@ def cmd_protect(args: argparse.Namespace, read_password: PasswordReader) -> Repl
             raise errors.ProgrammingError(f"--bounds {col}: give two values, lower,upper", code="DP322")
         bounds[col] = tuple(_number_or_text(v) for v in vals)
     domains = {col: [_number_or_text(v) for v in vals] for col, vals in _pairs(args.domain, "domain").items()}
+    if args.budget_table is None and (args.budget_unit is not None or args.budget_epsilon_column != "epsilon"):
+        raise errors.ProgrammingError("--budget-unit and --budget-epsilon-column describe a --budget-table",
+                                      code="DP322", hint="give --budget-table TABLE too, or leave them out")  # fmt: skip
+    if args.budget_column is not None and args.epsilon is not None:
+        raise errors.ProgrammingError("--budget-column gives every subject a budget: --epsilon would be ignored",
+                                      code="DP322", hint="leave out --epsilon (it is the default of subjects a "
+                                      "--budget-table does not list)")  # fmt: skip
     with Owner(args.database) as owner:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", errors.RosterWarning)  # the reply's note says it
@@ -170,11 +176,10 @@ def cmd_protect(args: argparse.Namespace, read_password: PasswordReader) -> Repl
                           bounds=bounds or None, domains=domains or None, sample_order=args.sample_order,
                           budget_column=args.budget_column, budget_table=args.budget_table,
                           budget_table_unit=args.budget_unit, budget_table_column=args.budget_epsilon_column)  # fmt: skip
-        (subjects,) = owner.con.execute(
-            "SELECT count(*) FROM (SELECT DISTINCT " + quote_ident(args.unit) + " FROM main."
-            + quote_ident(args.table.lower()) + ")"
-        ).fetchone()  # fmt: skip
-        overcommitted = _overcommit_notes(owner)
+        # the roster's size (a budget table can list subjects who have no rows yet)
+        roster = owner.catalog().tables[args.table.lower()].roster_table_sql
+        (subjects,) = owner.con.execute(f"SELECT count(*) FROM {roster}").fetchone()
+        overcommitted = overcommit_notes(owner)
     lines = [f"{args.table} is protected: unit {args.unit}, at most {args.max_rows} row(s) per subject, "
              f"{subjects:,} subjects on its roster"]  # fmt: skip
     if not args.public_roster:
@@ -214,7 +219,7 @@ def cmd_analyst(args: argparse.Namespace, read_password: PasswordReader) -> Repl
         if password is not None:
             owner.set_login(args.name, password=password)
         held = owner.release_caps(args.name)
-        overcommitted = _overcommit_notes(owner)
+        overcommitted = overcommit_notes(owner)
     lines = [f"analyst {args.name}: ε quota {new['epsilon']:g}, δ quota {new['delta']:g}"
              + ("; can log in to dpgate serve" if password is not None else "")]  # fmt: skip
     lines += overcommitted

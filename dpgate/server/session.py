@@ -220,7 +220,10 @@ class Session:
             analyst = words[words.index("--analyst") + 1] if "--analyst" in words[:-1] else None
             return _plain(owner_commands.ledger(owner, analyst))
         analysts, tables = owner_commands.budgets(owner)
-        return _plain(tables if verb == "budget" and "--tables" in words else analysts)
+        out = _plain(tables if verb == "budget" and "--tables" in words else analysts)
+        if verb == "budget":  # as on the command line: where quotas can use up subjects' budgets
+            out.notices.extend(owner_commands.overcommit_notes(owner))
+        return out
 
 
 def _lines(text: str) -> list[str]:

@@ -152,3 +152,18 @@ def test_the_owner_is_told_when_quotas_can_use_up_the_subjects_budgets(tmp_path,
     with Owner(db, create=False) as o:
         (space,) = o.overcommitted()
     assert space == {"tables": ["t"], "subjects": 1000, "median_epsilon": 3.0, "quotas": 4.5, "alone": ["alice"]}
+
+
+def test_protect_refuses_budget_options_that_would_be_ignored_and_counts_the_roster(tmp_path, capsys):
+    from dpgate.interfaces import cli
+
+    db = tmp_path / "b.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE t AS SELECT i AS uid, 2.0 AS b FROM range(5) r(i)")
+        con.execute("CREATE TABLE bt AS SELECT i AS uid, 3.0 AS epsilon FROM range(8) r(i)")
+    for extra in (["--budget-column", "b", "--epsilon", "1"], ["--budget-unit", "uid"],
+                  ["--budget-column", "b", "--budget-epsilon-column", "b"]):  # fmt: skip
+        assert cli.main(["protect", str(db), "t", "--unit", "uid", *extra]) != 0
+        assert "error DP322" in capsys.readouterr().err
+    assert cli.main(["protect", str(db), "t", "--unit", "uid", "--budget-table", "bt", "--public-roster"]) == 0
+    assert "8 subjects on its roster" in capsys.readouterr().out  # the budget table's registry, not the 5 with rows

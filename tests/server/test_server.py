@@ -249,6 +249,7 @@ def test_the_owner_runs_owner_commands(server, tmp_path):
         assert notices[1].startswith("note: the analysts' quotas (ε 14 in all) can use up") and "demo alone" in notices[1]
         names = [r[0] for r in con.execute("dpgate budget").fetchall()]
         assert names == ["bob", "carol", "demo"]
+        assert notices[-1] == notices[1]  # dpgate budget tells it too
         verifier = scram.make_verifier("carol's password")
         con.execute(f"ALTER ROLE carol PASSWORD '{verifier}'")  # what psql's \password sends
         with pytest.raises(psycopg.errors.SyntaxErrorOrAccessRuleViolation) as e:
