@@ -111,7 +111,6 @@ class Reports:
         return self.con.execute(sql + " ORDER BY l.entry_id", params).fetchall()
 
 
-
 def generalization_loss(con: Any, name: str, columns: list[str]) -> dict:
     """The information a generalized release gave up, read from its public tables (NAME and
     NAME_hierarchy), so any reader could compute it:

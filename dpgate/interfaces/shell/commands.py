@@ -37,6 +37,8 @@ def command(name: str, args: str, help: str):
 #: psql's meta-commands people type by habit, and the dot-command each one is here.
 PSQL = {"\\q": ".quit", "\\dt": ".tables", "\\d": ".schema", "\\d+": ".schema", "\\?": ".help",
         "\\h": ".help", "\\help": ".help", "\\i": ".read", "\\o": ".output"}  # fmt: skip
+#: How the help and an unknown command's hint name them.
+PSQL_SHOWN = "\\q \\dt \\d [table] \\? \\i file \\o [file]"
 
 
 def is_command(text: str) -> bool:
@@ -56,7 +58,7 @@ def dispatch(shell: Shell, line: str) -> None:
     if cmd is None:
         raise errors.ProgrammingError(
             f"Unknown command {name}", code="DP240",
-            hint="type .help for the list of commands; of psql's, \\q \\dt \\d \\? \\i \\o work here",
+            hint=f"type .help for the list of commands; of psql's, {PSQL_SHOWN} work here",
         )  # fmt: skip
     cmd.run(shell, arg.strip().rstrip(";").strip())
 
@@ -72,7 +74,7 @@ def _on_off(name: str, arg: str) -> bool:
 def _help(shell: Shell, arg: str) -> None:
     width = max(len(f"{c.name} {c.args}") for c in COMMANDS.values())
     lines = [f"{(c.name + ' ' + c.args).strip():<{width}}  {c.help}" for c in COMMANDS.values()]
-    lines.append("psql's \\q \\dt \\d [table] \\? \\i file \\o [file] work too")
+    lines.append(f"psql's {PSQL_SHOWN} work too")
     lines.append("")
     lines.append("SQL: end statements with ;  —  SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5) ...")
     lines.append("     SHOW BUDGET;  EXPLAIN PRIVACY <query>;  SET dp_epsilon = 0.5;  SHOW TABLES;  DESCRIBE <table>;")

@@ -8,11 +8,13 @@ from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.filters import Condition, has_completions, is_searching
 from prompt_toolkit.key_binding import KeyBindings
 
+from dpgate.interfaces.shell.commands import is_command
+
 
 def statement_complete(text: str) -> bool:
     """Enter runs it: a statement ending with ';', a dot-command or a psql meta-command (``\\q``)."""
     stripped = text.strip()
-    return not stripped or stripped.startswith((".", "\\")) or stripped.endswith(";")
+    return not stripped or is_command(stripped) or stripped.endswith(";")
 
 
 def bindings() -> KeyBindings:

@@ -218,27 +218,26 @@ def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str
             f"up to {cells:,} (distinct records × generalizations) counts to hold, above the cap of "
             f"{supermodular.MAX_CELLS:,}", code="DP266", hint="generalize fewer columns, or declare flatter hierarchies",
         )  # fmt: skip
-    need = _need(params, plan.charge.delta, plan.settings.epsilon)
-    if roster < need[1]:
-        raise errors.ProgrammingError(
-            f"{plan.table.name} has {roster:,} subjects; at δ = {plan.charge.delta:g} this release needs at least "
-            f"{math.ceil(need[1]):,} rows (condition: {need[0]})", code="DP287",
-            hint=_need_hint(params, plan.charge.delta, int(roster)),
-        )  # fmt: skip
+    _require_rows(plan, int(roster), f"{plan.table.name} has {roster:,} subjects")
 
 
 def check_size(plan: SynthesisPlan, population: int) -> None:
     """In the debit's transaction: the subjects who pay, and so are read (at most one record each;
-    not those the threshold rule leaves out), must meet the size conditions. ``bind_check`` tested the whole roster; with most subjects' budgets spent the
-    release would run on fewer records than it needs and release only the '*' row, charged."""
+    not those the threshold rule leaves out), must meet the size conditions. ``bind_check`` tested
+    the whole roster; with most subjects' budgets spent the release would run on fewer records
+    than it needs and release only the '*' row, charged."""
+    _require_rows(plan, population, f"{population:,} subjects of {plan.table.name} have the budget for this release")
+
+
+def _require_rows(plan: SynthesisPlan, count: int, subjects: str) -> None:
+    """Refuse (free) when ``count`` records cannot meet the size conditions at the plan's ε and δ."""
     params = _parameters(plan.options, plan.settings.epsilon)
     condition, need = _need(params, plan.charge.delta, plan.settings.epsilon)
-    if population < need:
+    if count < need:
         raise errors.ProgrammingError(
-            f"{population:,} subjects of {plan.table.name} have the budget for this release; at δ = "
-            f"{plan.charge.delta:g} it needs at least {math.ceil(need):,} rows (condition: {condition}), so it "
-            "would release only the '*' row", code="DP287",
-            hint=_need_hint(params, plan.charge.delta, int(population)) + "; nothing was charged",
+            f"{subjects}; at δ = {plan.charge.delta:g} this release needs at least {math.ceil(need):,} rows "
+            f"(condition: {condition}), so it would release only the '*' row", code="DP287",
+            hint=_need_hint(params, plan.charge.delta, count) + "; nothing was charged",
         )  # fmt: skip
 
 
