@@ -19,9 +19,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import duckdb
 from sqlglot import exp
 
-from dpgate import backends, database, errors, noise, queries, statements
+from dpgate import answers, backends, database, errors, noise, queries, statements
 from dpgate.backends.charged import bind_scope
 from dpgate.catalog import caps, sample_order
 from dpgate.catalog import releases as registry
@@ -51,6 +52,10 @@ class _Prepared:
     answer: Result | None = None
     qc: Any = None
     plan: Any = None
+    #: How the answer is remembered (``dpgate.answers``), and a remembered answer that is out of date.
+    probe: Any = None
+    stale: Any = None
+    remembered: Any = None  # a dry run's current remembered answer
 
 
 class _ReadOnly(Exception):
@@ -85,6 +90,7 @@ class Gateway:
                 )  # fmt: skip
             with self._instance.ledger_lock:
                 registry.ensure(self._con)  # a database made by an older dpgate
+                answers.ensure(self._con)
             self.catalog()
             self.ledger.quota(analyst)  # unknown analyst -> PolicyError
             if test_seed is not None and not self.ledger.may_seed(analyst):
@@ -98,6 +104,7 @@ class Gateway:
             raise
         self._test_seed = test_seed
         self._spark = spark
+        self._answers_max = answers.DEFAULT_MAX
         self._planes: dict[str, Any] = {}
         self._queries = 0
         self._running = False
@@ -211,7 +218,7 @@ class Gateway:
             return done.result
         if prepared.answer is not None:
             return prepared.answer
-        return self._dp(prepared.qc, prepared.plan, sql, prepared.pin)
+        return self._dp(prepared.qc, prepared.plan, sql, prepared.pin, prepared.probe, prepared.stale)
 
     def _prepare(self, statement: exp.Expr, params: Any, *, dry: bool = False) -> _Prepared:
         """Every stage before the debit, in the caller's transaction: classify, bind parameters, and
@@ -236,8 +243,38 @@ class Gateway:
             return _Prepared(pin, answer=None if dry else handler(self, classified, cat))
         if classified.kind not in ("dp", "synthetic"):
             raise errors.InternalError(f"unhandled statement kind {classified.kind}")
+        probe, stale = None, None
+        if classified.kind == "dp" and self._test_seed is None:
+            probe, remembered = self._remembered(classified, cat, pin)
+            if remembered is not None and remembered.current and not probe.fresh:
+                if dry:
+                    return _Prepared(pin, remembered=remembered)
+                eq, dq, _, _, es, ds = self.ledger.quota(self.analyst)
+                return _Prepared(pin, answer=answers.served(remembered, self.analyst, float(eq - es), float(dq - ds)))
+            stale = remembered if remembered is not None and not remembered.current else None
         answered, qc, plan = self._free_or_plan(classified, cat)
-        return _Prepared(pin, answer=answered, qc=qc, plan=plan)
+        if plan is not None and plan.writes is not None:
+            probe = None
+        return _Prepared(pin, answer=answered, qc=qc, plan=plan, probe=probe, stale=stale)
+
+    def remembered(self, classified: Classified, cat: catalog_mod.Catalog) -> tuple[Any, Any]:
+        """(probe, remembered answer or None) of a classified DP statement (EXPLAIN PRIVACY's view)."""
+        if self._test_seed is not None:
+            return None, None
+        return self._remembered(classified, cat, self._snapshot.pin(classified.statement, cat))
+
+    def _remembered(self, classified: Classified, cat: catalog_mod.Catalog, pin: Pin) -> tuple[Any, Any]:
+        """(probe, remembered answer or None) of a DP statement; (None, None) when answers are not
+        remembered (the owner turned it off, or the statement reads tables outside the file)."""
+        mode, self._answers_max = answers.settings(self._con)
+        if mode == "off" or self._answers_max <= 0:
+            return None, None
+        tables = backends.protected_tables(classified, cat)
+        probe = answers.probe(self._con, classified.statement, self.session.values, cat, tables, pin,
+                              (self._instance.path, self._instance.serial))  # fmt: skip
+        if probe is None:
+            return None, None
+        return probe, answers.lookup(self._con, probe, self.analyst, mode)
 
     def _free_or_plan(self, classified: Classified, cat: catalog_mod.Catalog) -> tuple[Result | None, Any, Any]:
         """A DP statement's free answer, when a public release (a synopsis) answers it reading nothing
@@ -296,16 +333,19 @@ class Gateway:
             release=caps.release_size(plan),  # checked against the analyst's release caps at the debit
         )
 
-    def _dp(self, qc, plan, sql: str, pin: Pin) -> Result:
+    def _dp(self, qc, plan, sql: str, pin: Pin, probe: Any = None, stale: Any = None) -> Result:
         """Bind checks, the debit, the answer in a snapshot pinned to the planned catalog, the release.
 
         A query class may hold a scope from before its debit to the end of its release (``debit_scope``:
         a release's name in the making), and check its plan inside the debit's transaction against the
         personalization plan's ε (``check_at_debit``: a refusal there is free)."""
         with qc.debit_scope(plan, (self._instance.path, self._instance.serial)):
-            return self._dp_scoped(qc, plan, sql, pin)
+            result = self._dp_scoped(qc, plan, sql, pin, remember=probe)
+        if stale is not None:
+            result.release.notes.append(answers.stale_note(stale))
+        return result
 
-    def _dp_scoped(self, qc, plan, sql: str, pin: Pin) -> Result:
+    def _dp_scoped(self, qc, plan, sql: str, pin: Pin, remember: Any = None) -> Result:
         randomness = self._randomness()
         cost = self._cost(plan, sql, randomness.private)
         cost = dataclasses.replace(cost, check=functools.partial(qc.check_at_debit, self._con, plan))
@@ -338,6 +378,7 @@ class Gateway:
                 run = Run(self._con, plan, debit, self.analyst, randomness.rng, randomness.sampling, self.progress)
                 with backends.planes(self._plane), pin.held(self._con):
                     answer = qc.answer(run)
+                    version = self._version(remember, randomness.private)  # of the rows the answer read
                 check_consumed(answer, plan, debit)  # the ε the mechanisms ran at is the ε debited, or nothing leaves
             except errors.Error:
                 raise
@@ -357,4 +398,26 @@ class Gateway:
             with self._phase:
                 self._charged = False
         info = ReleaseInfo.of(plan, debit, answer, randomness.private)
-        return Result(answer.names, answer.types, answer.rows, info, message=answer.message)
+        result = Result(answer.names, answer.types, answer.rows, info, message=answer.message)
+        if version is not None:
+            self._remember(remember, version, result)
+        return result
+
+    def _version(self, probe: Any, private: bool) -> str | None:
+        """The version of what a remembered answer depends on, read in the answer's own snapshot; None
+        when it is not remembered. A failure here only means the answer is not remembered."""
+        if probe is None or not private:
+            return None
+        try:
+            return probe.version(self._con)
+        except duckdb.Error:
+            return None
+
+    def _remember(self, probe: Any, version: str, result: Result) -> None:
+        """Keep a released answer for the next time the statement is asked (best effort: the answer
+        has left already; a full disk only means it is not remembered)."""
+        try:
+            with database.transaction(self._con):
+                answers.store(self._con, probe, self.analyst, version, result, self._answers_max)
+        except duckdb.Error:
+            pass

@@ -57,6 +57,8 @@ class ReleaseInfo:
     edge_level: bool = False
     #: The public table the statement wrote (a release), or None.
     writes: str | None = None
+    #: When the answer was first released, if this statement was answered with it again (free).
+    remembered: str | None = None
 
     @classmethod
     def of(cls, plan: Plan, debit: Any, answer: Answer, private: bool) -> ReleaseInfo:

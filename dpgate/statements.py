@@ -251,6 +251,12 @@ def _explain(gw: Any, classified: Classified, cat: Catalog) -> Result:
     types = ["VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "VARCHAR", "VARCHAR", "VARCHAR"]
     if inner.kind == "public":
         return Result(cols, types, [("query", "none", 0.0, 0.0, None, None, "reads no protected table: free")])
+    probe, remembered = gw.remembered(inner, cat) if inner.kind == "dp" else (None, None)
+    if remembered is not None and remembered.current and not probe.fresh:
+        whose = "" if remembered.analyst == gw.analyst else " to another analyst"
+        detail = (f"answered with the answer released{whose} at {remembered.when()}: free; OPTIONS (fresh = true) "
+                  "draws a new one and pays for it")  # fmt: skip
+        return Result(cols, types, [("query", "remembered", 0.0, 0.0, None, None, detail)])
     answered, qc, plan = gw._free_or_plan(inner, cat)
     if answered is not None:
         detail = (answered.message or "answered from a release: free").splitlines()[0]
@@ -259,7 +265,12 @@ def _explain(gw: Any, classified: Classified, cat: Catalog) -> Result:
         subjects = gw.ledger.subject_plan(gw._cost(plan, "", True))
     except errors.BudgetExceededError as e:
         subjects = e  # shown in the plan: the query would be refused
-    return Result(cols, types, [explain_head(plan), *qc.explain_rows(plan, subjects)])
+    rows = [explain_head(plan), *qc.explain_rows(plan, subjects)]
+    if remembered is not None and plan.writes is None:
+        why = "fresh = true asks for a new draw" if remembered.current else "the tables or declarations it reads changed since"
+        rows.append(("remembered", None, None, None, None, None,
+                     f"the answer released at {remembered.when()} is not used ({why}): this one is charged"))  # fmt: skip
+    return Result(cols, types, rows)
 
 
 def tables(cat: Catalog, facts: Any) -> dict[str, tuple[str, list[tuple[str, str]]]]:

@@ -115,10 +115,12 @@ class Owner(Declarations, Rosters, PolicyFiles, Reports):
         with self._instance.ledger_lock:
             if catalog.schema_exists(self.con):
                 registry.ensure(self.con)  # a database made by an older dpgate
+                self.con.execute(_answers().DDL)
                 return
             self.con.execute("BEGIN TRANSACTION")
             try:
                 self.con.execute(resources.read_sql("schema.sql"))
+                self.con.execute(_answers().DDL)
                 self.con.execute(
                     f"INSERT INTO {catalog.SCHEMA}.settings VALUES "
                     "('schema_version', ?), ('catalog_version', '1')",
@@ -189,6 +191,26 @@ class Owner(Declarations, Rosters, PolicyFiles, Reports):
     def release_caps(self, analyst: str) -> dict[str, int]:
         """The release caps that hold for ``analyst``."""
         return release_caps.caps_of(self.con, analyst)
+
+    def set_answer_memory(self, mode: str | None = None, max_entries: int | None = None) -> None:
+        """How analysts' DP answers are remembered and given again for free (``dpgate.answers``):
+        ``mode`` 'own' (the default: each analyst's own answers), 'shared' (any analyst's answer is free
+        for everyone: the subjects pay nothing more) or 'off' (forgets them all); ``max_entries`` keeps
+        at most that many (the oldest go first; 0 remembers nothing)."""
+        with self._transaction(declarations=False) as con:
+            _answers().set_settings(con, mode, max_entries)
+
+    def answer_memory(self) -> dict[str, Any]:
+        """The mode, the cap, and how many answers are remembered per analyst."""
+        mod = _answers()
+        mode, most = mod.settings(self.con)
+        return {"mode": mode, "max_entries": most, "analysts": {a: n for a, n, _ in mod.summary(self.con)}}
+
+    def forget_answers(self, analyst: str | None = None) -> int:
+        """Forget remembered answers (one analyst's, or everyone's); their next ask is drawn afresh and
+        charged. The ledger keeps what was paid. Returns how many were forgotten."""
+        with self._transaction(declarations=False) as con:
+            return _answers().clear(con, analyst)
 
     def set_login(self, name: str, *, password: str | None = None, verifier: str | None = None,
                   owner: bool = False) -> None:  # fmt: skip
@@ -262,3 +284,10 @@ class Owner(Declarations, Rosters, PolicyFiles, Reports):
 _FORMATS = {".csv": "csv", ".tsv": "csv", ".txt": "csv", ".parquet": "parquet", ".pq": "parquet",
             ".json": "json", ".jsonl": "json", ".ndjson": "json"}  # fmt: skip
 _READERS = {"csv": "read_csv_auto", "parquet": "read_parquet", "json": "read_json_auto"}
+
+
+def _answers():
+    """``dpgate.answers`` (imported when used: it sits above the catalog, beside the ledger)."""
+    from dpgate import answers
+
+    return answers

@@ -82,6 +82,7 @@ SPECS: dict[str, Spec] = {
     "interval_share": Spec("float", "share of a subgraph count's ε spent on a tighter error bar (0: public bound)", 0.0, 1.0),
     "from_synopsis": Spec("str", "answer range counts free from this PrivTree synopsis (a release name)"),
     "confirm_share": Spec("float", "share of remaining quota above which the shell asks first", 0.0, 1.0, session=True),
+    "fresh": Spec("bool", "draw a new answer and pay for it, even when this statement's answer is remembered"),
 }
 
 DEFAULTS: dict[str, Any] = {
@@ -98,6 +99,7 @@ DEFAULTS: dict[str, Any] = {
     "topk_method": "oneshot",
     "interval_share": 0.1,
     "confirm_share": 0.25,
+    "fresh": False,
 }
 
 

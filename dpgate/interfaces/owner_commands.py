@@ -1,7 +1,7 @@
 """The owner's commands as functions: each returns what it has to say, and prints nothing.
 
 ``dpgate init``, ``load``, ``protect``, ``analyst add|set|list``, ``budget``, ``policy apply``,
-``ledger``, ``quality`` and ``login`` are argparse subcommands built here (``add_parsers``) and run
+``ledger``, ``quality``, ``answers`` and ``login`` are argparse subcommands built here (``add_parsers``) and run
 by ``run``, which returns a ``Reply``: the listings and lines of text the command answers. The CLI
 prints a reply (``dpgate.interfaces.cli``); the server sends it (``dpgate.server.session``), parsing
 the owner's words with ``parser()``, whose usage, help and errors come back raised instead of
@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from dpgate import errors
+from dpgate import answers, errors
 from dpgate.catalog.owner import Owner
 from dpgate.catalog.reports import describe_overcommit
 
@@ -126,6 +126,29 @@ def cmd_budget(args: argparse.Namespace, read_password: PasswordReader) -> Reply
     """The analysts' quotas and spending, and each protected table's subjects' remaining ε (owner)."""
     with Owner(args.database, create=False, read_only=True) as owner:
         return Reply(list(budgets(owner)), overcommit_notes(owner))
+
+
+def cmd_answers(args: argparse.Namespace, read_password: PasswordReader) -> Reply:
+    """How analysts' DP answers are remembered and given again for free; change it, or forget them (owner)."""
+    lines = []
+    with Owner(args.database, create=False) as owner:
+        if args.forget is not None:
+            n = owner.forget_answers(args.forget or None)
+            whose = f"{args.forget}'s" if args.forget else "every analyst's"
+            lines.append(f"forgot {n:,} of {whose} remembered answers (the ledger keeps what was paid)")
+        if args.set_mode is not None or args.max is not None:
+            owner.set_answer_memory(args.set_mode, args.max)
+        state = owner.answer_memory()
+        counts = answers.summary(owner.con)
+    lines.append(f"answers are remembered: {_MODE_WORDS[state['mode']]}; at most {state['max_entries']:,} per analyst")
+    return Reply([Listing(["analyst", "answers remembered", "latest released at"], counts)], lines)
+
+
+_MODE_WORDS = {
+    "own": "each analyst gets their own again for free (own)",
+    "shared": "any analyst's answer is free for everyone (shared)",
+    "off": "no (off): every statement is drawn afresh and charged",
+}
 
 
 def cmd_load(args: argparse.Namespace, read_password: PasswordReader) -> Reply:
@@ -304,6 +327,15 @@ def add_parsers(sub) -> None:
     bu.add_argument("database")
     output_options(bu)
     bu.set_defaults(owner_command=cmd_budget)
+
+    aw = sub.add_parser("answers", help=cmd_answers.__doc__, description=cmd_answers.__doc__)
+    aw.add_argument("database")
+    aw.add_argument("--mode", dest="set_mode", choices=["own", "shared", "off"],
+                    help="own: each analyst's answers for themselves (default); shared: for everyone; off: none")
+    aw.add_argument("--max", type=int, metavar="N", help="keep at most N answers per analyst (the oldest go first)")
+    aw.add_argument("--forget", nargs="?", const="", metavar="ANALYST",
+                    help="forget remembered answers (one analyst's, or everyone's)")
+    aw.set_defaults(owner_command=cmd_answers, mode="table", wide=False)
 
     lo = sub.add_parser("load", help=cmd_load.__doc__, description=cmd_load.__doc__)
     lo.add_argument("database")

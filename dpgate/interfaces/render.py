@@ -302,6 +302,7 @@ def json_envelope(result: Result, intervals: bool = True) -> dict[str, Any]:
         "confidence": 1 - rel.alpha,
         "private": rel.private,
         "ledger_entry": rel.entry_id,
+        "remembered": rel.remembered,
     }
     env["population"] = rel.population.as_dict()
     env["notes"] = list(rel.notes)

@@ -226,7 +226,7 @@ def test_the_confirmation_reads_the_quota_as_it_is_now(demo_db, tmp_path):
 
     with dpgate.connect(str(demo_db), analyst="demo") as other:
         for _ in range(5):
-            other.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1.8) COUNT(*) FROM adult")
+            other.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1.8, fresh = true) COUNT(*) FROM adult")
     with shell(demo_db, tmp_path) as (sh, inp, out):
         with Owner(demo_db, create=False) as o:  # 1 left before; 11 now
             o.add_analyst("demo", epsilon=20.0, delta=1e-5, epsilon_per_query=5.0)
