@@ -11,17 +11,20 @@ and its options sorted (``fresh`` left out), every session setting, and dpgate's
 kept per analyst; the owner may share answers between analysts (``mode = 'shared'``: another
 analyst's remembered answer is then free for everyone, which costs the subjects nothing more).
 
-**When a remembered answer is still the answer** (``Probe.version``): when nothing it depended on
-changed since it was released — the owner's declarations (the catalog version), the definitions of
-the tables and views the statement may read, and the rows of the tables it reads: their count and
-two independent 64-bit hash sums of the columns the statement may read (and of each protected
-table's privacy unit). Otherwise the statement is answered afresh and charged, and a note says why.
+**When a remembered answer is still the answer** (``Probe.version``): when the owner changed
+nothing it depends on since it was released — the declarations of the protected tables it reads
+(domains, bounds, options; not the analysts' quotas), the definitions of the tables and views it may
+read, and the owner's data generation, which every change of data made through dpgate moves
+(``Owner.load``, ``refresh_roster``, ``forget_answers``) — and, if the owner set ``max_age``, it is
+not older. Otherwise the statement is drawn afresh and charged, and a note says why.
 
-**What a remembered answer reveals.** Whether a statement is answered from memory depends on the
-analyst's own history (with sharing, on everyone's, which the owner chose to share) and on whether
-the tables changed since: that the owner changed a table is treated as a public fact, as it is when
-a stale stored sample order is redrawn. The version's scan reads the same columns as the statement's
-exact pass, so its time depends on the rows as the exact pass's does.
+**No row is read to decide.** A check of the rows (say, hash sums of the columns a statement reads)
+would be a free oracle: an analyst who paid once could then ask, as often as they liked and at no
+cost, whether any value of a column had changed since — one person's test result, after a nightly
+rewrite of the table. So rows changed with plain SQL behind dpgate's back are not noticed: the owner
+forgets the answers (``dpgate answers DB --forget``) or sets ``max_age``. What a remembered answer
+reveals is the analyst's own history (with sharing, everyone's, which the owner chose to share) and
+that the owner acted; its time depends on no row.
 
 Answers of statements that write a table (releases), of test seeds (not private), of statements
 that read the clock or draw random numbers (``VOLATILE``), and of statements over tables outside the
@@ -45,23 +48,14 @@ import duckdb
 from sqlglot import exp
 
 import dpgate
-from dpgate import errors
 from dpgate.backends import engine_of
 from dpgate.catalog import tables as catalog_mod
-from dpgate.catalog.tables import SCHEMA, Catalog, quote_ident
+from dpgate.catalog.remembered import SETTINGS_COLUMNS, SETTINGS_SQL, TABLE, Memory, evict, read_settings
 from dpgate.frontend.classify import function_name
 from dpgate.frontend.dialect import to_sql
 from dpgate.frontend.nodes import DPOption, DPOptions
-from dpgate.memo import Memo
 from dpgate.release import ColumnNoise, ReleaseInfo, Result
 
-TABLE = f"{SCHEMA}.answers"
-#: How answers are remembered: per analyst, shared between analysts, or not at all.
-MODES = ("own", "shared", "off")
-DEFAULT_MODE = "own"
-#: Remembered answers kept per analyst at most (their oldest go first); the owner changes it.
-DEFAULT_MAX = 10_000
-MAX_LIMIT = 10_000_000
 #: An answer whose stored form is larger than this is not remembered (a top-k of 100,000 keys).
 MAX_STORED_BYTES = 4 << 20
 #: Functions whose value changes from one run to the next (the clock, random numbers): a statement
@@ -74,130 +68,52 @@ VOLATILE = frozenset({
 #: Session settings that change no answer (the shell's confirmation threshold; ``fresh`` itself).
 _NOT_IN_KEY = frozenset({"confirm_share", "fresh"})
 
-DDL = f"""CREATE TABLE IF NOT EXISTS {TABLE} (
-    key VARCHAR NOT NULL, analyst VARCHAR NOT NULL, version VARCHAR NOT NULL, statement VARCHAR NOT NULL,
-    entry_id BIGINT, released_at TIMESTAMP NOT NULL, epsilon DOUBLE, delta DOUBLE, result VARCHAR NOT NULL,
-    PRIMARY KEY (key, analyst))"""
-
-
-def ensure(con: duckdb.DuckDBPyConnection) -> None:
-    """The table of remembered answers, in a database made by an older dpgate too (idempotent)."""
-    con.execute(DDL)
-
-
 @dataclass(frozen=True)
 class Probe:
-    """What a DP statement is remembered under: ``key`` (the statement and its settings) and how to
-    read the ``version`` of what its answer depends on (``version_sql`` over the tables it reads)."""
+    """What a DP statement is remembered under: ``key`` (the statement and its settings) and the part
+    of the catalog its answer depends on (``catalog_part``; ``version`` adds the owner's data generation)."""
 
     key: str
     statement: str
     catalog_part: str
-    version_sql: str
     fresh: bool
+    #: The owner's settings and data generation, as read with the lookup (in the planning snapshot).
+    memory: Memory | None = None
 
-    def version(self, con: duckdb.DuckDBPyConnection) -> str:
-        """The version of the catalog and rows the statement depends on, as ``con`` sees them now."""
-        rows = con.execute(self.version_sql).fetchall() if self.version_sql else []
-        return _digest([self.catalog_part, sorted((str(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows)])
+    def version(self, generation: Any) -> str:
+        """The version of what the answer depends on, under the owner's data generation ``generation``."""
+        return _digest([self.catalog_part, str(generation)])
 
 
 @dataclass(frozen=True)
 class Remembered:
-    """A remembered answer: when it was released, by which ledger entry, and whether it is current."""
+    """A remembered answer: when it was released, by which ledger entry, and whether it is current
+    (``stale`` says why it is not)."""
 
     result: Result
     released_at: dt.datetime
     entry_id: int | None
     analyst: str
-    current: bool
+    stale: str | None
+
+    @property
+    def current(self) -> bool:
+        return self.stale is None
 
     def when(self) -> str:
         return self.released_at.strftime("%Y-%m-%d %H:%M:%S UTC")  # stored in UTC (``_now``)
 
 
-# -- settings ----------------------------------------------------------------------------------
-def settings(con: duckdb.DuckDBPyConnection) -> tuple[str, int]:
-    """The owner's (mode, most entries kept)."""
-    rows = dict(
-        con.execute(
-            f"SELECT key, value FROM {SCHEMA}.settings WHERE key IN ('answers_mode', 'answers_max')"
-        ).fetchall()
-    )
-    mode = rows.get("answers_mode") or DEFAULT_MODE
-    try:
-        most = int(rows.get("answers_max") or DEFAULT_MAX)
-    except ValueError:
-        most = DEFAULT_MAX
-    return (mode if mode in MODES else DEFAULT_MODE), most
-
-
-def set_settings(con: duckdb.DuckDBPyConnection, mode: str | None = None, max_entries: int | None = None) -> None:
-    """Change the mode or the cap (in the caller's transaction); a lower cap drops the oldest at once."""
-    if mode is not None:
-        if mode not in MODES:
-            raise errors.ProgrammingError(
-                f"Unknown answer memory mode {mode!r}", code="DP322",
-                hint="the modes are " + ", ".join(MODES) + " (own: each analyst's answers for themselves; "
-                "shared: every analyst's answers for everyone; off: nothing is remembered)",
-            )  # fmt: skip
-        _put(con, "answers_mode", mode)
-        if mode == "off":
-            con.execute(f"DELETE FROM {TABLE}")
-    if max_entries is not None:
-        if isinstance(max_entries, bool) or not isinstance(max_entries, int) or not 0 <= max_entries <= MAX_LIMIT:
-            raise errors.ProgrammingError(
-                f"Invalid cap of remembered answers {max_entries!r}", code="DP322",
-                hint=f"a whole number from 0 to {MAX_LIMIT:,} (0 remembers nothing)",
-            )  # fmt: skip
-        _put(con, "answers_max", str(max_entries))
-        _evict(con, max_entries)
-
-
-def _put(con: duckdb.DuckDBPyConnection, key: str, value: str) -> None:
-    con.execute(f"DELETE FROM {SCHEMA}.settings WHERE key = ?", [key])
-    con.execute(f"INSERT INTO {SCHEMA}.settings VALUES (?, ?)", [key, value])
-
-
-def clear(con: duckdb.DuckDBPyConnection, analyst: str | None = None) -> int:
-    """Forget remembered answers (one analyst's, or all); returns how many. The ledger keeps what was paid."""
-    where, params = ("WHERE analyst = ?", [analyst]) if analyst is not None else ("", [])
-    n = con.execute(f"SELECT count(*) FROM {TABLE} {where}", params).fetchone()[0]
-    con.execute(f"DELETE FROM {TABLE} {where}", params)
-    return int(n)
-
-
-def summary(con: duckdb.DuckDBPyConnection) -> list[tuple[str, int, Any]]:
-    """(analyst, answers remembered, latest release time) per analyst."""
-    return con.execute(
-        f"SELECT analyst, count(*), strftime(max(released_at), '%Y-%m-%d %H:%M:%S') || ' UTC' FROM {TABLE} "
-        "GROUP BY analyst ORDER BY analyst"
-    ).fetchall()
-
-
-def _evict(con: duckdb.DuckDBPyConnection, most: int, analyst: str | None = None) -> None:
-    """Keep each analyst's ``most`` latest answers. The cap is per analyst: a shared cap would let one
-    analyst's statements push another's answers out, and the other see that in what they are charged."""
-    where, params = ("WHERE analyst = ?", [analyst]) if analyst is not None else ("", [])
-    con.execute(
-        f"DELETE FROM {TABLE} WHERE rowid IN (SELECT rowid FROM (SELECT rowid, row_number() OVER (PARTITION BY "
-        f"analyst ORDER BY released_at DESC, rowid DESC) AS n FROM {TABLE} {where}) WHERE n > ?)", [*params, most],
-    )  # fmt: skip
-
-
 # -- the probe ---------------------------------------------------------------------------------
-_COLUMNS = Memo(64)  # (file, instance, catalog fingerprint) -> {table: (name, [columns])}
-
-
-def probe(
-    con: duckdb.DuckDBPyConnection, statement: exp.Expr, session: dict[str, Any], cat: Catalog,
-    protected: tuple, pin: Any, instance: tuple,
-) -> Probe | None:  # fmt: skip
+def probe(statement: exp.Expr, session: dict[str, Any], protected: tuple, pin: Any) -> Probe | None:
     """The probe of a classified DP statement (parameters bound), or None if its answer is not
-    remembered (a table outside the database file). ``protected`` are the protected tables it reads."""
-    if any(engine_of(t) != "duckdb" for t in protected):
-        return None
-    if any(function_name(f) in VOLATILE for f in statement.find_all(exp.Func)):
+    remembered (it reads the clock or random numbers, or a table outside the database file).
+    ``protected`` are the protected tables it reads, ``pin`` the catalog it was classified under.
+
+    Nothing here reads a row: whether an answer is still current is decided from the declarations,
+    the schema and the owner's data generation only. A check that read the rows would answer, free
+    and as often as asked, whether any value of a column had changed."""
+    if any(engine_of(t) != "duckdb" for t in protected) or volatile(statement):
         return None
     stated = statement.copy()
     options: list[tuple[str, str]] = []
@@ -215,13 +131,10 @@ def probe(
     settings_part = sorted((k, repr(v)) for k, v in session.items() if k not in _NOT_IN_KEY)
     key = _digest([dpgate.__version__, text, sorted(options), settings_part])
 
-    # What the statement may read: the relations it names (or names in a string, for table
-    # functions), the views among them and what those name, to a fixed point.
+    # The relations it names, and the views among them and what those name, to a fixed point.
     views = dict(pin.views or {})
     names = {t.name.lower() for t in statement.find_all(exp.Table)}
-    names |= {lit.this.lower() for lit in statement.find_all(exp.Literal) if lit.is_string}
-    words = catalog_mod._words(text) | {w for lit in statement.find_all(exp.Literal) if lit.is_string
-                                        for w in catalog_mod._words(lit.this)}  # fmt: skip
+    words: set[str] = set()
     grown = True
     while grown:
         grown = False
@@ -232,28 +145,22 @@ def probe(
                     words |= more
                     names |= more
                     grown = True
-    for t in protected:
-        names.add(t.name.lower())
-        words.add(t.unit.lower())
+    if words & VOLATILE:  # a view it reads that reads the clock or draws random numbers
+        return None
+    names |= {t.name.lower() for t in protected} | {t.roster.lower() for t in protected}
     relevant = catalog_mod.relevant(pin.fingerprint, names, views)
     catalog_part = _digest(sorted(
-        [list(map(str, e)) for e in relevant if e[0] != "view"]
+        [list(map(str, e)) for e in relevant if e[0] == "table"]  # the tables' definitions
         + [["view", v, views.get(v) or ""] for v in sorted(views)]
+        + [["declared", t.name, repr(t)] for t in protected]  # domains, bounds, options: not the analysts
     ))  # fmt: skip
+    return Probe(key, text, catalog_part, fresh)
 
-    columns = _main_tables(con, (*instance, pin.fingerprint))
-    parts = []
-    for name in sorted(names & set(columns)):
-        real, cols = columns[name]
-        read = [c for c in cols if c.lower() in words]
-        rel = f"main.{quote_ident(real)}"
-        if read:
-            args = ", ".join(quote_ident(c) for c in read)
-            parts.append(f"SELECT {_lit(name)}, count(*), sum(hash({args})::HUGEINT), "
-                         f"sum(hash(0, {args})::HUGEINT) FROM {rel}")  # fmt: skip
-        else:
-            parts.append(f"SELECT {_lit(name)}, count(*), 0, 0 FROM {rel}")
-    return Probe(key, text, catalog_part, " UNION ALL ".join(parts), fresh)
+
+def volatile(statement: exp.Expr) -> bool:
+    """Whether a statement reads the clock or draws random numbers (defence in depth: the allowlist
+    keeps them away from protected rows, but a joined public table's expressions may call them)."""
+    return any(function_name(f) in VOLATILE for f in statement.find_all(exp.Func))
 
 
 def _fresh(opt: DPOption) -> bool:
@@ -262,29 +169,9 @@ def _fresh(opt: DPOption) -> bool:
     return coerce("fresh", literal_value(opt.expression, "fresh"))
 
 
-def _main_tables(con: duckdb.DuckDBPyConnection, memo_key: tuple) -> dict[str, tuple[str, list[str]]]:
-    """The base tables of the main schema and their columns, per catalog (memoized on its fingerprint)."""
-    found = _COLUMNS.get(memo_key)
-    if found is None:
-        rows = con.execute(
-            "SELECT c.table_name, c.column_name FROM duckdb_columns() c JOIN duckdb_tables() t "
-            "ON t.table_oid = c.table_oid WHERE t.database_name = current_database() AND t.schema_name = 'main' "
-            "AND NOT t.temporary ORDER BY c.table_name, c.column_index"
-        ).fetchall()  # fmt: skip
-        found = {}
-        for table, column in rows:
-            found.setdefault(table.lower(), (table, []))[1].append(column)
-        _COLUMNS.put(memo_key, found)
-    return found
-
-
 def _now() -> dt.datetime:
     """The time a release is remembered at, in UTC without a zone (DuckDB's TIMESTAMP)."""
     return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-
-
-def _lit(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def _digest(value: Any) -> str:
@@ -292,39 +179,48 @@ def _digest(value: Any) -> str:
 
 
 # -- lookup and store --------------------------------------------------------------------------
-def lookup(con: duckdb.DuckDBPyConnection, p: Probe, analyst: str, mode: str) -> Remembered | None:
-    """The remembered answer to ``p`` for ``analyst`` (their own first; with sharing, anyone's latest),
-    with whether it is current (its version is the data's now). Reads the rows only if there is one."""
-    if mode == "off":
-        return None
+def lookup(con: duckdb.DuckDBPyConnection, p: Probe, analyst: str) -> tuple[Memory, Remembered | None]:
+    """The owner's settings and the remembered answer to ``p`` for ``analyst`` (their own first; with
+    sharing, anyone's latest), with why it is out of date if it is, in one statement."""
     row = con.execute(
-        f"SELECT result, released_at, entry_id, analyst, version FROM {TABLE} WHERE key = ? "
-        "AND (analyst = ? OR ?) ORDER BY analyst = ? DESC, released_at DESC LIMIT 1",
-        [p.key, analyst, mode == "shared", analyst],
+        f"WITH s AS ({SETTINGS_SQL}) SELECT s.*, a.result, a.released_at, a.entry_id, a.analyst, a.version "
+        f"FROM s LEFT JOIN (SELECT * FROM {TABLE} WHERE key = ?) a ON coalesce(s.mode, 'own') <> 'off' "
+        "AND (a.analyst = ? OR s.mode = 'shared') ORDER BY a.analyst = ? DESC NULLS LAST, a.released_at DESC LIMIT 1",
+        [p.key, analyst, analyst],
     ).fetchone()  # fmt: skip
-    if row is None:
-        return None
-    result = decode_result(row[0])
+    n = len(SETTINGS_COLUMNS)
+    memory = read_settings(row[:n])
+    text, released_at, entry_id, who, version = row[n:]
+    result = decode_result(text) if text is not None and memory.on else None
     if result is None:
-        return None
-    return Remembered(result, row[1], row[2], row[3], current=row[4] == p.version(con))
+        return memory, None
+    if p.fresh:  # charged whatever: only EXPLAIN PRIVACY reads what is remembered
+        return memory, Remembered(result, released_at, entry_id, who, "fresh = true asks for a new draw")
+    stale = None
+    if version != p.version(memory.generation):
+        stale = "the owner changed data or declarations it reads since"
+    elif memory.max_age and (_now() - released_at).total_seconds() > memory.max_age:
+        stale = f"the owner keeps answers for {memory.max_age:,} seconds, and it is older"
+    return memory, Remembered(result, released_at, entry_id, who, stale)
 
 
-def store(con: duckdb.DuckDBPyConnection, p: Probe, analyst: str, version: str, result: Result, most: int) -> bool:
-    """Remember ``result`` as the answer to ``p`` for ``analyst`` (replacing theirs); False if it is not
-    kept (too large, a value it cannot store, a cap of 0)."""
-    info = result.release
-    if most <= 0 or info is None:
+def store(con: duckdb.DuckDBPyConnection, p: Probe, analyst: str, result: Result) -> bool:
+    """Remember ``result`` as the answer to ``p`` for ``analyst`` (replacing theirs), under the data
+    generation the statement was planned in; False if it is not kept (too large, a value it cannot
+    store, remembering off). Two statements, each its own transaction: an eviction that fails leaves
+    one answer too many until the next."""
+    info, memory = result.release, p.memory
+    if memory is None or not memory.on or info is None:
         return False
     text = encode_result(result)
-    if text is None or len(text) > MAX_STORED_BYTES:
+    if text is None or len(text) > min(MAX_STORED_BYTES, memory.max_bytes):
         return False
-    con.execute(f"DELETE FROM {TABLE} WHERE key = ? AND analyst = ?", [p.key, analyst])
     con.execute(
-        f"INSERT INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [p.key, analyst, version, p.statement, info.entry_id, _now(), info.epsilon, info.delta, text],
-    )
-    _evict(con, most, analyst)
+        f"INSERT OR REPLACE INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [p.key, analyst, p.version(memory.generation), p.statement, info.entry_id, _now(), info.epsilon, info.delta,
+         text],
+    )  # fmt: skip
+    evict(con, memory, analyst)
     return True
 
 
@@ -345,8 +241,7 @@ def served(r: Remembered, analyst: str, epsilon_remaining: float, delta_remainin
 
 
 def stale_note(r: Remembered) -> str:
-    return (f"drawn afresh and charged: the tables or declarations it reads changed since the answer released "
-            f"at {r.when()}")  # fmt: skip
+    return f"drawn afresh and charged: the answer released at {r.when()} is out of date ({r.stale})"
 
 
 # -- the stored form ---------------------------------------------------------------------------

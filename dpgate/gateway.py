@@ -19,12 +19,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-import duckdb
 from sqlglot import exp
 
 from dpgate import answers, backends, database, errors, noise, queries, statements
 from dpgate.backends.charged import bind_scope
-from dpgate.catalog import caps, sample_order
+from dpgate.catalog import caps, remembered, sample_order
 from dpgate.catalog import releases as registry
 from dpgate.catalog import tables as catalog_mod
 from dpgate.catalog.facts import DuckDBFacts
@@ -55,7 +54,6 @@ class _Prepared:
     #: How the answer is remembered (``dpgate.answers``), and a remembered answer that is out of date.
     probe: Any = None
     stale: Any = None
-    remembered: Any = None  # a dry run's current remembered answer
 
 
 class _ReadOnly(Exception):
@@ -90,7 +88,7 @@ class Gateway:
                 )  # fmt: skip
             with self._instance.ledger_lock:
                 registry.ensure(self._con)  # a database made by an older dpgate
-                answers.ensure(self._con)
+                remembered.ensure(self._con)
             self.catalog()
             self.ledger.quota(analyst)  # unknown analyst -> PolicyError
             if test_seed is not None and not self.ledger.may_seed(analyst):
@@ -104,7 +102,6 @@ class Gateway:
             raise
         self._test_seed = test_seed
         self._spark = spark
-        self._answers_max = answers.DEFAULT_MAX
         self._planes: dict[str, Any] = {}
         self._queries = 0
         self._running = False
@@ -245,13 +242,13 @@ class Gateway:
             raise errors.InternalError(f"unhandled statement kind {classified.kind}")
         probe, stale = None, None
         if classified.kind == "dp" and self._test_seed is None:
-            probe, remembered = self._remembered(classified, cat, pin)
-            if remembered is not None and remembered.current and not probe.fresh:
+            probe, known = self._remembered(classified, cat, pin)
+            if known is not None and known.current and not probe.fresh:
                 if dry:
-                    return _Prepared(pin, remembered=remembered)
+                    return _Prepared(pin)  # free: cost() says so
                 eq, dq, _, _, es, ds = self.ledger.quota(self.analyst)
-                return _Prepared(pin, answer=answers.served(remembered, self.analyst, float(eq - es), float(dq - ds)))
-            stale = remembered if remembered is not None and not remembered.current else None
+                return _Prepared(pin, answer=answers.served(known, self.analyst, float(eq - es), float(dq - ds)))
+            stale = known if known is not None and not known.current and not probe.fresh else None
         answered, qc, plan = self._free_or_plan(classified, cat)
         if plan is not None and plan.writes is not None:
             probe = None
@@ -266,15 +263,14 @@ class Gateway:
     def _remembered(self, classified: Classified, cat: catalog_mod.Catalog, pin: Pin) -> tuple[Any, Any]:
         """(probe, remembered answer or None) of a DP statement; (None, None) when answers are not
         remembered (the owner turned it off, or the statement reads tables outside the file)."""
-        mode, self._answers_max = answers.settings(self._con)
-        if mode == "off" or self._answers_max <= 0:
-            return None, None
         tables = backends.protected_tables(classified, cat)
-        probe = answers.probe(self._con, classified.statement, self.session.values, cat, tables, pin,
-                              (self._instance.path, self._instance.serial))  # fmt: skip
+        probe = answers.probe(classified.statement, self.session.values, tables, pin)
         if probe is None:
             return None, None
-        return probe, answers.lookup(self._con, probe, self.analyst, mode)
+        memory, known = answers.lookup(self._con, probe, self.analyst)
+        if not memory.on:
+            return None, None
+        return dataclasses.replace(probe, memory=memory), known
 
     def _free_or_plan(self, classified: Classified, cat: catalog_mod.Catalog) -> tuple[Result | None, Any, Any]:
         """A DP statement's free answer, when a public release (a synopsis) answers it reading nothing
@@ -378,7 +374,6 @@ class Gateway:
                 run = Run(self._con, plan, debit, self.analyst, randomness.rng, randomness.sampling, self.progress)
                 with backends.planes(self._plane), pin.held(self._con):
                     answer = qc.answer(run)
-                    version = self._version(remember, randomness.private)  # of the rows the answer read
                 check_consumed(answer, plan, debit)  # the ε the mechanisms ran at is the ε debited, or nothing leaves
             except errors.Error:
                 raise
@@ -399,25 +394,14 @@ class Gateway:
                 self._charged = False
         info = ReleaseInfo.of(plan, debit, answer, randomness.private)
         result = Result(answer.names, answer.types, answer.rows, info, message=answer.message)
-        if version is not None:
-            self._remember(remember, version, result)
+        if remember is not None and randomness.private:
+            self._remember(remember, result)
         return result
 
-    def _version(self, probe: Any, private: bool) -> str | None:
-        """The version of what a remembered answer depends on, read in the answer's own snapshot; None
-        when it is not remembered. A failure here only means the answer is not remembered."""
-        if probe is None or not private:
-            return None
-        try:
-            return probe.version(self._con)
-        except duckdb.Error:
-            return None
-
-    def _remember(self, probe: Any, version: str, result: Result) -> None:
+    def _remember(self, probe: Any, result: Result) -> None:
         """Keep a released answer for the next time the statement is asked (best effort: the answer
         has left already; a full disk only means it is not remembered)."""
         try:
-            with database.transaction(self._con):
-                answers.store(self._con, probe, self.analyst, version, result, self._answers_max)
-        except duckdb.Error:
+            answers.store(self._con, probe, self.analyst, result)
+        except Exception:  # noqa: BLE001 - the answer has been charged and is released whatever happens here
             pass

@@ -252,7 +252,7 @@ def _explain(gw: Any, classified: Classified, cat: Catalog) -> Result:
     if inner.kind == "public":
         return Result(cols, types, [("query", "none", 0.0, 0.0, None, None, "reads no protected table: free")])
     probe, remembered = gw.remembered(inner, cat) if inner.kind == "dp" else (None, None)
-    if remembered is not None and remembered.current and not probe.fresh:
+    if remembered is not None and remembered.current:
         whose = "" if remembered.analyst == gw.analyst else " to another analyst"
         detail = (f"answered with the answer released{whose} at {remembered.when()}: free; OPTIONS (fresh = true) "
                   "draws a new one and pays for it")  # fmt: skip
@@ -267,9 +267,9 @@ def _explain(gw: Any, classified: Classified, cat: Catalog) -> Result:
         subjects = e  # shown in the plan: the query would be refused
     rows = [explain_head(plan), *qc.explain_rows(plan, subjects)]
     if remembered is not None and plan.writes is None:
-        why = "fresh = true asks for a new draw" if remembered.current else "the tables or declarations it reads changed since"
         rows.append(("remembered", None, None, None, None, None,
-                     f"the answer released at {remembered.when()} is not used ({why}): this one is charged"))  # fmt: skip
+                     f"the answer released at {remembered.when()} is not used ({remembered.stale}): this one is "
+                     "charged"))  # fmt: skip
     return Result(cols, types, rows)
 
 

@@ -206,7 +206,7 @@ STAGES = (
     ("dpgate.release",),
     ("dpgate.backends",),
     ("dpgate.queries",),
-    ("dpgate.statements", "dpgate.gateway"),
+    ("dpgate.statements", "dpgate.gateway", "dpgate.answers"),
     ("dpgate.interfaces", "dpgate.server", "dpgate.__main__"),
 )
 

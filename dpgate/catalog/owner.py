@@ -32,6 +32,7 @@ import duckdb
 from dpgate import database, errors, resources
 from dpgate.catalog import caps as release_caps
 from dpgate.catalog import releases as registry
+from dpgate.catalog import remembered
 from dpgate.catalog import tables as catalog
 from dpgate.catalog.checks import check_flag, main_table_exists
 from dpgate.catalog.declare import DEFAULT_SUBJECT_DELTA, DEFAULT_SUBJECT_EPSILON, Declarations, roster_name
@@ -115,12 +116,12 @@ class Owner(Declarations, Rosters, PolicyFiles, Reports):
         with self._instance.ledger_lock:
             if catalog.schema_exists(self.con):
                 registry.ensure(self.con)  # a database made by an older dpgate
-                self.con.execute(_answers().DDL)
+                self.con.execute(remembered.DDL)
                 return
             self.con.execute("BEGIN TRANSACTION")
             try:
                 self.con.execute(resources.read_sql("schema.sql"))
-                self.con.execute(_answers().DDL)
+                self.con.execute(remembered.DDL)
                 self.con.execute(
                     f"INSERT INTO {catalog.SCHEMA}.settings VALUES "
                     "('schema_version', ?), ('catalog_version', '1')",
@@ -192,25 +193,31 @@ class Owner(Declarations, Rosters, PolicyFiles, Reports):
         """The release caps that hold for ``analyst``."""
         return release_caps.caps_of(self.con, analyst)
 
-    def set_answer_memory(self, mode: str | None = None, max_entries: int | None = None) -> None:
-        """How analysts' DP answers are remembered and given again for free (``dpgate.answers``):
+    def set_answer_memory(self, mode: str | None = None, *, max_entries: int | None = None,
+                          max_bytes: int | None = None, max_age: int | None = None) -> None:  # fmt: skip
+        """How analysts' DP answers are remembered and given again for free (``catalog.remembered``):
         ``mode`` 'own' (the default: each analyst's own answers), 'shared' (any analyst's answer is free
-        for everyone: the subjects pay nothing more) or 'off' (forgets them all); ``max_entries`` keeps
-        at most that many (the oldest go first; 0 remembers nothing)."""
+        for everyone: the subjects pay nothing more) or 'off' (forgets them all); each analyst keeps at
+        most ``max_entries`` answers and ``max_bytes`` stored bytes (the oldest go first; 0 remembers
+        nothing); ``max_age`` seconds after its release an answer is drawn afresh (0: no limit)."""
         with self._transaction(declarations=False) as con:
-            _answers().set_settings(con, mode, max_entries)
+            remembered.set_settings(con, mode, max_entries=max_entries, max_bytes=max_bytes, max_age=max_age)
 
     def answer_memory(self) -> dict[str, Any]:
-        """The mode, the cap, and how many answers are remembered per analyst."""
-        mod = _answers()
-        mode, most = mod.settings(self.con)
-        return {"mode": mode, "max_entries": most, "analysts": {a: n for a, n, _ in mod.summary(self.con)}}
+        """The settings, and how many answers are remembered per analyst."""
+        m = remembered.settings(self.con)
+        return {"mode": m.mode, "max_entries": m.max_entries, "max_bytes": m.max_bytes, "max_age": m.max_age,
+                "analysts": {a: n for a, n, _, _ in remembered.summary(self.con)}}  # fmt: skip
 
     def forget_answers(self, analyst: str | None = None) -> int:
-        """Forget remembered answers (one analyst's, or everyone's); their next ask is drawn afresh and
-        charged. The ledger keeps what was paid. Returns how many were forgotten."""
+        """Forget remembered answers (one analyst's, or everyone's): their next ask is drawn afresh and
+        charged; the ledger keeps what was paid. Everyone's also starts a new data generation, so an
+        answer being stored meanwhile is not kept as current: what to run after changing rows with
+        plain SQL, which dpgate does not notice. Returns how many were forgotten."""
         with self._transaction(declarations=False) as con:
-            return _answers().clear(con, analyst)
+            if analyst is None:
+                remembered.new_generation(con)
+            return remembered.clear(con, analyst)
 
     def set_login(self, name: str, *, password: str | None = None, verifier: str | None = None,
                   owner: bool = False) -> None:  # fmt: skip
@@ -278,6 +285,7 @@ class Owner(Declarations, Rosters, PolicyFiles, Reports):
         select = ", ".join(f"unnest({sql}) AS {quote(n)}" for (sql, _), n in zip(lists, names))
         with self._transaction() as con:
             con.execute(f"{verb} main.{quote(name)} AS SELECT {select}", {f"c{i}": v for i, (_, v) in enumerate(lists)})
+            remembered.new_generation(con)  # remembered answers are drawn afresh
         return int(self.con.execute(f"SELECT count(*) FROM main.{quote(name)}").fetchone()[0])
 
 
@@ -285,9 +293,3 @@ _FORMATS = {".csv": "csv", ".tsv": "csv", ".txt": "csv", ".parquet": "parquet", 
             ".json": "json", ".jsonl": "json", ".ndjson": "json"}  # fmt: skip
 _READERS = {"csv": "read_csv_auto", "parquet": "read_parquet", "json": "read_json_auto"}
 
-
-def _answers():
-    """``dpgate.answers`` (imported when used: it sits above the catalog, beside the ledger)."""
-    from dpgate import answers
-
-    return answers

@@ -1,4 +1,4 @@
-"""Policy files: one TOML file declares tables, graphs, release caps, analysts and logins.
+"""Policy files: one TOML file declares tables, graphs, release caps, answer memory, analysts and logins.
 
 The ``apply_policy`` method of ``dpgate.Owner``: each entry is checked for unknown keys, then applied
 through the same methods as from Python (``protect``, ``add_analyst``, ``set_login``, ...).
@@ -30,7 +30,7 @@ class PolicyFiles:
                     policy = tomllib.load(f)
                 except tomllib.TOMLDecodeError as e:
                     raise errors.PolicyError(f"Policy file is not valid TOML: {e}", code="DP330") from e
-        check_keys("policy", policy, {"tables", "graphs", "analysts", "owners", "backends", "release_caps"})
+        check_keys("policy", policy, {"tables", "graphs", "analysts", "owners", "backends", "release_caps", "answers"})
         done = []
         backends = policy.get("backends", {})
         check_keys("[backends]", backends, {"spark"})
@@ -101,6 +101,11 @@ class PolicyFiles:
                 allow_kclique=check_flag(f"[graphs.{gname}] allow_kclique", spec.get("allow_kclique", False)),
             )
             done.append(f"protected graph {gname} ({spec['src']} - {spec['dst']})")
+        if "answers" in policy:  # how answers are remembered (``catalog.remembered``)
+            spec = policy["answers"]
+            check_keys("[answers]", spec, {"mode", "max_entries", "max_bytes", "max_age"})
+            self.set_answer_memory(spec.get("mode"), **{k: v for k, v in spec.items() if k != "mode"})
+            done.append("answers remembered: " + ", ".join(f"{k} = {v}" for k, v in spec.items()))
         if "release_caps" in policy:  # the database's defaults
             check_keys("[release_caps]", policy["release_caps"], release_caps.DEFAULTS)
             self.set_release_caps(None, **policy["release_caps"])

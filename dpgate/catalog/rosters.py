@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dpgate import errors
-from dpgate.catalog import hooks
+from dpgate.catalog import hooks, remembered
 from dpgate.catalog import sample_order as sample_order_mod
 from dpgate.catalog import tables as catalog
 from dpgate.catalog.checks import main_table_exists
@@ -31,6 +31,7 @@ class Rosters:
         self._require_protected(table)
         with self._transaction() as con:
             n = self._refresh_roster(con, table)
+            remembered.new_generation(con)  # the owner changed data: remembered answers are drawn afresh
             unit, options = con.execute(
                 f"SELECT unit_column, options FROM {catalog.SCHEMA}.protected_tables WHERE table_name = ?", [table]
             ).fetchone()

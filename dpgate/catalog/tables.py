@@ -285,7 +285,9 @@ def fingerprint(con: duckdb.DuckDBPyConnection) -> frozenset:
     return frozenset(con.execute(FINGERPRINT_SQL).fetchall())
 
 
-_WORD = re.compile(r'"((?:[^"]|"")+)"|([A-Za-z_][A-Za-z0-9_$]*)')
+#: A quoted identifier, or a bare word as DuckDB reads one: letters of any script, digits, ``_`` and ``$``
+#: (an ASCII-only pattern read ``größe`` as two words, so a view over such a table named neither).
+_WORD = re.compile(r'"((?:[^"]|"")+)"|([^\W\d][\w$]*)')
 
 
 def relevant(fp: frozenset, names: set[str], views: dict[str, str]) -> frozenset:

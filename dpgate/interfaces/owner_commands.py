@@ -16,7 +16,8 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from dpgate import answers, errors
+from dpgate import errors
+from dpgate.catalog import remembered
 from dpgate.catalog.owner import Owner
 from dpgate.catalog.reports import describe_overcommit
 
@@ -131,17 +132,21 @@ def cmd_budget(args: argparse.Namespace, read_password: PasswordReader) -> Reply
 def cmd_answers(args: argparse.Namespace, read_password: PasswordReader) -> Reply:
     """How analysts' DP answers are remembered and given again for free; change it, or forget them (owner)."""
     lines = []
-    with Owner(args.database, create=False) as owner:
+    changes = args.forget is not None or any(v is not None for v in (args.set_mode, args.max, args.max_bytes,
+                                                                        args.max_age))  # fmt: skip
+    with Owner(args.database, create=False, read_only=not changes) as owner:
         if args.forget is not None:
             n = owner.forget_answers(args.forget or None)
             whose = f"{args.forget}'s" if args.forget else "every analyst's"
             lines.append(f"forgot {n:,} of {whose} remembered answers (the ledger keeps what was paid)")
-        if args.set_mode is not None or args.max is not None:
-            owner.set_answer_memory(args.set_mode, args.max)
+        if any(v is not None for v in (args.set_mode, args.max, args.max_bytes, args.max_age)):
+            owner.set_answer_memory(args.set_mode, max_entries=args.max, max_bytes=args.max_bytes, max_age=args.max_age)
         state = owner.answer_memory()
-        counts = answers.summary(owner.con)
-    lines.append(f"answers are remembered: {_MODE_WORDS[state['mode']]}; at most {state['max_entries']:,} per analyst")
-    return Reply([Listing(["analyst", "answers remembered", "latest released at"], counts)], lines)
+        counts = remembered.summary(owner.con)
+    age = f"; drawn afresh after {state['max_age']:,} seconds" if state["max_age"] else ""
+    lines.append(f"answers are remembered: {_MODE_WORDS[state['mode']]}; at most {state['max_entries']:,} answers "
+                 f"and {state['max_bytes']:,} bytes per analyst{age}")  # fmt: skip
+    return Reply([Listing(["analyst", "answers remembered", "bytes", "latest released at"], counts)], lines)
 
 
 _MODE_WORDS = {
@@ -333,6 +338,10 @@ def add_parsers(sub) -> None:
     aw.add_argument("--mode", dest="set_mode", choices=["own", "shared", "off"],
                     help="own: each analyst's answers for themselves (default); shared: for everyone; off: none")
     aw.add_argument("--max", type=int, metavar="N", help="keep at most N answers per analyst (the oldest go first)")
+    aw.add_argument("--max-bytes", type=int, metavar="B", help="keep at most B stored bytes of answers per analyst")
+    aw.add_argument("--max-age", type=int, metavar="S",
+                    help="draw an answer afresh S seconds after its release (0: no limit); for data changed with "
+                    "plain SQL, which dpgate does not notice")  # fmt: skip
     aw.add_argument("--forget", nargs="?", const="", metavar="ANALYST",
                     help="forget remembered answers (one analyst's, or everyone's)")
     aw.set_defaults(owner_command=cmd_answers, mode="table", wide=False)

@@ -44,7 +44,7 @@ _WHOAMI = re.compile(r"^\s*select\s+(current_user|session_user|current_role|user
 _META = re.compile(r"^\s*dpgate\s+(.*?)\s*;?\s*$", re.I | re.S)
 
 #: Owner commands over the server: the ``dpgate`` owner commands (``owner_commands``) but ``init``.
-OWNER_COMMANDS = ("ledger", "budget", "analyst", "policy", "protect", "load", "quality", "login")
+OWNER_COMMANDS = ("ledger", "budget", "analyst", "policy", "protect", "load", "quality", "login", "answers")
 
 _SHOWN = {"password_encryption": "scram-sha-256", "server_version": "15.0 (dpgate)", "server_encoding": "UTF8",
           "client_encoding": "UTF8", "standard_conforming_strings": "on"}  # fmt: skip

@@ -37,9 +37,9 @@ def main() -> None:
     raw = duckdb.connect(str(path), read_only=True)
     queries = {
         "median": ("SELECT cat20, quantile_cont(amount, 0.5) FROM events GROUP BY cat20",
-                   "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) cat20, MEDIAN(amount) FROM events GROUP BY cat20"),
+                   "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, fresh = true) cat20, MEDIAN(amount) FROM events GROUP BY cat20"),
         "variance": ("SELECT cat20, var_pop(amount) FROM events GROUP BY cat20",
-                     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) cat20, VAR_POP(amount) FROM events "
+                     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, fresh = true) cat20, VAR_POP(amount) FROM events "
                      "GROUP BY cat20"),
     }  # fmt: skip
     truth = {k: v for k, v in raw.execute("SELECT cat20, list(amount ORDER BY amount) FROM events GROUP BY 1").fetchall()}

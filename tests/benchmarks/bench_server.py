@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 from pgserver import OWNER_PASSWORD, PASSWORD, ProcessServer, ThreadServer  # noqa: E402
 import rawclient  # noqa: E402
 
-DP = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.001) cat20, COUNT(*) AS n FROM events GROUP BY cat20"
+DP = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.001, fresh = true) cat20, COUNT(*) AS n FROM events GROUP BY cat20"
 RAW = "SELECT cat20, COUNT(*) AS n FROM events GROUP BY cat20"
 
 

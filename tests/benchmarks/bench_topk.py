@@ -111,7 +111,7 @@ def gateway(path: Path, raw: float, args) -> None:
                 ("items and counts, oneshot", f"item, COUNT(*) AS n FROM {table} GROUP BY item ORDER BY n DESC LIMIT {K}", "oneshot"),
                 ("items and counts, tps_pfm", f"item, COUNT(*) AS n FROM {table} GROUP BY item ORDER BY n DESC LIMIT {K}", "tps_pfm"),
             ):  # fmt: skip
-                full = f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = {args.epsilon}, topk_method = '{method}') {sql}"
+                full = f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = {args.epsilon}, topk_method = '{method}', fresh = true) {sql}"
                 total = timed(lambda: cur.execute(full).fetchall(), args.repeat)
                 print(f"{table + ': ' + label:52s} {1000 * total:8.1f} ms {total / raw:6.1f}x")
         plan = timed(lambda: con.gateway.cost(full), args.repeat)
