@@ -38,7 +38,6 @@ import dataclasses
 import datetime as dt
 import hashlib
 import json
-import math
 import uuid
 from dataclasses import dataclass
 from decimal import Decimal
@@ -90,7 +89,7 @@ class Remembered:
     """A remembered answer: when it was released, by which ledger entry, and whether it is current
     (``stale`` says why it is not)."""
 
-    result: Result
+    result: Result | None  # None for a fresh draw (not read)
     released_at: dt.datetime
     entry_id: int | None
     analyst: str
@@ -183,19 +182,22 @@ def lookup(con: duckdb.DuckDBPyConnection, p: Probe, analyst: str) -> tuple[Memo
     """The owner's settings and the remembered answer to ``p`` for ``analyst`` (their own first; with
     sharing, anyone's latest), with why it is out of date if it is, in one statement."""
     row = con.execute(
-        f"WITH s AS ({SETTINGS_SQL}) SELECT s.*, a.result, a.released_at, a.entry_id, a.analyst, a.version "
-        f"FROM s LEFT JOIN (SELECT * FROM {TABLE} WHERE key = ?) a ON coalesce(s.mode, 'own') <> 'off' "
+        f"WITH s AS ({SETTINGS_SQL}), h AS (SELECT count(*) AS held, coalesce(sum(strlen(result)), 0) AS held_bytes "
+        f"FROM {TABLE} WHERE analyst = ?) SELECT s.*, h.*, a.result, a.released_at, a.entry_id, a.analyst, a.version "
+        f"FROM s CROSS JOIN h LEFT JOIN (SELECT * FROM {TABLE} WHERE key = ?) a ON coalesce(s.mode, 'own') <> 'off' "
         "AND (a.analyst = ? OR s.mode = 'shared') ORDER BY a.analyst = ? DESC NULLS LAST, a.released_at DESC LIMIT 1",
-        [p.key, analyst, analyst],
+        [analyst, p.key, analyst, analyst],
     ).fetchone()  # fmt: skip
     n = len(SETTINGS_COLUMNS)
-    memory = read_settings(row[:n])
-    text, released_at, entry_id, who, version = row[n:]
-    result = decode_result(text) if text is not None and memory.on else None
+    memory = dataclasses.replace(read_settings(row[:n]), held=int(row[n]), held_bytes=int(row[n + 1]))
+    text, released_at, entry_id, who, version = row[n + 2:]
+    if text is None or not memory.on:
+        return memory, None
+    if p.fresh:  # charged whatever: only EXPLAIN PRIVACY says what is remembered, so it is not read
+        return memory, Remembered(None, released_at, entry_id, who, "fresh = true asks for a new draw")
+    result = decode_result(text)
     if result is None:
         return memory, None
-    if p.fresh:  # charged whatever: only EXPLAIN PRIVACY reads what is remembered
-        return memory, Remembered(result, released_at, entry_id, who, "fresh = true asks for a new draw")
     stale = None
     if version != p.version(memory.generation):
         stale = "the owner changed data or declarations it reads since"
@@ -207,8 +209,8 @@ def lookup(con: duckdb.DuckDBPyConnection, p: Probe, analyst: str) -> tuple[Memo
 def store(con: duckdb.DuckDBPyConnection, p: Probe, analyst: str, result: Result) -> bool:
     """Remember ``result`` as the answer to ``p`` for ``analyst`` (replacing theirs), under the data
     generation the statement was planned in; False if it is not kept (too large, a value it cannot
-    store, remembering off). Two statements, each its own transaction: an eviction that fails leaves
-    one answer too many until the next."""
+    store, remembering off). The oldest go when what the lookup saw held, plus this answer, passes a
+    cap: statements of one analyst that run at once may pass it by an answer each until the next."""
     info, memory = result.release, p.memory
     if memory is None or not memory.on or info is None:
         return False
@@ -220,7 +222,8 @@ def store(con: duckdb.DuckDBPyConnection, p: Probe, analyst: str, result: Result
         [p.key, analyst, p.version(memory.generation), p.statement, info.entry_id, _now(), info.epsilon, info.delta,
          text],
     )  # fmt: skip
-    evict(con, memory, analyst)
+    if memory.held + 1 > memory.max_entries or memory.held_bytes + len(text.encode()) > memory.max_bytes:
+        evict(con, memory, analyst)  # what the lookup saw held, plus this one: over a cap
     return True
 
 
@@ -245,13 +248,8 @@ def stale_note(r: Remembered) -> str:
 
 
 # -- the stored form ---------------------------------------------------------------------------
-def _enc(v: Any) -> Any:
-    if v is None or isinstance(v, (bool, str)):
-        return v
-    if isinstance(v, int):
-        return v if abs(v) < 2**53 else {"$int": str(v)}
-    if isinstance(v, float):
-        return v if math.isfinite(v) else {"$float": repr(v)}
+def _tag(v: Any) -> Any:
+    """JSON for the values json does not write itself (``json.dumps``'s ``default``)."""
     if isinstance(v, Decimal):
         return {"$dec": str(v)}
     if isinstance(v, dt.datetime):
@@ -266,32 +264,24 @@ def _enc(v: Any) -> Any:
         return {"$uuid": str(v)}
     if isinstance(v, (bytes, bytearray)):
         return {"$bytes": base64.b64encode(bytes(v)).decode()}
-    if isinstance(v, (list, tuple)):
-        return {"$tuple": [_enc(x) for x in v]} if isinstance(v, tuple) else [_enc(x) for x in v]
-    if isinstance(v, dict):
-        return {"$dict": [[_enc(k), _enc(x)] for k, x in v.items()]}
     raise TypeError(type(v).__name__)
 
 
-_DEC = {
-    "$int": int, "$float": float, "$dec": Decimal, "$ts": dt.datetime.fromisoformat,
-    "$date": dt.date.fromisoformat, "$time": dt.time.fromisoformat, "$uuid": uuid.UUID,
+_UNTAG = {
+    "$dec": Decimal, "$ts": dt.datetime.fromisoformat, "$date": dt.date.fromisoformat,
+    "$time": dt.time.fromisoformat, "$uuid": uuid.UUID, "$bytes": base64.b64decode,
     "$td": lambda a: dt.timedelta(days=a[0], seconds=a[1], microseconds=a[2]),
-    "$bytes": base64.b64decode,
 }  # fmt: skip
 
 
-def _dec(v: Any) -> Any:
-    if isinstance(v, list):
-        return [_dec(x) for x in v]
-    if isinstance(v, dict):
-        ((tag, inner),) = v.items()
-        if tag == "$tuple":
-            return tuple(_dec(x) for x in inner)
-        if tag == "$dict":
-            return {_dec(k): _dec(x) for k, x in inner}
-        return _DEC[tag](inner)
-    return v
+def _untag(d: dict) -> Any:
+    """``json.loads``'s ``object_hook``: a tagged value back to its type (a value's own dict with one
+    of these keys alone would be read as one: a DP answer's cells are keys and numbers)."""
+    if len(d) == 1:
+        ((tag, inner),) = d.items()
+        if tag in _UNTAG:
+            return _UNTAG[tag](inner)
+    return d
 
 
 def encode_result(result: Result) -> str | None:
@@ -299,23 +289,22 @@ def encode_result(result: Result) -> str | None:
     info = dataclasses.asdict(result.release)
     info.pop("remembered", None)
     try:
-        return json.dumps({
-            "columns": list(result.columns), "types": list(result.types), "rows": [_enc(tuple(r)) for r in result.rows],
-            "message": result.message, "release": _enc(info),
-        })  # fmt: skip
+        return json.dumps({"columns": list(result.columns), "types": list(result.types), "rows": result.rows,
+                           "message": result.message, "release": info}, default=_tag)  # fmt: skip
     except (TypeError, ValueError):
         return None
 
 
 def decode_result(text: str) -> Result | None:
-    """The result a stored JSON describes (None if it is not one this version reads)."""
+    """The result a stored JSON describes (None if it is not one this version reads). Rows and
+    intervals come back as tuples (json writes them as lists)."""
     try:
-        d = json.loads(text)
-        info = _dec(d["release"])
+        d = json.loads(text, object_hook=_untag)
+        info = d["release"]
         info["columns"] = {k: ColumnNoise(**v) for k, v in info["columns"].items()}
         info["intervals"] = [{k: tuple(x) for k, x in row.items()} for row in info["intervals"]]
         fields = {f.name for f in dataclasses.fields(ReleaseInfo)}
         release = ReleaseInfo(**{k: v for k, v in info.items() if k in fields})
-        return Result(d["columns"], d["types"], [tuple(_dec(r)) for r in d["rows"]], release, d.get("message"))
-    except (KeyError, TypeError, ValueError, json.JSONDecodeError):
+        return Result(d["columns"], d["types"], [tuple(r) for r in d["rows"]], release, d.get("message"))
+    except (KeyError, TypeError, ValueError, AttributeError):
         return None

@@ -53,6 +53,7 @@ def demo_template(tmp_path_factory) -> Path:
     demo.build(path)
     with Owner(path) as owner:
         owner.allow_test_seed("demo")  # the shipped demo policy grants no seeds
+        owner.set_answer_memory("off")  # tests count what each statement spends (tests/test_answers.py: memory)
     return path
 
 
@@ -85,11 +86,13 @@ def seeded(demo_db):
 def make_db(tmp_path) -> Callable[..., Path]:
     """Build a database from SQL, then protect tables and add analysts through the Owner API.
 
-    ``make_db(setup_sql, protect={"t": {...}}, analysts={"a": {...}})``
+    ``make_db(setup_sql, protect={"t": {...}}, analysts={"a": {...}})``; remembered answers are off
+    unless ``answers="own"`` or ``"shared"``.
     """
     counter = iter(range(1000))
 
-    def build(setup_sql: str, protect: dict | None = None, analysts: dict | None = None, allow_seed: bool = True) -> Path:
+    def build(setup_sql: str, protect: dict | None = None, analysts: dict | None = None, allow_seed: bool = True,
+              answers: str = "off") -> Path:  # fmt: skip
         path = tmp_path / f"db{next(counter)}.duckdb"
         raw = duckdb.connect(str(path))
         raw.execute(setup_sql)
@@ -102,6 +105,9 @@ def make_db(tmp_path) -> Callable[..., Path]:
             if allow_seed:
                 for name in analysts or {"alice": None}:
                     owner.allow_test_seed(name)
+            # Tests count what each statement spends, so a repeat is charged unless the test is about
+            # remembered answers (``answers="own"``, the product's default).
+            owner.set_answer_memory(answers)
         return path
 
     return build

@@ -58,6 +58,9 @@ class Memory:
     max_bytes: int = DEFAULTS["max_bytes"]
     max_age: int = DEFAULTS["max_age"]
     generation: str = "0"
+    #: The analyst's answers and their stored bytes, as the lookup saw them (for the caps).
+    held: int = 0
+    held_bytes: int = 0
 
     @property
     def on(self) -> bool:

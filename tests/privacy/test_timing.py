@@ -26,7 +26,7 @@ from dpgate.frontend import cost
 
 pytestmark = pytest.mark.statistical
 
-DP = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.00001) "
+DP = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.00001, fresh = true) "  # charged each time: the path measured
 VICTIM = "CASE WHEN pid = 1 AND age = 40 THEN {} ELSE false END"
 #: The worst accepted shapes: a pattern whose DFA states overflow RE2's cache on varied text (a state
 #: built for each character of the chosen row's stored text), and a backtracking ILIKE over built text.
