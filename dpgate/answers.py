@@ -170,7 +170,7 @@ def _fresh(opt: DPOption) -> bool:
 
 def _now() -> dt.datetime:
     """The time a release is remembered at, in UTC without a zone (DuckDB's TIMESTAMP)."""
-    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
 def _digest(value: Any) -> str:

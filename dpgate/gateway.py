@@ -12,6 +12,7 @@ whatever happens (fail closed).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
@@ -401,7 +402,5 @@ class Gateway:
     def _remember(self, probe: Any, result: Result) -> None:
         """Keep a released answer for the next time the statement is asked (best effort: the answer
         has left already; a full disk only means it is not remembered)."""
-        try:
+        with contextlib.suppress(Exception):  # the answer was charged and is released whatever happens here
             answers.store(self._con, probe, self.analyst, result)
-        except Exception:  # noqa: BLE001 - the answer has been charged and is released whatever happens here
-            pass

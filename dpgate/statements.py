@@ -251,7 +251,7 @@ def _explain(gw: Any, classified: Classified, cat: Catalog) -> Result:
     types = ["VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "VARCHAR", "VARCHAR", "VARCHAR"]
     if inner.kind == "public":
         return Result(cols, types, [("query", "none", 0.0, 0.0, None, None, "reads no protected table: free")])
-    probe, remembered = gw.remembered(inner, cat) if inner.kind == "dp" else (None, None)
+    _, remembered = gw.remembered(inner, cat) if inner.kind == "dp" else (None, None)
     if remembered is not None and remembered.current:
         whose = "" if remembered.analyst == gw.analyst else " to another analyst"
         detail = (f"answered with the answer released{whose} at {remembered.when()}: free; OPTIONS (fresh = true) "
@@ -267,9 +267,8 @@ def _explain(gw: Any, classified: Classified, cat: Catalog) -> Result:
         subjects = e  # shown in the plan: the query would be refused
     rows = [explain_head(plan), *qc.explain_rows(plan, subjects)]
     if remembered is not None and plan.writes is None:
-        rows.append(("remembered", None, None, None, None, None,
-                     f"the answer released at {remembered.when()} is not used ({remembered.stale}): this one is "
-                     "charged"))  # fmt: skip
+        why = f"the answer released at {remembered.when()} is not used ({remembered.stale}): this one is charged"
+        rows.append(("remembered", None, None, None, None, None, why))
     return Result(cols, types, rows)
 
 

@@ -5,6 +5,7 @@ new draw. Whether it is remembered never depends on a row."""
 from __future__ import annotations
 
 import datetime as dt
+import math
 import time
 import uuid
 from decimal import Decimal
@@ -85,11 +86,11 @@ def test_a_session_setting_is_part_of_the_statement_and_fresh_pays_for_a_new_dra
     con = dpgate.connect(str(db), analyst="alice")
     plain = Q.replace("WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) ", "")
     first, _ = ask(con, plain)
-    assert ask(con, plain)[1].epsilon == 0.0
+    assert ask(con, plain)[0] == first
     con.cursor().execute("SET dp_alpha = 0.2")
     _, rel = ask(con, plain)
     assert rel.epsilon > 0  # another α: another answer
-    base, _ = ask(con, Q)
+    ask(con, Q)
     fresh, rel = ask(con, Q.replace("epsilon = 1", "epsilon = 1, fresh = true"))
     assert rel.epsilon == 1.0 and rel.remembered is None
     again, rel = ask(con, Q)  # the fresh draw replaced the remembered one
@@ -228,7 +229,7 @@ def test_the_clock_random_numbers_and_test_seeds_are_never_remembered(db):
 
 def test_the_stored_form_keeps_every_type():
     values = (None, True, 3, 2**70, -0.5, float("inf"), float("nan"), Decimal("1.25"), "x", dt.date(2020, 1, 2),
-              dt.datetime(2020, 1, 2, 3, 4, 5, 6), dt.datetime(2020, 1, 2, tzinfo=dt.timezone.utc),
+              dt.datetime(2020, 1, 2, 3, 4, 5, 6), dt.datetime(2020, 1, 2, tzinfo=dt.UTC),
               dt.time(1, 2, 3), dt.timedelta(days=1, seconds=2), uuid.uuid4(), b"\x00\xff", [1, (2, 3)], {"a": 1})  # fmt: skip
     info = ReleaseInfo(7, "count", "laplace", 1.0, 0.0, 5.0, 0.0, 0.05, True, 10, 2,
                        {"n": ColumnNoise("laplace", 1.0, "±2")}, [{"n": (1, 3)}], ["a note"])  # fmt: skip
@@ -236,7 +237,7 @@ def test_the_stored_form_keeps_every_type():
     (row,) = back.rows
     values = values[:-2] + ([1, [2, 3]], {"a": 1})  # json keeps lists, and tuples inside a value as lists
     assert [type(v) for v in row] == [type(v) for v in values]
-    assert row[6] != row[6] and all(a == b for a, b in zip(row, values) if a == a)
+    assert math.isnan(row[6]) and all(a == b for i, (a, b) in enumerate(zip(row, values)) if i != 6)
     assert back.release == info
 
 

@@ -270,6 +270,26 @@ def test_the_owner_runs_owner_commands(server, tmp_path):
         assert len(ledger) == 1 and ledger[0][2] == "carol"
 
 
+def test_a_remembered_answer_over_the_server_and_the_owners_listing(server):
+    """The memory is on in the shipped demo (the test fixture turns it off): the owner turns it on
+    over the server; a repeat comes back free with its note as a notice, and EXPLAIN PRIVACY says so."""
+    with psycopg.connect(server.url("boss", OWNER_PASSWORD), autocommit=True) as con:
+        notices = notices_of(con)
+        assert con.execute("dpgate answers --mode own").fetchall() == []
+        assert "each analyst gets their own again for free (own)" in notices[-1]
+    q = DP + "sex, COUNT(*) AS n FROM adult GROUP BY sex"
+    with psycopg.connect(server.url("demo"), autocommit=True) as con:
+        notices = notices_of(con)
+        first = con.execute(q).fetchall()
+        again = con.execute(q).fetchall()
+        assert again == first and notices[-3].startswith("cost: ε 0, δ 0")
+        assert "remembered: nothing was charged" in notices[-1]
+        assert con.execute("EXPLAIN PRIVACY " + q).fetchone()[1] == "remembered"
+    with psycopg.connect(server.url("boss", OWNER_PASSWORD), autocommit=True) as con:
+        (row,) = con.execute("dpgate answers").fetchall()
+        assert row[:2] == ("demo", 1)
+
+
 # -- psql -------------------------------------------------------------------------------------------
 def test_psql_asks_and_prints_notices_and_errors(server):
     psql = system_tool("psql", "postgresql-client")
