@@ -107,3 +107,13 @@ def test_spark_adult_answers_on_both_engines(spark, capsys):
     assert out.count("Spark ") >= 11 and out.count("ms on Spark") == 3  # every cell, every query, both engines
     assert "[DP260]" in out and "[DP261]" in out  # top-k and % refused on the Spark table
     assert "DuckDB: ε left 4.7 of 5" in out and "Spark: ε left 4.7 of 5" in out
+
+
+def test_dashboard_refresh_spends_once(demo_db):
+    from dpgate.catalog.owner import Owner
+
+    with Owner(demo_db, create=False) as o:
+        o.set_answer_memory("own")  # the shipped demo's default (the test fixture turns it off)
+    out = _run("dashboard_refresh.py", str(demo_db), "--refreshes", "20")
+    assert "ε spent 0.5 (the charts' ε once: 0.5)" in out
+    assert out.count("1 distinct answer(s)") == 2 and "charged ε 0.2" in out
