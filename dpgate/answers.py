@@ -49,7 +49,8 @@ from sqlglot import exp
 import dpgate
 from dpgate.backends import engine_of
 from dpgate.catalog import tables as catalog_mod
-from dpgate.catalog.remembered import SETTINGS_COLUMNS, SETTINGS_SQL, TABLE, Memory, evict, read_settings
+from dpgate import database
+from dpgate.catalog.remembered import HELD, SETTINGS_COLUMNS, SETTINGS_SQL, TABLE, Memory, evict, read_settings, recount
 from dpgate.frontend.classify import function_name
 from dpgate.frontend.dialect import to_sql
 from dpgate.frontend.nodes import DPOption, DPOptions
@@ -76,8 +77,10 @@ class Probe:
     statement: str
     catalog_part: str
     fresh: bool
-    #: The owner's settings and data generation, as read with the lookup (in the planning snapshot).
+    #: The owner's settings and data generation, as read with the lookup (in the planning snapshot),
+    #: and the remembered answer found then (a new one replaces it).
     memory: Memory | None = None
+    replaces: Any = None
 
     def version(self, generation: Any) -> str:
         """The version of what the answer depends on, under the owner's data generation ``generation``."""
@@ -94,6 +97,7 @@ class Remembered:
     entry_id: int | None
     analyst: str
     stale: str | None
+    size: int = 0  # its stored bytes
 
     @property
     def current(self) -> bool:
@@ -178,52 +182,82 @@ def _digest(value: Any) -> str:
 
 
 # -- lookup and store --------------------------------------------------------------------------
+_FIELDS = "result, released_at, entry_id, analyst, version"
+
+
 def lookup(con: duckdb.DuckDBPyConnection, p: Probe, analyst: str) -> tuple[Memory, Remembered | None]:
-    """The owner's settings and the remembered answer to ``p`` for ``analyst`` (their own first; with
-    sharing, anyone's latest), with why it is out of date if it is, in one statement."""
+    """The owner's settings and the remembered answer to ``p`` for ``analyst``, with why it is out of
+    date if it is. One statement reads the settings, what the analyst holds and their own answer, by
+    their own keys only: its time does not depend on what other analysts asked or hold. With sharing,
+    a second statement looks for another analyst's current answer when the analyst has none."""
     row = con.execute(
-        f"WITH s AS ({SETTINGS_SQL}), h AS (SELECT count(*) AS held, coalesce(sum(strlen(result)), 0) AS held_bytes "
-        f"FROM {TABLE} WHERE analyst = ?) SELECT s.*, h.*, a.result, a.released_at, a.entry_id, a.analyst, a.version "
-        f"FROM s CROSS JOIN h LEFT JOIN (SELECT * FROM {TABLE} WHERE key = ?) a ON coalesce(s.mode, 'own') <> 'off' "
-        "AND (a.analyst = ? OR s.mode = 'shared') ORDER BY a.analyst = ? DESC NULLS LAST, a.released_at DESC LIMIT 1",
-        [analyst, p.key, analyst, analyst],
+        f"WITH s AS ({SETTINGS_SQL}) SELECT s.*, h.answers, h.bytes, a.* FROM s "
+        f"LEFT JOIN (SELECT * FROM {HELD} WHERE analyst = ?) h ON true "
+        f"LEFT JOIN (SELECT {_FIELDS} FROM {TABLE} WHERE key = ? AND analyst = ?) a ON true",
+        [analyst, p.key, analyst],
     ).fetchone()  # fmt: skip
     n = len(SETTINGS_COLUMNS)
-    memory = dataclasses.replace(read_settings(row[:n]), held=int(row[n]), held_bytes=int(row[n + 1]))
-    text, released_at, entry_id, who, version = row[n + 2:]
-    if text is None or not memory.on:
+    memory = dataclasses.replace(read_settings(row[:n]), held=int(row[n] or 0), held_bytes=int(row[n + 1] or 0))
+    if not memory.on:
         return memory, None
+    version = p.version(memory.generation)
+    found = _remembered(row[n + 2:], p, version, memory)
+    if memory.mode == "shared" and (found is None or not found.current) and not p.fresh:
+        other = con.execute(
+            f"SELECT {_FIELDS} FROM {TABLE} WHERE key = ? AND version = ? ORDER BY released_at DESC LIMIT 1",
+            [p.key, version],
+        ).fetchone()  # fmt: skip
+        theirs = _remembered(other, p, version, memory) if other is not None else None
+        if theirs is not None and theirs.current:
+            found = theirs
+    return memory, found
+
+
+def _remembered(fields: tuple, p: Probe, version: str, memory: Memory) -> Remembered | None:
+    text, released_at, entry_id, who, stored = fields
+    if text is None:
+        return None
     if p.fresh:  # charged whatever: only EXPLAIN PRIVACY says what is remembered, so it is not read
-        return memory, Remembered(None, released_at, entry_id, who, "fresh = true asks for a new draw")
+        return Remembered(None, released_at, entry_id, who, "fresh = true asks for a new draw", len(text.encode()))
     result = decode_result(text)
     if result is None:
-        return memory, None
+        return None
+    size = len(text.encode())
     stale = None
-    if version != p.version(memory.generation):
+    if stored != version:
         stale = "the owner changed data or declarations it reads since"
     elif memory.max_age and (_now() - released_at).total_seconds() > memory.max_age:
         stale = f"the owner keeps answers for {memory.max_age:,} seconds, and it is older"
-    return memory, Remembered(result, released_at, entry_id, who, stale)
+    return Remembered(result, released_at, entry_id, who, stale, size)
 
 
-def store(con: duckdb.DuckDBPyConnection, p: Probe, analyst: str, result: Result) -> bool:
-    """Remember ``result`` as the answer to ``p`` for ``analyst`` (replacing theirs), under the data
-    generation the statement was planned in; False if it is not kept (too large, a value it cannot
-    store, remembering off). The oldest go when what the lookup saw held, plus this answer, passes a
-    cap: statements of one analyst that run at once may pass it by an answer each until the next."""
+def store(con: duckdb.DuckDBPyConnection, p: Probe, analyst: str, result: Result, replaces: Remembered | None) -> bool:
+    """Remember ``result`` as the answer to ``p`` for ``analyst`` (replacing ``replaces``, their own
+    earlier one, if any), under the data generation the statement was planned in; False if it is not
+    kept (too large, a value it cannot store, remembering off). One transaction: the answer and what
+    the analyst holds. The oldest go when that passes a cap (statements of one analyst that run at
+    once may pass it by an answer each; a recount after an eviction sets it right)."""
     info, memory = result.release, p.memory
     if memory is None or not memory.on or info is None:
         return False
     text = encode_result(result)
-    if text is None or len(text) > min(MAX_STORED_BYTES, memory.max_bytes):
+    size = len(text.encode()) if text is not None else 0
+    if text is None or size > min(MAX_STORED_BYTES, memory.max_bytes):
         return False
-    con.execute(
-        f"INSERT OR REPLACE INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [p.key, analyst, p.version(memory.generation), p.statement, info.entry_id, _now(), info.epsilon, info.delta,
-         text],
-    )  # fmt: skip
-    if memory.held + 1 > memory.max_entries or memory.held_bytes + len(text.encode()) > memory.max_bytes:
-        evict(con, memory, analyst)  # what the lookup saw held, plus this one: over a cap
+    own = replaces is not None and replaces.analyst == analyst
+    held = memory.held + (0 if own else 1)
+    held_bytes = memory.held_bytes + size - (replaces.size if own else 0)
+    with database.transaction(con):
+        con.execute(
+            f"INSERT OR REPLACE INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [p.key, analyst, p.version(memory.generation), p.statement, info.entry_id, _now(), info.epsilon,
+             info.delta, text],
+        )  # fmt: skip
+        if held > memory.max_entries or held_bytes > memory.max_bytes:
+            evict(con, memory, analyst)
+            recount(con, analyst)
+        else:
+            con.execute(f"INSERT OR REPLACE INTO {HELD} VALUES (?, ?, ?)", [analyst, held, max(held_bytes, 0)])
     return True
 
 

@@ -179,6 +179,7 @@ CODES: dict[str, Code] = {
     "DP403": _c(E.BudgetExceededError, "No subject (or graph edge budget) has enough budget left."),
     "DP404": _c(E.OperationalError, "The statement failed after its debit (a database error, or the data changed); the debit stands."),
     "DP405": _c(E.OperationalError, "The database kept changing while the statement was checked, or DuckDB failed; nothing was charged."),
+    "DP406": _c(E.OperationalError, "The statement would charge more than the shell showed when it asked (a remembered answer went out of date meanwhile); nothing was charged."),
     # -- DP5xx: a bug in dpgate --------------------------------------------------------------------
     "DP500": _c(E.InternalError, "A bug in dpgate; please report it."),
     "DP501": _c(E.InternalError, "An answer withheld after its debit: its mechanisms did not report running at exactly the ε and δ debited (a bug); the debit stands."),

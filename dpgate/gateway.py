@@ -103,6 +103,9 @@ class Gateway:
             raise
         self._test_seed = test_seed
         self._spark = spark
+        #: The ε the caller showed the analyst for the next statement (the shell's confirmation; 0 when
+        #: it said free), or None: a statement that would charge more is refused free (DP406).
+        self.confirmed: float | None = None
         self._planes: dict[str, Any] = {}
         self._queries = 0
         self._running = False
@@ -271,7 +274,7 @@ class Gateway:
         memory, known = answers.lookup(self._con, probe, self.analyst)
         if not memory.on:
             return None, None
-        return dataclasses.replace(probe, memory=memory), known
+        return dataclasses.replace(probe, memory=memory, replaces=known), known
 
     def _free_or_plan(self, classified: Classified, cat: catalog_mod.Catalog) -> tuple[Result | None, Any, Any]:
         """A DP statement's free answer, when a public release (a synopsis) answers it reading nothing
@@ -343,6 +346,12 @@ class Gateway:
         return result
 
     def _dp_scoped(self, qc, plan, sql: str, pin: Pin, remember: Any = None) -> Result:
+        if self.confirmed is not None and plan.epsilon > self.confirmed * (1 + 1e-9):
+            raise errors.OperationalError(
+                f"This statement would charge ε {plan.epsilon:g}, more than the ε {self.confirmed:g} shown when it was "
+                "confirmed (a remembered answer went out of date meanwhile)", code="DP406",
+                hint="nothing was charged; run it again to see what it costs now",
+            )  # fmt: skip
         randomness = self._randomness()
         cost = self._cost(plan, sql, randomness.private)
         cost = dataclasses.replace(cost, check=functools.partial(qc.check_at_debit, self._con, plan))
@@ -390,17 +399,19 @@ class Gateway:
             finally:
                 self.ledger.discard(debit)
             self.ledger.released(debit, answer.released_rows if answer.released_rows is not None else len(answer.rows))
+            info = ReleaseInfo.of(plan, debit, answer, randomness.private)
+            result = Result(answer.names, answer.types, answer.rows, info, message=answer.message)
+            if remember is not None and randomness.private:
+                # Still charged: an interrupt (a cancel, the server's timeout) must not stop the store
+                # and leave a paid answer unremembered, to be charged again when next asked.
+                self._remember(remember, result)
         finally:
             with self._phase:
                 self._charged = False
-        info = ReleaseInfo.of(plan, debit, answer, randomness.private)
-        result = Result(answer.names, answer.types, answer.rows, info, message=answer.message)
-        if remember is not None and randomness.private:
-            self._remember(remember, result)
         return result
 
     def _remember(self, probe: Any, result: Result) -> None:
         """Keep a released answer for the next time the statement is asked (best effort: the answer
         has left already; a full disk only means it is not remembered)."""
         with contextlib.suppress(Exception):  # the answer was charged and is released whatever happens here
-            answers.store(self._con, probe, self.analyst, result)
+            answers.store(self._con, probe, self.analyst, result, probe.replaces)

@@ -286,3 +286,42 @@ def summary(db):
 
     with Owner(db) as o:
         return remembered.summary(o.con)
+
+
+def test_what_the_shell_showed_is_the_most_a_statement_charges(db):
+    """The shell asks cost() and then runs: an answer that goes out of date in between is refused
+    free rather than charged without the question."""
+    con = dpgate.connect(str(db), analyst="alice")
+    ask(con, Q)
+    con.gateway.confirmed = 0.0  # cost() said free
+    with pytest.raises(dpgate.OperationalError) as e:
+        ask(con, Q.replace("epsilon = 1", "epsilon = 1, fresh = true"))
+    assert e.value.code == "DP406" and spent(db) == pytest.approx(1.0)
+    con.gateway.confirmed = 1.0
+    assert ask(con, Q.replace("epsilon = 1", "epsilon = 1, fresh = true"))[1].epsilon == 1.0
+
+
+def test_shared_prefers_another_analysts_current_answer_to_ones_own_out_of_date_one(db):
+    with Owner(db) as o:
+        o.set_answer_memory("shared")
+    alice = dpgate.connect(str(db), analyst="alice")
+    bob = dpgate.connect(str(db), analyst="bob")
+    ask(alice, Q)
+    with Owner(db) as o:
+        o.refresh_roster("visits")  # alice's answer is out of date now
+    theirs, _ = ask(bob, Q)  # bob pays for a current one
+    mine, rel = ask(alice, Q)
+    assert mine == theirs and rel.epsilon == 0.0 and spent(db) == pytest.approx(1.0)
+
+
+def test_what_each_analyst_holds_is_kept_beside_the_answers(db):
+    alice = dpgate.connect(str(db), analyst="alice")
+    for eps in (1, 2):
+        ask(alice, Q.replace("epsilon = 1", f"epsilon = {eps}"))
+    ask(alice, Q.replace("epsilon = 1", "epsilon = 1, fresh = true"))  # replaces one: still two
+    with Owner(db) as o:
+        held = o.con.execute("SELECT analyst, answers, bytes FROM dpgate.answers_held").fetchall()
+        real = o.con.execute("SELECT analyst, count(*), sum(strlen(result)) FROM dpgate.answers GROUP BY analyst").fetchall()
+        assert held == real and held[0][1] == 2
+        o.forget_answers("alice")
+        assert o.con.execute("SELECT count(*) FROM dpgate.answers_held").fetchone()[0] == 0

@@ -31,15 +31,27 @@ DEFAULTS: dict[str, Any] = {"mode": "own", "max_entries": 1_000, "max_bytes": 16
 LIMITS = {"max_entries": 10_000_000, "max_bytes": 1 << 40, "max_age": 100 * 365 * 86_400}
 _KEYS = {"mode": "answers_mode", "max_entries": "answers_max", "max_bytes": "answers_max_bytes",
          "max_age": "answers_max_age", "generation": "answers_generation"}  # fmt: skip
+#: What each analyst holds (answers, stored bytes), kept beside the answers so that a lookup reads
+#: one row of its own: counting the answers table would take longer the more other analysts hold.
+HELD = f"{SCHEMA}.answers_held"
 DDL = f"""CREATE TABLE IF NOT EXISTS {TABLE} (
     key VARCHAR NOT NULL, analyst VARCHAR NOT NULL, version VARCHAR NOT NULL, statement VARCHAR NOT NULL,
     entry_id BIGINT, released_at TIMESTAMP NOT NULL, epsilon DOUBLE, delta DOUBLE, result VARCHAR NOT NULL,
-    PRIMARY KEY (key, analyst))"""
+    PRIMARY KEY (key, analyst));
+CREATE TABLE IF NOT EXISTS {HELD} (analyst VARCHAR PRIMARY KEY, answers BIGINT NOT NULL, bytes BIGINT NOT NULL)"""
 
 
 def ensure(con: duckdb.DuckDBPyConnection) -> None:
-    """The table of remembered answers, in a database made by an older dpgate too (idempotent)."""
+    """The tables of remembered answers, in a database made by an older dpgate too (idempotent)."""
     con.execute(DDL)
+
+
+def recount(con: duckdb.DuckDBPyConnection, analyst: str | None = None) -> None:
+    """Set what an analyst (or everyone) holds from the answers themselves."""
+    where, params = ("WHERE analyst = ?", [analyst]) if analyst is not None else ("", [])
+    con.execute(f"DELETE FROM {HELD} {where}", params)
+    con.execute(f"INSERT INTO {HELD} SELECT analyst, count(*), sum(strlen(result)) FROM {TABLE} {where} "
+                "GROUP BY analyst", params)  # fmt: skip
 
 
 def exists(con: duckdb.DuckDBPyConnection) -> bool:
@@ -104,6 +116,7 @@ def set_settings(con: duckdb.DuckDBPyConnection, mode: str | None = None, **caps
         _put(con, _KEYS["mode"], mode)
         if mode == "off":
             con.execute(f"DELETE FROM {TABLE}")
+            con.execute(f"DELETE FROM {HELD}")
     for name, value in caps.items():
         if value is None:
             continue
@@ -118,6 +131,7 @@ def set_settings(con: duckdb.DuckDBPyConnection, mode: str | None = None, **caps
             )  # fmt: skip
         _put(con, _KEYS[name], str(value))
     evict(con, settings(con))
+    recount(con)
 
 
 def new_generation(con: duckdb.DuckDBPyConnection) -> None:
@@ -139,6 +153,7 @@ def clear(con: duckdb.DuckDBPyConnection, analyst: str | None = None) -> int:
     where, params = ("WHERE analyst = ?", [analyst]) if analyst is not None else ("", [])
     n = con.execute(f"SELECT count(*) FROM {TABLE} {where}", params).fetchone()[0]
     con.execute(f"DELETE FROM {TABLE} {where}", params)
+    recount(con, analyst)
     return int(n)
 
 

@@ -219,9 +219,14 @@ class Shell:
         if cost is not None and self.interactive and not self._confirm(cost[0]):
             self.emit("cancelled: nothing was spent", "class:status")
             return
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", errors.PopulationWarning)  # the population line says it
-            cur = self.connection.cursor().execute(sql)
+        if self.interactive:  # what was shown (free, or the ε confirmed) is the most it may charge
+            self.gateway.confirmed = 0.0 if cost is None else cost[0]
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", errors.PopulationWarning)  # the population line says it
+                cur = self.connection.cursor().execute(sql)
+        finally:
+            self.gateway.confirmed = None
         self._print_result(cur.result, status=status)
         self._budget = self.connection.budget()
         if cur.result.release is None or cur.result.release.writes is not None:
