@@ -47,9 +47,9 @@ import duckdb
 from sqlglot import exp
 
 import dpgate
+from dpgate import database
 from dpgate.backends import engine_of
 from dpgate.catalog import tables as catalog_mod
-from dpgate import database
 from dpgate.catalog.remembered import HELD, SETTINGS_COLUMNS, SETTINGS_SQL, TABLE, Memory, evict, read_settings, recount
 from dpgate.frontend.classify import function_name
 from dpgate.frontend.dialect import to_sql
