@@ -50,7 +50,7 @@ import dpgate
 from dpgate import database
 from dpgate.backends import engine_of
 from dpgate.catalog import tables as catalog_mod
-from dpgate.catalog.remembered import HELD, SETTINGS_COLUMNS, SETTINGS_SQL, TABLE, Memory, evict, read_settings, recount
+from dpgate.catalog.remembered import HELD, TABLE, Memory, evict, recount
 from dpgate.frontend.classify import function_name
 from dpgate.frontend.dialect import to_sql
 from dpgate.frontend.nodes import DPOption, DPOptions
@@ -185,23 +185,20 @@ def _digest(value: Any) -> str:
 _FIELDS = "result, released_at, entry_id, analyst, version"
 
 
-def lookup(con: duckdb.DuckDBPyConnection, p: Probe, analyst: str) -> tuple[Memory, Remembered | None]:
-    """The owner's settings and the remembered answer to ``p`` for ``analyst``, with why it is out of
-    date if it is. One statement reads the settings, what the analyst holds and their own answer, by
-    their own keys only: its time does not depend on what other analysts asked or hold. With sharing,
-    a second statement looks for another analyst's current answer when the analyst has none."""
+def lookup(con: duckdb.DuckDBPyConnection, p: Probe, analyst: str, memory: Memory) -> tuple[Memory, Remembered | None]:
+    """What ``analyst`` holds and their remembered answer to ``p`` (under the owner's settings
+    ``memory``), with why it is out of date if it is. One statement reads what the analyst holds and
+    their own answer, by their own keys only: its time does not depend on what other analysts asked
+    or hold. With sharing, a second statement looks for another analyst's current answer when the
+    analyst has none."""
     row = con.execute(
-        f"WITH s AS ({SETTINGS_SQL}) SELECT s.*, h.answers, h.bytes, a.* FROM s "
-        f"LEFT JOIN (SELECT * FROM {HELD} WHERE analyst = ?) h ON true "
+        f"SELECT h.answers, h.bytes, a.* FROM (SELECT 1) LEFT JOIN (SELECT * FROM {HELD} WHERE analyst = ?) h ON true "
         f"LEFT JOIN (SELECT {_FIELDS} FROM {TABLE} WHERE key = ? AND analyst = ?) a ON true",
         [analyst, p.key, analyst],
     ).fetchone()  # fmt: skip
-    n = len(SETTINGS_COLUMNS)
-    memory = dataclasses.replace(read_settings(row[:n]), held=int(row[n] or 0), held_bytes=int(row[n + 1] or 0))
-    if not memory.on:
-        return memory, None
+    memory = dataclasses.replace(memory, held=int(row[0] or 0), held_bytes=int(row[1] or 0))
     version = p.version(memory.generation)
-    found = _remembered(row[n + 2:], p, version, memory)
+    found = _remembered(row[2:], p, version, memory)
     if memory.mode == "shared" and (found is None or not found.current) and not p.fresh:
         other = con.execute(
             f"SELECT {_FIELDS} FROM {TABLE} WHERE key = ? AND version = ? ORDER BY released_at DESC LIMIT 1",

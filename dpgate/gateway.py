@@ -267,13 +267,14 @@ class Gateway:
     def _remembered(self, classified: Classified, cat: catalog_mod.Catalog, pin: Pin) -> tuple[Any, Any]:
         """(probe, remembered answer or None) of a DP statement; (None, None) when answers are not
         remembered (the owner turned it off, or the statement reads tables outside the file)."""
+        memory = remembered.from_catalog(cat.settings)
+        if not memory.on:
+            return None, None
         tables = backends.protected_tables(classified, cat)
         probe = answers.probe(classified.statement, self.session.values, tables, pin)
         if probe is None:
             return None, None
-        memory, known = answers.lookup(self._con, probe, self.analyst)
-        if not memory.on:
-            return None, None
+        memory, known = answers.lookup(self._con, probe, self.analyst, memory)
         return dataclasses.replace(probe, memory=memory, replaces=known), known
 
     def _free_or_plan(self, classified: Classified, cat: catalog_mod.Catalog) -> tuple[Result | None, Any, Any]:

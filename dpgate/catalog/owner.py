@@ -200,7 +200,7 @@ class Owner(Declarations, Rosters, PolicyFiles, Reports):
         for everyone: the subjects pay nothing more) or 'off' (forgets them all); each analyst keeps at
         most ``max_entries`` answers and ``max_bytes`` stored bytes (the oldest go first; 0 remembers
         nothing); ``max_age`` seconds after its release an answer is drawn afresh (0: no limit)."""
-        with self._transaction(declarations=False) as con:
+        with self._transaction() as con:  # sessions read the settings with the catalog
             remembered.set_settings(con, mode, max_entries=max_entries, max_bytes=max_bytes, max_age=max_age)
 
     def answer_memory(self) -> dict[str, Any]:
@@ -214,7 +214,7 @@ class Owner(Declarations, Rosters, PolicyFiles, Reports):
         charged; the ledger keeps what was paid. Everyone's also starts a new data generation, so an
         answer being stored meanwhile is not kept as current: what to run after changing rows with
         plain SQL, which dpgate does not notice. Returns how many were forgotten."""
-        with self._transaction(declarations=False) as con:
+        with self._transaction(declarations=analyst is None) as con:  # a new generation: read with the catalog
             if analyst is None:
                 remembered.new_generation(con)
             return remembered.clear(con, analyst)

@@ -79,7 +79,6 @@ class Memory:
         return self.mode != "off" and self.max_entries > 0 and self.max_bytes > 0
 
 
-SETTINGS_COLUMNS = tuple(_KEYS)
 #: The owner's settings as one row (``settings`` reads it alone, a lookup with the answer).
 SETTINGS_SQL = "SELECT " + ", ".join(
     f"max(value) FILTER (WHERE key = '{k}') AS {name}" for name, k in _KEYS.items()
@@ -89,6 +88,12 @@ SETTINGS_SQL = "SELECT " + ", ".join(
 def settings(con: duckdb.DuckDBPyConnection) -> Memory:
     """The owner's settings (the defaults where none is stored)."""
     return read_settings(con.execute(SETTINGS_SQL).fetchone())
+
+
+def from_catalog(stored: dict[str, str]) -> Memory:
+    """The settings as the catalog read them (``Catalog.settings``). Every change to them moves the
+    catalog version, so a session reads them with the catalog, not with each statement."""
+    return read_settings(tuple(stored.get(k) for k in _KEYS.values()))
 
 
 def read_settings(row: tuple) -> Memory:
