@@ -54,6 +54,7 @@ from dpgate.catalog.remembered import HELD, TABLE, Memory, evict, recount
 from dpgate.frontend.classify import function_name
 from dpgate.frontend.dialect import to_sql
 from dpgate.frontend.nodes import DPOption, DPOptions
+from dpgate.frontend.settings import coerce, literal_value
 from dpgate.release import ColumnNoise, ReleaseInfo, Result
 
 #: An answer whose stored form is larger than this is not remembered (a top-k of 100,000 keys).
@@ -81,6 +82,13 @@ class Probe:
     #: and the remembered answer found then (a new one replaces it).
     memory: Memory | None = None
     replaces: Any = None
+
+    @property
+    def out_of_date(self) -> Remembered | None:
+        """The remembered answer this statement is drawn afresh in place of because it is out of date
+        (not because ``fresh = true`` asked for a new draw), or None."""
+        r = self.replaces
+        return r if r is not None and not r.current and not self.fresh else None
 
     def version(self, generation: Any) -> str:
         """The version of what the answer depends on, under the owner's data generation ``generation``."""
@@ -167,8 +175,6 @@ def volatile(statement: exp.Expr) -> bool:
 
 
 def _fresh(opt: DPOption) -> bool:
-    from dpgate.frontend.settings import coerce, literal_value
-
     return coerce("fresh", literal_value(opt.expression, "fresh"))
 
 
@@ -214,12 +220,12 @@ def _remembered(fields: tuple, p: Probe, version: str, memory: Memory) -> Rememb
     text, released_at, entry_id, who, stored = fields
     if text is None:
         return None
+    size = len(text.encode())
     if p.fresh:  # charged whatever: only EXPLAIN PRIVACY says what is remembered, so it is not read
-        return Remembered(None, released_at, entry_id, who, "fresh = true asks for a new draw", len(text.encode()))
+        return Remembered(None, released_at, entry_id, who, "fresh = true asks for a new draw", size)
     result = decode_result(text)
     if result is None:
         return None
-    size = len(text.encode())
     stale = None
     if stored != version:
         stale = "the owner changed data or declarations it reads since"

@@ -52,9 +52,8 @@ class _Prepared:
     answer: Result | None = None
     qc: Any = None
     plan: Any = None
-    #: How the answer is remembered (``dpgate.answers``), and a remembered answer that is out of date.
+    #: How the answer is remembered (``dpgate.answers``).
     probe: Any = None
-    stale: Any = None
 
 
 class _ReadOnly(Exception):
@@ -219,7 +218,7 @@ class Gateway:
             return done.result
         if prepared.answer is not None:
             return prepared.answer
-        return self._dp(prepared.qc, prepared.plan, sql, prepared.pin, prepared.probe, prepared.stale)
+        return self._dp(prepared.qc, prepared.plan, sql, prepared.pin, prepared.probe)
 
     def _prepare(self, statement: exp.Expr, params: Any, *, dry: bool = False) -> _Prepared:
         """Every stage before the debit, in the caller's transaction: classify, bind parameters, and
@@ -244,7 +243,7 @@ class Gateway:
             return _Prepared(pin, answer=None if dry else handler(self, classified, cat))
         if classified.kind not in ("dp", "synthetic"):
             raise errors.InternalError(f"unhandled statement kind {classified.kind}")
-        probe, stale = None, None
+        probe = None
         if classified.kind == "dp" and self._test_seed is None:
             probe, known = self._remembered(classified, cat, pin)
             if known is not None and known.current and not probe.fresh:
@@ -252,11 +251,10 @@ class Gateway:
                     return _Prepared(pin)  # free: cost() says so
                 eq, dq, _, _, es, ds = self.ledger.quota(self.analyst)
                 return _Prepared(pin, answer=answers.served(known, self.analyst, float(eq - es), float(dq - ds)))
-            stale = known if known is not None and not known.current and not probe.fresh else None
         answered, qc, plan = self._free_or_plan(classified, cat)
         if plan is not None and plan.writes is not None:
             probe = None
-        return _Prepared(pin, answer=answered, qc=qc, plan=plan, probe=probe, stale=stale)
+        return _Prepared(pin, answer=answered, qc=qc, plan=plan, probe=probe)
 
     def remembered(self, classified: Classified, cat: catalog_mod.Catalog) -> tuple[Any, Any]:
         """(probe, remembered answer or None) of a classified DP statement (EXPLAIN PRIVACY's view)."""
@@ -334,7 +332,7 @@ class Gateway:
             release=caps.release_size(plan),  # checked against the analyst's release caps at the debit
         )
 
-    def _dp(self, qc, plan, sql: str, pin: Pin, probe: Any = None, stale: Any = None) -> Result:
+    def _dp(self, qc, plan, sql: str, pin: Pin, probe: Any = None) -> Result:
         """Bind checks, the debit, the answer in a snapshot pinned to the planned catalog, the release.
 
         A query class may hold a scope from before its debit to the end of its release (``debit_scope``:
@@ -342,8 +340,8 @@ class Gateway:
         personalization plan's ε (``check_at_debit``: a refusal there is free)."""
         with qc.debit_scope(plan, (self._instance.path, self._instance.serial)):
             result = self._dp_scoped(qc, plan, sql, pin, remember=probe)
-        if stale is not None:
-            result.release.notes.append(answers.stale_note(stale))
+        if probe is not None and probe.out_of_date is not None:
+            result.release.notes.append(answers.stale_note(probe.out_of_date))
         return result
 
     def _dp_scoped(self, qc, plan, sql: str, pin: Pin, remember: Any = None) -> Result:

@@ -31,7 +31,7 @@ from typing import Any
 import duckdb
 
 from dpgate import errors
-from dpgate.catalog.tables import SCHEMA
+from dpgate.catalog.tables import SCHEMA, schema_table_exists
 
 #: The caps, with the defaults of a database whose owner has set none.
 DEFAULTS: dict[str, int] = {
@@ -123,10 +123,7 @@ def ensure(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _exists(con: duckdb.DuckDBPyConnection) -> bool:
-    return bool(con.execute(
-        "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = ? "
-        "AND table_name = 'release_caps'", [SCHEMA],
-    ).fetchone()[0])  # fmt: skip
+    return schema_table_exists(con, "release_caps")
 
 
 def check_value(name: str, value: Any) -> int:

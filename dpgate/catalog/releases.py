@@ -18,7 +18,7 @@ from typing import Any
 import duckdb
 
 from dpgate import database, errors, resources
-from dpgate.catalog.tables import SCHEMA
+from dpgate.catalog.tables import SCHEMA, schema_table_exists
 
 TABLE = f"{SCHEMA}.release_registry"
 
@@ -47,12 +47,7 @@ class ReleaseRecord:
 
 
 def exists(con: duckdb.DuckDBPyConnection) -> bool:
-    row = con.execute(
-        "SELECT count(*) FROM duckdb_tables() WHERE schema_name = ? AND table_name = 'release_registry' "
-        "AND database_name = current_database()",
-        [SCHEMA],
-    ).fetchone()
-    return bool(row[0])
+    return schema_table_exists(con, "release_registry")
 
 
 def ensure(con: duckdb.DuckDBPyConnection) -> None:

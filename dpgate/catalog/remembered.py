@@ -20,7 +20,7 @@ from typing import Any
 import duckdb
 
 from dpgate import errors
-from dpgate.catalog.tables import SCHEMA
+from dpgate.catalog.tables import SCHEMA, schema_table_exists
 
 TABLE = f"{SCHEMA}.answers"
 #: How answers are remembered: per analyst, shared between analysts, or not at all.
@@ -54,16 +54,10 @@ def recount(con: duckdb.DuckDBPyConnection, analyst: str | None = None) -> None:
                 "GROUP BY analyst", params)  # fmt: skip
 
 
-def exists(con: duckdb.DuckDBPyConnection) -> bool:
-    return bool(con.execute(
-        "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = ? "
-        "AND table_name = 'answers'", [SCHEMA],
-    ).fetchone()[0])  # fmt: skip
-
-
 @dataclass(frozen=True)
 class Memory:
-    """The owner's settings and the data generation, as read with a lookup."""
+    """The owner's settings and the data generation (with the catalog), and what the analyst holds
+    (with the lookup)."""
 
     mode: str = DEFAULTS["mode"]
     max_entries: int = DEFAULTS["max_entries"]
@@ -79,26 +73,16 @@ class Memory:
         return self.mode != "off" and self.max_entries > 0 and self.max_bytes > 0
 
 
-#: The owner's settings as one row (``settings`` reads it alone, a lookup with the answer).
-SETTINGS_SQL = "SELECT " + ", ".join(
-    f"max(value) FILTER (WHERE key = '{k}') AS {name}" for name, k in _KEYS.items()
-) + f" FROM {SCHEMA}.settings WHERE key LIKE 'answers%'"
-
-
 def settings(con: duckdb.DuckDBPyConnection) -> Memory:
-    """The owner's settings (the defaults where none is stored)."""
-    return read_settings(con.execute(SETTINGS_SQL).fetchone())
+    """The owner's settings as stored now (the defaults where none is)."""
+    return from_catalog(dict(con.execute(f"SELECT key, value FROM {SCHEMA}.settings WHERE starts_with(key, 'answers')")
+                             .fetchall()))  # fmt: skip
 
 
 def from_catalog(stored: dict[str, str]) -> Memory:
-    """The settings as the catalog read them (``Catalog.settings``). Every change to them moves the
-    catalog version, so a session reads them with the catalog, not with each statement."""
-    return read_settings(tuple(stored.get(k) for k in _KEYS.values()))
-
-
-def read_settings(row: tuple) -> Memory:
-    """A ``Memory`` from the stored text (``SETTINGS_SQL``'s row); a value that is not one goes to its default."""
-    values = dict(zip(_KEYS, row))
+    """The settings from ``dpgate.settings``'s rows (``Catalog.settings``: every change to them moves the
+    catalog version, so a session reads them with the catalog); a value that is not one goes to its default."""
+    values = {name: stored.get(key) for name, key in _KEYS.items()}
     out: dict[str, Any] = {"generation": values["generation"] or "0"}
     out["mode"] = values["mode"] if values["mode"] in MODES else DEFAULTS["mode"]
     for name in ("max_entries", "max_bytes", "max_age"):
@@ -147,13 +131,12 @@ def new_generation(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _put(con: duckdb.DuckDBPyConnection, key: str, value: str) -> None:
-    con.execute(f"DELETE FROM {SCHEMA}.settings WHERE key = ?", [key])
-    con.execute(f"INSERT INTO {SCHEMA}.settings VALUES (?, ?)", [key, value])
+    con.execute(f"INSERT OR REPLACE INTO {SCHEMA}.settings (key, value) VALUES (?, ?)", [key, value])
 
 
 def clear(con: duckdb.DuckDBPyConnection, analyst: str | None = None) -> int:
     """Forget remembered answers (one analyst's, or all); returns how many. The ledger keeps what was paid."""
-    if not exists(con):
+    if not schema_table_exists(con, "answers"):
         return 0
     where, params = ("WHERE analyst = ?", [analyst]) if analyst is not None else ("", [])
     n = con.execute(f"SELECT count(*) FROM {TABLE} {where}", params).fetchone()[0]
@@ -164,7 +147,7 @@ def clear(con: duckdb.DuckDBPyConnection, analyst: str | None = None) -> int:
 
 def summary(con: duckdb.DuckDBPyConnection) -> list[tuple[str, int, int, Any]]:
     """(analyst, answers remembered, their stored bytes, latest release time) per analyst."""
-    if not exists(con):
+    if not schema_table_exists(con, "answers"):
         return []
     return con.execute(
         f"SELECT analyst, count(*), sum(strlen(result)), strftime(max(released_at), '%Y-%m-%d %H:%M:%S') "

@@ -345,6 +345,14 @@ def schema_exists(con: duckdb.DuckDBPyConnection) -> bool:
     return bool(row and row[0])
 
 
+def schema_table_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Whether dpgate's schema in this file has table ``name`` (one an older dpgate did not make)."""
+    return bool(con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = ? "
+        "AND table_name = ?", [SCHEMA, name],
+    ).fetchone()[0])  # fmt: skip
+
+
 def table_columns(con: duckdb.DuckDBPyConnection, table: str, schema: str = MAIN) -> list[tuple[str, str]]:
     return [
         (name.lower(), dtype)

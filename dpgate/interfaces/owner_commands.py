@@ -132,20 +132,19 @@ def cmd_budget(args: argparse.Namespace, read_password: PasswordReader) -> Reply
 def cmd_answers(args: argparse.Namespace, read_password: PasswordReader) -> Reply:
     """How analysts' DP answers are remembered and given again for free; change it, or forget them (owner)."""
     lines = []
-    changes = args.forget is not None or any(v is not None for v in (args.set_mode, args.max, args.max_bytes,
-                                                                        args.max_age))  # fmt: skip
-    with Owner(args.database, create=False, read_only=not changes) as owner:
+    setting = any(v is not None for v in (args.set_mode, args.max, args.max_bytes, args.max_age))
+    with Owner(args.database, create=False, read_only=not (setting or args.forget is not None)) as owner:
         if args.forget is not None:
             n = owner.forget_answers(args.forget or None)
             whose = f"{args.forget}'s" if args.forget else "every analyst's"
             lines.append(f"forgot {n:,} of {whose} remembered answers (the ledger keeps what was paid)")
-        if any(v is not None for v in (args.set_mode, args.max, args.max_bytes, args.max_age)):
+        if setting:
             owner.set_answer_memory(args.set_mode, max_entries=args.max, max_bytes=args.max_bytes, max_age=args.max_age)
-        state = owner.answer_memory()
+        memory = remembered.settings(owner.con)
         counts = remembered.summary(owner.con)
-    age = f"; drawn afresh after {state['max_age']:,} seconds" if state["max_age"] else ""
-    lines.append(f"answers are remembered: {_MODE_WORDS[state['mode']]}; at most {state['max_entries']:,} answers "
-                 f"and {state['max_bytes']:,} bytes per analyst{age}")  # fmt: skip
+    age = f"; drawn afresh after {memory.max_age:,} seconds" if memory.max_age else ""
+    lines.append(f"answers are remembered: {_MODE_WORDS[memory.mode]}; at most {memory.max_entries:,} answers "
+                 f"and {memory.max_bytes:,} bytes per analyst{age}")  # fmt: skip
     return Reply([Listing(["analyst", "answers remembered", "bytes", "latest released at"], counts)], lines)
 
 

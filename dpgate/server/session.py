@@ -212,7 +212,7 @@ class Session:
             return Outcome([], [], [], "DPGATE " + verb.upper(), _lines(e.out))  # --help
         except errors.Error as e:  # as the command line says it
             raise _failed(verb, f"error {e.code}: {e.message}\n" + (f"hint: {e.hint}\n" if e.hint else "")) from e
-        if verb == "answers" and reply.listings:  # what is remembered, as a table; the settings as notices
+        if reply.listings:  # a command's table as the result set, its lines as notices (``dpgate answers``)
             out = _plain(reply.listings[0])
             out.notices.extend(_lines("\n".join(reply.lines)))
             return out
