@@ -12,7 +12,6 @@ whatever happens (fail closed).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import os
@@ -36,12 +35,22 @@ from dpgate.frontend.dialect import parse_one
 from dpgate.frontend.parameters import bind_parameters
 from dpgate.frontend.settings import Session
 from dpgate.ledger import Cost, Ledger
+from dpgate.memo import Memo
 from dpgate.queries.analysis import query_hash
 from dpgate.queries.base import Context, Run
 from dpgate.release import ReleaseInfo, Result, check_consumed
 
 #: Times a statement is classified again when the catalog moved before its debit.
 _ATTEMPTS = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class _Planned:
+    """A DP statement's query class, plan and answer-memory probe, kept for the same text asked again."""
+
+    qc: Any
+    plan: Any
+    probe: Any
 
 
 @dataclasses.dataclass
@@ -106,6 +115,9 @@ class Gateway:
         #: it said free), or None: a statement that would charge more is refused free (DP406).
         self.confirmed: float | None = None
         self._planes: dict[str, Any] = {}
+        #: DP statements planned in this session (``_plan_key``): the same text asked again under the
+        #: same schema and settings is not planned, probed or bind-checked again.
+        self._planned = Memo(64)
         self._queries = 0
         self._running = False
         # From the debit to the end of the release a statement may not be stopped: whether it would
@@ -213,14 +225,14 @@ class Gateway:
         # protected table's rows, or feed protected values to the planner).
         try:
             with database.transaction(self._con):
-                prepared = self._prepare(statement, params)
+                prepared = self._prepare(statement, params, sql=sql)
         except _ReadOnly as done:  # defence in depth: a public statement reads, so nothing of it is committed
             return done.result
         if prepared.answer is not None:
             return prepared.answer
         return self._dp(prepared.qc, prepared.plan, sql, prepared.pin, prepared.probe)
 
-    def _prepare(self, statement: exp.Expr, params: Any, *, dry: bool = False) -> _Prepared:
+    def _prepare(self, statement: exp.Expr, params: Any, *, dry: bool = False, sql: str | None = None) -> _Prepared:
         """Every stage before the debit, in the caller's transaction: classify, bind parameters, and
         either answer without a debit (a statement that is not a DP query, or a DP query a public
         release answers) or plan. ``dry`` (``cost``) runs no handler and no public statement."""
@@ -243,18 +255,49 @@ class Gateway:
             return _Prepared(pin, answer=None if dry else handler(self, classified, cat))
         if classified.kind not in ("dp", "synthetic"):
             raise errors.InternalError(f"unhandled statement kind {classified.kind}")
+        key = self._plan_key(sql) if classified.kind == "dp" and not params else None
+        planned = self._planned.get(key) if key is not None else None
         probe = None
         if classified.kind == "dp" and self._test_seed is None:
-            probe, known = self._remembered(classified, cat, pin)
+            probe, known = self._remembered(classified, cat, pin, planned.probe if planned is not None else False)
             if known is not None and known.current and not probe.fresh:
                 if dry:
                     return _Prepared(pin)  # free: cost() says so
                 eq, dq, _, _, es, ds = self.ledger.quota(self.analyst)
                 return _Prepared(pin, answer=answers.served(known, self.analyst, float(eq - es), float(dq - ds)))
-        answered, qc, plan = self._free_or_plan(classified, cat)
+        if planned is not None:
+            answered, qc, plan = self._replan(classified, cat, planned)
+        else:
+            reads = self.facts.data_reads
+            answered, qc, plan = self._free_or_plan(classified, cat)
+            if key is not None and plan is not None and qc.reusable(plan) and self.facts.data_reads == reads:
+                template = None if probe is None else dataclasses.replace(probe, memory=None, replaces=None)
+                self._planned.put(key, _Planned(qc, plan, template))
         if plan is not None and plan.writes is not None:
             probe = None
         return _Prepared(pin, answer=answered, qc=qc, plan=plan, probe=probe)
+
+    def _plan_key(self, sql: str | None) -> tuple | None:
+        """What a DP statement's plan is a function of, when its planning read no row of any table
+        (``DuckDBFacts.data_reads``): its text, the session's settings and the schema (the catalog's
+        fingerprint in this database instance: every declaration, table definition and view)."""
+        fp = self._snapshot.fingerprint
+        if sql is None or fp is None:
+            return None
+        settings = tuple(sorted((k, repr(v)) for k, v in self.session.values.items()))
+        return (sql, settings, self._instance.path, self._instance.serial, fp)
+
+    def _replan(self, classified: Classified, cat: catalog_mod.Catalog, planned: _Planned) -> tuple[Result | None, Any, Any]:
+        """``_free_or_plan`` for a statement planned before under the same key: the checks that read
+        the database (a public release that answers it, the work bound's roster count) run again."""
+        if classified.kind == "dp":
+            answered = queries.free_answer(classified, self.context(cat), self._con)
+            if answered is not None:
+                return answered, None, None
+        allowlist.for_engine(classified.statement, self.facts)  # its rewrite, as planning made it: the work bound reads it
+        tables = backends.protected_tables(classified, cat)
+        cost_mod.check_rows(self._con, classified.statement, tables, planned.plan.rows_per_subject)
+        return None, planned.qc, planned.plan
 
     def remembered(self, classified: Classified, cat: catalog_mod.Catalog) -> tuple[Any, Any]:
         """(probe, remembered answer or None) of a classified DP statement (EXPLAIN PRIVACY's view)."""
@@ -262,14 +305,16 @@ class Gateway:
             return None, None
         return self._remembered(classified, cat, self._snapshot.pin(classified.statement, cat))
 
-    def _remembered(self, classified: Classified, cat: catalog_mod.Catalog, pin: Pin) -> tuple[Any, Any]:
+    def _remembered(self, classified: Classified, cat: catalog_mod.Catalog, pin: Pin, probe: Any = False) -> tuple[Any, Any]:
         """(probe, remembered answer or None) of a DP statement; (None, None) when answers are not
-        remembered (the owner turned it off, or the statement reads tables outside the file)."""
+        remembered (the owner turned it off, or the statement reads tables outside the file).
+        ``probe``: the statement's probe computed before under the same plan key (False: compute it)."""
         memory = remembered.from_catalog(cat.settings)
         if not memory.on:
             return None, None
-        tables = backends.protected_tables(classified, cat)
-        probe = answers.probe(classified.statement, self.session.values, tables, pin)
+        if probe is False:
+            tables = backends.protected_tables(classified, cat)
+            probe = answers.probe(classified.statement, self.session.values, tables, pin)
         if probe is None:
             return None, None
         memory, known = answers.lookup(self._con, probe, self.analyst, memory)
@@ -292,7 +337,7 @@ class Gateway:
         (the shell asks for confirmation with it)."""
         statement = parse_one(sql)
         with database.transaction(self._con):  # planning reads public tables: in the catalog's snapshot
-            prepared = self._prepare(statement, params, dry=True)
+            prepared = self._prepare(statement, params, dry=True, sql=sql)
         return None if prepared.plan is None else (prepared.plan.epsilon, prepared.plan.delta)
 
     def tables(self) -> dict[str, tuple[str, list[tuple[str, str]]]]:
@@ -397,20 +442,16 @@ class Gateway:
                 ) from None
             finally:
                 self.ledger.discard(debit)
-            self.ledger.released(debit, answer.released_rows if answer.released_rows is not None else len(answer.rows))
             info = ReleaseInfo.of(plan, debit, answer, randomness.private)
             result = Result(answer.names, answer.types, answer.rows, info, message=answer.message)
+            store = None
             if remember is not None and randomness.private:
                 # Still charged: an interrupt (a cancel, the server's timeout) must not stop the store
                 # and leave a paid answer unremembered, to be charged again when next asked.
-                self._remember(remember, result)
+                store = functools.partial(answers.store, self._con, remember, self.analyst, result, remember.replaces)
+            rows = answer.released_rows if answer.released_rows is not None else len(answer.rows)
+            self.ledger.released(debit, rows, with_it=store)  # the answer remembered with its release row
         finally:
             with self._phase:
                 self._charged = False
         return result
-
-    def _remember(self, probe: Any, result: Result) -> None:
-        """Keep a released answer for the next time the statement is asked (best effort: the answer
-        has left already; a full disk only means it is not remembered)."""
-        with contextlib.suppress(Exception):  # the answer was charged and is released whatever happens here
-            answers.store(self._con, probe, self.analyst, result, probe.replaces)

@@ -397,11 +397,23 @@ class Ledger:
         if dropped:
             self._con.execute(f"DELETE FROM {debit.temp} WHERE unit IN (SELECT unnest(?))", [dropped])
 
-    def released(self, debit: Debit, row_count: int) -> None:
+    def released(self, debit: Debit, row_count: int, with_it: Callable[[], Any] | None = None) -> None:
         """Record in the release log that the answer paid for by ``debit`` leaves the gateway.
 
         Written before the answer is handed over: if the log cannot be written (a full disk), the answer
-        is withheld (DP609) — its debit stands — so the log never misses an answer that was released."""
+        is withheld (DP609) — its debit stands — so the log never misses an answer that was released.
+        ``with_it``: writes of the same moment (the answer remembered), in the same transaction (one
+        commit fewer); if they fail, the log's row is written alone."""
+        if with_it is not None:
+            try:
+                with database.transaction(self._con):
+                    self._con.execute(
+                        f"INSERT INTO {SCHEMA}.releases (entry_id, row_count) VALUES (?, ?)", [debit.entry_id, row_count]
+                    )
+                    with_it()
+                return
+            except Exception:  # noqa: BLE001 - rolled back whole; the log's row alone below, or DP609
+                pass
         try:
             self._con.execute(
                 f"INSERT INTO {SCHEMA}.releases (entry_id, row_count) VALUES (?, ?)", [debit.entry_id, row_count]

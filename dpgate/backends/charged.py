@@ -39,10 +39,30 @@ class BindScope:
         """Drop what this statement stored (the schema moved under it: the key no longer described it)."""
         for k in self.added:
             _BOUND.pop(k)
+            _PLANS_BOUND.pop(k)
 
 
 _BIND_SCOPE: contextvars.ContextVar[BindScope | None] = contextvars.ContextVar("dpgate_bind_scope", default=None)
 _BOUND = Memo(4096)  # (schema key, SQL, parameters) of binds that succeeded
+#: (schema key, what, id(plan)) -> the plan, of plans all of whose statements ``what`` bound: a plan the
+#: gateway kept (its plan cache) need not have its statements built again to find them bound. The entry
+#: holds the plan, so its id is not reused by another object while the entry lives.
+_PLANS_BOUND = Memo(256)
+
+
+def plan_bound(what: tuple, plan: Any) -> bool:
+    """Whether the statements ``what`` of this very plan object bound before under the current schema."""
+    scope = _BIND_SCOPE.get()
+    return scope is not None and _PLANS_BOUND.get((scope.key, what, id(plan))) is plan
+
+
+def mark_plan_bound(what: tuple, plan: Any) -> None:
+    """Record that the statements ``what`` of ``plan`` all bound under the current schema."""
+    scope = _BIND_SCOPE.get()
+    if scope is not None:
+        key = (scope.key, what, id(plan))
+        _PLANS_BOUND.put(key, plan)
+        scope.added.append(key)
 
 
 @contextmanager

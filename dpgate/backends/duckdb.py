@@ -53,7 +53,7 @@ from sqlglot import exp
 
 from dpgate import database, errors
 from dpgate.backends import bounded, statement
-from dpgate.backends.charged import bind, restrict_to_charged, table_nodes
+from dpgate.backends.charged import bind, mark_plan_bound, plan_bound, restrict_to_charged, table_nodes
 from dpgate.catalog import sample_order, unit_stats, within_bounds
 from dpgate.catalog.tables import quote_ident
 from dpgate.frontend.dialect import to_duckdb
@@ -468,7 +468,10 @@ class DuckDBPlane:
         parts = 2 if plan.charge.rule in ("partition", "t_round") else 1
         # A stored sample order: (re)built now, before the debit, if needed.
         ordered = orderable(plan) and sample_order.refresh(con, plan.table) is not None
-        bind_check(con, plan, probe, unit_type, parts, ordered=ordered)
+        what = ("count", probe, unit_type, parts, ordered)
+        if not plan_bound(what, plan):  # the same plan object (kept by the gateway) bound under this schema
+            bind_check(con, plan, probe, unit_type, parts, ordered=ordered)
+            mark_plan_bound(what, plan)
 
     def exact(
         self, con: duckdb.DuckDBPyConnection, plan: CountPlan, charged: str, salt: int, n_parts: int = 1, *,

@@ -32,6 +32,9 @@ class DuckDBFacts:
         #: version), so a DESCRIBE that succeeded under a key answers again under it (about 1 ms a
         #: statement); failures are never kept. None: no cache (the owner's side).
         self.schema_key: tuple | None = None
+        #: Reads of rows (of public tables, or of expressions over the domains: ``random()`` may be in
+        #: one): a plan made with none is a function of the statement, the schema and the settings.
+        self.data_reads = 0
 
     def describe(self, sql: str) -> list[tuple[str, str]]:
         key = (self.schema_key, sql) if self.schema_key is not None else None
@@ -58,6 +61,7 @@ class DuckDBFacts:
     def distinct_values(self, table: str, column: str) -> list[Any]:
         from dpgate.catalog.owner import quote
 
+        self.data_reads += 1
         return [
             r[0]
             for r in self._con.execute(
@@ -67,6 +71,7 @@ class DuckDBFacts:
 
     def unique(self, table: str, columns: list[str], null_safe: bool = False) -> bool:
         """Whether no two rows of public ``table`` agree on ``columns`` (NULLs never match unless null-safe)."""
+        self.data_reads += 1
         from dpgate.catalog.owner import quote
 
         cols = ", ".join(quote(c) for c in columns)
@@ -91,6 +96,7 @@ class DuckDBFacts:
 
     def count_where(self, condition: str, domains: list[tuple[list[Any], str]]) -> int:
         """How many points of the product of domains satisfy ``condition`` (over ``__c0, ...``)."""
+        self.data_reads += 1
         rel, params = _product(domains)
         try:
             return int(self._con.execute(f"SELECT count(*) FROM {rel} WHERE {condition}", params).fetchone()[0])
@@ -102,6 +108,7 @@ class DuckDBFacts:
 
     def image(self, sql: str, domains: list[tuple[list[Any], str]]) -> list[Any]:
         """Distinct values of ``sql`` (over columns ``__c0, __c1, ...``) on the product of domains."""
+        self.data_reads += 1
         rel, params = _product(domains)
         try:
             rows = self._con.execute(f"SELECT DISTINCT {sql} FROM {rel} ORDER BY 1 NULLS LAST", params).fetchall()

@@ -280,10 +280,14 @@ def _usable(row: tuple | None) -> int | None:
     return int(row[0])
 
 
+#: The file the connection's current database lives in, as a scalar subquery's SELECT.
+DATABASE_PATH_SQL = "SELECT path FROM duckdb_databases() WHERE database_name = current_database()"
+
+
 def database_identity(con: duckdb.DuckDBPyConnection) -> str:
     """The file the connection's current database lives in (part of the facts' cache key: a copy
     of a file carries its orders' build ids)."""
-    row = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()
+    row = con.execute(DATABASE_PATH_SQL).fetchone()
     return str(row[0]) if row and row[0] is not None else ""
 
 

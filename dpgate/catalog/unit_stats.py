@@ -107,9 +107,10 @@ def read(
         text, sums, rest = "" if row[0] is None else str(row[0]), row[1:5], row[5:]
         part: tuple = (text, *(int(v or 0) for v in sums))
     else:
-        row = con.execute(f"SELECT {definition}, r.* FROM {roster} r", [table.name]).fetchone()
-        text, rest = "" if row[0] is None else str(row[0]), row[1:]
-        part = ("sample_order", int(order_id), sample_order.database_identity(con))
+        row = con.execute(f"SELECT {definition}, ({sample_order.DATABASE_PATH_SQL}), r.* FROM {roster} r",
+                          [table.name]).fetchone()  # fmt: skip
+        text, rest = "" if row[0] is None else str(row[0]), row[2:]
+        part = ("sample_order", int(order_id), "" if row[1] is None else str(row[1]))
     key = (table.name, table.unit, table.roster, part, tuple(int(v or 0) for v in rest[:4]))
     return Reading(text, key, int(rest[4]) if generation is not None else None)
 

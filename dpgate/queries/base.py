@@ -99,6 +99,12 @@ class QueryClass:
         """The statement's answer from a public release, free and reading nothing protected, or None."""
         return None
 
+    def reusable(self, plan: Any) -> bool:
+        """Whether ``plan`` may answer the same statement text again under the same schema and session
+        settings, when planning read no row (the gateway's plan cache). Only a class whose plan is a
+        function of those alone, and never changed after planning, says yes."""
+        return False
+
 
 def personalization_notes(plan, subjects, *, scaled_note: bool = True) -> list[str]:
     """What the personalization rule did, in plain words, for the answer's notes.

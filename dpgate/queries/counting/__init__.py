@@ -17,6 +17,7 @@ import duckdb
 import numpy as np
 
 from dpgate import backends, errors, mechanisms, noise, release
+from dpgate.backends.charged import mark_plan_bound, plan_bound
 from dpgate.backends.duckdb import orderable
 from dpgate.frontend.classify import Classified
 from dpgate.mechanisms.base import COUNT_SUBJECTS, QUANTILE, VALUE_KINDS, metered
@@ -145,6 +146,12 @@ class CountingQuery(QueryClass):
             prebound=a.per_subject,
         )
 
+    def reusable(self, plan: CountPlan) -> bool:
+        """A counting plan is frozen, and what it reads at planning are the catalog, the session's
+        settings and the schema's binds (``DuckDBFacts.data_reads`` counts the rest); over a Spark table
+        the other engine's own checks run each time, so only plans over the database file are kept."""
+        return all(backends.engine_of(t) == "duckdb" for t in (plan.table, *plan.joined))
+
     def bind_check(self, con: duckdb.DuckDBPyConnection, plan: CountPlan, probe: str) -> None:
         if plan.key_selection is not None:
             # The roster's size is public: a threshold above it could release nothing [waste].
@@ -160,7 +167,9 @@ class CountingQuery(QueryClass):
                     + "; or raise epsilon",
                 )  # fmt: skip
         backends.plane("duckdb").bind_check(con, plan, probe)  # a Spark table's stub binds too
-        release.check_post(con, plan, len(plan.aggs))
+        if not plan_bound(("post",), plan):
+            release.check_post(con, plan, len(plan.aggs))
+            mark_plan_bound(("post",), plan)
         if backends.engine_of(plan.table) != "duckdb":  # the rows live elsewhere: that engine must run it too
             backends.plane(backends.engine_of(plan.table)).bind_check(con, plan, probe)
 
