@@ -82,18 +82,36 @@ def seeded(demo_db):
     c.close()
 
 
+#: Databases ``make_db`` built in this process, by its arguments: a test asking for the same one again
+#: gets a copy (building one costs ~100 ms: two connections, the roster, the stored sample order).
+_BUILT: dict[str, Path] = {}
+
+
+def _copy_db(src: Path, dst: Path) -> Path:
+    shutil.copy(src, dst)
+    wal = Path(str(src) + ".wal")
+    if wal.exists():
+        shutil.copy(wal, str(dst) + ".wal")
+    return dst
+
+
 @pytest.fixture
-def make_db(tmp_path) -> Callable[..., Path]:
+def make_db(tmp_path, tmp_path_factory) -> Callable[..., Path]:
     """Build a database from SQL, then protect tables and add analysts through the Owner API.
 
     ``make_db(setup_sql, protect={"t": {...}}, analysts={"a": {...}})``; remembered answers are off
-    unless ``answers="own"`` or ``"shared"``.
+    unless ``answers="own"`` or ``"shared"``. The same arguments give a copy of the database built
+    first (its stored sample orders too: tests that need other draws build them with a seed).
     """
     counter = iter(range(1000))
 
     def build(setup_sql: str, protect: dict | None = None, analysts: dict | None = None, allow_seed: bool = True,
               answers: str = "off") -> Path:  # fmt: skip
         path = tmp_path / f"db{next(counter)}.duckdb"
+        key = repr((setup_sql, protect, analysts, allow_seed, answers))
+        built = _BUILT.get(key)
+        if built is not None and built.exists():
+            return _copy_db(built, path)
         raw = duckdb.connect(str(path))
         raw.execute(setup_sql)
         raw.close()
@@ -108,6 +126,7 @@ def make_db(tmp_path) -> Callable[..., Path]:
             # Tests count what each statement spends, so a repeat is charged unless the test is about
             # remembered answers (``answers="own"``, the product's default).
             owner.set_answer_memory(answers)
+        _BUILT[key] = _copy_db(path, tmp_path_factory.mktemp("built") / "db.duckdb")
         return path
 
     return build

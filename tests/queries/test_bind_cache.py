@@ -70,16 +70,16 @@ def test_a_schema_change_after_the_catalog_read_is_caught_before_the_debit(make_
     with dpgate.connect(str(db), analyst="alice") as con:
         con.execute(QUERY)  # cached
         gateway = con.gateway
-        real = gateway._plan
+        real = gateway._prepare
 
-        def plan_then_rename(classified, cat):
-            out = real(classified, cat)
+        def prepare_then_rename(*args, **kwargs):
+            out = real(*args, **kwargs)  # the plan kept from the first run
             raw = gateway._instance.root.cursor()
             raw.execute("ALTER TABLE t RENAME COLUMN g TO h")
             raw.close()
             return out
 
-        monkeypatch.setattr(gateway, "_plan", plan_then_rename)
+        monkeypatch.setattr(gateway, "_prepare", prepare_then_rename)
         before = con.budget()
         with pytest.raises(dpgate.Error) as e:
             con.execute(QUERY)
