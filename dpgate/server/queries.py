@@ -34,6 +34,10 @@ log = logging.getLogger("dpgate.server")
 _BEGIN = re.compile(r"^\s*(begin|start\s+transaction)\b", re.I)
 _COMMIT = re.compile(r"^\s*(commit|end)\b", re.I)
 _ROLLBACK = re.compile(r"^\s*(rollback|abort)\b", re.I)
+#: Savepoints, as drivers send them inside a transaction (psycopg's nested ``transaction()``)
+_SAVEPOINT = re.compile(r"^\s*savepoint\s+\S+\s*;?\s*$", re.I)
+_RELEASE = re.compile(r"^\s*release\s+(savepoint\s+)?\S+\s*;?\s*$", re.I)
+_ROLLBACK_TO = re.compile(r"^\s*rollback\s+(work\s+|transaction\s+)?to\s+(savepoint\s+)?\S+\s*;?\s*$", re.I)
 _PLACEHOLDER = re.compile(r"\$(\d+)")
 #: DEALLOCATE [PREPARE] name | ALL and DISCARD ALL: a client's (psycopg's) cleanup of prepared statements
 _DEALLOCATE = re.compile(r'^\s*deallocate\s+(?:prepare\s+)?(?:(all)|"((?:[^"]|"")+)"|([A-Za-z_][A-Za-z0-9_$]*))\s*;?\s*$', re.I)
@@ -335,6 +339,17 @@ class QueryLoop:
             if client.tx == "I":
                 client.tx = "T"
             return Outcome([], [], [], "BEGIN")
+        if _SAVEPOINT.match(sql) or _RELEASE.match(sql):
+            if client.tx == "E":
+                raise errors.ProgrammingError(
+                    "current transaction is aborted, commands ignored until end of transaction block", code="DP707",
+                    hint="send ROLLBACK (a debit is final whatever you send)",
+                )  # fmt: skip
+            return Outcome([], [], [], "SAVEPOINT" if _SAVEPOINT.match(sql) else "RELEASE")
+        if _ROLLBACK_TO.match(sql):  # the transaction goes on (an aborted one is usable again); nothing is refunded
+            if client.tx == "E":
+                client.tx = "T"
+            return Outcome([], [], [], "ROLLBACK", ["dpgate debits are final: a rollback refunds nothing"])
         if _COMMIT.match(sql) or _ROLLBACK.match(sql):
             tag = "ROLLBACK" if _ROLLBACK.match(sql) or client.tx == "E" else "COMMIT"
             client.tx = "I"

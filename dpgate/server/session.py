@@ -27,6 +27,7 @@ from dpgate import errors
 from dpgate.catalog import logins
 from dpgate.interfaces import owner_commands
 from dpgate.release import Result
+from dpgate.server import pgcatalog
 
 #: Settings clients send on their own (JDBC, BI tools); accepted and ignored.
 CLIENT_SETTINGS = {"application_name", "extra_float_digits", "client_encoding", "datestyle", "search_path",
@@ -78,6 +79,7 @@ class Session:
 
             self.gateway = Gateway(path, login, test_seed=test_seed)
             self.gateway.session.values["intervals"] = True
+            self.catalog = pgcatalog.CatalogDatabase()  # pg_catalog for clients: the analyst's tables, empty
         else:
             from dpgate.catalog.owner import Owner
 
@@ -85,6 +87,7 @@ class Session:
 
     def close(self) -> None:
         if self.gateway is not None:
+            self.catalog.close()
             self.gateway.close()
         if self.owner is not None:
             self.owner.close()
@@ -94,6 +97,7 @@ class Session:
         statement runs to its end, so whether it finishes before a deadline cannot become its outcome
         (its work was bounded before the debit). Returns whether it was interrupted."""
         if self.gateway is not None:
+            self.catalog.interrupt()  # a catalog query is free: it always stops
             return self.gateway.interrupt()
         con = self.owner._con
         if con is not None:
@@ -126,6 +130,9 @@ class Session:
                 hint="dpgate ledger | dpgate budget | dpgate analyst add NAME --epsilon E | dpgate policy apply FILE "
                 "| dpgate protect TABLE --unit COL | dpgate load TABLE FILE | dpgate quality RELEASE; analysts ask SQL",
             )  # fmt: skip
+        if pgcatalog.is_catalog(sql):  # psql's \dt, a driver's or a BI tool's introspection
+            g = self.gateway
+            return self._outcome(self.catalog.run(sql, g.tables(), params, reader=g.public_reader))
         result = self.gateway.run(sql, params or None)
         return self._outcome(result)
 

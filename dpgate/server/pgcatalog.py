@@ -1,0 +1,322 @@
+"""PostgreSQL's catalogs for clients: psql's ``\\dt`` and ``\\d``, drivers' and BI tools' introspection.
+
+A statement that reads ``pg_catalog`` or ``information_schema``, or asks ``version()`` or
+``current_schema()``, runs in a DuckDB database of its own, in memory, that holds one **empty**
+table per table or view the analyst may query, with the columns and types ``SHOW TABLES`` and
+``DESCRIBE`` show (``Gateway.tables()``). DuckDB's own ``pg_catalog`` and ``information_schema``
+views answer over it, after the statement is read as PostgreSQL and written as DuckDB. Nothing of
+the database file is in that database: the catalogs reveal what ``SHOW TABLES`` / ``DESCRIBE``
+already do, and no row, no view's SQL, no other analyst's tables.
+
+That database runs only a ``SELECT`` (no DDL, ``SET``, ``PRAGMA``, ``COPY`` or ``ATTACH``), with no
+access to files or the network and one thread; its rows go through the server's limits for a
+public statement (time and size), and a cancel reaches it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from typing import Any
+
+import duckdb
+import sqlglot
+from sqlglot import exp
+
+import dpgate
+from dpgate import errors
+from dpgate.release import Result
+
+#: Relations of PostgreSQL's catalogs (their schema names, and tables named like PostgreSQL's).
+_CATALOG_SCHEMAS = {"pg_catalog", "information_schema"}
+#: Functions clients call at connect or to introspect, answered by the catalog database.
+_CATALOG_FUNCTIONS = {
+    "version", "current_schema", "current_schemas", "current_database", "pg_backend_pid", "obj_description",
+    "col_description", "format_type", "pg_get_userbyid", "pg_table_is_visible", "pg_encoding_to_char",
+    "pg_get_expr", "pg_get_indexdef", "pg_get_constraintdef", "has_table_privilege", "has_schema_privilege",
+    "pg_is_in_recovery", "pg_postmaster_start_time", "inet_server_addr", "pg_get_viewdef",
+}  # fmt: skip
+#: psql's spelling of an operator and a collation (PostgreSQL syntax that neither sqlglot nor DuckDB reads).
+_OPERATOR = re.compile(r"OPERATOR\s*\(\s*pg_catalog\s*\.\s*([~!*<>=]+)\s*\)", re.I)
+_COLLATE_DEFAULT = re.compile(r"\s+COLLATE\s+pg_catalog\s*\.\s*\"?default\"?", re.I)
+#: PostgreSQL's types that name catalog objects (``'adult'::regclass``): text here.
+_NAME_TYPES = {"regclass", "regtype", "regproc", "regprocedure", "regnamespace", "regrole", "regoper", "regconfig"}
+#: PostgreSQL catalog tables whose columns clients read and DuckDB's views lack: the catalog database
+#: has its own, in schema ``pg_more``, with those columns added (their PostgreSQL defaults).
+_MORE = {
+    "pg_class": "*, false AS relforcerowsecurity FROM pg_catalog.pg_class "
+                "WHERE relnamespace IN (SELECT oid FROM pg_catalog.pg_namespace)",
+    # DuckDB numbers a column's type by its own type ids, PostgreSQL by pg_type's oids (which clients
+    # join on): the oid of the PostgreSQL type DuckDB names it as (text for types PostgreSQL lacks), and
+    # a numeric's precision and scale encoded as PostgreSQL does
+    "pg_attribute": "* REPLACE (coalesce((SELECT min(t.oid) FROM pg_catalog.pg_type t WHERE t.typname = "
+                    "(SELECT pg_catalog.format_pg_type(d.logical_type, d.type_name) FROM duckdb_types() d "
+                    "WHERE d.type_oid = a.atttypid)), 1043) AS atttypid, CASE WHEN a.atttypmod > 0 "
+                    "THEN (((a.atttypmod // 1000) << 16) | (a.atttypmod % 1000)) + 4 ELSE a.atttypmod END AS atttypmod) "
+                    "FROM pg_catalog.pg_attribute a",
+    "pg_collation": "*, NULL::BIGINT AS collnamespace, 10::BIGINT AS collowner, 'c' AS collprovider, "
+                    "true AS collisdeterministic, 6 AS collencoding, 'C' AS collcollate, 'C' AS collctype "
+                    "FROM pg_catalog.pg_collation",
+}
+#: information_schema's views, of the analyst's database only (not of the catalog database's own schema).
+_INFORMATION = ("tables", "columns", "views", "schemata")
+#: PostgreSQL catalog tables DuckDB does not have, empty, with the columns clients read.
+_EMPTY = {
+    "pg_policy": "oid BIGINT, polname VARCHAR, polpermissive BOOLEAN, polroles BIGINT[], polqual VARCHAR, "
+                 "polwithcheck VARCHAR, polcmd VARCHAR, polrelid BIGINT",
+    "pg_roles": "oid BIGINT, rolname VARCHAR, rolsuper BOOLEAN, rolcanlogin BOOLEAN",
+    "pg_inherits": "inhrelid BIGINT, inhparent BIGINT, inhseqno INTEGER, inhdetachpending BOOLEAN",
+    "pg_trigger": "oid BIGINT, tgrelid BIGINT, tgname VARCHAR, tgenabled VARCHAR, tgisinternal BOOLEAN, "
+                  "tgparentid BIGINT",
+    "pg_statistic_ext": "oid BIGINT, stxrelid BIGINT, stxname VARCHAR, stxnamespace BIGINT, stxkeys INTEGER[], "
+                        "stxkind VARCHAR[], stxstattarget INTEGER",
+    "pg_publication": "oid BIGINT, pubname VARCHAR, puballtables BOOLEAN",
+    "pg_publication_rel": "oid BIGINT, prpubid BIGINT, prrelid BIGINT, prqual VARCHAR, prattrs INTEGER[]",
+    "pg_publication_namespace": "oid BIGINT, pnpubid BIGINT, pnnspid BIGINT",
+    "pg_rewrite": "oid BIGINT, rulename VARCHAR, ev_class BIGINT, ev_type VARCHAR, is_instead BOOLEAN",
+    "pg_foreign_table": "ftrelid BIGINT, ftserver BIGINT, ftoptions VARCHAR[]",
+    "pg_partitioned_table": "partrelid BIGINT, partstrat VARCHAR",
+}
+#: One database, the one clients connect to (``dpgate``), as PostgreSQL's pg_database describes it.
+_DATABASE = (
+    "SELECT 1::BIGINT AS oid, 'dpgate' AS datname, 10::BIGINT AS datdba, 6 AS encoding, 'c' AS datlocprovider, "
+    "false AS datistemplate, true AS datallowconn, -1 AS datconnlimit, 0::BIGINT AS dattablespace, "
+    "'C' AS datcollate, 'C' AS datctype, NULL::VARCHAR AS daticulocale, NULL::VARCHAR AS daticurules, "
+    "NULL::VARCHAR AS datcollversion, NULL::VARCHAR[] AS datacl"
+)
+#: Functions PostgreSQL has that the catalog database defines (it has the others in its pg_catalog).
+_MACROS = {
+    "pg_get_userbyid": "(id) AS 'dpgate'",
+    "pg_encoding_to_char": "(enc) AS 'UTF8'",
+    "pg_backend_pid": "() AS 0",
+    "pg_is_in_recovery": "() AS false",
+    "pg_get_indexdef": "(a, b := 0, c := false) AS NULL::VARCHAR",
+    "pg_get_expr": "(e, r, pretty := false) AS NULL::VARCHAR",
+    "pg_get_statisticsobjdef_columns": "(id) AS NULL::VARCHAR",
+    "pg_get_triggerdef": "(id, pretty := false) AS NULL::VARCHAR",
+    "pg_get_ruledef": "(id, pretty := false) AS NULL::VARCHAR",
+    "pg_get_partkeydef": "(id) AS NULL::VARCHAR",
+    "pg_relation_is_publishable": "(id) AS false",
+    "pg_get_serial_sequence": "(t, c) AS NULL::VARCHAR",
+    "array_upper": "(a, d) AS len(a)",
+    "to_regtype": "(name) AS (SELECT min(oid) FROM pg_catalog.pg_type WHERE typname = name)",
+    "to_regclass": "(name) AS (SELECT min(oid) FROM pg_catalog.pg_class WHERE relname = name)",
+    "pg_get_partition_constraintdef": "(id) AS NULL::VARCHAR",
+    "version": f"() AS 'PostgreSQL 15.0 (dpgate {dpgate.__version__})'",
+    # PostgreSQL's names for types (DuckDB's format_type gives the short ones, which clients do not map)
+    "format_type": "(t, m) AS (SELECT CASE typname WHEN 'int2' THEN 'smallint' WHEN 'int4' THEN 'integer' "
+                   "WHEN 'int8' THEN 'bigint' WHEN 'float4' THEN 'real' WHEN 'float8' THEN 'double precision' "
+                   "WHEN 'varchar' THEN 'character varying' WHEN 'bool' THEN 'boolean' "
+                   "WHEN 'timestamp' THEN 'timestamp without time zone' "
+                   "WHEN 'timestamptz' THEN 'timestamp with time zone' WHEN 'time' THEN 'time without time zone' "
+                   "ELSE typname END || CASE WHEN typname = 'numeric' AND m > 4 "
+                   "THEN concat('(', (m - 4) >> 16, ',', (m - 4) & 65535, ')') ELSE '' END "
+                   "FROM pg_catalog.pg_type WHERE oid = t)",
+}
+#: The catalog tables the catalog database answers from its own schema, ``pg_more``.
+_OWN = {*_MORE, *_EMPTY, "pg_database"}
+#: PostgreSQL's functions under DuckDB's names.
+_RENAMED = {"json_build_object": "json_object"}
+#: At most this many rows come back from the catalog database (its tables are the analyst's list).
+MAX_ROWS = 100_000
+#: Its memory.
+MEMORY = "256MB"
+
+
+def is_catalog(sql: str) -> bool:
+    """Whether ``sql`` reads PostgreSQL's catalogs or asks what only they answer (cheap: tokens only)."""
+    lowered = sql.lower()
+    if "pg_" not in lowered and "information_schema" not in lowered and "version" not in lowered \
+            and "current_schema" not in lowered and "current_database" not in lowered:  # fmt: skip
+        return False
+    try:
+        tree = _parse(sql)
+    except errors.Error:
+        return "pg_catalog" in lowered or "information_schema" in lowered
+    if not isinstance(tree, (exp.Select, exp.Union, exp.Subquery)):
+        return False
+    for table in tree.find_all(exp.Table):
+        if table.db.lower() in _CATALOG_SCHEMAS or table.name.lower().startswith("pg_"):
+            return True
+    return any(_function_name(f) in _CATALOG_FUNCTIONS for f in tree.find_all(exp.Func))
+
+
+def _function_name(f: exp.Func) -> str:
+    if isinstance(f, exp.Anonymous):
+        return str(f.this).lower()
+    return f.sql_name().lower() if hasattr(f, "sql_name") else type(f).__name__.lower()
+
+
+def _parse(sql: str) -> exp.Expr:
+    """``sql`` read as PostgreSQL, with psql's ``OPERATOR(pg_catalog.~)`` and ``COLLATE pg_catalog.default``."""
+    text = _COLLATE_DEFAULT.sub("", _OPERATOR.sub(r" \1 ", sql))
+    try:
+        trees = [t for t in sqlglot.parse(text, read="postgres") if t is not None]
+    except sqlglot.errors.ParseError as e:
+        raise errors.ProgrammingError(
+            f"Cannot read this catalog query: {str(e).splitlines()[0]}", code="DP230",
+            hint="the catalogs (pg_catalog, information_schema) answer SELECT statements",
+        ) from None
+    if len(trees) != 1:
+        raise errors.ProgrammingError("Send one catalog query at a time", code="DP230")
+    return trees[0]
+
+
+def _to_duckdb(tree: exp.Expr) -> str:
+    """The statement as DuckDB reads it: functions unqualified (the catalog database resolves
+    PostgreSQL's names in its own ``pg_catalog``, and the few it lacks are its macros)."""
+
+    def own_tables(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Table) and isinstance(node.this, exp.Func) and node.db.lower() == "pg_catalog":
+            node = node.copy()  # a table function (generate_series): DuckDB's own
+            node.set("db", None)
+        if isinstance(node, exp.Column) and node.db.lower() in ("pg_catalog", "information_schema"):
+            node = node.copy()  # pg_catalog.pg_class.relname: the table's alias is its name
+            node.set("db", None)
+        if isinstance(node, exp.Table) and not isinstance(node.this, exp.Func) and not node.alias and \
+                node.db.lower() in ("pg_catalog", "information_schema"):  # fmt: skip
+            node = node.copy()  # columns qualified by the table's name still find it
+            node.set("alias", exp.TableAlias(this=exp.to_identifier(node.name)))
+        alias = node.args.get("alias") if isinstance(node, exp.Table) and isinstance(node.this, exp.Func) else None
+        if alias is not None and not alias.columns:  # PostgreSQL names a function's one column by its alias
+            alias.set("columns", [exp.to_identifier(alias.name)])
+        if isinstance(node, exp.Table) and node.db.lower() in ("", "pg_catalog") and node.name.lower() in _OWN:
+            node = node.copy()
+            node.set("db", exp.to_identifier("pg_more"))
+            node.set("catalog", exp.to_identifier("memory"))
+            if not node.alias:  # columns qualified by the table's name still find it
+                node.set("alias", exp.TableAlias(this=exp.to_identifier(node.name)))
+        elif isinstance(node, exp.Table) and node.db.lower() == "information_schema" and \
+                node.name.lower() in _INFORMATION:  # fmt: skip
+            name = node.name
+            node = node.copy()
+            node.set("this", exp.to_identifier(f"information_{name.lower()}"))
+            node.set("db", exp.to_identifier("pg_more"))
+            node.set("catalog", exp.to_identifier("memory"))
+            if not node.alias:
+                node.set("alias", exp.TableAlias(this=exp.to_identifier(name)))
+        return node
+
+    def types(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.DataType):  # PostgreSQL's object-identifier types: names and numbers here
+            name = node.sql(dialect="postgres").lower().removeprefix("pg_catalog.")
+            if name in _NAME_TYPES:
+                return exp.DataType.build("VARCHAR")
+            if name == "oid":
+                return exp.DataType.build("BIGINT")
+            if name in ("text", "name", "char", '"char"'):
+                return exp.DataType.build("VARCHAR")
+            if name == "int2":
+                return exp.DataType.build("SMALLINT")
+        return node
+
+    def rename(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Anonymous) and str(node.this).lower() in _RENAMED:
+            node.set("this", _RENAMED[str(node.this).lower()])  # in place: a new node's children are not visited
+        return node
+
+    def unqualify(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Dot) and isinstance(node.this, exp.Identifier) and \
+                node.this.name.lower() == "pg_catalog" and isinstance(node.expression, exp.Func):  # fmt: skip
+            return node.expression.transform(unqualify)  # a replaced node's children are not visited
+        return node
+
+    tree = tree.transform(own_tables).transform(types).transform(rename)
+    return tree.transform(unqualify).sql(dialect="duckdb")
+
+
+class CatalogDatabase:
+    """One session's catalog database: the analyst's tables, empty, rebuilt when they change."""
+
+    def __init__(self) -> None:
+        self._con: duckdb.DuckDBPyConnection | None = None
+        self._tables: str | None = None
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+
+    def interrupt(self) -> None:
+        with self._lock:
+            if self._con is not None:
+                self._con.interrupt()
+
+    def _connection(self, tables: dict[str, tuple[str, list[tuple[str, str]]]]) -> duckdb.DuckDBPyConnection:
+        key = json.dumps(tables, sort_keys=True)
+        if self._con is not None and key == self._tables:
+            return self._con
+        con = duckdb.connect(":memory:", config={"threads": 1, "memory_limit": MEMORY})
+        # The analyst's tables in a database named as the one clients connect to; the catalog
+        # database's own schema (pg_more) in the other, which pg_namespace does not list.
+        con.execute("ATTACH ':memory:' AS dpgate")
+        con.execute("USE dpgate")
+        for name, (kind, columns) in tables.items():
+            if kind == "view":  # listed as a view, with its columns' types and no row
+                cols = ", ".join(f"CAST(NULL AS {t}) AS {_quote(c)}" for c, t in columns) or "NULL AS __none"
+                con.execute(f"CREATE VIEW {_quote(name)} AS SELECT {cols} WHERE false")
+            else:
+                cols = ", ".join(f"{_quote(c)} {t}" for c, t in columns) or "__none INTEGER"
+                con.execute(f"CREATE TABLE {_quote(name)} ({cols})")
+        for name, body in _MACROS.items():
+            con.execute(f"CREATE MACRO {name}{body}")
+        con.execute("CREATE SCHEMA memory.pg_more")
+        for name, body in _MORE.items():
+            con.execute(f"CREATE VIEW memory.pg_more.{name} AS SELECT {body}")
+        con.execute(f"CREATE VIEW memory.pg_more.pg_database AS {_DATABASE}")
+        for name, columns in _EMPTY.items():
+            con.execute(f"CREATE TABLE memory.pg_more.{name} ({columns})")
+        for name in _INFORMATION:
+            where = "catalog_name" if name == "schemata" else "table_catalog"
+            con.execute(f"CREATE VIEW memory.pg_more.information_{name} AS SELECT * FROM information_schema.{name} "
+                        f"WHERE {where} = 'dpgate'")  # fmt: skip
+        # Locked down after it is built: no file, no network, no extension, and no way to undo it.
+        con.execute("SET enable_external_access = false")
+        con.execute("SET autoload_known_extensions = false")
+        con.execute("SET autoinstall_known_extensions = false")
+        con.execute("SET lock_configuration = true")
+        with self._lock:
+            self.close()
+            self._con, self._tables = con, key
+        return con
+
+    def run(self, sql: str, tables: dict[str, tuple[str, list[tuple[str, str]]]], params: Any = None,
+            reader: Any = None) -> Result:  # fmt: skip
+        """The catalog query's result over the catalog database of ``tables`` (``params``: ``$1``, ...)."""
+        tree = _parse(sql)
+        if not isinstance(tree, (exp.Select, exp.Union)):
+            raise errors.NotSupportedError(
+                "The catalogs answer SELECT statements only", code="DP220",
+                hint="query pg_catalog or information_schema with SELECT; SHOW TABLES and DESCRIBE list the tables",
+            )  # fmt: skip
+        con = self._connection(tables)
+        try:
+            if reader is not None:
+                reader.start()
+            cur = con.execute(_to_duckdb(tree), params or None)
+            desc = cur.description or []
+            names, types = [d[0] for d in desc], [_pg_type(d[1]) for d in desc]
+            if reader is not None:
+                rows = reader.read(cur, names, types, None)
+            else:
+                rows = cur.fetchmany(MAX_ROWS + 1)
+                if len(rows) > MAX_ROWS:
+                    raise errors.OperationalError(f"A catalog query returns at most {MAX_ROWS:,} rows", code="DP714")
+        except duckdb.Error as e:
+            raise errors.ProgrammingError(
+                f"The catalogs cannot answer this query: {str(e).strip().splitlines()[0]}", code="DP230",
+                hint="dpgate's catalogs hold what SHOW TABLES and DESCRIBE show: tables, views and their columns",
+            ) from None
+        return Result(names, types, rows, None)
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _pg_type(t: Any) -> str:
+    """DuckDB's type name for the wire layer (lists and other nested types travel as text)."""
+    text = str(t)
+    return text if text.isidentifier() or text.startswith("DECIMAL") else "VARCHAR"
