@@ -77,6 +77,9 @@ _EMPTY = {
     "pg_rewrite": "oid BIGINT, rulename VARCHAR, ev_class BIGINT, ev_type VARCHAR, is_instead BOOLEAN",
     "pg_foreign_table": "ftrelid BIGINT, ftserver BIGINT, ftoptions VARCHAR[]",
     "pg_partitioned_table": "partrelid BIGINT, partstrat VARCHAR",
+    "pg_extension": "oid BIGINT, extname VARCHAR, extowner BIGINT, extnamespace BIGINT, extversion VARCHAR",
+    "pg_matviews": "schemaname VARCHAR, matviewname VARCHAR, matviewowner VARCHAR, definition VARCHAR",
+    "pg_stat_activity": "datid BIGINT, datname VARCHAR, pid INTEGER, usename VARCHAR, state VARCHAR, query VARCHAR",
 }
 #: One database, the one clients connect to (``dpgate``), as PostgreSQL's pg_database describes it.
 _DATABASE = (
@@ -104,6 +107,7 @@ _MACROS = {
     "to_regclass": "(name) AS (SELECT min(oid) FROM pg_catalog.pg_class WHERE relname = name)",
     "pg_get_partition_constraintdef": "(id) AS NULL::VARCHAR",
     "version": f"() AS 'PostgreSQL 15.0 (dpgate {dpgate.__version__})'",
+    "pg_sleep": "(seconds) AS NULL",  # a catalog query does not wait
     # PostgreSQL's names for types (DuckDB's format_type gives the short ones, which clients do not map)
     "format_type": "(t, m) AS (SELECT CASE typname WHEN 'int2' THEN 'smallint' WHEN 'int4' THEN 'integer' "
                    "WHEN 'int8' THEN 'bigint' WHEN 'float4' THEN 'real' WHEN 'float8' THEN 'double precision' "
@@ -116,6 +120,12 @@ _MACROS = {
 }
 #: The catalog tables the catalog database answers from its own schema, ``pg_more``.
 _OWN = {*_MORE, *_EMPTY, "pg_database"}
+#: Catalog tables a query may name without their schema (PostgreSQL's search path starts with pg_catalog).
+_CATALOG_TABLES = {
+    "pg_am", "pg_attrdef", "pg_attribute", "pg_class", "pg_collation", "pg_constraint", "pg_database", "pg_depend",
+    "pg_description", "pg_enum", "pg_index", "pg_indexes", "pg_namespace", "pg_proc", "pg_sequence",
+    "pg_sequences", "pg_settings", "pg_tables", "pg_tablespace", "pg_type", "pg_views", "pg_user", *_EMPTY,
+}
 #: PostgreSQL's functions under DuckDB's names.
 _RENAMED = {"json_build_object": "json_object"}
 #: At most this many rows come back from the catalog database (its tables are the analyst's list).
@@ -137,7 +147,7 @@ def is_catalog(sql: str) -> bool:
     if not isinstance(tree, (exp.Select, exp.Union, exp.Subquery)):
         return False
     for table in tree.find_all(exp.Table):
-        if table.db.lower() in _CATALOG_SCHEMAS or table.name.lower().startswith("pg_"):
+        if table.db.lower() in _CATALOG_SCHEMAS or (not table.db and table.name.lower() in _CATALOG_TABLES):
             return True
     return any(_function_name(f) in _CATALOG_FUNCTIONS for f in tree.find_all(exp.Func))
 
@@ -145,7 +155,7 @@ def is_catalog(sql: str) -> bool:
 def _function_name(f: exp.Func) -> str:
     if isinstance(f, exp.Anonymous):
         return str(f.this).lower()
-    return f.sql_name().lower() if hasattr(f, "sql_name") else type(f).__name__.lower()
+    return f.sql(dialect="postgres").split("(")[0].strip().lower()  # version(): sqlglot's CurrentVersion
 
 
 def _parse(sql: str) -> exp.Expr:
