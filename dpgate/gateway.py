@@ -42,6 +42,11 @@ from dpgate.release import ReleaseInfo, Result, check_consumed
 
 #: Times a statement is classified again when the catalog moved before its debit.
 _ATTEMPTS = 5
+#: A session keeps the plans of at most this many statements of at most PLAN_TEXT characters: a plan
+#: holds its trees, about 150 bytes per character of the statement, and a refused statement's plan is
+#: kept too (free), so the bound is on what a session can make the server hold (~10 MB).
+PLANS_KEPT = 32
+PLAN_TEXT = 2048
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,7 +122,7 @@ class Gateway:
         self._planes: dict[str, Any] = {}
         #: DP statements planned in this session (``_plan_key``): the same text asked again under the
         #: same schema and settings is not planned, probed or bind-checked again.
-        self._planned = Memo(64)
+        self._planned = Memo(PLANS_KEPT)
         self._queries = 0
         self._running = False
         # From the debit to the end of the release a statement may not be stopped: whether it would
@@ -282,7 +287,7 @@ class Gateway:
         (``DuckDBFacts.data_reads``): its text, the session's settings and the schema (the catalog's
         fingerprint in this database instance: every declaration, table definition and view)."""
         fp = self._snapshot.fingerprint
-        if sql is None or fp is None:
+        if sql is None or fp is None or len(sql) > PLAN_TEXT:
             return None
         settings = tuple(sorted((k, repr(v)) for k, v in self.session.values.items()))
         return (sql, settings, self._instance.path, self._instance.serial, fp)

@@ -109,3 +109,17 @@ def test_a_kept_plan_is_bind_checked_once_per_schema(db, monkeypatch):
     con.gateway._instance.root.cursor().execute("CREATE TABLE unrelated (a INTEGER)")  # the schema moved
     fetch(con, Q)
     assert len(built) == 2
+
+
+def test_a_long_statement_is_not_kept(db, plans):
+    """A plan holds its trees (about 150 bytes a character): a long statement's, kept per session, would
+    let refused statements fill the server's memory for free."""
+    from dpgate.gateway import PLAN_TEXT
+
+    con = dpgate.connect(str(db), analyst="alice")
+    values = ", ".join(str(i) for i in range(PLAN_TEXT // 4))
+    long = Q.replace("FROM t GROUP BY k", f"FROM t WHERE uid IN ({values}) GROUP BY k")
+    assert len(long) > PLAN_TEXT
+    fetch(con, long)
+    fetch(con, long)
+    assert len(plans) == 2 and len(con.gateway._planned) == 0

@@ -8,6 +8,7 @@ and ``bind``), the counting class through its data plane (``dpgate.backends.duck
 from __future__ import annotations
 
 import contextvars
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,16 +45,18 @@ class BindScope:
 
 _BIND_SCOPE: contextvars.ContextVar[BindScope | None] = contextvars.ContextVar("dpgate_bind_scope", default=None)
 _BOUND = Memo(4096)  # (schema key, SQL, parameters) of binds that succeeded
-#: (schema key, what, id(plan)) -> the plan, of plans all of whose statements ``what`` bound: a plan the
-#: gateway kept (its plan cache) need not have its statements built again to find them bound. The entry
-#: holds the plan, so its id is not reused by another object while the entry lives.
+#: (schema key, what, id(plan)) -> a weak reference to the plan, of plans all of whose statements
+#: ``what`` bound: a plan the gateway kept (its plan cache) need not have its statements built again to
+#: find them bound. The entry does not keep the plan alive (plans can be large); once it is gone, its
+#: reference is dead and another object with the same id finds nothing.
 _PLANS_BOUND = Memo(256)
 
 
 def plan_bound(what: tuple, plan: Any) -> bool:
     """Whether the statements ``what`` of this very plan object bound before under the current schema."""
     scope = _BIND_SCOPE.get()
-    return scope is not None and _PLANS_BOUND.get((scope.key, what, id(plan))) is plan
+    ref = _PLANS_BOUND.get((scope.key, what, id(plan))) if scope is not None else None
+    return ref is not None and ref() is plan
 
 
 def mark_plan_bound(what: tuple, plan: Any) -> None:
@@ -61,7 +64,7 @@ def mark_plan_bound(what: tuple, plan: Any) -> None:
     scope = _BIND_SCOPE.get()
     if scope is not None:
         key = (scope.key, what, id(plan))
-        _PLANS_BOUND.put(key, plan)
+        _PLANS_BOUND.put(key, weakref.ref(plan))
         scope.added.append(key)
 
 
