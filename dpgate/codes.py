@@ -173,6 +173,7 @@ CODES: dict[str, Code] = {
     "DP344": _c(E.PolicyError, "A release beyond the number of releases the analyst may hold (`releases`)."),
     "DP345": _c(E.PolicyError, "A release that would take the analyst's releases past their estimated bytes (`release_bytes`)."),
     "DP346": _c(E.PolicyError, "An owner's release cap that is not a whole number from 0, or an unknown cap."),
+    "DP347": _c(E.PolicyError, "An owner's budget share that is not a fraction in (0, 1], 'equal' or 'none'."),
     # -- DP4xx: the budget, and failures after the debit -------------------------------------------
     "DP401": _c(E.BudgetExceededError, "The analyst's ε quota would be exceeded."),
     "DP402": _c(E.BudgetExceededError, "The analyst's δ quota would be exceeded."),

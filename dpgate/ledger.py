@@ -20,6 +20,7 @@ All quantities are exact decimals (``DECIMAL(38, 18)``).
 from __future__ import annotations
 
 import itertools
+from typing import Any
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, Context, Decimal
@@ -28,7 +29,7 @@ import duckdb
 import numpy as np
 
 from dpgate import database, errors
-from dpgate.catalog import caps
+from dpgate.catalog import caps, shares
 from dpgate.catalog.tables import SCHEMA, ProtectedTable
 from dpgate.mechanisms import pdp
 
@@ -106,11 +107,15 @@ class Ledger:
         self._con = con
 
     # -- reading -------------------------------------------------------------------------
-    def quota(self, analyst: str) -> tuple[Decimal, ...]:
+    def quota(self, analyst: str, *, shares_too: bool = False) -> tuple:
+        """(ε quota, δ quota, ε per query, δ per query, ε spent, δ spent); ``shares_too``: then the
+        analyst's own budget share and the database's (``catalog.shares``), read in the same statement."""
+        extra = (f", (SELECT value FROM {SCHEMA}.settings WHERE key = ?), "
+                 f"(SELECT value FROM {SCHEMA}.settings WHERE key = ?)") if shares_too else ""  # fmt: skip
         row = self._con.execute(
             f"SELECT epsilon_quota, delta_quota, epsilon_per_query, delta_per_query, epsilon_spent, "
-            f"delta_spent FROM {SCHEMA}.analysts WHERE name = ?",
-            [analyst],
+            f"delta_spent{extra} FROM {SCHEMA}.analysts WHERE name = ?",
+            ([f"{shares.SETTING}:{analyst}", shares.SETTING] if shares_too else []) + [analyst],
         ).fetchone()
         if row is None:
             raise errors.PolicyError(
@@ -160,13 +165,14 @@ class Ledger:
         return list(zip(labels, (int(v) for v in row)))
 
     # -- checking and reserving ----------------------------------------------------------
-    def check(self, cost: Cost) -> tuple[Decimal, Decimal]:
+    def check(self, cost: Cost, row: tuple | None = None) -> tuple[Decimal, Decimal]:
         """Raise if the analyst cannot pay the cost (caps, quota); return what they have left.
+        ``row``: the analyst's ``quota`` as the caller read it.
 
         Changes nothing. Whether any subject can pay is decided by ``reserve``, inside its
         transaction.
         """
-        eq, dq, ecap, dcap, es, ds = self.quota(cost.analyst)
+        eq, dq, ecap, dcap, es, ds = (row or self.quota(cost.analyst))[:6]
         eps, delta = charge(cost.epsilon), charge(cost.delta)
         if eps > ecap:
             raise errors.PolicyError(
@@ -207,10 +213,16 @@ class Ledger:
         ).fetchone()
         return max(0.0, float(row[0] or 0))
 
-    def subject_plan(self, cost: Cost) -> pdp.SubjectPlan:
-        """The personalization plan for ``cost`` from the roster as it is now (public facts only)."""
+    def share_limit(self, cost: Cost) -> tuple[Decimal, Decimal] | None:
+        """(share, used) bounding what the analyst may charge ``cost``'s subjects (``catalog.shares``), or None."""
+        return shares.limit(self._con, cost.analyst, cost.table)
+
+    def subject_plan(self, cost: Cost, limit: Any = False) -> pdp.SubjectPlan:
+        """The personalization plan for ``cost`` from the roster as it is now (public facts only);
+        ``limit``: the analyst's budget share as ``share_limit`` read it (False: read it now)."""
         table = cost.table
-        allowance = _allowance_sql()
+        limit = self.share_limit(cost) if limit is False else limit
+        allowance = _allowance_sql(limit)
         rows = self._con.execute(
             f"SELECT {allowance} AS a, count(*) FROM {table.roster_sql} GROUP BY a",
             [dec(table.subject_delta), charge(cost.delta), charge(cost.epsilon), charge(cost.epsilon)],
@@ -226,9 +238,26 @@ class Ledger:
                 requested=cost.epsilon, remaining=left,
             )  # fmt: skip
         if not levels:
+            if limit is not None and self.subject_plan_levels(cost):
+                share, used = limit
+                raise errors.BudgetExceededError(
+                    f"You have used your share of the subjects' budgets on {table.name}: at most {share.normalize():f} of each "
+                    f"subject's lifetime ε, and you have charged ε={float(used):g} on its subjects", code="DP403",
+                    hint="the subjects still have ε for other analysts; the data owner sets shares "
+                    "(dpgate analyst set NAME --share S, or --share none)",
+                    budget="share of subject epsilon", requested=cost.epsilon,
+                )  # fmt: skip
             raise self._nobody_left(cost)
         return pdp.plan(cost.rule, sorted(levels, key=lambda lv: lv.allowance), charge(cost.epsilon),
                         excluded=excluded, **cost.options)  # fmt: skip
+
+    def subject_plan_levels(self, cost: Cost) -> int:
+        """How many subjects could take part in ``cost`` with no budget share (a refusal's wording)."""
+        (n,) = self._con.execute(
+            f"SELECT count(*) FROM {cost.table.roster_sql} WHERE {_allowance_sql()} > 0",
+            [dec(cost.table.subject_delta), charge(cost.delta), charge(cost.epsilon), charge(cost.epsilon)],
+        ).fetchone()
+        return int(n)
 
     def _nobody_left(self, cost: Cost) -> errors.BudgetExceededError:
         """The refusal when no subject can take part: it names the subjects' budget that ran out (ε or δ)."""
@@ -281,13 +310,15 @@ class Ledger:
             except duckdb.Error as e:
                 raise (unwritable(e) or e) from None
             try:
-                eps_left, delta_left = self.check(cost)
+                row = self.quota(cost.analyst, shares_too=True)
+                eps_left, delta_left = self.check(cost, row)
                 asked_eps = charge_eps = charge(cost.epsilon)
                 charge_delta = charge(cost.delta)
                 used = excluded = 0
                 subject_total = Decimal(0)
+                limit = shares.limit(con, cost.analyst, cost.table, stated=row[6:8]) if cost.table is not None else None
                 if cost.table is not None:
-                    splan = self.subject_plan(cost)
+                    splan = self.subject_plan(cost, limit)
                     if cost.check is not None:
                         cost.check(splan)
                 if cost.release is not None:  # public facts only: the options, the roster's size, the registry
@@ -321,7 +352,7 @@ class Ledger:
                     else:
                         charged = temp = f"__dp_charged_{next(_temp_ids)}"
                         mapping = splan.rows()
-                        allowance = _allowance_sql()
+                        allowance = _allowance_sql(limit)
                         con.execute(
                             f"CREATE TEMP TABLE {temp} AS SELECT v.unit, m.round, m.part, m.charge FROM "
                             f"(SELECT unit, {allowance} AS a FROM {cost.table.roster_sql}) v JOIN "
@@ -511,17 +542,20 @@ def _eligible_sql() -> str:
     return "epsilon_budget - epsilon_spent >= ? AND ? - delta_spent >= ?"
 
 
-def _allowance_sql() -> str:
+def _allowance_sql(limit: tuple[Decimal, Decimal] | None = None) -> str:
     """A subject's allowance for this query, exactly as ``pdp.allowance`` computes it [allowance].
 
     Parameters: subject δ budget, query δ, ε, ε. No δ left for the query means no allowance.
     All in DECIMAL: a DOUBLE budget column is cast first, and the grid is applied by
     multiplying (DuckDB divides DECIMALs in DOUBLE, which would floor 0.95 to 0.949).
+    ``limit``: the analyst's budget share and what they used of this subject space: what a subject
+    has left for this analyst is also at most share × budget − used (``catalog.shares``).
     """
+    left = shares.remaining_sql(limit)
     return (
         "CASE WHEN ? - delta_spent < ? THEN CAST(0 AS DECIMAL(38, 18)) "
-        "WHEN CAST(epsilon_budget AS DECIMAL(38, 18)) - epsilon_spent >= ? THEN CAST(? AS DECIMAL(38, 18)) "
-        "WHEN CAST(epsilon_budget AS DECIMAL(38, 18)) - epsilon_spent <= 0 THEN CAST(0 AS DECIMAL(38, 18)) "
-        f"ELSE CAST(floor((CAST(epsilon_budget AS DECIMAL(38, 18)) - epsilon_spent) * {int(1 / pdp.GRID)}) "
+        f"WHEN {left} >= ? THEN CAST(? AS DECIMAL(38, 18)) "
+        f"WHEN {left} <= 0 THEN CAST(0 AS DECIMAL(38, 18)) "
+        f"ELSE CAST(floor({left} * {int(1 / pdp.GRID)}) "
         f"* CAST({pdp.GRID} AS DECIMAL(4, 3)) AS DECIMAL(38, 18)) END"
     )

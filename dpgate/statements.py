@@ -18,6 +18,7 @@ from sqlglot import exp
 
 from dpgate import errors
 from dpgate.catalog import releases as registry
+from dpgate.catalog import shares
 from dpgate.catalog.tables import Catalog
 from dpgate.frontend.classify import Classified
 from dpgate.frontend.dialect import to_duckdb, to_sql
@@ -132,6 +133,16 @@ def _show_budget(gw: Any, classified: Classified, cat: Catalog) -> Result:
         for bucket, count in gw.ledger.subject_distribution(table):
             if count or bucket.startswith("0 "):
                 rows.append((f"{label}: remaining ε {bucket}", None, None, count, ""))
+        limit = shares.limit(gw.con, gw.analyst, table)
+        if limit is not None:  # what is left to this analyst under their budget share
+            share, used = limit
+            (yours,) = gw.con.execute(
+                f"SELECT count(*) FILTER (WHERE {shares.remaining_sql(limit)} >= ?) FROM {table.roster_sql}",
+                [dec(session_eps)],
+            ).fetchone()  # fmt: skip
+            rows.append((f"{label}: left to you", None, None, int(yours),
+                         f"with at least the session ε={session_eps:g} left for you: you may use {share.normalize():f} of each "
+                         f"subject's lifetime ε (your budget share) and have charged ε={float(used):g} here"))  # fmt: skip
         # δ: spent by DP key selection (GROUP BY over an undeclared domain) and by the experimental
         # supermodular release; a subject takes part only with at least the query's δ left of
         # their lifetime δ.

@@ -33,6 +33,7 @@ from dpgate import database, errors, resources
 from dpgate.catalog import caps as release_caps
 from dpgate.catalog import releases as registry
 from dpgate.catalog import remembered
+from dpgate.catalog import shares as budget_shares
 from dpgate.catalog import tables as catalog
 from dpgate.catalog.checks import check_flag, main_table_exists
 from dpgate.catalog.declare import DEFAULT_SUBJECT_DELTA, DEFAULT_SUBJECT_EPSILON, Declarations, roster_name
@@ -188,6 +189,23 @@ class Owner(Declarations, Rosters, PolicyFiles, Reports):
         Checked before each release's debit (``dpgate.catalog.caps``)."""
         with self._transaction(declarations=False) as con:
             release_caps.set_caps(con, analyst, caps)
+
+    def set_budget_share(self, share: str | float | None, analyst: str | None = None) -> None:
+        """How much of each subject's lifetime ε one analyst may use (``catalog.shares``): a fraction in
+        (0, 1], ``'equal'`` (1 / the number of analysts) or ``'none'``/None (the whole budget). Without
+        ``analyst``, the database's default; for an analyst, None follows the default again."""
+        with self._transaction(declarations=False) as con:
+            if analyst is not None:
+                known = con.execute(f"SELECT count(*) FROM {catalog.SCHEMA}.analysts WHERE name = ?", [analyst]).fetchone()
+                if not known[0]:
+                    raise errors.PolicyError(f"Unknown analyst {analyst!r}", code="DP302")
+            budget_shares.set_share(con, analyst, share)
+
+    def budget_share(self, analyst: str) -> str:
+        """The share that holds for ``analyst``: a fraction, 'equal' or 'none' (with ' (default)' when it
+        is the database's)."""
+        value, own = budget_shares.stated(self.con, analyst)
+        return value if own else f"{value} (default)"
 
     def release_caps(self, analyst: str) -> dict[str, int]:
         """The release caps that hold for ``analyst``."""

@@ -30,7 +30,8 @@ class PolicyFiles:
                     policy = tomllib.load(f)
                 except tomllib.TOMLDecodeError as e:
                     raise errors.PolicyError(f"Policy file is not valid TOML: {e}", code="DP330") from e
-        check_keys("policy", policy, {"tables", "graphs", "analysts", "owners", "backends", "release_caps", "answers"})
+        check_keys("policy", policy, {"tables", "graphs", "analysts", "owners", "backends", "release_caps", "answers",
+                                      "budget_share"})  # fmt: skip
         done = []
         backends = policy.get("backends", {})
         check_keys("[backends]", backends, {"spark"})
@@ -110,10 +111,13 @@ class PolicyFiles:
             check_keys("[release_caps]", policy["release_caps"], release_caps.DEFAULTS)
             self.set_release_caps(None, **policy["release_caps"])
             done.append("release caps " + ", ".join(f"{k} = {v}" for k, v in policy["release_caps"].items()))
+        if "budget_share" in policy:  # the database's default (authoritative only when stated)
+            self.set_budget_share(policy["budget_share"])
+            done.append(f"budget share {policy['budget_share']}")
         for aname, spec in policy.get("analysts", {}).items():
             check_keys(
                 f"[analysts.{aname}]", spec,
-                {"epsilon", "delta", "epsilon_per_query", "delta_per_query", "allow_test_seed", "scram",
+                {"epsilon", "delta", "epsilon_per_query", "delta_per_query", "allow_test_seed", "scram", "share",
                  *release_caps.DEFAULTS},
             )  # fmt: skip
             if "epsilon" not in spec:
@@ -132,6 +136,8 @@ class PolicyFiles:
             own = {k: spec[k] for k in release_caps.DEFAULTS if k in spec}
             if own:
                 self.set_release_caps(aname, **own)
+            # the policy is authoritative: an entry without share follows the database's default
+            self.set_budget_share(spec.get("share"), aname)
             done.append(f"analyst {aname} (epsilon quota {spec['epsilon']})")
         for oname, spec in policy.get("owners", {}).items():  # owner logins of dpgate serve
             check_keys(f"[owners.{oname}]", spec, {"scram"})

@@ -11,6 +11,7 @@ from typing import Any
 from dpgate import errors
 from dpgate.catalog import hooks
 from dpgate.catalog import releases as registry
+from dpgate.catalog import shares as budget_shares
 from dpgate.catalog import tables as catalog
 from dpgate.catalog.tables import quote_ident as quote
 
@@ -25,6 +26,7 @@ class Reports:
             f"SELECT name, epsilon_quota, epsilon_spent, epsilon_quota - epsilon_spent, delta_quota, delta_spent, "
             f"epsilon_per_query, delta_per_query FROM {catalog.SCHEMA}.analysts ORDER BY name"
         ).fetchall()
+        analysts = [(*row, self.budget_share(row[0])) for row in analysts]
         tables = []
         for t in catalog.load(self.con).tables.values():
             left = "epsilon_budget - epsilon_spent"
@@ -44,24 +46,33 @@ class Reports:
         (DP403) with quota to spare; an analyst whose own quota reaches it can do so alone. One
         dict per space: its ``tables``, ``subjects``, ``median_epsilon``, the ``quotas`` in all and
         the analysts who can do it ``alone``. Owner commands that change quotas or budgets print
-        ``describe_overcommit`` of it as a note."""
+        ``describe_overcommit`` of it as a note. Budget shares (``catalog.shares``) bound what each
+        analyst can take; shares that add up to at most 1 leave every analyst theirs."""
         analysts = self.con.execute(
             f"SELECT name, epsilon_quota FROM {catalog.SCHEMA}.analysts WHERE epsilon_quota > 0 ORDER BY name"
         ).fetchall()
         if not analysts:
             return []
-        total = sum(float(q) for _, q in analysts)
+        shares = {name: budget_shares.share_of(self.con, name) for name, _ in analysts}
+        if all(v is not None for v in shares.values()) and sum(shares.values()) <= 1:
+            return []  # each analyst's share of every subject is theirs: nobody can use up another's
         tables = [t for t in catalog.load(self.con).tables.values() if t.kind != "graph"]
         out = []
         for roster in sorted({t.roster for t in tables}):
             first = next(t for t in tables if t.roster == roster)
             n, median = self.con.execute(f"SELECT count(*), median(epsilon_budget) FROM {first.roster_sql}").fetchone()
-            if not n or median is None or float(median) <= 0 or total < float(median):
+            if not n or median is None or float(median) <= 0:
                 continue  # (a median of 0: most subjects have nothing left to use up)
+            # what each analyst can take of a median subject: the quota, or less under a budget share
+            reach = {name: float(q) if shares[name] is None else min(float(q), float(shares[name]) * float(median))
+                     for name, q in analysts}  # fmt: skip
+            total = sum(reach.values())
+            if total < float(median) * (1 - 1e-9):
+                continue
             out.append({
                 "tables": sorted(t.name for t in tables if t.roster == roster), "subjects": int(n),
                 "median_epsilon": float(median), "quotas": total,
-                "alone": [name for name, q in analysts if float(q) >= float(median)],
+                "alone": [name for name, r in reach.items() if r >= float(median) * (1 - 1e-9)],
             })  # fmt: skip
         return out
 
@@ -160,5 +171,6 @@ def describe_overcommit(spaces: list[dict]) -> str | None:
         alone = f"; {', '.join(sp['alone'])} alone" if sp["alone"] else ""
         parts.append(f"{' and '.join(sp['tables'])} (median ε {sp['median_epsilon']:g}{alone})")
     return (f"the analysts' quotas (ε {spaces[0]['quotas']:g} in all) can use up most subjects' lifetime budgets of "
-            f"{', '.join(parts)}: whoever asks later is refused (DP403) with quota left; lower the quotas "
-            "(dpgate analyst set) or raise the subjects' budgets if that is not intended")  # fmt: skip
+            f"{', '.join(parts)}: whoever asks later is refused (DP403) with quota left; give the analysts shares "
+            "of each subject's budget (dpgate analyst set DB NAME --share equal), lower the quotas or raise the "
+            "subjects' budgets if that is not intended")  # fmt: skip

@@ -24,7 +24,7 @@ from dpgate.catalog.reports import describe_overcommit
 LEDGER_COLUMNS = ["entry", "at", "analyst", "class", "mechanism", "table", "epsilon", "delta",
                   "charged", "excluded", "private", "released", "statement"]  # fmt: skip
 ANALYST_COLUMNS = ["analyst", "epsilon quota", "epsilon spent", "epsilon left", "delta quota", "delta spent",
-                   "epsilon per query", "delta per query"]  # fmt: skip
+                   "epsilon per query", "delta per query", "share of subjects' epsilon"]  # fmt: skip
 TABLE_COLUMNS = ["table", "kind", "unit", "subjects", "min epsilon left", "median epsilon left",
                  "max epsilon left", "subjects with none left"]  # fmt: skip
 
@@ -124,9 +124,25 @@ def cmd_ledger(args: argparse.Namespace, read_password: PasswordReader) -> Reply
 
 
 def cmd_budget(args: argparse.Namespace, read_password: PasswordReader) -> Reply:
-    """The analysts' quotas and spending, and each protected table's subjects' remaining ε (owner)."""
-    with Owner(args.database, create=False, read_only=True) as owner:
-        return Reply(list(budgets(owner)), overcommit_notes(owner))
+    """The analysts' quotas and spending, and each protected table's subjects' remaining ε (owner);
+    ``--share`` sets the database's default share of each subject's ε an analyst may use."""
+    with Owner(args.database, create=False, read_only=args.share is None) as owner:
+        lines = []
+        if args.share is not None:
+            owner.set_budget_share(args.share)
+            lines.append(f"budget share: each analyst may use {_share_words(args.share)} unless set for them")
+        return Reply(list(budgets(owner)), lines + overcommit_notes(owner))
+
+
+def _share_words(share: str) -> str:
+    from dpgate.catalog import shares
+
+    value = shares.parse(share)
+    if value == "none":
+        return "the whole of each subject's lifetime ε"
+    if value == "equal":
+        return "1 / (the number of analysts) of each subject's lifetime ε"
+    return f"{value} of each subject's lifetime ε"
 
 
 def cmd_answers(args: argparse.Namespace, read_password: PasswordReader) -> Reply:
@@ -243,11 +259,15 @@ def cmd_analyst(args: argparse.Namespace, read_password: PasswordReader) -> Repl
         owner.add_analyst(args.name, **new)
         if caps:
             owner.set_release_caps(args.name, **caps)
+        if args.share is not None:  # "default" follows the database's share again
+            owner.set_budget_share(None if args.share.lower() == "default" else args.share, args.name)
+        share = owner.budget_share(args.name)
         if password is not None:
             owner.set_login(args.name, password=password)
         held = owner.release_caps(args.name)
         overcommitted = overcommit_notes(owner)
     lines = [f"analyst {args.name}: ε quota {new['epsilon']:g}, δ quota {new['delta']:g}"
+             + (f"; share of each subject's ε: {share}" if not share.startswith("none") else "")
              + ("; can log in to dpgate serve" if password is not None else "")]  # fmt: skip
     lines += overcommitted
     if caps:
@@ -329,6 +349,8 @@ def add_parsers(sub) -> None:
 
     bu = sub.add_parser("budget", help=cmd_budget.__doc__, description=cmd_budget.__doc__)
     bu.add_argument("database")
+    bu.add_argument("--share", metavar="S", help="set the database's default share of each subject's lifetime ε "
+                    "an analyst may use: a fraction in (0, 1], 'equal' (1 / the number of analysts) or 'none'")
     output_options(bu)
     bu.set_defaults(owner_command=cmd_budget)
 
@@ -395,6 +417,9 @@ def add_parsers(sub) -> None:
         a.add_argument("--releases", type=int, metavar="N", help="releases they may hold at once (default 100)")
         a.add_argument("--release-bytes", type=int, metavar="N",
                        help="estimated bytes their releases may hold in all (default 1 GiB)")
+        a.add_argument("--share", metavar="S",
+                       help="the share of each subject's lifetime ε they may use: a fraction in (0, 1], 'equal' "
+                       "(1 / the number of analysts), 'none' (the whole budget) or 'default' (the database's)")
         a.set_defaults(owner_command=cmd_analyst)
     al = ansub.add_parser("list", help="the analysts and their quotas")
     al.add_argument("database")

@@ -203,7 +203,8 @@ class Session:
 
     def _owner_command(self, words: list[str]) -> Outcome:
         verb = words[0].lower()
-        if verb in ("ledger", "budget") or [w.lower() for w in words[:2]] == ["analyst", "list"]:
+        setting = verb == "budget" and any(w.startswith("--share") for w in words)  # changes, then lists
+        if (verb in ("ledger", "budget") and not setting) or [w.lower() for w in words[:2]] == ["analyst", "list"]:
             return self._owner_listing(verb, words)
         # the commands take the database after the (sub)command words
         at = 2 if verb in ("analyst", "policy", "login") else 1
