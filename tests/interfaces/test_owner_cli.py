@@ -24,9 +24,10 @@ def dpgate(*args, cwd=None, stdin=None):
 
 def test_the_readme_your_own_data_sections_run_verbatim(tmp_path):
     """"Your own data", then "Per-subject budgets" on the same clinic.duckdb and analyst: there
-    --budget-column gives each patient the smallest consent_epsilon among their rows."""
+    --budget-column gives each patient the smallest consent_epsilon among their rows; then "Budget
+    shares" on the same file."""
     outputs = []
-    for title in ("## Your own data", "### Per-subject budgets"):
+    for title in ("## Your own data", "### Per-subject budgets", "### Budget shares: a team on one subject space"):
         block = re.search(re.escape(title) + r"\n\n.*?```sh\n(.*?)```", README, re.S).group(1)
         for line in block.strip().splitlines():
             proc = subprocess.run(line.replace("dpgate ", f"{sys.executable} -m dpgate.interfaces.cli ", 1)
@@ -39,7 +40,12 @@ def test_the_readme_your_own_data_sections_run_verbatim(tmp_path):
     assert "alice" in outputs[5] and "visits" in outputs[5]
     ledger = outputs[6].splitlines()
     assert ledger[0].startswith("entry,at,analyst") and "GROUP BY 1" in ledger[1] and ",1,0," in ledger[1]
-    protect, query, budget = outputs[-3:]
+    default, own, shown = outputs[-3:]  # the budget shares
+    assert "budget share: each analyst may use 1 / (the number of analysts)" in default
+    assert "share of each subject's ε: 0.5" in own
+    flat = " ".join(re.sub(r"\s*\|\s*", " ", shown).split())  # the listing wraps to the terminal's width
+    assert "visits2: left to you" in flat and "you may use 0.5 of each subject's lifetime ε" in flat
+    protect, query, budget = outputs[-6:-3]
     assert "3 subjects on its roster" in protect
     assert "ε charged 0.8" in query and "1 patients have less than ε=0.8 left" in query
     (row,) = [line for line in budget.splitlines() if line.startswith("| visits2 ")]
