@@ -4,8 +4,9 @@
 
 1. checks the analyst's per-query caps and remaining quota,
 2. selects the subjects the personalization rule uses (today: the threshold rule of seed
-   002 — every subject of the table with at least the query's ε and δ left) into a
-   temporary table for the execution stage,
+   002 — every subject of the table with at least the query's ε and δ left; with a budget
+   share, left *for this analyst*: ``catalog.shares``) into a temporary table for the
+   execution stage,
 3. charges each of them, charges the analyst, and appends one ledger row,
 
 and commits before any noisy value is computed. A crash after the commit loses the
