@@ -23,7 +23,7 @@ from sqlglot import exp
 
 from dpgate import answers, backends, database, errors, noise, queries, statements
 from dpgate.backends.charged import bind_scope
-from dpgate.catalog import caps, remembered, sample_order
+from dpgate.catalog import caps, remembered, sample_order, shares
 from dpgate.catalog import releases as registry
 from dpgate.catalog import tables as catalog_mod
 from dpgate.catalog.facts import DuckDBFacts
@@ -103,6 +103,7 @@ class Gateway:
             with self._instance.ledger_lock:
                 registry.ensure(self._con)  # a database made by an older dpgate
                 remembered.ensure(self._con)
+                shares.ensure(self._con)
             self.catalog()
             self.ledger.quota(analyst)  # unknown analyst -> PolicyError
             if test_seed is not None and not self.ledger.may_seed(analyst):

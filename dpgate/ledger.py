@@ -239,18 +239,26 @@ class Ledger:
                 requested=cost.epsilon, remaining=left,
             )  # fmt: skip
         if not levels:
-            if limit is not None and self.subject_plan_levels(cost):
-                share, used = limit
-                raise errors.BudgetExceededError(
-                    f"You have used your share of the subjects' budgets on {table.name}: at most {share.normalize():f} of each "
-                    f"subject's lifetime ε, and you have charged ε={float(used):g} on its subjects", code="DP403",
-                    hint="the subjects still have ε for other analysts; the data owner sets shares "
-                    "(dpgate analyst set NAME --share S, or --share none)",
-                    budget="share of subject epsilon", requested=cost.epsilon,
-                )  # fmt: skip
-            raise self._nobody_left(cost)
-        return pdp.plan(cost.rule, sorted(levels, key=lambda lv: lv.allowance), charge(cost.epsilon),
-                        excluded=excluded, **cost.options)  # fmt: skip
+            raise self._share_used(cost, limit) or self._nobody_left(cost)
+        try:
+            return pdp.plan(cost.rule, sorted(levels, key=lambda lv: lv.allowance), charge(cost.epsilon),
+                            excluded=excluded, **cost.options)  # fmt: skip
+        except errors.BudgetExceededError as e:  # the rule uses nobody: because of the share?
+            raise self._share_used(cost, limit) or e from None
+
+    def _share_used(self, cost: Cost, limit: tuple[Decimal, Decimal] | None) -> errors.BudgetExceededError | None:
+        """The refusal when the analyst's budget share, not the subjects' budgets, leaves nobody for the
+        query (subjects could take part without the share); None otherwise."""
+        if limit is None or not self.subject_plan_levels(cost):
+            return None
+        share, used = limit
+        return errors.BudgetExceededError(
+            f"You have used your share of the subjects' budgets on {cost.table.name}: at most {share.normalize():f} of "
+            f"each subject's lifetime ε, and you have charged ε={float(used):g} on its subjects", code="DP403",
+            hint="the subjects still have ε for other analysts; the data owner sets shares "
+            "(dpgate analyst set NAME --share S, or --share none)",
+            budget="share of subject epsilon", requested=cost.epsilon,
+        )  # fmt: skip
 
     def subject_plan_levels(self, cost: Cost) -> int:
         """How many subjects could take part in ``cost`` with no budget share (a refusal's wording)."""
@@ -380,12 +388,13 @@ class Ledger:
                 entry_id = con.execute(
                     f"INSERT INTO {SCHEMA}.ledger (entry_id, analyst, query_hash, statement, query_class, "
                     "mechanism, table_name, epsilon, delta, personalization, subjects_charged, "
-                    f"subjects_excluded, subject_epsilon, private) VALUES (nextval('{SCHEMA}.ledger_seq'), "
-                    "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING entry_id",
+                    f"subjects_excluded, subject_epsilon, private, roster) VALUES (nextval('{SCHEMA}.ledger_seq'), "
+                    "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING entry_id",
                     [
                         cost.analyst, cost.query_hash, cost.statement, cost.query_class, cost.mechanism,
                         cost.table.name if cost.table else None, charge_eps, charge_delta,
                         cost.rule if cost.table else None, used, excluded, subject_total, cost.private,
+                        cost.table.roster if cost.table else None,
                     ],
                 ).fetchone()[0]  # fmt: skip
             except BaseException as e:

@@ -85,7 +85,8 @@ CREATE TABLE IF NOT EXISTS dpgate.ledger (
     subjects_charged  BIGINT NOT NULL,
     subjects_excluded BIGINT NOT NULL,
     subject_epsilon   DECIMAL(38, 18) NOT NULL, -- sum of the charges to subjects
-    private           BOOLEAN NOT NULL         -- false for seeded test runs
+    private           BOOLEAN NOT NULL,        -- false for seeded test runs
+    roster            VARCHAR                  -- the subject space charged (budget shares sum on it)
 );
 
 -- The release log: written after the noisy rows are ready. A ledger entry without a

@@ -107,3 +107,79 @@ def test_without_a_share_one_analyst_can_spend_everyone_and_the_owner_is_told(db
     _ask(alice, 2.0)
     bob = dpgate.connect(str(db), analyst="bob")
     assert _ask(bob, 2.0).population.size == 100  # only the budgets of 4 are left, for anyone
+
+
+def test_unprotecting_or_moving_a_table_gives_no_share_back(tmp_path):
+    """A ledger entry records the subject space it charged: what alice used there stays used."""
+    path = tmp_path / "move.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE patients AS SELECT i AS pid FROM range(50) r(i)")
+        con.execute("CREATE TABLE visits AS SELECT i % 50 AS pid, i % 2 AS k FROM range(100) r(i)")
+    with Owner(path) as o:
+        o.protect("patients", unit="pid", epsilon=1.0, subjects="patients", public_roster=True)
+        o.protect("visits", unit="pid", epsilon=1.0, subjects="patients", max_rows=2, public_roster=True)
+        o.add_analyst("alice", epsilon=100.0)
+        o.set_budget_share(0.5, "alice")
+    q = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5, fresh = true) COUNT(*) FROM {}"
+    with dpgate.connect(str(path), analyst="alice") as alice:
+        alice.execute(q.format("visits"))
+        with pytest.raises(dpgate.BudgetExceededError):
+            alice.execute(q.format("patients"))
+    with Owner(path, create=False) as o:
+        o.protect("visits", unit="pid", epsilon=1.0, subjects="elsewhere", max_rows=2, public_roster=True)
+    with dpgate.connect(str(path), analyst="alice") as alice, pytest.raises(dpgate.BudgetExceededError) as e:
+        alice.execute(q.format("patients"))
+    assert "share" in str(e.value)
+
+
+def test_large_budgets_tiny_shares_and_bad_values(db, tmp_path, capsys):
+    path = tmp_path / "big.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE t AS SELECT i AS uid FROM range(20) r(i)")
+    with Owner(path) as o:
+        o.protect("t", unit="uid", epsilon=1e15, public_roster=True)
+        o.add_analyst("alice", epsilon=1e18)
+        o.set_budget_share("0.5", "alice")
+    with dpgate.connect(str(path), analyst="alice") as alice:  # 0.5 × 1e15 has room in the DECIMAL
+        assert alice.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) COUNT(*) FROM t").release.epsilon == 1.0
+    with Owner(db, create=False) as o:
+        for bad in ("0", "-1", "nan", "inf", "1e-9", "", "half", "1.5"):
+            with pytest.raises(dpgate.PolicyError) as e:
+                o.set_budget_share(bad, "alice")
+            assert e.value.code == "DP347", bad
+        with pytest.raises(dpgate.PolicyError) as e:
+            o.set_budget_share(0.5, "nobody")
+        assert e.value.code == "DP302"
+        assert o.budget_share("alice") == "none (default)"
+    # a bad share changes nothing else: the quota stays
+    assert cli.main(["analyst", "set", str(db), "alice", "--epsilon", "1", "--share", "0.5x"]) != 0
+    assert "DP347" in capsys.readouterr().err
+    with Owner(db, create=False) as o:
+        assert float(o.budgets()[0][0][1]) == 100.0
+
+
+def test_the_threshold_rule_says_when_the_share_is_what_is_spent(db):
+    with Owner(db, create=False) as o:
+        o.set_budget_share(0.25, "alice")  # 0.5 of the budgets of 2, 1.0 of those of 4
+    alice = dpgate.connect(str(db), analyst="alice")
+    _ask(alice, 0.3)
+    _ask(alice, 0.3)  # the budgets of 4 still have 0.4 for her
+    with pytest.raises(dpgate.BudgetExceededError) as e:
+        _ask(alice, 0.5)  # nobody has 0.5 left for her; everyone has more than that left
+    assert "You have used your share" in str(e.value)
+
+
+def test_a_ledger_from_before_shares_gets_its_subject_spaces(db):
+    """A database made before 0.24.0 has no roster column in its ledger: opening it adds one, filled
+    from each entry's table as it is now, so what an analyst spent before counts against a share."""
+    with dpgate.connect(str(db), analyst="alice") as alice:
+        _ask(alice, 0.5)
+    with Owner(db, create=False) as o:
+        o.con.execute("ALTER TABLE dpgate.ledger DROP COLUMN roster")
+        o.set_budget_share(0.25, "alice")
+    with dpgate.connect(str(db), analyst="alice") as alice:
+        release = _ask(alice, 0.5)  # 0.25 × 2 - 0.5 = 0 for the small budgets, 1.0 - 0.5 for the large
+        assert release.population.size == 100
+    with Owner(db, create=False) as o:
+        assert [r[0] for r in o.con.execute("SELECT roster FROM dpgate.ledger ORDER BY entry_id").fetchall()] == [
+            "roster_t", "roster_t"]

@@ -118,6 +118,7 @@ class Owner(Declarations, Rosters, PolicyFiles, Reports):
             if catalog.schema_exists(self.con):
                 registry.ensure(self.con)  # a database made by an older dpgate
                 self.con.execute(remembered.DDL)
+                budget_shares.ensure(self.con)
                 return
             self.con.execute("BEGIN TRANSACTION")
             try:
@@ -194,18 +195,28 @@ class Owner(Declarations, Rosters, PolicyFiles, Reports):
         """How much of each subject's lifetime ε one analyst may use (``catalog.shares``): a fraction in
         (0, 1], ``'equal'`` (1 / the number of analysts) or ``'none'``/None (the whole budget). Without
         ``analyst``, the database's default; for an analyst, None follows the default again."""
+        if analyst is not None and share is not None and str(share).strip().lower() == "default":
+            share = None  # the analyst follows the database's share again
+        if share is not None:
+            budget_shares.parse(share)  # refused (DP347) before anything is written
         with self._transaction(declarations=False) as con:
             if analyst is not None:
-                known = con.execute(f"SELECT count(*) FROM {catalog.SCHEMA}.analysts WHERE name = ?", [analyst]).fetchone()
-                if not known[0]:
-                    raise errors.PolicyError(f"Unknown analyst {analyst!r}", code="DP302")
+                self._known_analyst(con, analyst)
             budget_shares.set_share(con, analyst, share)
 
     def budget_share(self, analyst: str) -> str:
         """The share that holds for ``analyst``: a fraction, 'equal' or 'none' (with ' (default)' when it
         is the database's)."""
+        self._known_analyst(self.con, analyst)
         value, own = budget_shares.stated(self.con, analyst)
         return value if own else f"{value} (default)"
+
+    def _known_analyst(self, con: duckdb.DuckDBPyConnection, analyst: Any) -> None:
+        if not isinstance(analyst, str) or not con.execute(
+            f"SELECT count(*) FROM {catalog.SCHEMA}.analysts WHERE name = ?", [analyst]
+        ).fetchone()[0]:  # fmt: skip
+            raise errors.PolicyError(f"Unknown analyst {analyst!r}", code="DP302",
+                                     hint="dpgate analyst list shows the analysts")  # fmt: skip
 
     def release_caps(self, analyst: str) -> dict[str, int]:
         """The release caps that hold for ``analyst``."""

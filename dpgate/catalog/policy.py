@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dpgate import errors
+from dpgate.catalog import shares as budget_shares
 from dpgate.catalog import caps as release_caps
 from dpgate.catalog import sample_order as sample_order_mod
 from dpgate.catalog.checks import check_flag, check_keys
@@ -122,6 +123,8 @@ class PolicyFiles:
             )  # fmt: skip
             if "epsilon" not in spec:
                 raise errors.PolicyError(f"[analysts.{aname}] needs epsilon = <quota>", code="DP330")
+            if spec.get("share") is not None and str(spec["share"]).strip().lower() != "default":
+                budget_shares.parse(spec["share"])  # refused before the analyst is written
             self.add_analyst(
                 aname,
                 epsilon=spec["epsilon"],

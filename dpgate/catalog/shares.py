@@ -48,7 +48,13 @@ def parse(value: str | float | None) -> str:
             f"A budget share must be a fraction in (0, 1], 'equal' or 'none', got {value!r}", code="DP347",
             hint="e.g. 0.5: the analyst may use at most half of each subject's lifetime ε",
         )  # fmt: skip
-    return format(share.quantize(PLACES, rounding=ROUND_FLOOR).normalize(), "f")
+    kept = share.quantize(PLACES, rounding=ROUND_FLOOR)
+    if kept <= 0:  # below a millionth: it would lock the analyst out
+        raise errors.PolicyError(
+            f"A budget share must be at least {PLACES}, got {value!r}", code="DP347",
+            hint="shares are kept to 6 decimals; 'none' gives the whole budget",
+        )  # fmt: skip
+    return format(kept.normalize(), "f")
 
 
 def set_share(con: duckdb.DuckDBPyConnection, analyst: str | None, share: str | float | None) -> None:
@@ -84,10 +90,23 @@ def share_of(con: duckdb.DuckDBPyConnection, analyst: str, settings: tuple | Non
 def used(con: duckdb.DuckDBPyConnection, analyst: str, roster: str) -> Decimal:
     """What ``analyst`` has charged on the tables of subject space ``roster`` (their ledger entries)."""
     (total,) = con.execute(
-        f"SELECT coalesce(sum(l.epsilon), 0) FROM {SCHEMA}.ledger l JOIN {SCHEMA}.protected_tables p "
-        "ON p.table_name = l.table_name WHERE l.analyst = ? AND p.roster_table = ?", [analyst, roster],
-    ).fetchone()  # fmt: skip
+        f"SELECT coalesce(sum(epsilon), 0) FROM {SCHEMA}.ledger WHERE analyst = ? AND roster = ?", [analyst, roster]
+    ).fetchone()  # the space each entry charged, as it was then: unprotecting or moving a table changes nothing
     return Decimal(total)
+
+
+def ensure(con: duckdb.DuckDBPyConnection) -> None:
+    """A ledger made by dpgate before 0.24.0 gets its ``roster`` column, filled from the tables' subject
+    spaces as they are now (the best record there is of what older entries charged)."""
+    (present,) = con.execute(
+        f"SELECT count(*) FROM duckdb_columns() WHERE database_name = current_database() AND schema_name = '{SCHEMA}' "
+        "AND table_name = 'ledger' AND column_name = 'roster'"
+    ).fetchone()  # fmt: skip
+    if present:
+        return
+    con.execute(f"ALTER TABLE {SCHEMA}.ledger ADD COLUMN IF NOT EXISTS roster VARCHAR")
+    con.execute(f"UPDATE {SCHEMA}.ledger SET roster = p.roster_table FROM {SCHEMA}.protected_tables p "
+                f"WHERE p.table_name = {SCHEMA}.ledger.table_name AND {SCHEMA}.ledger.roster IS NULL")  # fmt: skip
 
 
 def limit(con: duckdb.DuckDBPyConnection, analyst: str, table, stated: tuple | None = None) -> tuple[Decimal, Decimal] | None:
@@ -109,6 +128,10 @@ def remaining_sql(limited: tuple[Decimal, Decimal] | None) -> str:
     if limited is None:
         return left
     share, spent = limited
-    capped = (f"CAST(CAST('{share:f}' AS DECIMAL(7, 6)) * {budget} AS DECIMAL(38, 18)) "
+    # The budget to 12 decimals times a share of 6 is exact in DECIMAL(38, 18), for budgets below 1e20
+    # (with 18 decimals the product's scale, 24, left 14 digits for the budget and overflowed at 1e14).
+    # Rounding the budget to 12 decimals moves the cap by at most 5e-13: far below the grid the
+    # allowance is floored to, and never past the subject's own budget, which the other term keeps.
+    capped = (f"CAST(CAST(epsilon_budget AS DECIMAL(38, 12)) * CAST('{share:f}' AS DECIMAL(7, 6)) AS DECIMAL(38, 18)) "
               f"- CAST('{spent:f}' AS DECIMAL(38, 18))")  # fmt: skip
     return f"least({left}, {capped})"

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dpgate import errors
-from dpgate.catalog import remembered
+from dpgate.catalog import remembered, shares
 from dpgate.catalog.owner import Owner
 from dpgate.catalog.reports import describe_overcommit
 
@@ -135,8 +135,6 @@ def cmd_budget(args: argparse.Namespace, read_password: PasswordReader) -> Reply
 
 
 def _share_words(share: str) -> str:
-    from dpgate.catalog import shares
-
     value = shares.parse(share)
     if value == "none":
         return "the whole of each subject's lifetime ε"
@@ -256,6 +254,8 @@ def cmd_analyst(args: argparse.Namespace, read_password: PasswordReader) -> Repl
             raise errors.ProgrammingError("An analyst needs a lifetime quota", code="DP322", hint="pass --epsilon E")
         password = _password(read_password) if getattr(args, "password_stdin", False) else None
         caps = {k: getattr(args, k) for k in ("release_rows", "releases", "release_bytes") if getattr(args, k) is not None}
+        if args.share is not None and args.share.strip().lower() != "default":
+            shares.parse(args.share)  # a bad share changes nothing (DP347), not even the quotas
         owner.add_analyst(args.name, **new)
         if caps:
             owner.set_release_caps(args.name, **caps)

@@ -203,7 +203,7 @@ class Session:
 
     def _owner_command(self, words: list[str]) -> Outcome:
         verb = words[0].lower()
-        setting = verb == "budget" and any(w.startswith("--share") for w in words)  # changes, then lists
+        setting = verb == "budget" and self._sets_share(words)  # changes, then lists
         if (verb in ("ledger", "budget") and not setting) or [w.lower() for w in words[:2]] == ["analyst", "list"]:
             return self._owner_listing(verb, words)
         # the commands take the database after the (sub)command words
@@ -225,6 +225,15 @@ class Session:
             out.notices.extend(_lines("\n".join(reply.lines)))
             return out
         return Outcome([], [], [], "DPGATE " + verb.upper(), _lines("\n".join(reply.lines)))
+
+    def _sets_share(self, words: list[str]) -> bool:
+        """Whether ``dpgate budget ...`` sets the default share (as the command line reads its options,
+        abbreviations too); arguments it cannot read go the command's way, which says why."""
+        try:
+            args = owner_commands.parser().parse_args(["budget", self.path, *words[1:]])
+        except owner_commands.ArgumentsExit:
+            return True
+        return args.share is not None
 
     def _owner_listing(self, verb: str, words: list[str]) -> Outcome:
         owner = self.owner
