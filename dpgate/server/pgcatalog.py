@@ -39,7 +39,8 @@ _CATALOG_FUNCTIONS = {
 }  # fmt: skip
 #: psql's spelling of an operator and a collation (PostgreSQL syntax that neither sqlglot nor DuckDB reads).
 _OPERATOR = re.compile(r"OPERATOR\s*\(\s*pg_catalog\s*\.\s*([~!*<>=]+)\s*\)", re.I)
-_COLLATE_DEFAULT = re.compile(r"\s+COLLATE\s+pg_catalog\s*\.\s*\"?default\"?", re.I)
+# (?<!\s): a match starts only at a run's first space, so a long run of spaces is scanned once
+_COLLATE_DEFAULT = re.compile(r"(?<!\s)\s+COLLATE\s+pg_catalog\s*\.\s*\"?default\"?", re.I)
 #: PostgreSQL's types that name catalog objects (``'adult'::regclass``): text here.
 _NAME_TYPES = {"regclass", "regtype", "regproc", "regprocedure", "regnamespace", "regrole", "regoper", "regconfig"}
 #: PostgreSQL catalog tables whose columns clients read and DuckDB's views lack: the catalog database
@@ -152,6 +153,35 @@ def is_catalog(sql: str) -> bool:
     return any(_function_name(f) in _CATALOG_FUNCTIONS for f in tree.find_all(exp.Func))
 
 
+#: Functions a catalog query may not call: what would read the server's settings, files or DuckDB's own
+#: catalog (its paths, platform and settings are the server's business), and what builds a value as
+#: large as a number it is given (a list of a billion numbers passes any memory limit).
+_REFUSED = {
+    "current_setting", "getvariable", "which_secret", "query", "query_table", "glob", "sniff_csv", "range",
+    "generate_series", "repeat", "lpad", "rpad", "list_resize", "array_resize", "printf", "format",
+    "enum_range", "pg_size_pretty", "current_query", "inet_client_addr", "inet_server_addr",
+}  # fmt: skip
+_REFUSED_PREFIXES = ("duckdb_", "pragma_", "read_", "parquet_", "iceberg_", "delta_", "sqlite_", "icu_")
+#: Table functions a catalog query may read (psql's \d numbers an array's positions with this one).
+_TABLE_FUNCTIONS = {"generate_series"}
+
+
+def _refused_function(tree: exp.Expr) -> str | None:
+    """The first function ``tree`` calls that catalog queries may not, or None."""
+    table_functions = {id(t.this) for t in tree.find_all(exp.Table) if isinstance(t.this, exp.Func)}
+    for f in tree.find_all(exp.Func):
+        name = _function_name(f)
+        if id(f) in table_functions:
+            if name not in _TABLE_FUNCTIONS:
+                return name
+            if any(isinstance(a, exp.Literal) and a.is_number and abs(float(a.this)) > 1_000_000 for a in f.args.values()):
+                return name  # numbering positions, not millions of rows
+            continue
+        if name in _REFUSED or name.startswith(_REFUSED_PREFIXES):
+            return name
+    return None
+
+
 def _function_name(f: exp.Func) -> str:
     if isinstance(f, exp.Anonymous):
         return str(f.this).lower()
@@ -163,7 +193,7 @@ def _parse(sql: str) -> exp.Expr:
     text = _COLLATE_DEFAULT.sub("", _OPERATOR.sub(r" \1 ", sql))
     try:
         trees = [t for t in sqlglot.parse(text, read="postgres") if t is not None]
-    except sqlglot.errors.ParseError as e:
+    except (sqlglot.errors.SqlglotError, RecursionError) as e:
         raise errors.ProgrammingError(
             f"Cannot read this catalog query: {str(e).splitlines()[0]}", code="DP230",
             hint="the catalogs (pg_catalog, information_schema) answer SELECT statements",
@@ -258,7 +288,9 @@ class CatalogDatabase:
         key = json.dumps(tables, sort_keys=True)
         if self._con is not None and key == self._tables:
             return self._con
-        con = duckdb.connect(":memory:", config={"threads": 1, "memory_limit": MEMORY})
+        # temp_directory '': nothing spills to disk (sessions' spill files would share one directory,
+        # and another session could read or overwrite them), so MEMORY holds.
+        con = duckdb.connect(":memory:", config={"threads": 1, "memory_limit": MEMORY, "temp_directory": ""})
         # The analyst's tables in a database named as the one clients connect to; the catalog
         # database's own schema (pg_more) in the other, which pg_namespace does not list.
         con.execute("ATTACH ':memory:' AS dpgate")
@@ -296,16 +328,27 @@ class CatalogDatabase:
             reader: Any = None) -> Result:  # fmt: skip
         """The catalog query's result over the catalog database of ``tables`` (``params``: ``$1``, ...)."""
         tree = _parse(sql)
-        if not isinstance(tree, (exp.Select, exp.Union)):
+        if not isinstance(tree, (exp.Select, exp.Union)) or tree.find(exp.Into) is not None:
+            # (SELECT ... INTO t is a CREATE TABLE: the catalog database writes nothing)
             raise errors.NotSupportedError(
                 "The catalogs answer SELECT statements only", code="DP220",
                 hint="query pg_catalog or information_schema with SELECT; SHOW TABLES and DESCRIBE list the tables",
             )  # fmt: skip
+        refused = _refused_function(tree)
+        if refused is not None:
+            raise errors.NotSupportedError(
+                f"Function {refused}() is not available in catalog queries", code="DP220",
+                hint="the catalogs answer what clients ask of them: tables, columns, types, the server's version",
+            )  # fmt: skip
         con = self._connection(tables)
+        text = _to_duckdb(tree)
+        statements = con.extract_statements(text)
+        if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
+            raise errors.NotSupportedError("The catalogs answer SELECT statements only", code="DP220")
         try:
             if reader is not None:
                 reader.start()
-            cur = con.execute(_to_duckdb(tree), params or None)
+            cur = con.execute(text, params or None)
             desc = cur.description or []
             names, types = [d[0] for d in desc], [_pg_type(d[1]) for d in desc]
             if reader is not None:
@@ -315,8 +358,10 @@ class CatalogDatabase:
                 if len(rows) > MAX_ROWS:
                     raise errors.OperationalError(f"A catalog query returns at most {MAX_ROWS:,} rows", code="DP714")
         except duckdb.Error as e:
+            # DuckDB's message names its kind of error and the object; paths of the server are cut out
+            first = re.sub(r'"/[^"]*"', '"..."', str(e).strip().splitlines()[0])
             raise errors.ProgrammingError(
-                f"The catalogs cannot answer this query: {str(e).strip().splitlines()[0]}", code="DP230",
+                f"The catalogs cannot answer this query: {first}", code="DP230",
                 hint="dpgate's catalogs hold what SHOW TABLES and DESCRIBE show: tables, views and their columns",
             ) from None
         return Result(names, types, rows, None)

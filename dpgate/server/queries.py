@@ -34,14 +34,34 @@ log = logging.getLogger("dpgate.server")
 _BEGIN = re.compile(r"^\s*(begin|start\s+transaction)\b", re.I)
 _COMMIT = re.compile(r"^\s*(commit|end)\b", re.I)
 _ROLLBACK = re.compile(r"^\s*(rollback|abort)\b", re.I)
-#: Savepoints, as drivers send them inside a transaction (psycopg's nested ``transaction()``)
-_SAVEPOINT = re.compile(r"^\s*savepoint\s+\S+\s*;?\s*$", re.I)
-_RELEASE = re.compile(r"^\s*release\s+(savepoint\s+)?\S+\s*;?\s*$", re.I)
-_ROLLBACK_TO = re.compile(r"^\s*rollback\s+(work\s+|transaction\s+)?to\s+(savepoint\s+)?\S+\s*;?\s*$", re.I)
+
+
+def _savepoint_words(sql: str) -> list[str]:
+    """The words of a savepoint statement, lower-cased (split, not matched: a pattern with runs of
+    optional spaces takes time that grows with the square of a run, on the loop every session shares)."""
+    return sql.strip().rstrip(";").lower().split()
+
+
+def _is_savepoint(w: list[str]) -> bool:
+    return len(w) == 2 and w[0] == "savepoint"
+
+
+def _is_release(w: list[str]) -> bool:
+    return len(w) in (2, 3) and w[0] == "release" and (len(w) == 2 or w[1] == "savepoint")
+
+
+def _is_rollback_to(w: list[str]) -> bool:
+    rest = w[1:]
+    if rest[:1] in (["work"], ["transaction"]):
+        rest = rest[1:]
+    return w[:1] == ["rollback"] and rest[:1] == ["to"] and len(rest[1:]) in (1, 2) and (
+        len(rest[1:]) == 1 or rest[1] == "savepoint")
 _PLACEHOLDER = re.compile(r"\$(\d+)")
 #: DEALLOCATE [PREPARE] name | ALL and DISCARD ALL: a client's (psycopg's) cleanup of prepared statements
-_DEALLOCATE = re.compile(r'^\s*deallocate\s+(?:prepare\s+)?(?:(all)|"((?:[^"]|"")+)"|([A-Za-z_][A-Za-z0-9_$]*))\s*;?\s*$', re.I)
-_DISCARD_ALL = re.compile(r"^\s*discard\s+all\s*;?\s*$", re.I)
+#: (matched in full against the statement stripped of its spaces and final semicolons: a pattern with
+#: runs of optional spaces at its end takes time that grows with the square of a run)
+_DEALLOCATE = re.compile(r'deallocate\s+(?:prepare\s+)?(?:(all)|"((?:[^"]|"")+)"|([A-Za-z_][A-Za-z0-9_$]*))', re.I)
+_DISCARD_ALL = re.compile(r"discard\s+all", re.I)
 MAX_PARAMETERS = 65_535  # as PostgreSQL (the protocol counts them in 16 bits)
 MAX_PREPARED = 1_000  # named statements and portals per session
 KEEP_BYTES = 64 * 1024 * 1024  # rows of suspended portals kept in memory per connection
@@ -292,6 +312,12 @@ class QueryLoop:
 
     # -- the simple protocol -----------------------------------------------------------------------------
     async def _simple(self, client, sql: str) -> None:
+        if len(sql) > MAX_STATEMENT_BYTES or len(sql.encode("utf-8", "surrogatepass")) > MAX_STATEMENT_BYTES:
+            # before anything reads it: the time of every check below grows with the text
+            client.send(wire.error_for(errors.ParseError(
+                f"The query is longer than {MAX_STATEMENT_BYTES:,} bytes", code="DP259", hint="send a shorter statement")))  # fmt: skip
+            client.send(wire.ready(client.tx))
+            return
         parts = await self._call(split_statements, sql) if len(sql) > 4096 else split_statements(sql)
         if not parts:
             client.send(wire.EMPTY_QUERY)
@@ -339,14 +365,15 @@ class QueryLoop:
             if client.tx == "I":
                 client.tx = "T"
             return Outcome([], [], [], "BEGIN")
-        if _SAVEPOINT.match(sql) or _RELEASE.match(sql):
+        words = _savepoint_words(sql) if len(sql) < 1024 else []
+        if _is_savepoint(words) or _is_release(words):
             if client.tx == "E":
                 raise errors.ProgrammingError(
                     "current transaction is aborted, commands ignored until end of transaction block", code="DP707",
                     hint="send ROLLBACK (a debit is final whatever you send)",
                 )  # fmt: skip
-            return Outcome([], [], [], "SAVEPOINT" if _SAVEPOINT.match(sql) else "RELEASE")
-        if _ROLLBACK_TO.match(sql):  # the transaction goes on (an aborted one is usable again); nothing is refunded
+            return Outcome([], [], [], "SAVEPOINT" if _is_savepoint(words) else "RELEASE")
+        if _is_rollback_to(words):  # the transaction goes on (an aborted one is usable again); nothing is refunded
             if client.tx == "E":
                 client.tx = "T"
             return Outcome([], [], [], "ROLLBACK", ["dpgate debits are final: a rollback refunds nothing"])
@@ -360,7 +387,8 @@ class QueryLoop:
                 "current transaction is aborted, commands ignored until end of transaction block", code="DP707",
                 hint="send ROLLBACK (a debit is final whatever you send)",
             )  # fmt: skip
-        deallocate, discard = _DEALLOCATE.match(sql), _DISCARD_ALL.match(sql)
+        bare = sql.strip().rstrip(";").rstrip() if len(sql) < 4096 else ""
+        deallocate, discard = _DEALLOCATE.fullmatch(bare), _DISCARD_ALL.fullmatch(bare)
         if deallocate is not None or discard is not None:
             # prepared statements (and, for DISCARD ALL, portals) of this connection, as PostgreSQL; nothing
             # reaches DuckDB, and dpgate's session settings stay (psycopg sends these)
@@ -475,4 +503,18 @@ def split_statements(sql: str) -> list[str]:
 
 
 def _only_comments(s: str) -> bool:
-    return not re.sub(r"--[^\n]*|/\*.*?\*/", "", s, flags=re.S).strip()
+    """Whether ``s`` holds nothing but comments and spaces (a scan: a pattern for comments backtracks
+    over every unclosed ``/*``)."""
+    i, n = 0, len(s)
+    while i < n:
+        if s[i].isspace():
+            i += 1
+        elif s.startswith("--", i):
+            j = s.find("\n", i)
+            i = n if j < 0 else j + 1
+        elif s.startswith("/*", i):
+            j = s.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+        else:
+            return False
+    return True

@@ -34,15 +34,26 @@ CLIENT_SETTINGS = {"application_name", "extra_float_digits", "client_encoding", 
                    "statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout", "timezone",
                    "intervalstyle", "client_min_messages", "standard_conforming_strings", "bytea_output"}  # fmt: skip
 
-_SET = re.compile(r"^\s*set\s+(?:session\s+)?([a-z_][a-z_0-9.]*)\s*(?:=|\bto\b)", re.I | re.S)
+# Matched against the statement stripped of its spaces and final semicolons (``_bare``), in full:
+# a pattern with runs of optional spaces around an optional ';' at its end took time growing with the
+# square (or cube) of a run of spaces, and Python's matcher holds every other session meanwhile.
+_SET = re.compile(r"set\s+(?:session\s+)?([a-z_][a-z_0-9.]*)\s*(?:=|\bto\b)", re.I | re.S)
 _ALTER_PASSWORD = re.compile(
-    r"""^\s*alter\s+(?:user|role)\s+("(?:[^"]|"")+"|[a-z_][a-z_0-9]*)\s+(?:with\s+)?(?:encrypted\s+)?password\s+'((?:[^']|'')*)'\s*;?\s*$""",
+    r"""alter\s+(?:user|role)\s+("(?:[^"]|"")+"|[a-z_][a-z_0-9]*)\s+(?:with\s+)?(?:encrypted\s+)?password\s+'((?:[^']|'')*)'""",
     re.I | re.S,
 )
-_SHOW_SETTING = re.compile(r"^\s*show\s+(password_encryption|server_version|server_encoding|client_encoding|"
-                           r"transaction\s+isolation\s+level|standard_conforming_strings)\s*;?\s*$", re.I)  # fmt: skip
-_WHOAMI = re.compile(r"^\s*select\s+(current_user|session_user|current_role|user)(\s*\(\s*\))?\s*;?\s*$", re.I)
-_META = re.compile(r"^\s*dpgate\s+(.*?)\s*;?\s*$", re.I | re.S)
+_SHOW_SETTING = re.compile(r"show\s+(password_encryption|server_version|server_encoding|client_encoding|"
+                           r"transaction\s+isolation\s+level|standard_conforming_strings)", re.I)  # fmt: skip
+_WHOAMI = re.compile(r"select\s+(current_user|session_user|current_role|user)(\s*\(\s*\))?", re.I)
+_META = re.compile(r"dpgate\s+(.*)", re.I | re.S)
+
+
+def _bare(sql: str) -> str:
+    """The statement without its surrounding spaces and final semicolons."""
+    text = sql.strip()
+    while text.endswith(";"):
+        text = text[:-1].rstrip()
+    return text
 
 #: Owner commands over the server: the ``dpgate`` owner commands (``owner_commands``) but ``init``.
 OWNER_COMMANDS = ("ledger", "budget", "analyst", "policy", "protect", "load", "quality", "login", "answers")
@@ -107,23 +118,24 @@ class Session:
 
     # -- statements ------------------------------------------------------------------------------
     def run(self, sql: str, params: list[Any] | None = None) -> Outcome:
-        m = _SET.match(sql)
+        bare = _bare(sql)
+        m = _SET.match(bare)
         if m and m.group(1).lower() in CLIENT_SETTINGS:
             return Outcome([], [], [], "SET")
-        m = _SHOW_SETTING.match(sql)
+        m = _SHOW_SETTING.fullmatch(bare)
         if m:
             name = "_".join(m.group(1).lower().split())
             value = _SHOWN.get(name, "read committed")
             return _table([name], [(value,)])
-        m = _WHOAMI.match(sql)
+        m = _WHOAMI.fullmatch(bare)
         if m:  # psql's \password asks who it is: the login, not DuckDB's "duckdb"
             return _table([m.group(1).lower()], [(self.login,)])
-        m = _ALTER_PASSWORD.match(sql)
+        m = _ALTER_PASSWORD.fullmatch(bare)
         if m:
             return self._alter_password(m.group(1), m.group(2).replace("''", "'"))
-        m = _META.match(sql)
+        m = _META.fullmatch(bare)
         if m:
-            return self._meta(m.group(1))
+            return self._meta(m.group(1).strip())
         if self.owner is not None:
             raise errors.ProgrammingError(
                 "An owner session runs owner commands, not SQL", code="DP702",

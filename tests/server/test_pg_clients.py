@@ -21,6 +21,9 @@ from pgserver import PASSWORD, ThreadServer, add_logins
 
 DP = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.1) "
 JDBC_JAR = Path("/usr/share/java/postgresql.jar")
+#: A catalog query that runs for minutes (a count over a fourfold product of the columns' catalog).
+LONG = ("SELECT count(*) FROM pg_catalog.pg_attribute a, pg_catalog.pg_attribute b, pg_catalog.pg_attribute c, "
+        "pg_catalog.pg_attribute d")
 
 
 @pytest.fixture
@@ -69,18 +72,23 @@ def test_the_catalogs_list_what_show_tables_lists_and_no_row(server):
 
 def test_catalog_queries_run_locked_down_and_stop_at_the_public_time_limit(server):
     with psycopg.connect(server.url("demo"), autocommit=True) as con:
-        with pytest.raises(psycopg.errors.SyntaxErrorOrAccessRuleViolation) as e:
-            con.execute("SELECT * FROM pg_catalog.pg_class, read_csv('/etc/passwd')")
-        assert "disabled by configuration" in str(e.value)
+        for refused in ("SELECT * FROM pg_catalog.pg_class, read_csv('/etc/passwd')",  # files
+                        "SELECT * FROM duckdb_settings(), pg_catalog.pg_class",  # the server's settings, paths
+                        "SELECT current_setting('temp_directory'), version()",
+                        "SELECT len(range(600000000)), version()",  # a value as large as a number
+                        "SELECT * INTO copied FROM pg_catalog.pg_class"):  # a CREATE TABLE
+            with pytest.raises(psycopg.errors.FeatureNotSupported) as e:
+                con.execute(refused)
+            assert "DP220" in e.value.diag.message_detail, refused
         # a catalog query does not wait (outside one, pg_sleep is refused like any function that reaches the server)
         assert con.execute("SELECT pg_sleep(30), 1 FROM pg_catalog.pg_namespace").fetchone() == (None, 1)
         start = time.monotonic()
         with pytest.raises(psycopg.errors.QueryCanceled):
-            con.execute("SELECT count(*) FROM pg_catalog.pg_class, range(100000000000) r")
+            con.execute(LONG)
         assert time.monotonic() - start < 30
         threading.Timer(0.5, con.cancel_safe).start()  # a cancel reaches it too
         with pytest.raises(psycopg.errors.QueryCanceled):
-            con.execute("SELECT count(*) FROM pg_catalog.pg_class, range(100000000000) r")
+            con.execute(LONG)
         assert con.execute("SELECT 1").fetchone() == (1,)
 
 
@@ -162,3 +170,22 @@ def test_an_owner_session_runs_owner_commands_not_catalog_queries(server, demo_d
         with pytest.raises(psycopg.Error) as e:
             con.execute("SELECT relname FROM pg_catalog.pg_class")
         assert "DP702" in str(e.value.diag.message_detail)
+
+
+def test_long_runs_of_spaces_are_read_in_linear_time(server):
+    """The server's statement patterns ran in time growing with the square (or cube) of a run of
+    spaces, holding every session: each of these is answered at once."""
+    with psycopg.connect(server.url("demo"), autocommit=True) as con, psycopg.connect(server.url("demo"), autocommit=True) as other:
+        pad = " " * 100_000
+        for text in (f"SAVEPOINT x{pad}y", f"dpgate x{pad}y", f"SHOW password_encryption{pad}x",
+                     f"SELECT version(){pad}x", f"DEALLOCATE x{pad}y", "SELECT 1 " + "/* " * 20_000):
+            start = time.monotonic()
+            try:
+                con.execute(text)
+            except psycopg.Error:
+                pass  # most are refused; what matters is how soon
+            assert time.monotonic() - start < 5, text[:20]
+            assert other.execute("SELECT 1").fetchone() == (1,)
+        with pytest.raises(psycopg.Error) as e:  # a simple query's whole text is bounded before it is read
+            con.execute("SELECT 1" + " " * 300_000)
+        assert "DP259" in e.value.diag.message_detail
