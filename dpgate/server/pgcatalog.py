@@ -81,6 +81,9 @@ _EMPTY = {
     "pg_extension": "oid BIGINT, extname VARCHAR, extowner BIGINT, extnamespace BIGINT, extversion VARCHAR",
     "pg_matviews": "schemaname VARCHAR, matviewname VARCHAR, matviewowner VARCHAR, definition VARCHAR",
     "pg_stat_activity": "datid BIGINT, datname VARCHAR, pid INTEGER, usename VARCHAR, state VARCHAR, query VARCHAR",
+    # DuckDB's pg_settings lists its own settings (paths of the server among them): empty here
+    "pg_settings": "name VARCHAR, setting VARCHAR, unit VARCHAR, category VARCHAR, short_desc VARCHAR, "
+                   "vartype VARCHAR, source VARCHAR",
 }
 #: One database, the one clients connect to (``dpgate``), as PostgreSQL's pg_database describes it.
 _DATABASE = (
@@ -129,6 +132,8 @@ _CATALOG_TABLES = {
 }
 #: PostgreSQL's functions under DuckDB's names.
 _RENAMED = {"json_build_object": "json_object"}
+#: Longer statements are not read as catalog queries (the gateway's parser bounds them by tokens).
+MAX_CATALOG_TEXT = 32 * 1024
 #: At most this many rows come back from the catalog database (its tables are the analyst's list).
 MAX_ROWS = 100_000
 #: Its memory.
@@ -137,6 +142,8 @@ MEMORY = "256MB"
 
 def is_catalog(sql: str) -> bool:
     """Whether ``sql`` reads PostgreSQL's catalogs or asks what only they answer (cheap: tokens only)."""
+    if len(sql) > MAX_CATALOG_TEXT:  # parsed in Python twice: clients' catalog queries are short
+        return False
     lowered = sql.lower()
     if "pg_" not in lowered and "information_schema" not in lowered and "version" not in lowered \
             and "current_schema" not in lowered and "current_database" not in lowered:  # fmt: skip
@@ -153,33 +160,61 @@ def is_catalog(sql: str) -> bool:
     return any(_function_name(f) in _CATALOG_FUNCTIONS for f in tree.find_all(exp.Func))
 
 
-#: Functions a catalog query may not call: what would read the server's settings, files or DuckDB's own
-#: catalog (its paths, platform and settings are the server's business), and what builds a value as
-#: large as a number it is given (a list of a billion numbers passes any memory limit).
-_REFUSED = {
-    "current_setting", "getvariable", "which_secret", "query", "query_table", "glob", "sniff_csv", "range",
-    "generate_series", "repeat", "lpad", "rpad", "list_resize", "array_resize", "printf", "format",
-    "enum_range", "pg_size_pretty", "current_query", "inet_client_addr", "inet_server_addr",
+#: What a catalog query may call: an allowlist of what psql, SQLAlchemy and the JDBC driver ask (a
+#: denylist was passed by LATERAL table functions, quoted names and sqlglot's renames, and DuckDB
+#: has functions that write files, run SQL from a string or build values past any memory limit).
+#: Checked on the DuckDB text that runs, so a rename cannot slip through.
+_ALLOWED_CLASSES = {
+    "If", "And", "Or", "Not", "Cast", "TryCast", "Case", "Coalesce", "Nullif", "Count", "Max", "Min", "Sum",
+    "Avg", "Length", "Lower", "Upper", "Trim", "Substring", "Concat", "ConcatWs", "RegexpLike", "Array",
+    "ArrayToString", "GroupConcat", "ArrayAgg", "RowNumber", "CurrentVersion", "CurrentSchema",
+    "CurrentSchemas", "CurrentDatabase", "CurrentUser", "Greatest", "Least", "Abs", "Round", "StrPosition",
+    "Left", "Right", "LogicalOr", "LogicalAnd", "JSONObject", "Exists", "Unnest", "GenerateSeries",
+    "ExplodingGenerateSeries", "ArraySize",
 }  # fmt: skip
-_REFUSED_PREFIXES = ("duckdb_", "pragma_", "read_", "parquet_", "iceberg_", "delta_", "sqlite_", "icu_")
-#: Table functions a catalog query may read (psql's \d numbers an array's positions with this one).
-_TABLE_FUNCTIONS = {"generate_series"}
+_ALLOWED_NAMES = {
+    *_MACROS, "pg_table_is_visible", "pg_collation_is_visible", "pg_type_is_visible", "pg_function_is_visible",
+    "obj_description", "col_description", "shobj_description", "has_table_privilege", "has_schema_privilege",
+    "has_column_privilege", "has_database_privilege", "pg_has_role", "pg_get_constraintdef", "pg_get_viewdef",
+    "pg_typeof", "format_pg_type", "pg_is_other_temp_schema", "pg_my_temp_schema", "json_object",
+    "array_to_string", "current_schema", "current_schemas", "current_database", "current_user", "session_user",
+    "pg_get_expr", "format_type", "array_upper", "to_regtype", "to_regclass", "string_agg", "bool_or", "bool_and",
+}  # fmt: skip
+#: FROM items a catalog query may name (clients' catalog queries name fewer than ten).
+MAX_RELATIONS = 24
 
 
 def _refused_function(tree: exp.Expr) -> str | None:
-    """The first function ``tree`` calls that catalog queries may not, or None."""
-    table_functions = {id(t.this) for t in tree.find_all(exp.Table) if isinstance(t.this, exp.Func)}
+    """What the rewritten statement ``tree`` calls that catalog queries may not (or a reason), or None.
+    Every function is an allowed class or an allowed name (quotes and qualifiers do not matter), so
+    however sqlglot writes a class for DuckDB, an unknown one is refused."""
+    if len(list(tree.find_all(exp.Table))) > MAX_RELATIONS:
+        return f"(more than {MAX_RELATIONS} tables)"
     for f in tree.find_all(exp.Func):
-        name = _function_name(f)
-        if id(f) in table_functions:
-            if name not in _TABLE_FUNCTIONS:
-                return name
-            if any(isinstance(a, exp.Literal) and a.is_number and abs(float(a.this)) > 1_000_000 for a in f.args.values()):
-                return name  # numbering positions, not millions of rows
-            continue
-        if name in _REFUSED or name.startswith(_REFUSED_PREFIXES):
-            return name
+        if isinstance(f, exp.Anonymous):
+            if f.name.lower() not in _ALLOWED_NAMES:
+                return f.name.lower()
+        elif type(f).__name__ not in _ALLOWED_CLASSES:
+            return _function_name(f)
+        elif isinstance(f, exp.GenerateSeries) and not _small_series(f):
+            return "generate_series"
     return None
+
+
+def _small_series(f: exp.Expr) -> bool:
+    """A series of array positions (psql's ``generate_series(0, array_upper(a, 1))``) or of constants
+    below a million, read as a table."""
+    if not isinstance(f.parent, exp.Table):
+        return False
+    for arg in f.args.values():
+        if arg is None or isinstance(arg, bool):
+            continue
+        if isinstance(arg, exp.Literal):
+            if not arg.is_number or abs(float(arg.this)) > 1_000_000:
+                return False
+        elif not (isinstance(arg, exp.Anonymous) and arg.name.lower() == "array_upper") and not isinstance(arg, exp.ArraySize):
+            return False
+    return True
 
 
 def _function_name(f: exp.Func) -> str:
@@ -204,6 +239,10 @@ def _parse(sql: str) -> exp.Expr:
 
 
 def _to_duckdb(tree: exp.Expr) -> str:
+    return _rewrite(tree).sql(dialect="duckdb")
+
+
+def _rewrite(tree: exp.Expr) -> exp.Expr:
     """The statement as DuckDB reads it: functions unqualified (the catalog database resolves
     PostgreSQL's names in its own ``pg_catalog``, and the few it lacks are its macros)."""
 
@@ -263,7 +302,7 @@ def _to_duckdb(tree: exp.Expr) -> str:
         return node
 
     tree = tree.transform(own_tables).transform(types).transform(rename)
-    return tree.transform(unqualify).sql(dialect="duckdb")
+    return tree.transform(unqualify)
 
 
 class CatalogDatabase:
@@ -334,17 +373,21 @@ class CatalogDatabase:
                 "The catalogs answer SELECT statements only", code="DP220",
                 hint="query pg_catalog or information_schema with SELECT; SHOW TABLES and DESCRIBE list the tables",
             )  # fmt: skip
-        refused = _refused_function(tree)
+        rewritten = _rewrite(tree)
+        refused = _refused_function(rewritten)
+        text = rewritten.sql(dialect="duckdb")
         if refused is not None:
             raise errors.NotSupportedError(
-                f"Function {refused}() is not available in catalog queries", code="DP220",
+                f"Catalog queries cannot use {refused}" + ("" if refused.startswith("(") else "()"), code="DP220",
                 hint="the catalogs answer what clients ask of them: tables, columns, types, the server's version",
             )  # fmt: skip
         con = self._connection(tables)
-        text = _to_duckdb(tree)
-        statements = con.extract_statements(text)
+        try:
+            statements = con.extract_statements(text)
+        except duckdb.Error:
+            statements = []
         if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
-            raise errors.NotSupportedError("The catalogs answer SELECT statements only", code="DP220")
+            raise errors.NotSupportedError("The catalogs answer one SELECT statement", code="DP220")
         try:
             if reader is not None:
                 reader.start()

@@ -50,10 +50,7 @@ _META = re.compile(r"dpgate\s+(.*)", re.I | re.S)
 
 def _bare(sql: str) -> str:
     """The statement without its surrounding spaces and final semicolons."""
-    text = sql.strip()
-    while text.endswith(";"):
-        text = text[:-1].rstrip()
-    return text
+    return sql.strip().rstrip("; \t\r\n\f\v")  # one pass (stripping one ';' at a time copied the text each time)
 
 #: Owner commands over the server: the ``dpgate`` owner commands (``owner_commands``) but ``init``.
 OWNER_COMMANDS = ("ledger", "budget", "analyst", "policy", "protect", "load", "quality", "login", "answers")

@@ -76,10 +76,18 @@ def test_catalog_queries_run_locked_down_and_stop_at_the_public_time_limit(serve
                         "SELECT * FROM duckdb_settings(), pg_catalog.pg_class",  # the server's settings, paths
                         "SELECT current_setting('temp_directory'), version()",
                         "SELECT len(range(600000000)), version()",  # a value as large as a number
+                        "SELECT len(generator(1000000000)), version()",  # ... under another name (sqlglot's)
+                        "SELECT length(replace(replace('xx', 'x', 'xxxx'), 'x', 'xxxx')), version()",
+                        'SELECT "current_setting"(\'secret_directory\'), version()',  # quoted
+                        "SELECT * FROM pg_catalog.pg_namespace n, LATERAL enable_logging(storage := 'file') x",
+                        "SELECT * FROM pg_catalog.pg_namespace n, LATERAL json_execute_serialized_sql("
+                        "json_serialize_sql('SELECT 1')) j",  # SQL from a string
+                        "SELECT count(*) FROM " + ", ".join(f"pg_catalog.pg_namespace a{i}" for i in range(30)),
                         "SELECT * INTO copied FROM pg_catalog.pg_class"):  # a CREATE TABLE
             with pytest.raises(psycopg.errors.FeatureNotSupported) as e:
                 con.execute(refused)
             assert "DP220" in e.value.diag.message_detail, refused
+        assert con.execute("SELECT name FROM pg_catalog.pg_settings").fetchall() == []  # not DuckDB's settings
         # a catalog query does not wait (outside one, pg_sleep is refused like any function that reaches the server)
         assert con.execute("SELECT pg_sleep(30), 1 FROM pg_catalog.pg_namespace").fetchone() == (None, 1)
         start = time.monotonic()
