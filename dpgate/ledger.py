@@ -21,10 +21,10 @@ All quantities are exact decimals (``DECIMAL(38, 18)``).
 from __future__ import annotations
 
 import itertools
-from typing import Any
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, Context, Decimal
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -214,19 +214,13 @@ class Ledger:
         ).fetchone()
         return max(0.0, float(row[0] or 0))
 
-    def share_limit(self, cost: Cost) -> tuple[Decimal, Decimal] | None:
-        """(share, used) bounding what the analyst may charge ``cost``'s subjects (``catalog.shares``), or None."""
-        return shares.limit(self._con, cost.analyst, cost.table)
-
     def subject_plan(self, cost: Cost, limit: Any = False) -> pdp.SubjectPlan:
         """The personalization plan for ``cost`` from the roster as it is now (public facts only);
-        ``limit``: the analyst's budget share as ``share_limit`` read it (False: read it now)."""
+        ``limit``: the analyst's budget share as ``shares.limit`` read it (False: read it now)."""
         table = cost.table
-        limit = self.share_limit(cost) if limit is False else limit
-        allowance = _allowance_sql(limit)
+        limit = shares.limit(self._con, cost.analyst, table) if limit is False else limit
         rows = self._con.execute(
-            f"SELECT {allowance} AS a, count(*) FROM {table.roster_sql} GROUP BY a",
-            [dec(table.subject_delta), charge(cost.delta), charge(cost.epsilon), charge(cost.epsilon)],
+            f"SELECT {_allowance_sql(limit)} AS a, count(*) FROM {table.roster_sql} GROUP BY a", _allowance_params(cost)
         ).fetchall()
         levels = [pdp.Level(Decimal(a), int(n)) for a, n in rows if a > 0]
         excluded = sum(int(n) for a, n in rows if a <= 0)
@@ -249,7 +243,7 @@ class Ledger:
     def _share_used(self, cost: Cost, limit: tuple[Decimal, Decimal] | None) -> errors.BudgetExceededError | None:
         """The refusal when the analyst's budget share, not the subjects' budgets, leaves nobody for the
         query (subjects could take part without the share); None otherwise."""
-        if limit is None or not self.subject_plan_levels(cost):
+        if limit is None or not self._takers_without_share(cost):
             return None
         share, used = limit
         return errors.BudgetExceededError(
@@ -260,11 +254,10 @@ class Ledger:
             budget="share of subject epsilon", requested=cost.epsilon,
         )  # fmt: skip
 
-    def subject_plan_levels(self, cost: Cost) -> int:
+    def _takers_without_share(self, cost: Cost) -> int:
         """How many subjects could take part in ``cost`` with no budget share (a refusal's wording)."""
         (n,) = self._con.execute(
-            f"SELECT count(*) FROM {cost.table.roster_sql} WHERE {_allowance_sql()} > 0",
-            [dec(cost.table.subject_delta), charge(cost.delta), charge(cost.epsilon), charge(cost.epsilon)],
+            f"SELECT count(*) FROM {cost.table.roster_sql} WHERE {_allowance_sql()} > 0", _allowance_params(cost)
         ).fetchone()
         return int(n)
 
@@ -445,20 +438,17 @@ class Ledger:
         is withheld (DP609) — its debit stands — so the log never misses an answer that was released.
         ``with_it``: writes of the same moment (the answer remembered), in the same transaction (one
         commit fewer); if they fail, the log's row is written alone."""
+        row = (f"INSERT INTO {SCHEMA}.releases (entry_id, row_count) VALUES (?, ?)", [debit.entry_id, row_count])
         if with_it is not None:
             try:
                 with database.transaction(self._con):
-                    self._con.execute(
-                        f"INSERT INTO {SCHEMA}.releases (entry_id, row_count) VALUES (?, ?)", [debit.entry_id, row_count]
-                    )
+                    self._con.execute(*row)
                     with_it()
                 return
             except Exception:  # noqa: BLE001 - rolled back whole; the log's row alone below, or DP609
                 pass
         try:
-            self._con.execute(
-                f"INSERT INTO {SCHEMA}.releases (entry_id, row_count) VALUES (?, ?)", [debit.entry_id, row_count]
-            )
+            self._con.execute(*row)
         except duckdb.Error as e:
             raise errors.OperationalError(
                 f"The answer was computed but the database could not record its release ({_first_line(e)}); it is "
@@ -550,6 +540,11 @@ def uncommitted(e: duckdb.Error) -> errors.OperationalError:
 def _eligible_sql() -> str:
     """Threshold rule (Jorgensen et al., ICDE 2015): the subject has the query's ε and δ left. Params: ε, subject δ, δ."""
     return "epsilon_budget - epsilon_spent >= ? AND ? - delta_spent >= ?"
+
+
+def _allowance_params(cost: Cost) -> list:
+    """The parameters of ``_allowance_sql`` for ``cost``: subject δ budget, query δ, ε, ε."""
+    return [dec(cost.table.subject_delta), charge(cost.delta), charge(cost.epsilon), charge(cost.epsilon)]
 
 
 def _allowance_sql(limit: tuple[Decimal, Decimal] | None = None) -> str:

@@ -195,10 +195,8 @@ class Owner(Declarations, Rosters, PolicyFiles, Reports):
         """How much of each subject's lifetime ε one analyst may use (``catalog.shares``): a fraction in
         (0, 1], ``'equal'`` (1 / the number of analysts) or ``'none'``/None (the whole budget). Without
         ``analyst``, the database's default; for an analyst, None follows the default again."""
-        if analyst is not None and share is not None and str(share).strip().lower() == "default":
-            share = None  # the analyst follows the database's share again
-        if share is not None:
-            budget_shares.parse(share)  # refused (DP347) before anything is written
+        # checked (DP347) before anything is written; an analyst's 'default' follows the database's again
+        share = budget_shares.own_share(share) if analyst is not None else budget_shares.parse(share)
         with self._transaction(declarations=False) as con:
             if analyst is not None:
                 self._known_analyst(con, analyst)
@@ -208,8 +206,7 @@ class Owner(Declarations, Rosters, PolicyFiles, Reports):
         """The share that holds for ``analyst``: a fraction, 'equal' or 'none' (with ' (default)' when it
         is the database's)."""
         self._known_analyst(self.con, analyst)
-        value, own = budget_shares.stated(self.con, analyst)
-        return value if own else f"{value} (default)"
+        return budget_shares.describe(self.con, analyst)
 
     def _known_analyst(self, con: duckdb.DuckDBPyConnection, analyst: Any) -> None:
         if not isinstance(analyst, str) or not con.execute(

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from dpgate import errors
-from dpgate.catalog import shares as budget_shares
 from dpgate.catalog import caps as release_caps
 from dpgate.catalog import sample_order as sample_order_mod
+from dpgate.catalog import shares as budget_shares
 from dpgate.catalog.checks import check_flag, check_keys
 from dpgate.catalog.declare import DEFAULT_SUBJECT_DELTA, DEFAULT_SUBJECT_EPSILON
 
@@ -123,8 +123,7 @@ class PolicyFiles:
             )  # fmt: skip
             if "epsilon" not in spec:
                 raise errors.PolicyError(f"[analysts.{aname}] needs epsilon = <quota>", code="DP330")
-            if spec.get("share") is not None and str(spec["share"]).strip().lower() != "default":
-                budget_shares.parse(spec["share"])  # refused before the analyst is written
+            share = budget_shares.own_share(spec.get("share"))  # refused (DP347) before the analyst is written
             self.add_analyst(
                 aname,
                 epsilon=spec["epsilon"],
@@ -140,7 +139,7 @@ class PolicyFiles:
             if own:
                 self.set_release_caps(aname, **own)
             # the policy is authoritative: an entry without share follows the database's default
-            self.set_budget_share(spec.get("share"), aname)
+            self.set_budget_share(share, aname)
             done.append(f"analyst {aname} (epsilon quota {spec['epsilon']})")
         for oname, spec in policy.get("owners", {}).items():  # owner logins of dpgate serve
             check_keys(f"[owners.{oname}]", spec, {"scram"})

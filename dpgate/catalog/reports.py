@@ -26,7 +26,7 @@ class Reports:
             f"SELECT name, epsilon_quota, epsilon_spent, epsilon_quota - epsilon_spent, delta_quota, delta_spent, "
             f"epsilon_per_query, delta_per_query FROM {catalog.SCHEMA}.analysts ORDER BY name"
         ).fetchall()
-        analysts = [(*row, self.budget_share(row[0])) for row in analysts]
+        analysts = [(*row, budget_shares.describe(self.con, row[0])) for row in analysts]
         tables = []
         for t in catalog.load(self.con).tables.values():
             left = "epsilon_budget - epsilon_spent"

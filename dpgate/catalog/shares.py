@@ -57,6 +57,14 @@ def parse(value: str | float | None) -> str:
     return format(kept.normalize(), "f")
 
 
+def own_share(value: str | float | None) -> str | None:
+    """An analyst's own share as given, checked (DP347): None for ``default`` or None (the analyst
+    follows the database's share)."""
+    if value is None or str(value).strip().lower() == "default":
+        return None
+    return parse(value)
+
+
 def set_share(con: duckdb.DuckDBPyConnection, analyst: str | None, share: str | float | None) -> None:
     """Set the database's default share (``analyst`` None) or one analyst's (None there: follow the default)."""
     key = SETTING if analyst is None else f"{SETTING}:{analyst}"
@@ -73,6 +81,13 @@ def stated(con: duckdb.DuckDBPyConnection, analyst: str) -> tuple[str, bool]:
         f"(SELECT value FROM {SCHEMA}.settings WHERE key = ?)", [f"{SETTING}:{analyst}", SETTING],
     ).fetchone()  # fmt: skip
     return (own, True) if own is not None else (default or "none", False)
+
+
+def describe(con: duckdb.DuckDBPyConnection, analyst: str) -> str:
+    """The share that holds for ``analyst`` as the owner reads it: ``0.5``, ``equal`` or ``none``, with
+    `` (default)`` when it is the database's."""
+    value, own = stated(con, analyst)
+    return value if own else f"{value} (default)"
 
 
 def share_of(con: duckdb.DuckDBPyConnection, analyst: str, settings: tuple | None = None) -> Decimal | None:

@@ -254,13 +254,12 @@ def cmd_analyst(args: argparse.Namespace, read_password: PasswordReader) -> Repl
             raise errors.ProgrammingError("An analyst needs a lifetime quota", code="DP322", hint="pass --epsilon E")
         password = _password(read_password) if getattr(args, "password_stdin", False) else None
         caps = {k: getattr(args, k) for k in ("release_rows", "releases", "release_bytes") if getattr(args, k) is not None}
-        if args.share is not None and args.share.strip().lower() != "default":
-            shares.parse(args.share)  # a bad share changes nothing (DP347), not even the quotas
+        own = shares.own_share(args.share)  # a bad share changes nothing (DP347), not even the quotas
         owner.add_analyst(args.name, **new)
         if caps:
             owner.set_release_caps(args.name, **caps)
-        if args.share is not None:  # "default" follows the database's share again
-            owner.set_budget_share(None if args.share.lower() == "default" else args.share, args.name)
+        if args.share is not None:  # "default" (own None) follows the database's share again
+            owner.set_budget_share(own, args.name)
         share = owner.budget_share(args.name)
         if password is not None:
             owner.set_login(args.name, password=password)
