@@ -271,14 +271,11 @@ class Gateway:
                     return _Prepared(pin)  # free: cost() says so
                 eq, dq, _, _, es, ds = self.ledger.quota(self.analyst)
                 return _Prepared(pin, answer=answers.served(known, self.analyst, float(eq - es), float(dq - ds)))
-        if planned is not None:
-            answered, qc, plan = self._replan(classified, cat, planned)
-        else:
-            reads = self.facts.data_reads
-            answered, qc, plan = self._free_or_plan(classified, cat)
-            if key is not None and plan is not None and qc.reusable(plan) and self.facts.data_reads == reads:
-                template = None if probe is None else dataclasses.replace(probe, memory=None, replaces=None)
-                self._planned.put(key, _Planned(qc, plan, template))
+        reads = self.facts.data_reads
+        answered, qc, plan = self._free_or_plan(classified, cat, planned)
+        if planned is None and key is not None and plan is not None and qc.reusable(plan) and self.facts.data_reads == reads:
+            template = None if probe is None else dataclasses.replace(probe, memory=None, replaces=None)
+            self._planned.put(key, _Planned(qc, plan, template))
         if plan is not None and plan.writes is not None:
             probe = None
         return _Prepared(pin, answer=answered, qc=qc, plan=plan, probe=probe)
@@ -292,18 +289,6 @@ class Gateway:
             return None
         settings = tuple(sorted((k, repr(v)) for k, v in self.session.values.items()))
         return (sql, settings, self._instance.path, self._instance.serial, fp)
-
-    def _replan(self, classified: Classified, cat: catalog_mod.Catalog, planned: _Planned) -> tuple[Result | None, Any, Any]:
-        """``_free_or_plan`` for a statement planned before under the same key: the checks that read
-        the database (a public release that answers it, the work bound's roster count) run again."""
-        if classified.kind == "dp":
-            answered = queries.free_answer(classified, self.context(cat), self._con)
-            if answered is not None:
-                return answered, None, None
-        allowlist.for_engine(classified.statement, self.facts)  # its rewrite, as planning made it: the work bound reads it
-        tables = backends.protected_tables(classified, cat)
-        cost_mod.check_rows(self._con, classified.statement, tables, planned.plan.rows_per_subject)
-        return None, planned.qc, planned.plan
 
     def remembered(self, classified: Classified, cat: catalog_mod.Catalog) -> tuple[Any, Any]:
         """(probe, remembered answer or None) of a classified DP statement (EXPLAIN PRIVACY's view)."""
@@ -326,15 +311,23 @@ class Gateway:
         memory, known = answers.lookup(self._con, probe, self.analyst, memory)
         return dataclasses.replace(probe, memory=memory, replaces=known), known
 
-    def _free_or_plan(self, classified: Classified, cat: catalog_mod.Catalog) -> tuple[Result | None, Any, Any]:
+    def _free_or_plan(self, classified: Classified, cat: catalog_mod.Catalog,
+                      planned: _Planned | None = None) -> tuple[Result | None, Any, Any]:  # fmt: skip
         """A DP statement's free answer, when a public release (a synopsis) answers it reading nothing
-        protected, as (answer, None, None); otherwise (None, query class, plan)."""
+        protected, as (answer, None, None); otherwise (None, query class, plan). ``planned``: the plan
+        kept for the same statement under the same key; the checks that read the database (a public
+        release that answers it, the work bound's roster count) run again for it."""
         if classified.kind == "dp":
             answered = queries.free_answer(classified, self.context(cat), self._con)
             if answered is not None:
                 return answered, None, None
-        qc, plan = self._plan(classified, cat)
-        return None, qc, plan
+        if planned is None:
+            qc, plan = self._plan(classified, cat)
+            return None, qc, plan
+        allowlist.for_engine(classified.statement, self.facts)  # its rewrite, as planning made it: the work bound reads it
+        tables = backends.protected_tables(classified, cat)
+        cost_mod.check_rows(self._con, classified.statement, tables, planned.plan.rows_per_subject)
+        return None, planned.qc, planned.plan
 
     def cost(self, sql: str, params: Any = None) -> tuple[float, float] | None:
         """What a statement would charge the analyst, as (ε, δ), or None if it is free.
