@@ -140,30 +140,32 @@ MAX_ROWS = 100_000
 MEMORY = "256MB"
 
 
-def is_catalog(sql: str) -> bool:
-    """Whether ``sql`` reads PostgreSQL's catalogs or asks what only they answer (cheap: tokens only)."""
-    if len(sql) > MAX_CATALOG_TEXT:  # parsed in Python twice: clients' catalog queries are short
-        return False
+def catalog_query(sql: str) -> exp.Expr | None:
+    """``sql`` read as PostgreSQL, if it reads PostgreSQL's catalogs or asks what only they answer;
+    None otherwise (the gateway's). A word test first: most statements are not parsed here."""
+    if len(sql) > MAX_CATALOG_TEXT:  # parsed in Python: clients' catalog queries are short
+        return None
     lowered = sql.lower()
     if "pg_" not in lowered and "information_schema" not in lowered and "version" not in lowered \
             and "current_schema" not in lowered and "current_database" not in lowered:  # fmt: skip
-        return False
+        return None
     try:
         tree = _parse(sql)
     except errors.Error:  # not PostgreSQL's SQL (dpgate's DP statements are not): the gateway's
-        return False
+        return None
     if not isinstance(tree, (exp.Select, exp.Union, exp.Subquery)):
-        return False
+        return None
     for table in tree.find_all(exp.Table):
         if table.db.lower() in _CATALOG_SCHEMAS or (not table.db and table.name.lower() in _CATALOG_TABLES):
-            return True
-    return any(_function_name(f) in _CATALOG_FUNCTIONS for f in tree.find_all(exp.Func))
+            return tree
+    return tree if any(_function_name(f) in _CATALOG_FUNCTIONS for f in tree.find_all(exp.Func)) else None
 
 
 #: What a catalog query may call: an allowlist of what psql, SQLAlchemy and the JDBC driver ask (a
 #: denylist was passed by LATERAL table functions, quoted names and sqlglot's renames, and DuckDB
 #: has functions that write files, run SQL from a string or build values past any memory limit).
-#: Checked on the DuckDB text that runs, so a rename cannot slip through.
+#: Checked on the rewritten tree by class or name, so however sqlglot writes a class, an unknown one
+#: is refused.
 _ALLOWED_CLASSES = {
     "If", "And", "Or", "Not", "Cast", "TryCast", "Case", "Coalesce", "Nullif", "Count", "Max", "Min", "Sum",
     "Avg", "Length", "Lower", "Upper", "Trim", "Substring", "Concat", "ConcatWs", "RegexpLike", "Array",
@@ -238,10 +240,6 @@ def _parse(sql: str) -> exp.Expr:
     return trees[0]
 
 
-def _to_duckdb(tree: exp.Expr) -> str:
-    return _rewrite(tree).sql(dialect="duckdb")
-
-
 def _rewrite(tree: exp.Expr) -> exp.Expr:
     """The statement as DuckDB reads it: functions unqualified (the catalog database resolves
     PostgreSQL's names in its own ``pg_catalog``, and the few it lacks are its macros)."""
@@ -253,28 +251,24 @@ def _rewrite(tree: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Column) and node.db.lower() in ("pg_catalog", "information_schema"):
             node = node.copy()  # pg_catalog.pg_class.relname: the table's alias is its name
             node.set("db", None)
-        if isinstance(node, exp.Table) and not isinstance(node.this, exp.Func) and not node.alias and \
-                node.db.lower() in ("pg_catalog", "information_schema"):  # fmt: skip
-            node = node.copy()  # columns qualified by the table's name still find it
-            node.set("alias", exp.TableAlias(this=exp.to_identifier(node.name)))
         alias = node.args.get("alias") if isinstance(node, exp.Table) and isinstance(node.this, exp.Func) else None
         if alias is not None and not alias.columns:  # PostgreSQL names a function's one column by its alias
             alias.set("columns", [exp.to_identifier(alias.name)])
-        if isinstance(node, exp.Table) and node.db.lower() in ("", "pg_catalog") and node.name.lower() in _OWN:
-            node = node.copy()
+        if not isinstance(node, exp.Table) or isinstance(node.this, exp.Func):
+            return node
+        db, name = node.db.lower(), node.name.lower()
+        own = db in ("", "pg_catalog") and name in _OWN
+        information = db == "information_schema" and name in _INFORMATION
+        if not (own or db in ("pg_catalog", "information_schema")):
+            return node
+        node = node.copy()
+        if not node.alias:  # columns qualified by the table's name still find it
+            node.set("alias", exp.TableAlias(this=exp.to_identifier(node.name)))
+        if own or information:  # the catalog database's own, in memory.pg_more
+            if information:
+                node.set("this", exp.to_identifier(f"information_{name}"))
             node.set("db", exp.to_identifier("pg_more"))
             node.set("catalog", exp.to_identifier("memory"))
-            if not node.alias:  # columns qualified by the table's name still find it
-                node.set("alias", exp.TableAlias(this=exp.to_identifier(node.name)))
-        elif isinstance(node, exp.Table) and node.db.lower() == "information_schema" and \
-                node.name.lower() in _INFORMATION:  # fmt: skip
-            name = node.name
-            node = node.copy()
-            node.set("this", exp.to_identifier(f"information_{name.lower()}"))
-            node.set("db", exp.to_identifier("pg_more"))
-            node.set("catalog", exp.to_identifier("memory"))
-            if not node.alias:
-                node.set("alias", exp.TableAlias(this=exp.to_identifier(name)))
         return node
 
     def types(node: exp.Expr) -> exp.Expr:
@@ -363,10 +357,10 @@ class CatalogDatabase:
             self._con, self._tables = con, key
         return con
 
-    def run(self, sql: str, tables: dict[str, tuple[str, list[tuple[str, str]]]], params: Any = None,
+    def run(self, tree: exp.Expr, tables: dict[str, tuple[str, list[tuple[str, str]]]], params: Any = None,
             reader: Any = None) -> Result:  # fmt: skip
-        """The catalog query's result over the catalog database of ``tables`` (``params``: ``$1``, ...)."""
-        tree = _parse(sql)
+        """The result of the catalog query ``tree`` (``catalog_query``'s) over the catalog database of
+        ``tables`` (``params``: ``$1``, ...)."""
         if not isinstance(tree, (exp.Select, exp.Union)) or tree.find(exp.Into) is not None:
             # (SELECT ... INTO t is a CREATE TABLE: the catalog database writes nothing)
             raise errors.NotSupportedError(

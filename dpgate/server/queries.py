@@ -27,19 +27,13 @@ from dpgate import errors
 from dpgate.frontend.dialect import MAX_STATEMENT_BYTES, DPDuckDB
 from dpgate.server import wire
 from dpgate.server.running import Running
-from dpgate.server.session import Outcome
+from dpgate.server.session import Outcome, bare
 
 log = logging.getLogger("dpgate.server")
 
 _BEGIN = re.compile(r"^\s*(begin|start\s+transaction)\b", re.I)
 _COMMIT = re.compile(r"^\s*(commit|end)\b", re.I)
 _ROLLBACK = re.compile(r"^\s*(rollback|abort)\b", re.I)
-
-
-def _savepoint_words(sql: str) -> list[str]:
-    """The words of a savepoint statement, lower-cased (split, not matched: a pattern with runs of
-    optional spaces takes time that grows with the square of a run, on the loop every session shares)."""
-    return sql.strip().rstrip(";").lower().split()
 
 
 def _is_savepoint(w: list[str]) -> bool:
@@ -58,8 +52,7 @@ def _is_rollback_to(w: list[str]) -> bool:
         len(rest[1:]) == 1 or rest[1] == "savepoint")
 _PLACEHOLDER = re.compile(r"\$(\d+)")
 #: DEALLOCATE [PREPARE] name | ALL and DISCARD ALL: a client's (psycopg's) cleanup of prepared statements
-#: (matched in full against the statement stripped of its spaces and final semicolons: a pattern with
-#: runs of optional spaces at its end takes time that grows with the square of a run)
+#: (matched in full against ``session.bare`` of the statement)
 _DEALLOCATE = re.compile(r'deallocate\s+(?:prepare\s+)?(?:(all)|"((?:[^"]|"")+)"|([A-Za-z_][A-Za-z0-9_$]*))', re.I)
 _DISCARD_ALL = re.compile(r"discard\s+all", re.I)
 MAX_PARAMETERS = 65_535  # as PostgreSQL (the protocol counts them in 16 bits)
@@ -365,7 +358,8 @@ class QueryLoop:
             if client.tx == "I":
                 client.tx = "T"
             return Outcome([], [], [], "BEGIN")
-        words = _savepoint_words(sql) if len(sql) < 1024 else []
+        # savepoints by their words (split, not matched: this runs on the loop every session shares)
+        words = bare(sql).lower().split() if len(sql) < 1024 else []
         if _is_savepoint(words) or _is_release(words):
             if client.tx == "E":
                 raise errors.ProgrammingError(
@@ -387,14 +381,14 @@ class QueryLoop:
                 "current transaction is aborted, commands ignored until end of transaction block", code="DP707",
                 hint="send ROLLBACK (a debit is final whatever you send)",
             )  # fmt: skip
-        bare = sql.strip().rstrip(";").rstrip() if len(sql) < 4096 else ""
-        deallocate, discard = _DEALLOCATE.fullmatch(bare), _DISCARD_ALL.fullmatch(bare)
+        text = bare(sql) if len(sql) < 4096 else ""
+        deallocate, discard = _DEALLOCATE.fullmatch(text), _DISCARD_ALL.fullmatch(text)
         if deallocate is not None or discard is not None:
             # prepared statements (and, for DISCARD ALL, portals) of this connection, as PostgreSQL; nothing
             # reaches DuckDB, and dpgate's session settings stay (psycopg sends these)
             if deallocate is not None and not deallocate.group(1):  # one statement, by name
-                quoted, bare = deallocate.group(2), deallocate.group(3)
-                name = quoted.replace('""', '"') if quoted else bare.lower()
+                quoted, unquoted = deallocate.group(2), deallocate.group(3)
+                name = quoted.replace('""', '"') if quoted else unquoted.lower()
                 if name not in client.statements:
                     raise errors.ProgrammingError(f"prepared statement {name!r} does not exist", code="DP705")
                 del client.statements[name]

@@ -34,7 +34,7 @@ CLIENT_SETTINGS = {"application_name", "extra_float_digits", "client_encoding", 
                    "statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout", "timezone",
                    "intervalstyle", "client_min_messages", "standard_conforming_strings", "bytea_output"}  # fmt: skip
 
-# Matched against the statement stripped of its spaces and final semicolons (``_bare``), in full:
+# Matched against the statement stripped of its spaces and final semicolons (``bare``), in full:
 # a pattern with runs of optional spaces around an optional ';' at its end took time growing with the
 # square (or cube) of a run of spaces, and Python's matcher holds every other session meanwhile.
 _SET = re.compile(r"set\s+(?:session\s+)?([a-z_][a-z_0-9.]*)\s*(?:=|\bto\b)", re.I | re.S)
@@ -48,8 +48,9 @@ _WHOAMI = re.compile(r"select\s+(current_user|session_user|current_role|user)(\s
 _META = re.compile(r"dpgate\s+(.*)", re.I | re.S)
 
 
-def _bare(sql: str) -> str:
-    """The statement without its surrounding spaces and final semicolons."""
+def bare(sql: str) -> str:
+    """The statement without its surrounding spaces and final semicolons (what the server's statement
+    patterns match in full: optional spaces at a pattern's end made its time grow with their square)."""
     return sql.strip().rstrip("; \t\r\n\f\v")  # one pass (stripping one ';' at a time copied the text each time)
 
 #: Owner commands over the server: the ``dpgate`` owner commands (``owner_commands``) but ``init``.
@@ -115,22 +116,22 @@ class Session:
 
     # -- statements ------------------------------------------------------------------------------
     def run(self, sql: str, params: list[Any] | None = None) -> Outcome:
-        bare = _bare(sql)
-        m = _SET.match(bare)
+        text = bare(sql)
+        m = _SET.match(text)
         if m and m.group(1).lower() in CLIENT_SETTINGS:
             return Outcome([], [], [], "SET")
-        m = _SHOW_SETTING.fullmatch(bare)
+        m = _SHOW_SETTING.fullmatch(text)
         if m:
             name = "_".join(m.group(1).lower().split())
             value = _SHOWN.get(name, "read committed")
             return _table([name], [(value,)])
-        m = _WHOAMI.fullmatch(bare)
+        m = _WHOAMI.fullmatch(text)
         if m:  # psql's \password asks who it is: the login, not DuckDB's "duckdb"
             return _table([m.group(1).lower()], [(self.login,)])
-        m = _ALTER_PASSWORD.fullmatch(bare)
+        m = _ALTER_PASSWORD.fullmatch(text)
         if m:
             return self._alter_password(m.group(1), m.group(2).replace("''", "'"))
-        m = _META.fullmatch(bare)
+        m = _META.fullmatch(text)
         if m:
             return self._meta(m.group(1).strip())
         if self.owner is not None:
@@ -139,9 +140,10 @@ class Session:
                 hint="dpgate ledger | dpgate budget | dpgate analyst add NAME --epsilon E | dpgate policy apply FILE "
                 "| dpgate protect TABLE --unit COL | dpgate load TABLE FILE | dpgate quality RELEASE; analysts ask SQL",
             )  # fmt: skip
-        if pgcatalog.is_catalog(sql):  # psql's \dt, a driver's or a BI tool's introspection
+        tree = pgcatalog.catalog_query(sql)
+        if tree is not None:  # psql's \dt, a driver's or a BI tool's introspection
             g = self.gateway
-            return self._outcome(self.catalog.run(sql, g.tables(), params, reader=g.public_reader))
+            return self._outcome(self.catalog.run(tree, g.tables(), params, reader=g.public_reader))
         result = self.gateway.run(sql, params or None)
         return self._outcome(result)
 
