@@ -3,7 +3,6 @@ cannot spend a subject space for everyone; refusals for a used share are free an
 
 from __future__ import annotations
 
-import duckdb
 import pytest
 
 import dpgate
@@ -15,15 +14,9 @@ Q = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = {e}, fresh = true, pers
 
 
 @pytest.fixture
-def db(tmp_path):
-    path = tmp_path / "shares.duckdb"
-    with duckdb.connect(str(path)) as con:
-        con.execute(SETUP)
-    with Owner(path) as o:
-        o.protect("t", unit="uid", budget_column="b", domains={"k": [0, 1, 2]}, public_roster=True)
-        for name in ("alice", "bob"):
-            o.add_analyst(name, epsilon=100.0)
-    return path
+def db(make_db):
+    return make_db(SETUP, protect={"t": {"unit": "uid", "budget_column": "b", "domains": {"k": [0, 1, 2]}}},
+                   analysts={"alice": {"epsilon": 100.0}, "bob": {"epsilon": 100.0}})  # fmt: skip
 
 
 def _ask(con, eps: float):
@@ -109,16 +102,16 @@ def test_without_a_share_one_analyst_can_spend_everyone_and_the_owner_is_told(db
     assert _ask(bob, 2.0).population.size == 100  # only the budgets of 4 are left, for anyone
 
 
-def test_unprotecting_or_moving_a_table_gives_no_share_back(tmp_path):
+def test_unprotecting_or_moving_a_table_gives_no_share_back(make_db):
     """A ledger entry records the subject space it charged: what alice used there stays used."""
-    path = tmp_path / "move.duckdb"
-    with duckdb.connect(str(path)) as con:
-        con.execute("CREATE TABLE patients AS SELECT i AS pid FROM range(50) r(i)")
-        con.execute("CREATE TABLE visits AS SELECT i % 50 AS pid, i % 2 AS k FROM range(100) r(i)")
-    with Owner(path) as o:
-        o.protect("patients", unit="pid", epsilon=1.0, subjects="patients", public_roster=True)
-        o.protect("visits", unit="pid", epsilon=1.0, subjects="patients", max_rows=2, public_roster=True)
-        o.add_analyst("alice", epsilon=100.0)
+    path = make_db(
+        "CREATE TABLE patients AS SELECT i AS pid FROM range(50) r(i);"
+        "CREATE TABLE visits AS SELECT i % 50 AS pid, i % 2 AS k FROM range(100) r(i)",
+        protect={"patients": {"unit": "pid", "epsilon": 1.0, "subjects": "patients"},
+                 "visits": {"unit": "pid", "epsilon": 1.0, "subjects": "patients", "max_rows": 2}},
+        analysts={"alice": {"epsilon": 100.0}},
+    )  # fmt: skip
+    with Owner(path, create=False) as o:
         o.set_budget_share(0.5, "alice")
     q = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5, fresh = true) COUNT(*) FROM {}"
     with dpgate.connect(str(path), analyst="alice") as alice:
@@ -132,13 +125,10 @@ def test_unprotecting_or_moving_a_table_gives_no_share_back(tmp_path):
     assert "share" in str(e.value)
 
 
-def test_large_budgets_tiny_shares_and_bad_values(db, tmp_path, capsys):
-    path = tmp_path / "big.duckdb"
-    with duckdb.connect(str(path)) as con:
-        con.execute("CREATE TABLE t AS SELECT i AS uid FROM range(20) r(i)")
-    with Owner(path) as o:
-        o.protect("t", unit="uid", epsilon=1e15, public_roster=True)
-        o.add_analyst("alice", epsilon=1e18)
+def test_large_budgets_tiny_shares_and_bad_values(db, make_db, capsys):
+    path = make_db("CREATE TABLE t AS SELECT i AS uid FROM range(20) r(i)", protect={"t": {"unit": "uid", "epsilon": 1e15}},
+                   analysts={"alice": {"epsilon": 1e18}})  # fmt: skip
+    with Owner(path, create=False) as o:
         o.set_budget_share("0.5", "alice")
     with dpgate.connect(str(path), analyst="alice") as alice:  # 0.5 × 1e15 has room in the DECIMAL
         assert alice.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) COUNT(*) FROM t").release.epsilon == 1.0
