@@ -47,6 +47,14 @@ VISITS_BOUNDS = {
 pytest_plugins = ["watchdog", "disk", "scheduling"]
 
 
+def _copy_db(src: Path, dst: Path) -> Path:
+    shutil.copy(src, dst)
+    wal = Path(str(src) + ".wal")
+    if wal.exists():
+        shutil.copy(wal, str(dst) + ".wal")
+    return dst
+
+
 @pytest.fixture(scope="session")
 def demo_template(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("demo") / "demo.duckdb"
@@ -60,12 +68,7 @@ def demo_template(tmp_path_factory) -> Path:
 @pytest.fixture
 def demo_db(demo_template, tmp_path) -> Path:
     """A private copy of the demo database (adult, subject_budgets, country_regions; analyst demo)."""
-    dst = tmp_path / "demo.duckdb"
-    shutil.copy(demo_template, dst)
-    wal = Path(str(demo_template) + ".wal")
-    if wal.exists():
-        shutil.copy(wal, str(dst) + ".wal")
-    return dst
+    return _copy_db(demo_template, tmp_path / "demo.duckdb")
 
 
 @pytest.fixture
@@ -85,14 +88,6 @@ def seeded(demo_db):
 #: Databases ``make_db`` built in this process, by its arguments: a test asking for the same one again
 #: gets a copy (building one costs ~100 ms: two connections, the roster, the stored sample order).
 _BUILT: dict[str, Path] = {}
-
-
-def _copy_db(src: Path, dst: Path) -> Path:
-    shutil.copy(src, dst)
-    wal = Path(str(src) + ".wal")
-    if wal.exists():
-        shutil.copy(wal, str(dst) + ".wal")
-    return dst
 
 
 @pytest.fixture
