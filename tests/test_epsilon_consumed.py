@@ -139,7 +139,7 @@ def test_tabular_synthetic_releases(demo_db, checked, using, opts):
 @pytest.mark.parametrize("statement", [
     "CREATE SYNTHETIC TABLE tree FROM cities USING privtree WITH (epsilon = 0.5, columns = 'lon, lat')",
     "CREATE SYNTHETIC TABLE seqs FROM careers USING privtree_markov WITH (epsilon = 0.5)",
-    "CREATE SYNTHETIC TABLE sets FROM baskets USING diffpart WITH (epsilon = 0.5, item = 'item', fanout = 3)",
+    "CREATE SYNTHETIC TABLE sets FROM baskets USING diffpart WITH (epsilon = 0.5, item = 'item', fanout = 6)",
 ])  # fmt: skip
 def test_other_synthesizers(demo_db, checked, statement):
     with dpgate.connect(str(demo_db), analyst="demo", test_seed=TEST_SEED) as con:

@@ -145,6 +145,35 @@ def thresholds(h: int, eps: float, c: float) -> int:
     return max(1, math.ceil(SQRT2 * c * h / eps))
 
 
+def root_test(taxonomy: Taxonomy, epsilon: float, c1: float, c2: float) -> tuple[int, int]:
+    """The first operation's threshold and number of candidates: public (the taxonomy, ε, C1, C2)."""
+    tax = taxonomy
+    if tax.internal[tax.root] == 0:
+        return thresholds(1, epsilon, c1), 1
+    l = len(tax.children[tax.root])
+    if tax.n_internal == 1:  # the root's children are leaves: one leaf count at the whole ε
+        return thresholds(1, epsilon, c1), 2**l - 1
+    return thresholds(tax.height[tax.root], epsilon / 2 / tax.n_internal, c2), 2**l - 1
+
+
+def passing_at_root(records: int, taxonomy: Taxonomy, epsilon: float, c1: float, c2: float) -> float:
+    """An upper bound on the expected number of the first operation's candidates that pass when
+    there are ``records`` records: each holds at most all of them, and passes when its discrete
+    Laplace noise reaches the threshold minus its count (P(Z ≥ m) = a^m / (1 + a), a = e^−ε_op).
+    Below a small value nothing real can be released: every chain starts there."""
+    k, candidates = root_test(taxonomy, epsilon, c1, c2)
+    tax = taxonomy
+    if tax.internal[tax.root] == 0 or tax.n_internal == 1:
+        eps_op = epsilon
+    else:
+        eps_op = epsilon / 2 / tax.n_internal
+    gap = k - records
+    if gap <= 0:
+        return float(candidates)
+    a = math.exp(-eps_op)
+    return candidates * a**gap / (1 + a)
+
+
 def release(
     records: np.ndarray,
     taxonomy: Taxonomy,

@@ -126,3 +126,41 @@ def test_a_record_matrix_beyond_its_cap_is_refused_before_the_debit(db, monkeypa
         assert "b_dp" not in {r[0] for r in con.execute("SHOW TABLES").fetchall()}
         monkeypatch.setattr(diffpart, "MAX_RECORD_CELLS", 6 * 3001)
         con.execute("CREATE SYNTHETIC TABLE b_dp FROM baskets USING diffpart WITH (epsilon = 1, item = 'item')")
+
+
+def test_a_release_public_facts_say_is_empty_is_refused_free(db):
+    """At ε = 0.05 the first split needs parts of ~2,000 records and there are 3,001: refused before the
+    debit, and EXPLAIN says so first."""
+    sql = "CREATE SYNTHETIC TABLE b FROM baskets USING diffpart WITH (epsilon = 0.02, item = 'item', fanout = 2)"
+    with dpgate.connect(str(db), analyst="alice") as con:
+        rows = con.execute("EXPLAIN PRIVACY " + sql).fetchall()
+        (size,) = [r[-1] for r in rows if r[0] == "expected size"]
+        assert size.startswith("3,001 records") and "refused, free" in size
+        before = con.budget()
+        with pytest.raises(dpgate.errors.ProgrammingError) as e:
+            con.execute(sql)
+        assert e.value.code == "DP287" and "would be empty" in str(e.value) and "nothing was charged" in e.value.hint
+        assert con.budget() == before
+        ok = con.execute("EXPLAIN PRIVACY " + sql.replace("0.02", "1")).fetchall()
+        (size,) = [r[-1] for r in ok if r[0] == "expected size"]
+        assert "refused" not in size
+
+
+def test_the_expected_parts_kept_bound_the_first_split():
+    """``passing_at_root`` bounds the mean number of the first operation's candidates that pass: measured
+    over runs of the mechanism on records that all fall in one part (the worst case for the bound)."""
+    from dpgate.mechanisms import diffpart
+
+    tax = diffpart.Taxonomy.build(8, 2)  # 7 internal nodes: the root's α is ε/14
+    eps, records = 1.0, 370  # the root needs ~401: 31 short
+    bound = diffpart.passing_at_root(records, tax, eps, diffpart.DEFAULT_C1, diffpart.DEFAULT_C2)
+    assert 0.05 < bound < 3  # a case where passing is neither certain nor negligible
+    data = np.ones((records, 8), dtype=bool)
+    rng = np.random.default_rng(11)
+    runs, passed = 400, []
+    for _ in range(runs):
+        trace = diffpart.Trace()
+        diffpart.release(data, tax, eps, rng=rng, trace=trace)
+        passed.append(trace.operations[0][4])
+    mean, sd = float(np.mean(passed)), float(np.std(passed)) + 1e-9
+    assert mean <= bound + 4 * sd / runs**0.5, (mean, bound)

@@ -148,6 +148,38 @@ def check_size(plan: SynthesisPlan, population: int) -> None:
         )  # fmt: skip
 
 
+    _require_records(plan, population)
+
+
+#: A release whose first split passes fewer candidates than this, in expectation, is refused free.
+EMPTY_BELOW = 0.01
+
+
+def _expected(plan: SynthesisPlan, records: int) -> tuple[float, int, int, int]:
+    """From public facts (the records that pay, the taxonomy, ε, C1, C2): the expected candidates of
+    the first split that pass (an upper bound), its threshold, and the leaf threshold at most."""
+    o = plan.options
+    eps = float(plan.epsilon)
+    tax: diffpart.Taxonomy = o["taxonomy"]
+    passing = diffpart.passing_at_root(records, tax, eps, o["c1"], o["c2"])
+    k_root, _ = diffpart.root_test(tax, eps, o["c1"], o["c2"])
+    return passing, k_root, diffpart.thresholds(1, eps, o["c1"]), diffpart.thresholds(1, eps / 2, o["c1"])
+
+
+def _require_records(plan: SynthesisPlan, records: int) -> None:
+    """Refuse (free) a release that public facts say will be empty: with fewer records than the first
+    split's threshold, no part passes but by noise (every chain, and so every itemset, starts there)."""
+    passing, k_root, _, _ = _expected(plan, records)
+    if passing < EMPTY_BELOW:
+        raise errors.ProgrammingError(
+            f"USING diffpart over {records:,} subjects' records at ε = {float(plan.epsilon):g}: its first split "
+            f"keeps a part only when about {k_root:,} records fall in it, so the release would be empty "
+            f"(expected parts kept: {passing:.2g})", code="DP287",
+            hint="ask a larger epsilon, a smaller fan-out or fewer declared items (fewer internal nodes share the "
+            "budget), or count items with COUNT(DISTINCT unit) GROUP BY item; nothing was charged",
+        )  # fmt: skip
+
+
 def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str) -> None:
     bind(con, source_sql(plan, charged, 0))
 
@@ -250,6 +282,16 @@ def explain_rows(plan: SynthesisPlan, subjects=None) -> list[tuple]:
                      f"{diffpart.thresholds(root_h, root_alpha, o['c2']):,} (√2·C2·h/α, C2 = {o['c2']:g}, h = {root_h}); "
                      f"an itemset is released when its noisy count ≥ √2·C1/ε_leaf (C1 = {o['c1']:g}, ε_leaf ≥ ε/2: "
                      f"at most {diffpart.thresholds(1, eps / 2, o['c1']):,})"))  # fmt: skip
+    records = getattr(subjects, "used", None)  # the subjects who pay: one record each (public)
+    if records is not None:
+        passing, k_root, leaf_low, leaf_high = _expected(plan, int(records))
+        size = (f"{records:,} records (subjects who pay); a real itemset is released only when about {leaf_low:,}–"
+                f"{leaf_high:,} or more records hold exactly it (after its items are grouped), under parts of at "
+                f"least {k_root:,} records at the first split: at most {records // leaf_low:,} itemsets hold real "
+                f"records")
+        if passing < EMPTY_BELOW:
+            size += f"; the first split would keep nothing (expected {passing:.2g}): it would be refused, free"
+        rows.append(("expected size", None, None, None, None, None, size))
     rows.append(("release", None, None, None, None, None,
                  f"{plan.name} (one row per synthetic {plan.table.unit} and item) and {plan.name}_itemsets "
                  "(items, size, count)"))  # fmt: skip
