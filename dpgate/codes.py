@@ -1,11 +1,12 @@
-"""Every dpgate error code, its classes and what it means: one table, the README's is generated from it.
+"""Every dpgate error code, its classes and what it means: one table, the documentation's is generated from it.
 
 A code is a contract: clients and tests match on ``Error.code``, and the server sends it in the
 error's detail. Keeping every code in one table, with the classes that carry it and one sentence
-of meaning, means a code cannot quietly mean two things and the README cannot drift from the
-code: ``python -m dpgate.codes`` prints the README's table, and ``tests/test_error_codes.py``
-checks that the README holds exactly that output, that every code raised in ``dpgate/`` is here
-with the class that raises it, and that nothing here is dead.
+of meaning, means a code cannot quietly mean two things and the documentation cannot drift from
+the code: ``python -m dpgate.codes`` prints the table of the page ``docs/errors.md``,
+``tests/test_docs.py`` checks that the page holds exactly that output, and
+``tests/test_error_codes.py`` that every code raised in ``dpgate/`` is here with the class that
+raises it, and that nothing here is dead.
 
 Families (the hundreds digit): ``DP1xx`` the connection and the interface, ``DP2xx`` the
 statement, ``DP3xx`` policy, ``DP4xx`` the budget and failures after the debit, ``DP5xx`` a bug
@@ -60,7 +61,7 @@ def _c(classes: type[errors.Error] | tuple[type[errors.Error], ...], meaning: st
     return Code(classes if isinstance(classes, tuple) else (classes,), meaning)
 
 
-# One line per code, so that the table reads as the README's does.
+# One line per code, so that the table reads as docs/errors.md's does.
 # fmt: off
 CODES: dict[str, Code] = {
     # -- DP1xx: the connection and the interface ---------------------------------------------------
@@ -235,7 +236,7 @@ def _cell(text: str) -> str:
 
 
 def table() -> str:
-    """The README's table: one row per code, a bold row opening each family."""
+    """The table of docs/errors.md: one row per code, a bold row opening each family."""
     lines = ["| Code | Class | Meaning |", "|---|---|---|"]
     current = None
     for name in sorted(CODES):
@@ -254,7 +255,7 @@ END = "<!-- end error codes -->"
 
 
 def section() -> str:
-    """What the README holds between its markers, the markers included."""
+    """What docs/errors.md holds between its markers, the markers included."""
     return f"{BEGIN}\n{table()}{END}\n"
 
 

@@ -1,6 +1,6 @@
 """Releases: noisy rows with their error bars, post-processed in DuckDB, and their metadata.
 
-Post-processing is free (README, 'The privacy model'): the analyst's projections, HAVING, ORDER BY and
+Post-processing is free (docs/privacy-model.md): the analyst's projections, HAVING, ORDER BY and
 LIMIT run in DuckDB over a relation ``__noisy`` that holds only public keys and noisy
 values, never a protected row. Error bars travel as ``<col>_ci_low`` / ``<col>_ci_high``:
 always in ``cursor.release.intervals``, and as extra columns when asked for.

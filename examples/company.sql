@@ -1,4 +1,4 @@
--- A small, made-up company database used by examples/policy.toml and the README.
+-- A small, made-up company database used by examples/policy.toml and the documentation (docs/owners/declarations.md).
 -- Customers (one row each), their purchases (many rows each) and a public store list.
 
 CREATE TABLE customers AS

@@ -1,6 +1,6 @@
 """The error-code table (``dpgate/codes.py``) against the code: every code raised is in the table
 with the class that raises it, and every code in the table is raised, so the table (and the
-README generated from it) says what clients will actually see.
+page docs/errors.md generated from it) says what clients will actually see.
 
 Raise sites are read from the source with ``ast``, not by a regular expression, so that codes
 passed through a helper (``cost.refuse(WORK, ...)``, subgraph's ``_refuse(...)``), a module
@@ -387,7 +387,7 @@ def test_the_generated_table_has_one_row_per_code():
     assert [r.split(" | ")[0][2:] for r in rows] == sorted(codes.CODES)
 
 
-def test_the_generator_prints_the_readme_section():
+def test_the_generator_prints_the_docs_section():
     out = subprocess.run(
         [sys.executable, "-m", "dpgate.codes"], cwd=ROOT, capture_output=True, text=True, check=True, timeout=60
     ).stdout

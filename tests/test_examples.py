@@ -56,9 +56,11 @@ def test_the_licence_file_matches_the_package_metadata():
     assert 'license = { text = "Apache-2.0" }' in (root / "pyproject.toml").read_text()
 
 
-def test_readme_and_docstrings_send_nobody_outside_the_repository():
+def test_docs_and_docstrings_send_nobody_outside_the_repository():
     root = EXAMPLES.parent
-    texts = [root / "README.md", *root.joinpath("dpgate").rglob("*.py"), *EXAMPLES.glob("*.py")]
+    pages = [root / "README.md", *root.joinpath("docs").rglob("*.md"), root / "mkdocs.yml"]
+    assert len(pages) >= 20
+    texts = [*pages, *root.joinpath("dpgate").rglob("*.py"), *EXAMPLES.glob("*.py")]
     for path in texts:
         text = path.read_text()
         for bad in ("DESIGN.md", "shared/research", "seed 00", "seed-00"):

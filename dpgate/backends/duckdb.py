@@ -8,7 +8,7 @@ the source (``plan.source``)
     public domain never use up a subject's contribution. Every row-level expression is
     wrapped in ``TRY()``: no runtime error can depend on a row.
 
-contribution bounding (README, 'The privacy model')
+contribution bounding (docs/privacy-model.md)
     Only subjects the ledger charged are used. A subject keeps at most ``max_rows`` rows
     and, when the plan needs it, at most ``max_groups`` groups: a uniformly random choice,
     ranked by a keyed hash whose 62-bit key comes from the OS for each query (a data order
@@ -28,7 +28,7 @@ The bounded relation is otherwise computed in two passes for speed: a first pass
 that exceed a bound or were not charged (usually none); only their rows go through the
 window functions, everyone else's rows are aggregated directly. The result is the same
 as bounding every subject. (Timing therefore depends on how many subjects need sampling: a
-passive effect of the data's shape that the README states; what an analyst's expressions can make
+passive effect of the data's shape that docs/privacy-model.md states; what an analyst's expressions can make
 one row cost is bounded before the debit, ``dpgate.frontend.cost``.)
 
 [transport] With DP key selection, the groups' keys come back to Python as text (and are cast

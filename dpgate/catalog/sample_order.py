@@ -15,7 +15,7 @@ best-ranked rows pass — a query without a selective WHERE — that is a filter
 checked by a count in the same pass; otherwise one window over the passing rows, ordered by the
 stored rank (no per-query hashing, no duplicate numbering).
 
-Soundness (the README's privacy model, contribution bounding):
+Soundness (the privacy model, docs/privacy-model.md: contribution bounding):
 
 * **A stale order is never used.** A query uses the order only when, in its own snapshot, every
   position lines up (``current``); otherwise it samples by the per-query hash. This is a privacy

@@ -1,6 +1,6 @@
 """The data owner's declarations, read from the ``dpgate`` schema of the database file.
 
-Everything here is a *public fact* in the sense of the README's privacy model: the schema,
+Everything here is a *public fact* in the sense of the privacy model (docs/privacy-model.md): the schema,
 declared domains and bounds, the privacy unit and contribution bounds, the roster of
 subjects with their budgets, and the analysts with their quotas. Nothing in the catalog
 is read from the protected rows at query time.

@@ -1,6 +1,6 @@
 """Classify a parsed statement, and refuse whatever could let raw data leave.
 
-This is the stage that enforces the rule "nothing raw leaves" (README, 'The privacy model') before any
+This is the stage that enforces the rule "nothing raw leaves" (docs/privacy-model.md) before any
 planning: it finds every table a statement touches (through joins, subqueries, CTEs and
 views), every function it calls, and decides which kind of statement it is:
 

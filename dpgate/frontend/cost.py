@@ -1,6 +1,6 @@
 """What one row of a DP statement may cost: the text its expressions build and the work they do.
 
-Why: timing is an output the analyst sees (README, 'The privacy model': a statement's cost). An
+Why: timing is an output the analyst sees (docs/privacy-model.md: what a statement's time can tell). An
 expression that does seconds of work on one chosen row (``CASE WHEN <a condition on one person>
 THEN regexp_matches(lpad(x, 100000, 'x'), '(x|y){1,1000}z') END``) turns a statement's duration
 into a readout of that row, and no noise covers it. So every listed function's work is bounded

@@ -14,7 +14,7 @@ What an analyst may write over a protected graph ``g(src, dst)`` (``Owner.protec
   summand must equal C(deg, k) (checked on public values), answered as ``KSTAR_COUNT``
   (thesis chapter 5).
 
-Semantics (stated in EXPLAIN and the README): counts are of the simple undirected graph on
+Semantics (stated in EXPLAIN and docs/queries/graphs.md): counts are of the simple undirected graph on
 the public node universe — duplicates and reversed edges merged, self-loops and edges with an
 endpoint outside the universe dropped — which is what makes one row of the edge table at most
 one edge of the neighbouring relation. The literal SQL result on a raw table can differ.

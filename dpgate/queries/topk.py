@@ -1,6 +1,6 @@
 """Top-k queries: from a ``TopKPlan`` to released rows.
 
-The pipeline stages (README, 'Layout') for the top-k class, after the ledger's debit:
+The pipeline stages (docs/layout.md) for the top-k class, after the ledger's debit:
 
 1. the *pairs* relation, generated SQL (never the analyst's text): one row per distinct
    (subject, item) over the subjects the ledger charged, an item being a cell's position in

@@ -135,7 +135,7 @@ def test_policy_file_errors(raw_db, tmp_path):
 
 
 def test_example_policy_file_applies(tmp_path):
-    """examples/policy.toml is the annotated policy of the README; it must work as written."""
+    """examples/policy.toml is the annotated policy of docs/owners/declarations.md; it must work as written."""
     path = tmp_path / "ex.duckdb"
     c = duckdb.connect(str(path))
     c.execute((EXAMPLES / "company.sql").read_text())

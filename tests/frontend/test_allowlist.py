@@ -216,7 +216,7 @@ def test_accepted_corpus_is_mostly_protected():
     assert sum(_reads_protected(parse_one(p.read_text())) for p in ACCEPTED_CORPUS) >= 18
 
 
-# Queries the rest of the test suite, the examples and the README send over protected data.
+# Queries the rest of the test suite, the examples and the documentation send over protected data.
 ACCEPTED = [
     DP + "COUNT(*) AS n FROM adult",
     DP + "education, COUNT(*), AVG(age) FROM adult GROUP BY education ORDER BY 2 DESC NULLS LAST LIMIT 5 OFFSET 1",

@@ -14,7 +14,7 @@ import duckdb
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text()
+OWNERS = ROOT / "docs" / "owners"
 
 
 def dpgate(*args, cwd=None, stdin=None):
@@ -22,13 +22,16 @@ def dpgate(*args, cwd=None, stdin=None):
                           cwd=cwd, input=stdin, timeout=120)  # fmt: skip
 
 
-def test_the_readme_your_own_data_sections_run_verbatim(tmp_path):
-    """"Your own data", then "Per-subject budgets" on the same clinic.duckdb and analyst: there
-    --budget-column gives each patient the smallest consent_epsilon among their rows; then "Budget
-    shares" on the same file."""
+def test_the_owners_how_tos_run_verbatim(tmp_path):
+    """The documentation's pages "Your own data", then "Per-subject budgets" on the same clinic.duckdb
+    and analyst: there --budget-column gives each patient the smallest consent_epsilon among their
+    rows; then "Budget shares" on the same file (docs/owners/)."""
     outputs = []
-    for title in ("## Your own data", "### Per-subject budgets", "### Budget shares: a team on one subject space"):
-        block = re.search(re.escape(title) + r"\n\n.*?```sh\n(.*?)```", README, re.S).group(1)
+    for name, title in (("your-own-data.md", "# Your own data"), ("per-subject-budgets.md", "# Per-subject budgets"),
+                        ("budget-shares.md", "# Budget shares: a team on one subject space")):  # fmt: skip
+        match = re.search(re.escape(title) + r"\n\n.*?```sh\n(.*?)```", (OWNERS / name).read_text(), re.S)
+        assert match, f"docs/owners/{name} has no sh block under {title!r}"
+        block = match.group(1)
         for line in block.strip().splitlines():
             proc = subprocess.run(line.replace("dpgate ", f"{sys.executable} -m dpgate.interfaces.cli ", 1)
                                   if line.startswith("dpgate ") else line,

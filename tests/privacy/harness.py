@@ -1,6 +1,6 @@
 """The neighbour-differential harness: exact statistics dpgate perturbs, on D and on D′.
 
-dpgate's contract (README, "The privacy model"): neighbouring databases differ in all the
+dpgate's contract (docs/privacy-model.md): neighbouring databases differ in all the
 rows of ONE subject of a protected table (for graphs: in ONE edge of the simple undirected
 graph). For every accepted DP statement the exact statistics the mechanism adds noise to must
 move by at most the sensitivity the plan declares, only the charged subjects' rows may reach

@@ -1,4 +1,4 @@
-"""A lookup join never repeats a row (README, "Joins"): its key must compare exactly.
+"""A lookup join never repeats a row (docs/sql/beyond-counts.md, "Joins"): its key must compare exactly.
 
 A public table joins a protected one only on columns whose values are unique in it. Two comparisons
 broke that promise: a DOUBLE column against unique BIGINT keys compares as doubles

@@ -1,6 +1,6 @@
 """Random accepted counting-class queries: the exact statistics respect the declared sensitivities.
 
-A hypothesis grammar of the shapes the counting class accepts (README "DP SQL reference"):
+A hypothesis grammar of the shapes the counting class accepts (docs/sql/reference.md):
 WHERE conjunctions of comparisons / BETWEEN / IN / IS NULL over arithmetic, CASE, COALESCE,
 LEAST, GREATEST and ABS of bounded columns; GROUP BY a declared domain, an integer column
 with bounds, an expression with a public image, or (with δ) a key that needs DP key

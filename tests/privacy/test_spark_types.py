@@ -1,7 +1,7 @@
 """FLOAT, wide DECIMALs, the simple CASE, NaN domains and CHAR(n) on Spark: equal to DuckDB, or refused.
 
 Each of these statements was once answered differently by the two engines on the
-same rows (none a privacy break; the README promises equal statistics without sampling, or a free
+same rows (none a privacy break; docs/spark.md promises equal statistics without sampling, or a free
 refusal, DP261): DuckDB compares and divides a FLOAT in FLOAT, Spark (as dpgate wrote it) in DOUBLE;
 ``CASE s WHEN 10`` compared text with a number unchecked; DuckDB makes a DOUBLE of an 18-digit
 DECIMAL with two roundings, Spark with one; DuckDB keeps 18 digits for DECIMAL arithmetic and gives
@@ -80,7 +80,7 @@ def engines(spark, tmp_path_factory):
     "SELECT dc * 2, COUNT(*) FROM r GROUP BY 1",
 ])
 def test_spark_equals_duckdb_or_refuses(engines, sql):
-    """The README's promise: without sampling, Spark's statistics equal DuckDB's, or the statement is refused (DP261)."""
+    """The promise of docs/spark.md: without sampling, Spark's statistics equal DuckDB's, or the statement is refused (DP261)."""
     duck, spark = engines
     with harness.gateways(duck, spark) as (gd, gs):
         a = _values(harness.statistics_of(gd, sql))

@@ -6,7 +6,7 @@ same columns (its *stub*), the roster, the ledger and the declarations, so that 
 charging and noise are exactly as for a DuckDB table; only the exact, bounded aggregation of a
 counting query runs in Spark, and only its per-cell integer statistics come back.
 
-What holds on Spark exactly as on DuckDB (README, "The privacy model"):
+What holds on Spark exactly as on DuckDB (docs/privacy-model.md, docs/spark.md):
 
 only charged subjects' rows
     The charged units travel from the ledger's transaction to Spark as a temporary view (one row

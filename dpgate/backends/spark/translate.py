@@ -34,7 +34,8 @@ _CASTABLE = {
 }  # fmt: skip
 ACCEPTED = (
     "columns, literals, + - * /, comparisons, AND / OR / NOT, IS NULL, IN (…), BETWEEN, LIKE 'pattern', "
-    "CASE, IF, COALESCE, ABS, LENGTH, || and CAST, over values of one type (README: Spark tables)"
+    "CASE, IF, COALESCE, ABS, LENGTH, || and CAST, over values of one type "
+    "(the documentation's page 'Tables in Apache Spark', docs/spark.md)"
 )
 
 

@@ -81,7 +81,7 @@ The package
 ``checker`` walks a statement against them (``check``); ``engine`` holds what the connection
 and the statement need for DuckDB to evaluate an accepted statement safely
 (``REQUIRED_SETTINGS``, ``rewrite_for_engine``, ``check_engine_hazards``); ``reference``
-writes the lists as the README's 'Allowed SQL'.
+writes the lists as the documentation's page 'What SQL is accepted' (``docs/sql/allowed.md``).
 """
 
 from __future__ import annotations

@@ -56,9 +56,12 @@ _JOIN_HINT = (
     "join public tables with [INNER | LEFT | RIGHT | FULL] JOIN t ON a.col = t.col [AND ...] "
     "(comparisons of two columns) or JOIN t USING (col); CROSS JOIN and FROM a, b work without a condition"
 )
+# Where a refusal's hint sends the analyst for the whole list.
+_DOCS_PAGE = "the documentation's page 'What SQL is accepted', docs/sql/allowed.md"
 _NODE_HINT = (
     "row expressions may use columns, constants, arithmetic, comparisons, AND/OR/NOT, IS [NOT] NULL, "
-    "BETWEEN, IN (constant list), LIKE, CASE, casts and the functions of dpgate's list (README, 'Allowed SQL')"
+    "BETWEEN, IN (constant list), LIKE, CASE, casts and the functions of dpgate's list "
+    f"({_DOCS_PAGE})"
 )
 
 
@@ -607,7 +610,7 @@ class _Checker:
                 )  # fmt: skip
             raise _refuse(
                 FUNCTION, f"Function {name}() is not on dpgate's list of functions for protected data ({text})",
-                "allowed: " + ", ".join(sorted({r.name for r in RULES})) + " (README, 'Allowed SQL')",
+                "allowed: " + ", ".join(sorted({r.name for r in RULES})) + f" ({_DOCS_PAGE})",
             )  # fmt: skip
         raise _refuse(NODE, f"{type(node).__name__} ({text}) is not on dpgate's list of SQL constructs", _NODE_HINT)
 

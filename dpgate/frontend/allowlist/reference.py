@@ -1,5 +1,5 @@
-"""The allowlist as Markdown: the README's 'Allowed SQL' section, written from the lists of
-``rules`` (``tests/frontend/test_readme_allowlist.py`` keeps the README equal to it)."""
+"""The allowlist as Markdown: the documentation's page 'What SQL is accepted' (``docs/sql/allowed.md``),
+written from the lists of ``rules`` (``tests/frontend/test_docs_allowlist.py`` keeps the page equal to it)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from dpgate.frontend.allowlist.rules import (
 
 # -- reference --------------------------------------------------------------------------------------
 def reference_markdown() -> str:
-    """The allowlist as Markdown, for the README ('Allowed SQL')."""
+    """The allowlist as Markdown, for ``docs/sql/allowed.md`` (between its markers)."""
     lines = [
         "Queries over protected tables may use only what is listed here; anything else is refused "
         "(DP250-DP257) before any budget is charged.",
