@@ -10,10 +10,11 @@ import csv
 import io
 import json
 import math
-import textwrap
 from decimal import Decimal
 from typing import Any
 
+# The table printer lives in fit; the CLI, the shell and the DB-API import it from here.
+from dpgate.interfaces.fit import EXPANDED, format_records, format_table, wrap_footer, wrap_lines  # noqa: F401
 from dpgate.release import Result
 
 
@@ -63,108 +64,6 @@ def intervals_shown(result: Result, intervals: bool = True) -> bool:
 def _is_numeric(type_name: str) -> bool:
     t = type_name.upper()
     return any(k in t for k in ("INT", "DOUBLE", "FLOAT", "DECIMAL", "REAL", "NUMERIC"))
-
-
-def format_table(names: list[str], rows: list[list[str]], numeric: list[bool] | None = None, max_width: int | None = None) -> str:
-    """An aligned ASCII table in the style of the DuckDB / psql shells.
-
-    ``max_width``: narrow the text columns until the table fits, wrapping their cells over several
-    lines (words kept whole where they fit) — nothing is cut, and numbers keep their whole width.
-    A line then separates the rows, so that a wrapped row reads as one. When that would stack a
-    cell more than ``_MAX_WRAP`` lines high (many columns on a narrow terminal, as EXPLAIN's), the
-    rows print one field per line instead (``format_records``, psql's expanded display).
-    """
-    numeric = numeric or [False] * len(names)
-    body = [0] * len(names)
-    for r in rows:
-        for j, c in enumerate(r):
-            body[j] = max(body[j], len(c))
-    widths = [max(len(n), b) for n, b in zip(names, body)]
-    if max_width is not None:
-        widths = _fit(widths, max_width, numeric, body)
-    sep = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
-
-    def wrapped(values: list[str]) -> list[list[str]]:
-        return [_wrap(v, w) for v, w in zip(values, widths)]
-
-    def lines(cells_: list[list[str]], right: list[bool]) -> list[str]:
-        out = []
-        for k in range(max((len(c) for c in cells_), default=1)):
-            parts = []
-            for c, w, r in zip(cells_, widths, right):
-                v = c[k] if k < len(c) else ""
-                parts.append(" " + (v.rjust(w) if r else v.ljust(w)) + " ")
-            out.append("|" + "|".join(parts) + "|")
-        return out
-
-    cells_ = [wrapped(r) for r in rows]
-    if max_width is not None and any(len(c) > _MAX_WRAP for r in cells_ for c in r):
-        return format_records(names, rows, max_width)
-    body_lines = [lines(c, numeric) for c in cells_]
-    out = [sep, *lines(wrapped(names), [False] * len(names)), sep]
-    split = any(len(b) > 1 for b in body_lines)
-    for i, b in enumerate(body_lines):
-        if split and i:
-            out.append(sep)
-        out += b
-    out.append(sep)
-    return "\n".join(out)
-
-
-#: The most lines a wrapped table cell may take before rows print as records.
-_MAX_WRAP = 3
-
-
-def format_records(names: list[str], rows: list[list[str]], max_width: int | None = None) -> str:
-    """One field per line, each row under a ``-[ n ]-`` rule; values wrap within ``max_width``."""
-    label = max((len(n) for n in names), default=0)
-    room = max((max_width or 0) - label - 3, 20) if max_width is not None else None
-    rule_width = (max_width or label + 3 + max((len(c) for r in rows for c in r), default=0))
-    out = []
-    for i, r in enumerate(rows, 1):
-        head = f"-[ {i} ]"
-        out.append(head + "-" * max(rule_width - len(head), 0))
-        for n, v in zip(names, r):
-            parts = _wrap(v, room) if room is not None else [v]
-            out.append(f"{n.ljust(label)} | {parts[0]}")
-            out += [f"{''.ljust(label)} | {p}" for p in parts[1:]]
-    return "\n".join(out)
-
-
-def _wrap(text: str, width: int) -> list[str]:
-    """``text`` in lines of at most ``width`` characters: at spaces where a word fits, else inside it
-    (and at its own line breaks)."""
-    if "\n" in text:
-        return [line for part in text.split("\n") for line in _wrap(part, width)]
-    if len(text) <= width:
-        return [text]
-    out = textwrap.wrap(text, width=max(width, 1), break_long_words=True, break_on_hyphens=False,
-                        drop_whitespace=True, replace_whitespace=False)  # fmt: skip
-    return out or [""]
-
-
-def _fit(widths: list[int], max_width: int, numeric: list[bool], body: list[int]) -> list[int]:
-    """Narrow text columns (never a number, never below 8) until the table fits: first those whose
-    header is wider than their cells (``body``: the widest cell; only the header wraps), then always
-    the widest."""
-    widths = list(widths)
-    total = sum(w + 3 for w in widths) + 1
-    for j, w in enumerate(widths):
-        if total <= max_width:
-            break
-        if not numeric[j] and body[j] < w:
-            cut = min(w - max(body[j], 8), total - max_width)
-            if cut > 0:
-                widths[j] -= cut
-                total -= cut
-    while total > max_width:
-        text = [j for j, w in enumerate(widths) if not numeric[j] and w > 8]
-        if not text:
-            break
-        j = max(text, key=lambda k: widths[k])
-        widths[j] -= 1
-        total -= 1
-    return widths
 
 
 def status_line(result: Result, *, rows: bool = True, intervals: bool = True) -> str:
@@ -332,13 +231,15 @@ def dump_json(envelope: dict[str, Any]) -> str:
 
 
 def format_result(
-    result: Result, *, intervals: bool = True, mode: str = "table", max_width: int | None = None, status: bool = True
+    result: Result, *, intervals: bool = True, mode: str = "table", max_width: int | None = None, status: bool = True,
+    expanded: str = "auto",
 ) -> str:
     """A whole result as text.
 
     ``table``: the table, then the status line (cost), the population and the notes. ``json``:
     one envelope with all of them (``json_envelope``). ``csv``: the rows only, with interval
-    columns; the caller prints ``release_lines`` elsewhere (stderr, after ``# ``).
+    columns; the caller prints ``release_lines`` elsewhere (stderr, after ``# ``). ``max_width``
+    (a terminal's) fits the table and wraps the lines after it; ``expanded`` is ``fit.EXPANDED``'s.
     """
     if mode == "json":
         return dump_json(json_envelope(result, intervals))
@@ -348,16 +249,16 @@ def format_result(
         return format_csv(result, intervals)
     if result.message and not result.columns:
         if result.release is None or not status:
-            return result.message
-        lines = [result.message, status_line(result, rows=False)]
-        return "\n".join(lines + release_lines(result)[1:])
+            return wrap_lines(result.message, max_width)
+        footer = [status_line(result, rows=False), *release_lines(result)[1:]]
+        return "\n".join([wrap_lines(result.message, max_width), *(p for f in footer for p in wrap_footer(f, max_width))])
     names, rows, numeric = cells(result, intervals)
-    parts = [format_table(names, rows, numeric, max_width)]
+    parts = [format_table(names, rows, numeric, max_width, expanded)]
     if status:
-        parts.append(status_line(result, intervals=intervals))
-        parts += release_lines(result)[1:]
+        footer = [status_line(result, intervals=intervals), *release_lines(result)[1:]]
         if result.release is None and result.message:  # a free answer's own notes (e.g. from a synopsis)
-            parts += [f"note: {line}" for line in result.message.splitlines()]
+            footer += [f"note: {line}" for line in result.message.splitlines()]
+        parts += [p for line in footer for p in wrap_footer(line, max_width)]
     return "\n".join(parts)
 
 

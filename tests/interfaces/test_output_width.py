@@ -36,7 +36,7 @@ def test_a_table_fits_and_never_cuts_a_number():
     rows = [["a" * 100, "123456789012", "b" * 50]]
     text = format_table(["text", "n", "more"], rows, [False, True, False], max_width=60)
     assert max(len(line) for line in text.splitlines()) <= 60 and "…" not in text
-    assert text.splitlines()[0].startswith("-[ 1 ]") and "n    | 123456789012" in text
+    assert text.splitlines()[0].startswith("-[ RECORD 1 ]") and "n    | 123456789012" in text
     assert text.count("a") == 100 and text.count("b") == 50
     assert format_table(["text"], [["a" * 100]]) == format_table(["text"], [["a" * 100]], max_width=None)
 
@@ -45,7 +45,7 @@ def test_the_cli_fits_the_terminal_width(demo_db):
     proc = _cli("explain", str(demo_db), "--analyst", "demo", EXPLAIN, columns=80)
     assert proc.returncode == 0
     assert max(len(line) for line in proc.stdout.splitlines()) <= 80 and "…" not in proc.stdout
-    assert proc.stdout.startswith("-[ 1 ]"), "seven columns in 80: one field per line"
+    assert proc.stdout.startswith("-[ RECORD 1 ]"), "seven columns in 80: one field per line"
     assert "predicted root-mean-square error" in " ".join(line.split("| ", 1)[-1] for line in proc.stdout.splitlines())
     proc = _cli("query", str(demo_db), "--analyst", "demo", "SELECT sex, COUNT(*) AS n FROM adult GROUP BY sex",
                 columns=80)  # fmt: skip
