@@ -39,19 +39,20 @@ def _width(wide: bool = False) -> int | None:
 
 
 def print_result(result, *, mode: str = "table", intervals: bool = True, max_width: int | None = None,
-                 out=None, err=None) -> None:  # fmt: skip
+                 expanded: str = "auto", out=None, err=None) -> None:  # fmt: skip
     """Print a result in one of the three modes, never dropping what a DP answer says about itself.
 
-    ``table``: the table, its cost, population and notes on ``out``. ``json``: one envelope on
-    ``out``. ``csv``: the rows on ``out``; the message, cost, population and notes on ``err``,
-    one line each after ``# `` (so ``> file.csv`` keeps them on the screen).
+    ``table``: the table, its cost, population and notes on ``out``, fitted to ``max_width``
+    (``expanded``: auto, on or off, as psql's ``\\x``). ``json``: one envelope on ``out``. ``csv``:
+    the rows on ``out``; the message, cost, population and notes on ``err``, one line each after
+    ``# `` (so ``> file.csv`` keeps them on the screen).
     """
     from dpgate.interfaces.render import format_result, release_lines
 
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
     if mode != "csv":
-        print(format_result(result, intervals=intervals, mode=mode, max_width=max_width), file=out)
+        print(format_result(result, intervals=intervals, mode=mode, max_width=max_width, expanded=expanded), file=out)
         return
     text = format_result(result, intervals=intervals, mode="csv")
     if text:
@@ -73,7 +74,8 @@ def cmd_query(args: argparse.Namespace) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", errors.PopulationWarning)  # the population line says it
             cur.execute(args.sql)
-        print_result(cur.result, mode=args.mode, intervals=not args.no_intervals, max_width=_width(args.wide))
+        print_result(cur.result, mode=args.mode, intervals=not args.no_intervals, max_width=_width(args.wide),
+                     expanded=args.expanded)  # fmt: skip
     return 0
 
 
@@ -87,7 +89,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     with connect(args.database, analyst=args.analyst) as con:
         cur = con.cursor()
         cur.execute(sql)
-        print_result(cur.result, mode=args.mode, max_width=_width(args.wide))
+        print_result(cur.result, mode=args.mode, max_width=_width(args.wide), expanded=args.expanded)
     return 0
 
 
@@ -107,7 +109,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _owner_table(names: list[str], rows: list[tuple], mode: str, wide: bool = False) -> None:
+def _owner_table(names: list[str], rows: list[tuple], mode: str, wide: bool = False, expanded: str = "auto") -> None:
     """An owner listing: a table fitted to the terminal, or csv / json with every value whole."""
     import csv
     import json
@@ -130,15 +132,16 @@ def _owner_table(names: list[str], rows: list[tuple], mode: str, wide: bool = Fa
         print(json.dumps([{n: (None if v is None else v if isinstance(v, (int, bool)) else str(v))
                            for n, v in zip(names, r)} for r in rows], ensure_ascii=False, indent=1))  # fmt: skip
     else:
-        print(format_table(names, [[format_value(v) for v in r] for r in rows], numeric, max_width=_width(wide)))
+        print(format_table(names, [[format_value(v) for v in r] for r in rows], numeric, max_width=_width(wide),
+                           expanded=expanded))  # fmt: skip
 
 
-def print_reply(reply: owner_commands.Reply, *, mode: str = "table", wide: bool = False) -> None:
+def print_reply(reply: owner_commands.Reply, *, mode: str = "table", wide: bool = False, expanded: str = "auto") -> None:
     """Print an owner command's reply: its listings (a blank line between tables), then its lines."""
     for i, listing in enumerate(reply.listings):
         if i and mode == "table":
             print()
-        _owner_table(listing.names, listing.rows, mode, wide)
+        _owner_table(listing.names, listing.rows, mode, wide, expanded)
     for line in reply.lines:
         print(line)
 
@@ -253,7 +256,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if hasattr(args, "owner_command"):
             reply = owner_commands.run(args, read_password=_stdin_line)
-            print_reply(reply, mode=getattr(args, "mode", "table"), wide=getattr(args, "wide", False))
+            print_reply(reply, mode=getattr(args, "mode", "table"), wide=getattr(args, "wide", False),
+                        expanded=getattr(args, "expanded", "auto"))  # fmt: skip
             return 0
         return args.func(args)
     except errors.Error as e:

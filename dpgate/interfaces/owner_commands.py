@@ -317,9 +317,12 @@ def cmd_quality(args: argparse.Namespace, read_password: PasswordReader) -> Repl
 
 # -- the parsers ---------------------------------------------------------------------------------
 def output_options(parser: argparse.ArgumentParser, mode_help: str | None = None) -> None:
-    """--mode and --wide, the same on every command that prints a table."""
+    """--mode, --wide and --expanded, the same on every command that prints a table."""
     parser.add_argument("--mode", choices=["table", "csv", "json"], default="table", help=mode_help)
     parser.add_argument("--wide", action="store_true", help="never narrow a table to the terminal's width")
+    parser.add_argument("--expanded", choices=["auto", "on", "off"], default="auto",
+                        help="one record per block, as psql's \\x: auto (default) when a table cannot fit the "
+                        "terminal, on always, off never (a pipe or file gets the table unless on)")  # fmt: skip
 
 
 def add_parsers(sub) -> None:
