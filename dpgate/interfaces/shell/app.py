@@ -27,7 +27,7 @@ from dpgate import errors
 from dpgate.interfaces.dbapi import Connection
 from dpgate.frontend.dialect import DIALECT
 from dpgate.interfaces.progress import ProgressBar
-from dpgate.interfaces.render import format_result, release_lines
+from dpgate.interfaces.render import format_result, release_lines, wrap_lines
 from dpgate.interfaces.shell import commands
 from dpgate.interfaces.shell.completer import SQLCompleter
 from dpgate.interfaces.shell.keys import bindings, statement_complete
@@ -100,8 +100,9 @@ class Shell:
         self.stdout = stdout or sys.stdout
         self.stderr = stderr or (self.stdout if interactive else sys.stderr)
         self.color = self.stdout.isatty() if color is None else color
-        self.width = width
+        self.width = width  # fixed (tests); None: the terminal's, read at each result
         self.mode = "table"
+        self.expanded = "auto"  # psql's \x: auto, on or off
         self.intervals = True
         self.explain = False
         self.done = False
@@ -194,18 +195,35 @@ class Shell:
 
     def error(self, e: errors.Error) -> None:
         self.failures += 1
-        self.emit(f"error {e.code}: {e.message}", "class:error", err=True)
+        width = self.screen_width(self.stderr)
+        self.emit(wrap_lines(f"error {e.code}: {e.message}", width, "  "), "class:error", err=True)
         if e.hint:
-            self.emit(f"hint: {e.hint}", "class:hint", err=True)
+            self.emit(wrap_lines(f"hint: {e.hint}", width, "  "), "class:hint", err=True)
 
-    def _terminal_width(self) -> int:
+    def screen_width(self, target: IO[str] | None = None) -> int | None:
+        """The width to fit what goes to ``target`` (the results' output by default) to, or None.
+
+        None for a file (``.output``) and for a pipe, whose readers get the table as it always was;
+        else the ``width`` given, ``COLUMNS``, or the terminal's size now (it may have been resized).
+        """
+        target = target or self._output_file or self.stdout
+        if target is self._output_file:
+            return None
         if self.width:
             return self.width
-        if self._pt_output is not None:
+        columns = os.environ.get("COLUMNS", "")
+        if columns.isdigit() and int(columns) > 0:
+            return int(columns)
+        try:
+            if not target.isatty():
+                return None
+        except (AttributeError, ValueError):  # a closed or odd stream
+            return None
+        if self.session is not None:
             try:
-                return self._pt_output.get_size().columns
-            except Exception:  # noqa: BLE001 - dummy outputs have no size
-                return 120
+                return self.session.output.get_size().columns
+            except Exception:  # noqa: BLE001 - an output without a size: the OS's answer
+                return shutil.get_terminal_size((120, 40)).columns
         return shutil.get_terminal_size((120, 40)).columns
 
     # -- running statements ------------------------------------------------------------------
@@ -261,15 +279,12 @@ class Shell:
             for line in side:
                 self.emit(f"# {line}", "class:status", err=True)
             return
+        width = self.screen_width()
         if result.message and not result.columns and self.mode == "table":
-            self.emit(format_result(result, status=status), "class:status")
+            self.emit(format_result(result, status=status, max_width=width), "class:status")
             return
-        text = format_result(result, intervals=self.intervals, mode=self.mode, status=status)
-        if self.interactive and self.mode == "table" and result.columns:
-            first = text.splitlines()[0] if text else ""
-            if len(first) > self._terminal_width():
-                text = _expanded(result, self.intervals, status)
-        self.emit(text)
+        self.emit(format_result(result, intervals=self.intervals, mode=self.mode, status=status, max_width=width,
+                                expanded=self.expanded))  # fmt: skip
 
     def run_text(self, text: str) -> None:
         """Run dot-commands and statements from a script (one dot-command per line)."""
@@ -329,23 +344,6 @@ class Shell:
         self.run_text(text)
         self.set_output(None)
         return 1 if self.failures else 0
-
-
-def _expanded(result, intervals: bool, status: bool = True) -> str:
-    """psql's expanded display for results wider than the screen: one 'column | value' line each."""
-    from dpgate.interfaces.render import cells, status_line
-
-    names, rows, _ = cells(result, intervals)
-    width = max(len(n) for n in names)
-    out = []
-    for i, row in enumerate(rows, 1):
-        out.append(f"-[ RECORD {i} ]" + "-" * max(0, width - 8))
-        for n, v in zip(names, row):
-            out.append(f"{n:<{width}} | {v}")
-    if status:
-        out.append(status_line(result, intervals=intervals))
-        out += release_lines(result)[1:]  # population and notes
-    return "\n".join(out)
 
 
 def run_shell(args) -> int:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dpgate import errors
+from dpgate.interfaces.render import EXPANDED, wrap_lines
 
 if TYPE_CHECKING:  # pragma: no cover
     from dpgate.interfaces.shell.app import Shell
@@ -36,9 +37,9 @@ def command(name: str, args: str, help: str):
 
 #: psql's meta-commands people type by habit, and the dot-command each one is here.
 PSQL = {"\\q": ".quit", "\\dt": ".tables", "\\d": ".schema", "\\d+": ".schema", "\\?": ".help",
-        "\\h": ".help", "\\help": ".help", "\\i": ".read", "\\o": ".output"}  # fmt: skip
+        "\\h": ".help", "\\help": ".help", "\\i": ".read", "\\o": ".output", "\\x": ".expanded"}  # fmt: skip
 #: How the help and an unknown command's hint name them.
-PSQL_SHOWN = "\\q \\dt \\d [table] \\? \\i file \\o [file]"
+PSQL_SHOWN = "\\q \\dt \\d [table] \\? \\i file \\o [file] \\x [on|off|auto]"
 
 
 def is_command(text: str) -> bool:
@@ -73,14 +74,19 @@ def _on_off(name: str, arg: str) -> bool:
 @command(".help", "", "Show this list")
 def _help(shell: Shell, arg: str) -> None:
     width = max(len(f"{c.name} {c.args}") for c in COMMANDS.values())
-    lines = [f"{(c.name + ' ' + c.args).strip():<{width}}  {c.help}" for c in COMMANDS.values()]
+    screen = shell.screen_width()
+    lines = []
+    for c in COMMANDS.values():  # each description wraps beside its command, not under it
+        text = wrap_lines(c.help, None if screen is None else max(screen - width - 2, 20)).split("\n")
+        lines.append(f"{(c.name + ' ' + c.args).strip():<{width}}  {text[0]}")
+        lines += [" " * (width + 2) + t for t in text[1:]]
     lines.append(f"psql's {PSQL_SHOWN} work too")
     lines.append("")
     lines.append("SQL: end statements with ;  —  SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5) ...")
     lines.append("     SHOW BUDGET;  EXPLAIN PRIVACY <query>;  SET dp_epsilon = 0.5;  SHOW TABLES;  DESCRIBE <table>;")
     lines.append("     ... GROUP BY item ORDER BY COUNT(*) DESC LIMIT 10 (top-k);  TRIANGLE_COUNT(src, dst) (graphs);")
     lines.append("     CREATE SYNTHETIC TABLE t FROM <table> WITH (epsilon = 1);  SHOW RELEASES;")
-    shell.emit("\n".join(lines))
+    shell.emit(wrap_lines("\n".join(lines), screen, "  "))
 
 
 @command(".tables", "", "List the tables you can query (protected, graphs, releases, public, views)")
@@ -117,6 +123,16 @@ def _explain(shell: Shell, arg: str) -> None:
 def _intervals(shell: Shell, arg: str) -> None:
     shell.intervals = _on_off(".intervals", arg)
     shell.emit(f"intervals {'on' if shell.intervals else 'off'}")
+
+
+@command(".expanded", "[on|off|auto]", "One record per block, as psql's \\x: on, off, or auto (the default: "
+         "when a table cannot fit the screen); alone, it turns it on or off")
+def _expanded(shell: Shell, arg: str) -> None:
+    value = arg.lower() or ("off" if shell.expanded == "on" else "on")
+    if value not in EXPANDED:
+        raise errors.ProgrammingError(".expanded takes on, off or auto", code="DP241", hint="e.g. .expanded auto")
+    shell.expanded = value
+    shell.emit("Expanded display is used automatically." if value == "auto" else f"Expanded display is {value}.")
 
 
 @command(".mode", "table|csv|json", "Output format")

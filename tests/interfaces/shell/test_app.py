@@ -153,7 +153,7 @@ def test_ctrl_r_searches_history(demo_db, tmp_path):
 def test_psql_habits_run_on_enter(demo_db, tmp_path):
     """\\dt, \\d TABLE, \\? and \\q run as soon as Enter is pressed (they gave continuation prompts)."""
     with shell(demo_db, tmp_path) as (sh, inp, out):
-        for line in ["\\dt", "\\d adult", "\\?", "\\x", "\\q"]:
+        for line in ["\\dt", "\\d adult", "\\?", "\\x", "\\l", "\\q"]:
             inp.send_text(line + "\r")
         inp.send_text("SELECT 7 AS never;\r")  # after \q: not run
         assert sh.run() == 0
@@ -161,7 +161,8 @@ def test_psql_habits_run_on_enter(demo_db, tmp_path):
     assert "| adult" in text and "protected" in text  # \dt
     assert "privacy unit" in text and "[17, 90]" in text  # \d adult
     assert ".schema [table]" in text and "\\dt" in text  # \?
-    assert "error DP240: Unknown command \\x" in text and "\\q \\dt" in text
+    assert "Expanded display is on." in text  # \x
+    assert "error DP240: Unknown command \\l" in text and "\\q \\dt" in text
     assert "never" not in text
 
 
