@@ -137,13 +137,17 @@ def _owner_table(names: list[str], rows: list[tuple], mode: str, wide: bool = Fa
 
 
 def print_reply(reply: owner_commands.Reply, *, mode: str = "table", wide: bool = False, expanded: str = "auto") -> None:
-    """Print an owner command's reply: its listings (a blank line between tables), then its lines."""
+    """Print an owner command's reply: its listings (a blank line between tables), then its lines
+    (wrapped to the terminal, as tables are)."""
+    from dpgate.interfaces.render import wrap_lines
+
     for i, listing in enumerate(reply.listings):
         if i and mode == "table":
             print()
         _owner_table(listing.names, listing.rows, mode, wide, expanded)
+    width = _width(wide) if mode == "table" else None
     for line in reply.lines:
-        print(line)
+        print(wrap_lines(line, width, "  "))
 
 
 def _stdin_line() -> str:
