@@ -190,7 +190,7 @@ class Shell:
             except (OSError, ValueError) as e:  # ValueError: a NUL byte in the name
                 reason = e.strerror if isinstance(e, OSError) else "not a file name"
                 raise errors.ProgrammingError(f"Cannot write {path}: {reason}", code="DP242") from None
-            self.emit(f"results go to {path}", "class:status")
+            self.emit(wrap_lines(f"results go to {path}", self.screen_width()), "class:status")
             self._output_file = handle
 
     def error(self, e: errors.Error) -> None:
@@ -321,10 +321,10 @@ class Shell:
         """The interactive loop: Ctrl-C clears the input, Ctrl-D (or .quit) leaves."""
         assert self.session is not None
         self.emit(
-            f"dpgate shell — {self.connection.analyst} on {self.gateway.where}. "
-            "End statements with ;  .help for commands, Ctrl-D to leave.",
+            wrap_lines(f"dpgate shell — {self.connection.analyst} on {self.gateway.where}. "
+                       "End statements with ;  .help for commands, Ctrl-D to leave.", self.screen_width()),
             "class:status",
-        )
+        )  # fmt: skip
         while not self.done:
             try:
                 text = self.session.prompt()
