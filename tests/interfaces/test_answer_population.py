@@ -105,6 +105,7 @@ def test_json_mode_for_a_whole_roster_and_for_free_statements(capsys, demo_db):
 def test_table_mode_prints_the_population_and_plain_notes(capsys, spent):
     code, out, _ = run(capsys, "query", str(spent), "--analyst", "alice", COUNT)
     assert code == 0
+    out = " ".join(out.split())  # under xdist COLUMNS is 80: the footer wraps
     assert "population: 300 of 400 subjects on the roster (" in out
     assert "note: 100 people have used up their privacy budget and are not in this answer (they paid nothing)" in out
     assert "partition 0" not in out and "allowance" not in out, "internals stay in EXPLAIN PRIVACY"

@@ -65,3 +65,27 @@ def test_progress_off_a_terminal_prints_a_start_and_an_end():
         bar(k / 10, f"step {k}")
     lines = out.getvalue().splitlines()
     assert len(lines) == 2 and "0%" in lines[0] and "100%" in lines[1]
+
+
+def test_expanded_on_and_off_in_the_cli(demo_db):
+    proc = _cli("query", str(demo_db), "--analyst", "demo", "SHOW TABLES", "--expanded", "on", columns=80)
+    assert proc.returncode == 0 and proc.stdout.startswith("-[ RECORD 1 ]") and "name         | adult" in proc.stdout
+    assert max(len(line) for line in proc.stdout.splitlines()) <= 80
+    proc = _cli("explain", str(demo_db), "--analyst", "demo", EXPLAIN, "--expanded", "off", columns=100)
+    assert proc.stdout.startswith("+--"), "off: a table even for seven columns (wrapped to fit 100)"
+    assert max(len(line) for line in proc.stdout.splitlines()) <= 100
+    proc = _cli("query", str(demo_db), "--analyst", "demo", "SHOW BUDGET", "--expanded", "sideways")
+    assert proc.returncode == 2 and "--expanded" in proc.stderr
+
+
+def test_a_pipe_gets_the_table_as_it_always_was(demo_db):
+    """No terminal and no COLUMNS: scripts that parse the table see no wrapping and no records."""
+    import dpgate
+    from dpgate.interfaces.render import format_result
+
+    proc = _cli("query", str(demo_db), "--analyst", "demo", "SHOW BUDGET")
+    with dpgate.connect(str(demo_db), analyst="demo") as con:
+        plain = format_result(con.execute("SHOW BUDGET").result)
+    assert proc.stdout == plain + "\n" and max(len(line) for line in plain.splitlines()) > 200
+    proc = _cli("query", str(demo_db), "--analyst", "demo", "SHOW TABLES", "--expanded", "on")
+    assert proc.stdout.startswith("-[ RECORD 1 ]"), "unless asked for"

@@ -32,10 +32,11 @@ def test_the_owners_how_tos_run_verbatim(tmp_path):
         match = re.search(re.escape(title) + r"\n\n.*?```sh\n(.*?)```", (OWNERS / name).read_text(), re.S)
         assert match, f"docs/owners/{name} has no sh block under {title!r}"
         block = match.group(1)
-        for line in block.strip().splitlines():
+        for line in block.strip().splitlines():  # COLUMNS: one layout whatever the runner's (xdist's set 80)
             proc = subprocess.run(line.replace("dpgate ", f"{sys.executable} -m dpgate.interfaces.cli ", 1)
                                   if line.startswith("dpgate ") else line,
-                                  shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip
+                                  shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                                  env=dict(os.environ, COLUMNS="200"))  # fmt: skip
             assert proc.returncode == 0, (line, proc.stderr)
             outputs.append(proc.stdout)
     assert "4 rows loaded" in outputs[1]
@@ -46,7 +47,9 @@ def test_the_owners_how_tos_run_verbatim(tmp_path):
     default, own, shown = outputs[-3:]  # the budget shares
     assert "budget share: each analyst may use 1 / (the number of analysts)" in default
     assert "share of each subject's ε: 0.5" in own
-    flat = " ".join(re.sub(r"\s*\|\s*", " ", shown).split())  # the listing wraps to the terminal's width
+    rows = [line.strip("|").split("|") for line in shown.splitlines() if line.startswith("|")]
+    columns = [" ".join(r[j].strip() for r in rows if j < len(r)) for j in range(max(map(len, rows)))]
+    flat = " ".join(" ".join(columns).split())  # the listing wraps to the terminal's width: read each column down
     assert "visits2: left to you" in flat and "you may use 0.5 of each subject's lifetime ε" in flat
     protect, query, budget = outputs[-6:-3]
     assert "3 subjects on its roster" in protect
@@ -137,11 +140,13 @@ def test_protect_keeps_a_stored_sample_order_when_asked(tmp_path):
     assert dpgate("protect", db, "v", "--unit", "pid", "--sample-order", "often").returncode == 2
 
 
-def test_the_owner_is_told_when_quotas_can_use_up_the_subjects_budgets(tmp_path, capsys):
+def test_the_owner_is_told_when_quotas_can_use_up_the_subjects_budgets(tmp_path, capsys, monkeypatch):
     """Subjects' budgets are shared by every analyst: quotas that together reach the median lifetime
     ε let them exhaust most subjects, and whoever asks later is refused with quota left."""
     from dpgate.catalog.owner import Owner
     from dpgate.interfaces import cli
+
+    monkeypatch.delenv("COLUMNS", raising=False)  # xdist's workers set it: the notes would wrap to it
 
     db = tmp_path / "shared.duckdb"
     with duckdb.connect(str(db)) as con:

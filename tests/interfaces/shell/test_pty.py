@@ -77,3 +77,34 @@ def test_piped_script_runs_without_prompts(demo_db, tmp_path):
     assert "| education" in out and "ci_half_width" in out and "analyst demo" in out
     assert "error DP211" in proc.stderr  # the walkthrough shows one refusal
     assert proc.returncode == 1  # ... so the script's exit status reports it
+
+
+def test_the_shell_fits_the_terminal_it_runs_in(demo_db, tmp_path):
+    """No COLUMNS: the width comes from the terminal itself (prompt-toolkit's output asks it)."""
+    import re
+
+    from dpgate.interfaces.fit import display_width
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 80, 0, 0))  # 40 rows, 80 columns
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env.update(TERM="xterm", XDG_DATA_HOME=str(tmp_path / "xdg"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dpgate", "shell", str(demo_db), "--analyst", "demo"],
+        stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True,
+    )  # fmt: skip
+    os.close(slave)
+    try:
+        read_until(master, b"demo>")
+        os.write(master, b"SHOW BUDGET;\r")
+        screen = read_until(master, b"24 rows")
+        os.write(master, b".quit\r")
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.decode("utf-8", "replace")).replace("\r", "")
+    table = [line for line in text.split("\n") if line.startswith(("|", "+-"))]
+    assert len(table) > 30 and "| scope" in text
+    assert max(display_width(line) for line in table) <= 80
