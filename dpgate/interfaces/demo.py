@@ -196,35 +196,41 @@ def _cost(con, sql: str) -> tuple[float, float] | None:
 
 
 def tour(path: str | os.PathLike, out: Callable[[str], None] = print, max_width: int | None = None) -> None:
-    """Run the tour queries against the demo database as the analyst ``demo`` (tables fitted to
-    ``max_width``: the terminal's, from the CLI)."""
+    """Run the tour queries against the demo database as the analyst ``demo`` (tables and prose
+    fitted to ``max_width``: the terminal's, from the CLI; the SQL stays one line, to copy)."""
     from dpgate import connect
-    from dpgate.interfaces.render import format_result
+    from dpgate.interfaces.fit import wrap
+    from dpgate.interfaces.render import format_result, wrap_lines
+
+    def comment(title: str) -> str:
+        return "\n".join("-- " + line for line in (wrap(title, max_width - 3) if max_width else [title]))
 
     smallest = _smallest_left(path)
     with connect(str(path), analyst=DEMO_ANALYST) as con, warnings.catch_warnings():
         warnings.simplefilter("ignore", errors.PopulationWarning)  # each answer prints its population
         eps, delta = con.budget()
-        out(f"Connected to {path} as analyst '{DEMO_ANALYST}': ε quota left {eps:g}, δ left {delta:g}\n")
+        out(wrap_lines(f"Connected to {path} as analyst '{DEMO_ANALYST}': ε quota left {eps:g}, δ left {delta:g}\n",
+                       max_width))  # fmt: skip
         releases = con.gateway.catalog().releases
         todo = [sql for _, sql in TOUR if _made(sql) not in releases]
         costs = [_cost(con, sql) for sql in todo]
         analyst_cost = sum(c[0] for c in costs if c is not None)
         adult_cost = sum(c[0] for sql, c in zip(todo, costs) if c is not None and _reads_adult(sql))
         if smallest < adult_cost or eps < analyst_cost:
-            out(f"Heads-up: this demo database was used before (--keep). The tour spends ε {adult_cost:g} of each "
+            out(wrap_lines(f"Heads-up: this demo database was used before (--keep). The tour spends ε {adult_cost:g} of each "
                 f"person in adult, and some have only {smallest:g} left"
                 + (f"; it spends ε {analyst_cost:g} of your quota, which has {eps:g} left" if eps < analyst_cost else "")
-                + ". Some answers will leave people out or be refused; `dpgate demo` without --keep starts afresh.\n")  # fmt: skip
+                + ". Some answers will leave people out or be refused; `dpgate demo` without --keep starts afresh.\n",
+                max_width))  # fmt: skip
         for title, sql in TOUR:
             if _made(sql) in releases:
-                out(f"-- {title}\n({_made(sql)} exists from an earlier tour: SHOW RELEASES lists it)\n")
+                out(f"{comment(title)}\n({_made(sql)} exists from an earlier tour: SHOW RELEASES lists it)\n")
                 continue
-            out(f"-- {title}\n{sql};")
+            out(f"{comment(title)}\n{sql};")
             cur = con.cursor()
             try:
                 cur.execute(sql)
             except errors.Error as e:
-                out(f"refused: [{e.code}] {e.message}\n  hint: {e.hint}\n")
+                out(wrap_lines(f"refused: [{e.code}] {e.message}\n  hint: {e.hint}\n", max_width, "  "))
                 continue
             out(format_result(cur.result, intervals=True, max_width=max_width) + "\n")
