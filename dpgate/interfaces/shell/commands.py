@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dpgate import errors
+from dpgate.interfaces.fit import display_width
 from dpgate.interfaces.render import EXPANDED, wrap_lines
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -82,11 +83,28 @@ def _help(shell: Shell, arg: str) -> None:
         lines += [" " * (width + 2) + t for t in text[1:]]
     lines.append(f"psql's {PSQL_SHOWN} work too")
     lines.append("")
-    lines.append("SQL: end statements with ;  —  SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5) ...")
-    lines.append("     SHOW BUDGET;  EXPLAIN PRIVACY <query>;  SET dp_epsilon = 0.5;  SHOW TABLES;  DESCRIBE <table>;")
-    lines.append("     ... GROUP BY item ORDER BY COUNT(*) DESC LIMIT 10 (top-k);  TRIANGLE_COUNT(src, dst) (graphs);")
-    lines.append("     CREATE SYNTHETIC TABLE t FROM <table> WITH (epsilon = 1);  SHOW RELEASES;")
+    for lead, examples in _SQL_HELP:  # a narrow screen breaks between examples, not inside one
+        line = lead + examples[0]
+        if screen is not None and display_width(line) > screen and lead.strip():
+            lines.append(lead.rstrip())
+            line = "     " + examples[0]
+        for example in examples[1:]:
+            if screen is not None and display_width(line) + 2 + display_width(example) > screen:
+                lines.append(line)
+                line = "     " + example
+            else:
+                line += "  " + example
+        lines.append(line)
     shell.emit(wrap_lines("\n".join(lines), screen, "  "))
+
+
+#: The SQL that ``.help`` reminds of, a line each as a wide screen shows it.
+_SQL_HELP = [
+    ("SQL: end statements with ;  —  ", ["SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5) ..."]),
+    ("     ", ["SHOW BUDGET;", "EXPLAIN PRIVACY <query>;", "SET dp_epsilon = 0.5;", "SHOW TABLES;", "DESCRIBE <table>;"]),
+    ("     ", ["... GROUP BY item ORDER BY COUNT(*) DESC LIMIT 10 (top-k);", "TRIANGLE_COUNT(src, dst) (graphs);"]),
+    ("     ", ["CREATE SYNTHETIC TABLE t FROM <table> WITH (epsilon = 1);", "SHOW RELEASES;"]),
+]
 
 
 @command(".tables", "", "List the tables you can query (protected, graphs, releases, public, views)")
