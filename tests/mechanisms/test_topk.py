@@ -195,7 +195,7 @@ def test_truncation_choice_is_epsilon1_dp(epsilon_counts):
 def test_truncation_tends_to_no_truncation_as_epsilon_grows():
     hist = 100 * _hist(_TINY_LENGTHS, 40)
     low = np.argmax(topk.truncation_quality(hist, 0.1)) + 1
-    mid = np.argmax(topk.truncation_quality(hist, 10.0)) + 1
+    mid = np.argmax(topk.truncation_quality(hist, topk.TRUNCATION_SCALE)) + 1
     high = np.argmax(topk.truncation_quality(hist, 1e4)) + 1
     # the shortest records (ranking needs little), the median at ε_f = TRUNCATION_SCALE, the longest
     assert (low, mid, high) == (1, 2, max(_TINY_LENGTHS))
@@ -594,9 +594,10 @@ def test_on_the_supermarket_baskets_the_default_beats_tps_at_small_k():
     rng = np.random.default_rng(TEST_SEED)
     pick = topk.default_method(5, 0.1, 122, BASKETS_MAX_ROWS)
     assert pick == "oneshot"
-    default = _mean_f1(stats, 5, 0.1, pick, 30, rng)
-    for method in ("tps_pfm", "tps_em"):
-        _assert_better(default, _mean_f1(stats, 5, 0.1, method, 30, rng))
+    # 80 runs: with the ranking truncation tps_em's gap is about 0.07 (3 s.e. of 30 runs is 0.08)
+    default = _mean_f1(stats, 5, 0.1, pick, 80, rng)
+    for method in ("tps_pfm", "tps_em", "laplace"):
+        _assert_better(default, _mean_f1(stats, 5, 0.1, method, 80, rng))
 
 
 @pytest.mark.statistical
@@ -631,10 +632,10 @@ def test_ranking_truncation_beats_the_count_oriented_one_on_long_records(method,
         (10, 1.0, 10_000, 48, "oneshot"),
         (12, 0.5, 10_000, 48, "laplace"),  # 48 <= 4 k: phase 1's l/ε is the smaller noise
         (50, 0.1, 122, 48, "laplace"),
-        (50, 1.0, 122, 48, "tps_em"),  # from ε = 1 the unsafe zone is ranked untruncated
+        (50, 2.0, 122, 48, "laplace"),
         (50, 2.0, 1000, None, "oneshot"),  # no length bound but the universe
-        (50, 2.0, 150, None, "tps_em"),
-        (3, 1.0, None, 12, "tps_em"),  # universe from key selection: the bound still holds
+        (50, 2.0, 150, None, "laplace"),
+        (3, 1.0, None, 12, "laplace"),  # universe from key selection: the bound still holds
         (3, 1.0, None, 13, "oneshot"),
         (10, 1.0, 2 * topk.NOISED_ITEMS, 5, "oneshot"),  # past the length methods' work cap
         (10, 1e-9, 100, 5, "oneshot"),  # past the length methods' smallest ε

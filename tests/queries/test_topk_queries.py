@@ -206,8 +206,8 @@ def test_explain_shows_the_selection_and_the_counts_separately(alice):
 @pytest.mark.parametrize(
     "opts, limit, expected",
     [
-        ("epsilon = 0.9", 3, "laplace"),  # max_rows 12 <= 4 k, selection ε 0.45 < 1
-        ("epsilon = 4", 3, "tps_em"),  # selection ε 2: the unsafe zone ranked untruncated
+        ("epsilon = 0.9", 3, "laplace"),  # max_rows 12 <= 4 k
+        ("epsilon = 4", 3, "laplace"),
         ("epsilon = 0.9", 2, "oneshot"),  # max_rows 12 > 4 k
         ("epsilon = 0.9, topk_method = 'tps_pfm'", 3, "tps_pfm"),  # named: kept
     ],
