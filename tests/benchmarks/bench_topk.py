@@ -33,9 +33,8 @@ import tempfile
 from pathlib import Path
 
 import duckdb
-from timing import timed
-
 import numpy as np
+from timing import timed
 
 from dpgate import noise
 from dpgate.mechanisms import topk
@@ -98,7 +97,7 @@ def main() -> None:
         query = timed(lambda: topk._stats_from_sql(con, PAIRS, None, N_ITEMS, lengths), args.repeat)
         stats = topk._stats_from_sql(con, PAIRS, None, N_ITEMS, lengths)
         mech = timed(lambda: topk._select(stats, K, args.epsilon, method, noise.fresh().rng), args.repeat)
-        label = method + (" (default)" if method == topk.DEFAULT_METHOD else "")
+        label = method + (" (default here)" if method == topk.default_method(K, args.epsilon, N_ITEMS) else "")
         print(f"{label:44s} {1000 * total:8.1f} ms {total / raw:6.1f}x   {1000 * query:6.1f}  {1000 * mech:8.1f}")
     total = timed(lambda: release(topk.DEFAULT_METHOD, PAIRS_DISTINCT), args.repeat)
     print(f"{topk.DEFAULT_METHOD + ' with SELECT DISTINCT pairs':44s} {1000 * total:8.1f} ms {total / raw:6.1f}x")
