@@ -39,7 +39,7 @@ FLOAT_FLOOR = 1e-12
 MAX_CONTRIBUTION = 1_000_000
 
 #: Top-k mechanisms (``mechanisms/topk.py``); the default measured best on the shipped baskets.
-TOPK_METHODS = ("oneshot", "tps_pfm", "tps_em", "em", "laplace")
+TOPK_METHODS = ("auto", "oneshot", "tps_pfm", "tps_em", "em", "laplace")  # auto: chosen from public facts
 
 #: Rules dpgate knows for using subjects with personalized budgets (``mechanisms/pdp.py``).
 PERSONALIZATION_RULES = ("minimum", "threshold", "sample", "partition", "t_round")
@@ -96,7 +96,7 @@ DEFAULTS: dict[str, Any] = {
     "partitioning": "utility",
     "rounds": 2,
     "min_partition_size": 100,
-    "topk_method": "oneshot",
+    "topk_method": "auto",
     "interval_share": 0.1,
     "confirm_share": 0.25,
     "fresh": False,
@@ -120,7 +120,7 @@ class QuerySettings:
     max_rows: int | None = None
     max_groups: int | None = None
     privacy_unit: str | None = None
-    topk_method: str = "oneshot"
+    topk_method: str = "auto"
     interval_share: float = 0.1
     consistent: bool = False
     explicit: frozenset[str] = field(default_factory=frozenset)

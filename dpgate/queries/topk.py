@@ -463,16 +463,21 @@ def _topk_common(a: Analysis, k: int, n_items: int | None, what: str) -> None:
             hint="use personalization 'sample' (the default), 'threshold' or 'minimum'",
         )
 
-def _topk_shares(a: Analysis, k: int, n_items: int | None, counts: bool, selection: bool
-) -> tuple[float, float | None, float | None]:
-    """Equal shares of ε for the selection, the counts (if shown) and key selection (if needed)."""
+def _topk_shares(a: Analysis, k: int, n_items: int | None, counts: bool, selection: bool, max_length: int | None
+) -> tuple[str, float, float | None, float | None]:
+    """The method, and equal shares of ε for the selection, the counts (if shown) and key
+    selection (if needed). ``topk_method = 'auto'`` is resolved here from public facts only
+    (``topk_mech.default_method``): k, the selection's ε, the universe, ``max_length``."""
     s = a.settings
     releases = 1 + int(counts) + int(selection)
     share = s.epsilon / releases
     sel = s.epsilon - share * (releases - 1)  # absorbs rounding: the shares sum to ε exactly
-    _check_selection(n_items or k, k, sel, s.topk_method, "Top-k",
+    method = s.topk_method
+    if method == topk_mech.AUTO:
+        method = topk_mech.default_method(k, sel, n_items, max_length)  # [default] public facts only
+    _check_selection(n_items or k, k, sel, method, "Top-k",
                      "raise epsilon, ask for fewer items, or choose another topk_method")  # fmt: skip
-    return sel, (share if counts else None), (share if selection else None)
+    return method, sel, (share if counts else None), (share if selection else None)
 
 
 def _check_selection(n_items: int, k: int, epsilon: float, method: str, what: str, hint: str) -> None:
@@ -505,7 +510,9 @@ def _topk_plan(a: Analysis, q: exp.Select, base: exp.Select, key_specs: list[Key
     names = ", ".join(ks.name for ks in key_specs)
     _topk_common(a, k, universe, f"the cells of {names}")
     max_groups = _topk_max_groups(s, table, k)
-    sel_eps, count_eps, ks_eps = _topk_shares(a, k, universe, shape.counts_shown, universe is None)
+    # a subject keeps at most max_rows rows, so holds at most max_rows distinct items
+    method, sel_eps, count_eps, ks_eps = _topk_shares(a, k, universe, shape.counts_shown, universe is None,
+                                                      table.max_rows)
     counts = Component("subjects", min(k, max_groups), count_eps) if count_eps is not None else None
     key_selection = key_selection_threshold(ks_eps, s.delta, max_groups) if ks_eps is not None else None
     post, outputs = a._post(q, projections, keys_exprs, aggs, key_specs, original_sql)
@@ -527,7 +534,7 @@ def _topk_plan(a: Analysis, q: exp.Select, base: exp.Select, key_specs: list[Key
         keys=tuple(key_specs),
         columns=(),
         k=k,
-        method=s.topk_method,
+        method=method,
         selection_epsilon=sel_eps,
         counts=counts,
         key_selection=key_selection,
@@ -558,7 +565,8 @@ def _columns_topk_plan(a: Analysis, q: exp.Select, original_sql: str) -> TopKPla
         )  # fmt: skip
     _topk_common(a, k, len(items), f"the {len(items)} 0/1 columns of {table.name}")
     max_groups = _topk_max_groups(s, table, k)
-    sel_eps, count_eps, _ = _topk_shares(a, k, len(items), counts_shown, False)
+    # one row may set every column: no length bound but the number of columns
+    method, sel_eps, count_eps, _ = _topk_shares(a, k, len(items), counts_shown, False, None)
     counts = Component("subjects", min(k, max_groups), count_eps) if count_eps is not None else None
     unit = exp.column(table.unit, quoted=True)
     source = exp.select(exp.alias_(unit.copy(), "__unit")).from_(exp.table_(table.name, db="main", quoted=True))
@@ -581,7 +589,7 @@ def _columns_topk_plan(a: Analysis, q: exp.Select, original_sql: str) -> TopKPla
         keys=(),
         columns=items,
         k=k,
-        method=s.topk_method,
+        method=method,
         selection_epsilon=sel_eps,
         counts=counts,
         key_selection=None,

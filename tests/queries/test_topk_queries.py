@@ -55,8 +55,8 @@ def q(opts: str, body: str) -> str:
 
 
 def test_settings_list_the_mechanisms_methods():
-    assert set(TOPK_METHODS) == set(topk.METHODS)
-    assert DEFAULTS["topk_method"] == topk.DEFAULT_METHOD
+    assert set(TOPK_METHODS) == {*topk.METHODS, topk.AUTO}
+    assert DEFAULTS["topk_method"] == topk.DEFAULT_METHOD == topk.AUTO
 
 
 # -- routing -------------------------------------------------------------------------------------
@@ -73,7 +73,8 @@ def test_settings_list_the_mechanisms_methods():
 def test_top_k_shapes_go_to_the_top_k_class(alice, body):
     rows, cur = fetch(alice, q("epsilon = 1", body))
     assert cur.release.query_class == "top_k"
-    assert cur.release.mechanism == f"top_k/{topk.DEFAULT_METHOD}"
+    # the default from public facts: k = 3, selection ε = 1/2, 12 items, max_rows 12 <= 4 k
+    assert cur.release.mechanism == f"top_k/{topk.default_method(3, 0.5, 12, 12)}" == "top_k/laplace"
     assert [d[0] for d in cur.description] == ["item", "n"]
     assert len(rows) == 3
     counts = [r[1] for r in rows]
@@ -119,7 +120,7 @@ def test_offset_selects_the_top_limit_plus_offset_and_drops_the_first(alice):
 def test_every_method_finds_the_true_top_k_at_large_epsilon(alice, method):
     rows, cur = fetch(alice, q(f"epsilon = 1000, topk_method = '{method}'",
                                "item, COUNT(*) AS n FROM b GROUP BY item ORDER BY n DESC LIMIT 5"))  # fmt: skip
-    assert cur.release.mechanism == f"top_k/{method}"
+    assert cur.release.mechanism == f"top_k/{method if method != topk.AUTO else topk.default_method(5, 500, 12, 12)}"
     assert [r[0] for r in rows] == ITEMS[:5]
     truth = [10 * (12 - j) for j in range(5)]
     comp = 1000 / 2
@@ -201,6 +202,41 @@ def test_explain_shows_the_selection_and_the_counts_separately(alice):
     assert {r[0]: r for r in rows}["top 4"][2] == 0.9, "no count shown: the whole ε goes to the selection"
 
 
+# -- the default method ---------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "opts, limit, expected",
+    [
+        ("epsilon = 0.9", 3, "laplace"),  # max_rows 12 <= 4 k
+        ("epsilon = 4", 3, "laplace"),
+        ("epsilon = 0.9", 2, "oneshot"),  # max_rows 12 > 4 k
+        ("epsilon = 0.9, topk_method = 'tps_pfm'", 3, "tps_pfm"),  # named: kept
+    ],
+)
+def test_the_default_method_comes_from_public_facts_only(make_db, opts, limit, expected):
+    """The same statement on two databases that differ in one subject (who holds every item)
+    gets the same method: the rule reads k, ε, the universe and max_rows, never the rows."""
+    body = f"item, COUNT(*) AS n FROM b GROUP BY item ORDER BY n DESC LIMIT {limit}"
+    protect = {"b": {"unit": "uid", "max_rows": 12, "max_groups": 12, "epsilon": 1e6, "domains": {"item": ITEMS}}}
+    neighbour = SETUP + "INSERT INTO b SELECT 999, 'item' || lpad(CAST(j AS VARCHAR), 2, '0') FROM range(12) s(j);"
+    methods = []
+    for setup in (SETUP, neighbour):
+        with dpgate.connect(str(make_db(setup, protect=protect, analysts=ANALYST)), analyst="alice",
+                            test_seed=TEST_SEED) as c:  # fmt: skip
+            plan, _ = fetch(c, "EXPLAIN PRIVACY " + q(opts, body))
+            _, cur = fetch(c, q(opts, body))
+            methods += [{r[0]: r for r in plan}[f"top {limit}"][1], cur.release.mechanism.removeprefix("top_k/")]
+    assert methods == [expected] * 4
+
+
+def test_set_dp_topk_method_auto_restores_the_default(alice):
+    body = "item, COUNT(*) AS n FROM b GROUP BY item ORDER BY n DESC LIMIT 3"
+    cur = alice.cursor()
+    cur.execute("SET dp_topk_method = 'oneshot'")
+    assert fetch(alice, q("epsilon = 0.9", body))[1].release.mechanism == "top_k/oneshot"
+    cur.execute("SET dp_topk_method = 'auto'")
+    assert fetch(alice, q("epsilon = 0.9", body))[1].release.mechanism == "top_k/laplace"
+
+
 # -- universes -----------------------------------------------------------------------------------
 def test_an_undeclared_domain_is_discovered_by_paid_key_selection(make_db):
     db = make_db(SETUP, protect={"b": {"unit": "uid", "max_rows": 12, "max_groups": 12, "epsilon": 1e6}}, analysts=ANALYST)
@@ -239,7 +275,8 @@ def test_keys_from_key_selection_are_capped_at_what_a_selection_takes(make_db, m
     db = make_db(SETUP, protect={"b": {"unit": "uid", "max_rows": 12, "max_groups": 12, "epsilon": 1e6}}, analysts=ANALYST)
     monkeypatch.setattr(topk, "SELECTION_WORK", 3 * 5)
     with dpgate.connect(str(db), analyst="alice", test_seed=TEST_SEED) as c:
-        rows, cur = fetch(c, q("epsilon = 300, delta = 1e-6", "item, COUNT(*) AS n FROM b GROUP BY item ORDER BY n DESC LIMIT 3"))
+        rows, cur = fetch(c, q("epsilon = 300, delta = 1e-6, topk_method = 'oneshot'",
+                               "item, COUNT(*) AS n FROM b GROUP BY item ORDER BY n DESC LIMIT 3"))  # fmt: skip
     assert len(rows) == 3 and set(r[0] for r in rows) <= set(ITEMS)
     assert any("5 of them, drawn at random, were ranked" in n for n in cur.release.notes)
 
