@@ -28,7 +28,7 @@ from dpgate.catalog import releases as registry
 from dpgate.catalog import tables as catalog_mod
 from dpgate.catalog.facts import DuckDBFacts
 from dpgate.catalog.snapshot import Moved, Pin, Snapshot, require_queryable
-from dpgate.frontend import allowlist
+from dpgate.frontend import allowlist, built
 from dpgate.frontend import cost as cost_mod
 from dpgate.frontend.classify import Classified, classify
 from dpgate.frontend.dialect import parse_one
@@ -246,6 +246,7 @@ class Gateway:
         classified = classify(statement, cat)
         pin = self._snapshot.pin(statement, cat)
         if classified.kind == "public":
+            built.check(statement, params)  # what its values may grow to, with its parameters' sizes
             if dry:
                 return _Prepared(pin)
             raise _ReadOnly(statements.public(self, statement, params))

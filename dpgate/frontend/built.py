@@ -3,29 +3,42 @@
 Why: a public statement runs free and as written, so its cost is the analyst's to choose, and the
 server is shared. DuckDB's memory limit bounds what its operators keep (aggregate states, hash
 tables, sorts, a recursive CTE's rows), not the value one scalar call returns:
-``len(range(600000000))`` held 21 GB past the limit, ``lpad('a', 1000000000)`` 2 GB, and one call
-over such a value (``levenshtein`` of two 100,000-character texts: 16 s; a ``GLOB`` with several
-``*``) is not reached by an interrupt, so no timeout stops it. A DP statement's row expressions
-have the tighter bounds of ``cost``; this module bounds public statements (``classify``), before
-anything runs.
+``len(range(600000000))`` held 21 GB past the limit, ``lpad('a', 1000000000)`` 2 GB; a value that
+depends on the row is built for each of a vector's 2,048 rows at once; and one call is not reached
+by an interrupt, so no timeout stops ``levenshtein`` of two 100,000-character texts (16 s), a
+``LIKE '_%a%a%a%b'`` over 1,000 characters (210 s) or ``json_structure`` of a deeply nested text
+(the process crashed). A DP statement's row expressions have the tighter bounds of ``cost``; this
+module bounds public statements (``check``, called by the gateway with the statement's
+parameters), before anything runs.
 
 A value's size is a form ``a * L + b``: ``L`` the longest value stored in the tables it reads (the
-owner's data), ``b`` characters or list elements the analyst's constants build. A product of two
-stored values counts as one (the owner chose them). Refused (DP255) when ``a > MAX_FACTOR`` or
-``b > MAX_BUILT``:
+owner's data), ``b`` characters or list elements the statement's constants and parameters build. A
+product of two stored values counts as one (the owner chose them). Refused (DP255) when
+``a > MAX_FACTOR`` or ``b > MAX_BUILT``:
 
 - a builder whose size argument is not a constant: ``repeat``, ``lpad`` / ``rpad``, ``range`` /
   ``generate_series`` as a value (as a table, ``FROM range(n)``, rows stream and an interrupt
-  stops them), ``list_resize``, ``bitstring``, ``printf`` / ``format`` (widths in a literal format);
-- nested growth: builders over built values, ``replace`` / ``regexp_replace`` with a longer
-  replacement, a separator repeated per element (``array_to_string``), a lambda's body per element
-  of its list, a ``list_reduce`` whose accumulator grows by more than its elements;
-- a value an aggregate builds (``string_agg``, ``list``, ``histogram``, ...), which is as large
-  as the rows it reads: it may be shown, measured and searched, not grown.
+  stops them), ``list_resize``, ``bitstring``, ``printf`` / ``format`` (widths in a literal format;
+  ``*`` and nested fields are refused);
+- growth multiplies: builders over built values, ``replace`` / ``regexp_replace`` with a longer
+  replacement, a separator repeated per element (``array_to_string``, ``list_aggregate``),
+  ``list_select``'s indexes, a JSON path list, a cast of a list to text, a lambda's or a
+  comprehension's body per element of its list, a ``list_reduce`` whose accumulator grows by more
+  than its element;
+- a column of a subquery, a CTE, a ``VALUES`` list or an alias of the same ``SELECT`` holds what
+  those compute: sizes are carried through every level (a chain that still grows after as many
+  rounds as the statement has levels, a recursion, is refused);
+- a value an aggregate gathered (``string_agg``, ``list``, ``histogram``, ``max(x, n)``, ...) is
+  as large as the rows it read: it may be shown, measured and searched, not grown by more than
+  ``MAX_GROWTH_OF_GATHERED``.
 
-Work that grows faster than its input (edit distances, ``json_pretty``, a ``LIKE`` / ``GLOB`` that
-backtracks over several wildcards) takes inputs of at most ``MAX_QUADRATIC`` built characters
-(DP258).
+Work that grows faster than its input takes inputs of at most ``MAX_QUADRATIC`` built characters
+(DP258): edit distances, ``json_pretty``, a JSON path with wildcards or computed. Matching that
+backtracks (``LIKE`` with ``_`` or ``ESCAPE``, every ``ILIKE``, ``GLOB``, ``like_escape``) takes a
+literal pattern (or a parameter) with at most one wildcard run before its end, as in DP statements
+(its work is the text's length to the power of those runs, stored text included). Functions
+that recurse once per nesting level of a JSON text (``json_structure``, ``json_contains``) are
+refused for every statement (``functions.REFUSED``).
 """
 
 from __future__ import annotations
@@ -38,10 +51,11 @@ from sqlglot import exp
 from dpgate import errors
 
 #: A value may hold this many characters or list elements beyond what stored values bring (a
-#: scalar's value is built whole, in memory no limit counts, for each of a vector's 2,048 rows).
-MAX_BUILT = 2**18
+#: scalar's value is built whole, in memory no limit counts, for each of a vector's 2,048 rows:
+#: 4,096 elements of 16 bytes are 128 MB a vector), as a DP statement's row expression.
+MAX_BUILT = 4096
 #: ... and this many times the longest stored value.
-MAX_FACTOR = 256
+MAX_FACTOR = 64
 #: A value an aggregate gathered may grow by at most this factor (a separator, an escape).
 MAX_GROWTH_OF_GATHERED = 64
 #: Inputs of work that grows with a product of sizes: at most this many built characters.
@@ -71,7 +85,21 @@ _FILTERING = {"list_filter", "array_filter", "filter"}
 _REDUCING = {"list_reduce", "array_reduce", "reduce"}
 #: Edit distances and similarities: work is the product of the inputs' lengths.
 _QUADRATIC = {"levenshtein", "editdist3", "damerau_levenshtein", "jaro_similarity", "jaro_winkler_similarity"}
+#: Apply an aggregate to a list by name: a separator argument repeats per element.
+_LIST_AGGREGATE = {"list_aggregate", "array_aggregate", "list_aggr", "array_aggr", "aggregate"}
+_SELECTING = {"list_select", "array_select"}
+#: JSON functions that take a path: the path must be a literal without wildcards (or a list of them).
+_JSON_PATHS = {"json_extract", "json_extract_string", "json_extract_path", "json_extract_path_text", "json_value",
+               "json_exists", "json_keys", "json_array_length", "json_type"}
+#: Matching that backtracks: LIKE-style functions (an escape makes DuckDB backtrack).
+_LIKE_FUNCTIONS = {"like_escape", "not_like_escape", "ilike_escape", "not_ilike_escape"}
+_TEXT_TYPES = {"VARCHAR", "TEXT", "CHAR", "NVARCHAR", "NCHAR", "STRING", "JSON", "BLOB", "VARBINARY", "BINARY"}
+#: Lambdas nested deeper than this are refused (each level multiplies the checker's work too).
+MAX_LAMBDA_DEPTH = 4
+#: Rounds of carrying sizes through subqueries at most (a deeper chain is refused, not guessed).
+MAX_ROUNDS = 64
 _WIDTH = re.compile(r"\d+")
+_NESTED_FIELD = re.compile(r"\{[^}]*\{")
 
 
 def _plus(*parts: Size) -> Size:
@@ -82,15 +110,19 @@ def _widest(parts: list[Size]) -> Size:
     return (max((a for a, _ in parts), default=0.0), max((b for _, b in parts), default=0.0))
 
 
+def _mul(x: float, y: float) -> float:
+    """x * y with 0 * inf = 0 (nothing of an unbounded value is taken)."""
+    return 0.0 if x == 0 or y == 0 else x * y
+
+
 def _scale(k: float, s: Size) -> Size:
-    return (k * s[0], k * s[1])
+    return (_mul(k, s[0]), _mul(k, s[1]))
 
 
 def _product(x: Size, y: Size) -> Size:
     """``x * y`` with ``L * L`` counted as ``L``."""
     (a1, b1), (a2, b2) = x, y
-    mixed = a1 * b2 + a2 * b1 + a1 * a2 if a1 and a2 else a1 * b2 + a2 * b1
-    return (mixed, b1 * b2)
+    return (_mul(a1, b2) + _mul(a2, b1) + _mul(a1, a2), _mul(b1, b2))
 
 
 def _name(node: exp.Func) -> str:
@@ -120,9 +152,10 @@ def _constant(node: exp.Expr | None) -> float | None:
         return _constant(node.this)
     if isinstance(node, exp.Literal) and not node.is_string:
         try:
-            return float(node.this)
+            value = float(node.this)
         except ValueError:
             return None
+        return value if math.isfinite(value) else None
     if isinstance(node, exp.Neg):
         v = _constant(node.this)
         return None if v is None else -v
@@ -141,7 +174,10 @@ def _refuse(code: str, message: str, hint: str) -> errors.Error:
 
 
 def _sql(node: exp.Expr) -> str:
-    text = node.sql(dialect="duckdb")
+    try:
+        text = node.sql(dialect="duckdb")
+    except Exception:  # a node sqlglot parses but cannot write back (a JSON path's recursion)
+        text = type(node).__name__
     return text if len(text) <= 80 else text[:77] + "..."
 
 
@@ -155,48 +191,88 @@ def _needs_constant(node: exp.Expr, what: str) -> errors.Error:
 
 
 class Sizes:
-    """The size of each expression of one statement, with stored values of size ``column``."""
+    """The size of each expression of one statement, with stored values of size ``column`` and
+    placeholders of size ``parameter``."""
 
-    def __init__(self, column: Size = _STORED) -> None:
+    def __init__(self, column: Size = _STORED, parameter: Size = (0.0, _FIXED), sources: dict | None = None,
+                 known: dict | None = None) -> None:  # fmt: skip
         self.column = column
-        self.memo: dict[int, Size] = {}
+        self.parameter = parameter
+        self.sources = sources or {}  # id(column) -> the projections it may name (None: a stored column)
+        self.known = known or {}  # id(projection) -> its size so far
+        self.memo: dict[tuple, Size] = {}
         self.bound: dict[str, Size] = {}  # lambda parameters in scope
+        self.depth = 0
+        self.patterns: list[str] | None = None  # text parameters, when the statement's are known
 
     def of(self, node: exp.Expr) -> Size:
-        key = id(node)
-        if key not in self.memo or self.bound:
-            self.memo[key] = self._of(node)
-        return self.memo[key]
+        key = (id(node), tuple(sorted(self.bound.items())) if self.bound else ())
+        found = self.memo.get(key)
+        if found is None:
+            found = self.memo[key] = self._of(node)
+        return found
 
     def _of(self, node: exp.Expr) -> Size:
         if isinstance(node, exp.Literal):
             return (0.0, float(len(node.this)) if node.is_string else _FIXED)
-        if isinstance(node, (exp.Null, exp.Boolean, exp.Star, exp.Placeholder, exp.Parameter)):
+        if isinstance(node, (exp.Placeholder, exp.Parameter)):
+            return self.parameter
+        if isinstance(node, (exp.Null, exp.Boolean, exp.Star, exp.DataType, exp.Interval)):
             return (0.0, _FIXED)
         if isinstance(node, exp.Identifier):
             return self.bound.get(node.name.lower(), self.column)
         if isinstance(node, exp.Column):
             if not node.table and node.name.lower() in self.bound:
                 return self.bound[node.name.lower()]
-            return self.column
+            named = self.sources.get(id(node))
+            if named is None:
+                return self.column
+            stored, projections = named
+            return _widest(([self.column] if stored else []) + [self.known.get(id(p), (0.0, 0.0)) for p in projections])
         if isinstance(node, (exp.Subquery, exp.Select, exp.Union, exp.Intersect, exp.Except)):
             return self._query(node)
-        if isinstance(node, (exp.Lambda, exp.Window)):
-            return self.of(node.this)
+        if isinstance(node, (exp.Lambda, exp.Window, exp.Alias, exp.Paren, exp.Ordered, exp.Distinct)):
+            return _widest([self.of(c) for c in node.iter_expressions()] + [(0.0, _FIXED)])
+        if isinstance(node, exp.Cast):
+            inner = self.of(node.this)
+            to = node.args.get("to")
+            if isinstance(to, exp.DataType) and to.this.name in _TEXT_TYPES:
+                return (inner[0], inner[1] * 24)  # a list's elements written out: up to ~24 characters each
+            return inner
+        if isinstance(node, exp.Comprehension):
+            return self._comprehension(node)
         if isinstance(node, exp.Func):
-            return self._function(node)
-        children = [c for c in node.iter_expressions()]
-        return _plus(*(self.of(c) for c in children)) if children else (0.0, _FIXED)
+            try:
+                return self._function(node)
+            except IndexError:  # too few arguments for the model: DuckDB's binder refuses the call
+                return _plus(*(self.of(c) for c in node.iter_expressions()), (0.0, _FIXED))
+        if isinstance(node, (exp.DPipe, exp.Array, exp.Struct, exp.Tuple, exp.PropertyEQ, exp.Slice)):
+            return _plus(*(self.of(c) for c in node.iter_expressions()), (0.0, 1.0))
+        if isinstance(node, (exp.Like, exp.ILike, exp.Glob, exp.Escape)):
+            self._matching(node)
+        children = [self.of(c) for c in node.iter_expressions()]
+        if isinstance(node, (exp.Binary, exp.Unary, exp.Predicate)) and not isinstance(node, exp.Bracket):
+            return (0.0, _FIXED)  # arithmetic, comparisons, logic: a number or a boolean
+        return _widest(children + [(0.0, _FIXED)])  # a part of one input (an element, a field) or a choice
 
     def _query(self, node: exp.Expr) -> Size:
         selects = [node] if isinstance(node, exp.Select) else list(node.find_all(exp.Select))
         return _widest([self.of(p) for s in selects for p in s.selects])
 
+    def _matching(self, node: exp.Expr) -> None:
+        """A LIKE / ILIKE / GLOB that backtracks: a literal pattern, at most one wildcard run before its end."""
+        like = node.this if isinstance(node, exp.Escape) else node
+        escape = node.expression if isinstance(node, exp.Escape) else None
+        if isinstance(node, exp.Like) and isinstance(node.parent, exp.Escape):
+            return  # checked with its ESCAPE
+        _check_pattern(node, like.expression, glob=isinstance(like, exp.Glob),
+                       backtracking=isinstance(like, (exp.ILike, exp.Glob)) or escape is not None, values=self)
+
     def _function(self, node: exp.Func) -> Size:
         name = _name(node)
         args = _args(node)
-        if isinstance(node, _GATHERING_NODES) or name in _GATHERING:
-            return _INF
+        if isinstance(node, _GATHERING_NODES) or name in _GATHERING or node.args.get("count") is not None:
+            return _INF  # max(x, n), arg_max(x, y, n): up to n rows gathered
         if isinstance(node, exp.AggFunc) or name in ("min", "max", "first", "last", "any_value", "arbitrary"):
             return _widest([self.of(a) for a in args] + [(0.0, _FIXED)])
         if isinstance(node, exp.GenerateSeries) or name in ("range", "generate_series"):
@@ -214,13 +290,13 @@ class Sizes:
             self.of(node.this)
             return (0.0, max(width, 0.0))
         if name in ("list_resize", "array_resize"):
-            size = _constant(args[1]) if len(args) > 1 else None
+            size = _constant(args[1])
             if size is None:
                 raise _needs_constant(node, f"the size of {name}()")
             fill = self.of(args[2]) if len(args) > 2 else (0.0, 1.0)
             return _plus(self.of(args[0]), _grows(node, fill, (0.0, max(size, 0.0))))
         if name == "bitstring":
-            size = _constant(args[1]) if len(args) > 1 else None
+            size = _constant(args[1])
             if size is None:
                 raise _needs_constant(node, "the length of bitstring()")
             return (0.0, max(size, 0.0))
@@ -242,6 +318,17 @@ class Sizes:
             if name == "concat_ws":  # a separator between each of the other arguments
                 return _plus(*rest, _scale(len(rest), listed))
             return _plus(listed, _grows(node, listed, sep), *rest)
+        if name in _LIST_AGGREGATE:  # list_aggregate(l, 'string_agg', sep): sep per element
+            listed = self.of(args[0])
+            extra = _plus(*(self.of(a) for a in args[2:]), (0.0, 1.0))
+            return _plus(listed, _grows(node, listed, extra))
+        if name in _SELECTING:  # list_select(l, indexes): an element per index
+            return _grows(node, self.of(args[0]), _plus(self.of(args[1]), (0.0, 1.0)))
+        if isinstance(node, (exp.JSONExtract, exp.JSONExtractScalar)) or name in _JSON_PATHS:
+            return self._json_path(node, args)
+        if name in _LIKE_FUNCTIONS:
+            _check_pattern(node, args[1], glob=False, backtracking=True, values=self)
+            return (0.0, _FIXED)
         if isinstance(node, (exp.Transform, exp.ArrayFilter)) or name in _MAPPING | _FILTERING | _REDUCING:
             return self._lambda(node, name, args)
         if name == "json_pretty":
@@ -251,8 +338,25 @@ class Sizes:
         if isinstance(node, (exp.Levenshtein, exp.JarowinklerSimilarity)) or name in _QUADRATIC:
             _quadratic(node, [self.of(a) for a in args[:2]])
             return (0.0, _FIXED)
-        total = _plus(*(self.of(a) for a in args), (0.0, _FIXED))
-        return _scale(_GROWTH.get(name, 1), total)
+        total = _plus(*(self.of(a) for a in args))
+        return _scale(_GROWTH.get(name, 1), (total[0], max(total[1], _FIXED)))
+
+    def _json_path(self, node: exp.Func, args: list[exp.Expr]) -> Size:
+        this = self.of(args[0])
+        path = node.expression if isinstance(node, (exp.JSONExtract, exp.JSONExtractScalar)) else (
+            args[1] if len(args) > 1 else None)  # fmt: skip
+        if path is None:
+            return this
+        paths = path.expressions if isinstance(path, exp.Array) else [path]
+        for one in paths:
+            plain = isinstance(one, exp.JSONPath) or isinstance(one, exp.Literal) and one.is_string
+            text = one.this if isinstance(one, exp.Literal) else ""
+            wild = isinstance(one, exp.JSONPath) and one.find(exp.JSONPathWildcard, exp.JSONPathRecursive,
+                                                              exp.JSONPathFilter, exp.JSONPathScript, exp.JSONPathSlice)
+            if not plain or wild or "*" in text or ".." in text:
+                _quadratic(node, [this])  # a computed or wildcard path: every match copied, for each
+                return _grows(node, this, this)
+        return _grows(node, this, (0.0, float(len(paths))))
 
     def _series(self, node: exp.Func) -> Size:
         if isinstance(node.parent, exp.Table) and node.parent.this is node:
@@ -271,7 +375,8 @@ class Sizes:
                 "constants in a public statement, so that its length is known before it runs",
                 "write integer constants, or use it as a table, whose rows stream: SELECT ... FROM generate_series(...)",
             )
-        count = 0.0 if by == 0 else max(0.0, (hi - lo) / by + 1)
+        exclusive = bool(node.args.get("is_end_exclusive")) if isinstance(node, exp.GenerateSeries) else _name(node) == "range"
+        count = 0.0 if by == 0 else max(0.0, (hi - lo) / by + (0 if exclusive else 1))
         return (0.0, count)
 
     def _format(self, node: exp.Func, args: list[exp.Expr]) -> Size:
@@ -279,6 +384,8 @@ class Sizes:
         rest = list(node.expressions) if isinstance(node, exp.Format) else args[1:]
         if not (isinstance(fmt, exp.Literal) and fmt.is_string):
             raise _needs_constant(node, "the format of printf() / format()")
+        if "*" in fmt.this and not isinstance(node, exp.Format) or _NESTED_FIELD.search(fmt.this):
+            raise _needs_constant(node, "a width or precision in printf() / format()'s format")  # '%*d', '{:>{}}'
         widths = sum(int(w) for w in _WIDTH.findall(fmt.this))  # every number in it, as a width
         return _plus((0.0, float(len(fmt.this) + widths)), *(self.of(a) for a in rest))
 
@@ -314,7 +421,25 @@ class Sizes:
         per = (one[0] + max(g[1], 0.0), one[1] + max(g[0], 0.0))  # (stored part, per-element constant)
         return _grows(node, listed, (per[0], max(per[1], 1.0)))
 
+    def _comprehension(self, node: exp.Comprehension) -> Size:
+        """``[body FOR x IN list IF cond]``: a mapping of ``list``, sized as ``list_transform``."""
+        listed = self.of(node.args["iterator"])
+        var = node.expression.name.lower()
+        lam = exp.Lambda(this=node.this, expressions=[exp.to_identifier(var)])
+        if node.args.get("condition") is not None:
+            self._body(exp.Lambda(this=node.args["condition"], expressions=[exp.to_identifier(var)]), [var], listed)
+        one, two = self._body(lam, [var], (0.0, 1.0)), self._body(lam, [var], (0.0, 2.0))
+        g = (two[1] - one[1], two[0] - one[0])
+        per = (one[0] + max(g[1], 0.0), one[1] + max(g[0], 0.0))
+        return _grows(node, listed, (per[0], max(per[1], 1.0)))
+
     def _body(self, lam: exp.Lambda, params: list[str], first: Size, second: Size | None = None) -> Size:
+        if self.depth >= MAX_LAMBDA_DEPTH:
+            raise _refuse(
+                "DP255", f"{_sql(lam)}: lambdas nested more than {MAX_LAMBDA_DEPTH} deep in a public statement",
+                f"nest at most {MAX_LAMBDA_DEPTH} lambdas (or comprehensions)",
+            )
+        self.depth += 1
         saved = dict(self.bound)
         self.bound[params[0]] = first
         for p in params[1:]:
@@ -323,6 +448,7 @@ class Sizes:
             return self.of(lam.this)
         finally:
             self.bound = saved
+            self.depth -= 1
 
 
 def _grows(node: exp.Expr, value: Size, factor: Size) -> Size:
@@ -349,52 +475,197 @@ def _quadratic(node: exp.Expr, inputs: list[Size]) -> None:
             )
 
 
-def _backtracking(node: exp.Expr) -> bool:
-    """A LIKE / ILIKE / GLOB whose pattern has more than one wildcard run with text after it (a
-    backtracking matcher's work is the text's length to that power)."""
-    from dpgate.frontend.cost import wildcard_runs  # a sibling in the same stage
+def _check_pattern(node: exp.Expr, pattern: exp.Expr | None, *, glob: bool, backtracking: bool, values: Sizes) -> None:
+    """A pattern a backtracking matcher reads: a literal (or a parameter's value) with at most one
+    wildcard run before its end. A computed pattern could be anything, so it is refused."""
+    from dpgate.frontend.cost import backtracks, wildcard_runs  # a sibling in the same stage
 
-    pattern = node.expression
-    if not isinstance(pattern, exp.Literal) or not pattern.is_string:
-        return True
-    text = pattern.this.replace("*", "%").replace("?", "_") if isinstance(node, exp.Glob) else pattern.this
-    return wildcard_runs(text) > 1
+    texts: list[str]
+    if isinstance(pattern, exp.Literal) and pattern.is_string:
+        texts = [pattern.this]
+    elif isinstance(pattern, (exp.Placeholder, exp.Parameter)) and values.patterns is not None:
+        texts = values.patterns  # every text parameter could be this one
+    else:
+        raise _refuse(
+            "DP258",
+            f"{_sql(node)}: a pattern computed by the statement could make the matcher backtrack over every "
+            "wildcard (its work the text's length to their power, in one call no interrupt reaches)",
+            "write the pattern as a literal or pass it as a parameter",
+        )
+    for text in texts:
+        if glob:
+            text = text.replace("%", "_").replace("*", "%").replace("?", "_")
+            slow = True
+        else:
+            slow = backtracking or backtracks(exp.Like(this=exp.Null(), expression=exp.Literal.string(text)), None)
+        if slow and wildcard_runs(text) > 1:
+            raise _refuse(
+                "DP258",
+                f"{_sql(node)}: this pattern matches by backtracking, and each wildcard with text after it "
+                "multiplies the work by the text's length (one call, which no interrupt reaches)",
+                "use at most one '%' (or '*') before the pattern's end, or LIKE without '_' and ESCAPE, which "
+                "matches any number of '%' in linear time",
+            )
 
 
-def _derived(statement: exp.Expr) -> list[exp.Expr]:
-    """Projections of the statement's subqueries and CTEs: the values its columns may hold."""
-    out = []
-    for select in statement.find_all(exp.Select):
-        if select is statement or not select.find_ancestor(exp.Subquery, exp.CTE):
+def _branches(node: exp.Expr) -> list[exp.Expr]:
+    """The SELECTs (or VALUES) a query's rows come from: both sides of a UNION, recursively."""
+    if isinstance(node, exp.SetOperation):
+        return _branches(node.this) + _branches(node.expression)
+    if isinstance(node, exp.Subquery):
+        return _branches(node.this)
+    return [node]
+
+
+def _alias_columns(node: exp.Expr) -> list[str]:
+    """A derived table's column names as its alias renames them (``t(a, b)``, ``WITH r(n) AS``)."""
+    for holder in (node, node.parent):
+        alias = holder.args.get("alias") if isinstance(holder, (exp.Subquery, exp.CTE, exp.Values, exp.Unnest)) else None
+        if isinstance(alias, exp.TableAlias) and alias.columns:
+            return [c.name.lower() for c in alias.columns]
+    return []
+
+
+def _named(source: exp.Expr, name: str, scopes: dict[int, object], seen: frozenset = frozenset()) -> list[exp.Expr]:
+    """The expressions a column ``name`` of the derived table ``source`` may hold."""
+    if id(source) in seen:
+        return []
+    seen = seen | {id(source)}
+    renamed = _alias_columns(source)
+    position = renamed.index(name) if name in renamed else None
+    if renamed and position is None:
+        return []
+    if isinstance(source, exp.Unnest):
+        return list(source.expressions)  # an element of the list: at most the list
+    out: list[exp.Expr] = []
+    for branch in _branches(source):
+        if isinstance(branch, exp.Values):
+            for row in branch.expressions:
+                values = row.expressions if isinstance(row, exp.Tuple) else [row]
+                out.extend(values if position is None else values[position: position + 1])
             continue
-        out.extend(select.selects)
+        if not isinstance(branch, exp.Select):
+            continue
+        selects = branch.selects
+        if position is not None:
+            out.extend(selects[position: position + 1])
+            continue
+        for p in selects:
+            if isinstance(p, exp.Star) or isinstance(p, exp.Column) and isinstance(p.this, exp.Star):
+                scope = scopes.get(id(branch))
+                for _, inner in (scope.selected_sources.values() if scope is not None else []):
+                    if hasattr(inner, "expression"):
+                        out.extend(_named(inner.expression, name, scopes, seen))
+            elif p.alias_or_name.lower() == name:
+                out.append(p)
     return out
 
 
-def check(statement: exp.Expr) -> None:
+def _columns(statement: exp.Expr) -> dict[int, tuple[bool, list[exp.Expr]]]:
+    """For each column: whether it may be a stored value, and the projections it may name (a
+    subquery's, a CTE's, a VALUES list's, an earlier alias of its own SELECT)."""
+    from sqlglot.optimizer.scope import traverse_scope
+
+    out: dict[int, tuple[bool, list[exp.Expr]]] = {}
+    try:
+        scopes = list(traverse_scope(statement))
+    except Exception:  # sqlglot cannot scope it: every projection of that name, and a stored value
+        every: dict[str, list[exp.Expr]] = {}
+        for select in statement.find_all(exp.Select):
+            for p in select.selects:
+                every.setdefault(p.alias_or_name.lower(), []).append(p)
+        for values in statement.find_all(exp.Values):
+            for row in values.expressions:
+                for v in row.expressions if isinstance(row, exp.Tuple) else [row]:
+                    every.setdefault("", []).append(v)
+        for col in statement.find_all(exp.Column):
+            mine = [p for p in every.get(col.name.lower(), []) + every.get("", []) if not _inside(col, p)]
+            out[id(col)] = (True, mine)
+        return out
+    by_query = {id(sc.expression): sc for sc in scopes}
+    ctes = {cte.alias_or_name.lower(): cte.this for cte in statement.find_all(exp.CTE)}
+    for sc in scopes:
+        select = sc.expression
+        for col in sc.columns:
+            name = col.name.lower()
+            sources = sc.selected_sources
+            picked = [sources[col.table]] if col.table and col.table in sources else list(sources.values())
+            stored, named = False, []
+            for node, src in picked:
+                inner = getattr(src, "expression", None)
+                if inner is None and isinstance(node, exp.Table) and node.name.lower() in ctes:
+                    inner = ctes[node.name.lower()]
+                while inner is not None and isinstance(inner.parent, exp.SetOperation):
+                    inner = inner.parent  # a recursive CTE's reference to itself: sqlglot gives its first branch
+                if inner is None or isinstance(node, exp.Table) and not hasattr(src, "expression"):
+                    stored = True  # a stored table (or a table function's values)
+                    continue
+                named.extend(_named(inner, name, by_query))
+            if not picked:
+                stored = True
+            if not named:
+                stored = True
+            if isinstance(select, exp.Select) and not col.table:  # DuckDB reads an earlier alias of its own SELECT
+                named.extend(p for p in select.selects if p.alias.lower() == name and not _inside(col, p))
+            out[id(col)] = (stored, named)
+    return out
+
+
+def _inside(node: exp.Expr, ancestor: exp.Expr) -> bool:
+    while node is not None:
+        if node is ancestor:
+            return True
+        node = node.parent
+    return False
+
+
+def _parameter_sizes(params: object) -> tuple[Size, list[str] | None]:
+    """The largest parameter's size, and the text parameters (any of them may be a pattern)."""
+    values = list(params.values()) if isinstance(params, dict) else list(params) if params else []
+    size, texts = _FIXED, []
+    for v in values:
+        if isinstance(v, str):
+            texts.append(v)
+        n = len(v) if isinstance(v, (str, bytes, bytearray)) else len(str(v)) if isinstance(v, (list, tuple, dict)) else _FIXED
+        size = max(size, float(n))
+    return (0.0, size), texts
+
+
+def check(statement: exp.Expr, params: object = None) -> None:
     """Refuse a public statement that could build a value past the bounds above, or do work on one
-    value that no interrupt reaches."""
+    value that no interrupt reaches. ``params`` are the values its placeholders will take."""
+    parameter, patterns = _parameter_sizes(params)
     column: Size = _STORED
-    derived = _derived(statement)
-    for _ in range(3):  # a column may name a subquery's projection: as large as the largest of them
-        inner = Sizes(column)
-        widest = _widest([column] + [inner.of(p) for p in derived])
-        if widest == column:
+    sources = _columns(statement)
+    projections = {id(p): p for _, named in sources.values() for p in named}
+    known: dict[int, Size] = {}
+    rounds = min(MAX_ROUNDS, 2 + sum(1 for _ in statement.find_all(exp.Select, exp.Values, exp.Unnest)))
+    for _ in range(rounds):  # sizes carried level by level, until they settle
+        inner = Sizes(column, parameter, sources, known)
+        inner.patterns = patterns
+        now = {key: inner.of(p) for key, p in projections.items()}
+        if now == known:
             break
-        column = widest
+        known = now
     else:
-        column = _INF
-    sizes = Sizes(column)
+        raise _refuse(
+            "DP255",
+            "The statement's values grow at every level of its subqueries (a recursion, or a chain deeper than "
+            f"{MAX_ROUNDS}): dpgate cannot bound them before it runs",
+            "build values with constants in one place; a recursive CTE may count and carry values, not grow them",
+        )
+    sizes = Sizes(column, parameter, sources, known)
+    sizes.patterns = patterns
+    under_lambda = {id(n) for lam in statement.find_all(exp.Lambda, exp.Comprehension) for n in lam.walk()}
     for node in reversed(list(statement.walk())):  # inner expressions first: the refusal names the builder
         if not isinstance(node, exp.Expr) or isinstance(node, (exp.Select, exp.Subquery, exp.Table, exp.From,
-                                                               exp.Join, exp.With, exp.CTE)):  # fmt: skip
+                                                               exp.Join, exp.With, exp.CTE, exp.Values)):  # fmt: skip
             continue
-        if isinstance(node, exp.Lambda) or node.find_ancestor(exp.Lambda):
+        if id(node) in under_lambda and not isinstance(node, exp.Comprehension):
             continue  # sized with its parameters bound, by the call that holds it
         a, b = sizes.of(node)
-        if isinstance(node, (exp.Like, exp.ILike, exp.Glob)) and _backtracking(node):
-            _quadratic(node, [sizes.of(node.this)])
-        if not math.isinf(a) and not math.isinf(b) and (a > MAX_FACTOR or b > MAX_BUILT):
+        if math.isnan(a) or math.isnan(b) or (not math.isinf(a) and a > MAX_FACTOR) or (
+                not math.isinf(a) and b > MAX_BUILT) or (math.isinf(b) and not math.isinf(a)):  # fmt: skip
             raise _refuse(
                 "DP255",
                 f"{_sql(node)} can build a value of {_describe(a, b)}; a public statement's values may hold at most "
