@@ -170,8 +170,7 @@ def passing_at_root(records: int, taxonomy: Taxonomy, epsilon: float, c1: float,
     gap = k - records
     if gap <= 0:
         return float(candidates)
-    a = math.exp(-eps_op)
-    return candidates * a**gap / (1 + a)
+    return candidates * noise.discrete_laplace_tail(eps_op, 1, gap)  # the sampler actually run
 
 
 def release(
