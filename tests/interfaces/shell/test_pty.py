@@ -35,15 +35,21 @@ def read_until(fd: int, needle: bytes, timeout: float = 60.0) -> bytes:
     return buf
 
 
-def test_shell_under_a_pty(demo_db, tmp_path):
+def _shell_in_a_pty(demo_db, columns: int, env: dict):
+    """The shell on a pseudo-terminal of 40 rows and ``columns`` columns: (its process, the master fd)."""
     master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))  # 40 rows, 160 columns
-    env = dict(os.environ, TERM="xterm", XDG_DATA_HOME=str(tmp_path / "xdg"), COLUMNS="160", LINES="40")
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
     proc = subprocess.Popen(
         [sys.executable, "-m", "dpgate", "shell", str(demo_db), "--analyst", "demo"],
         stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True,
     )  # fmt: skip
     os.close(slave)
+    return proc, master
+
+
+def test_shell_under_a_pty(demo_db, tmp_path):
+    env = dict(os.environ, TERM="xterm", XDG_DATA_HOME=str(tmp_path / "xdg"), COLUMNS="160", LINES="40")
+    proc, master = _shell_in_a_pty(demo_db, 160, env)
     try:
         screen = read_until(master, b"demo>")
         screen += read_until(master, b"session \xce\xb5 0.1", timeout=10)
@@ -85,15 +91,9 @@ def test_the_shell_fits_the_terminal_it_runs_in(demo_db, tmp_path):
 
     from dpgate.interfaces.fit import display_width
 
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 80, 0, 0))  # 40 rows, 80 columns
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     env.update(TERM="xterm", XDG_DATA_HOME=str(tmp_path / "xdg"))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dpgate", "shell", str(demo_db), "--analyst", "demo"],
-        stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True,
-    )  # fmt: skip
-    os.close(slave)
+    proc, master = _shell_in_a_pty(demo_db, 80, env)
     try:
         read_until(master, b"demo>")
         os.write(master, b"SHOW BUDGET;\r")
