@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 import re
+from fractions import Fraction
 
 from sqlglot import exp
 
@@ -98,7 +99,15 @@ _TEXT_TYPES = {"VARCHAR", "TEXT", "CHAR", "NVARCHAR", "NCHAR", "STRING", "JSON",
 MAX_LAMBDA_DEPTH = 4
 #: Rounds of carrying sizes through subqueries at most (a deeper chain is refused, not guessed).
 MAX_ROUNDS = 64
+#: Expressions the checker sizes for one statement, over all rounds (about a second of Python).
+MAX_CHECK_WORK = 200_000
+#: Columns a statement's stars may expand to (a star over a CTE joined with itself doubles per level,
+#: and DuckDB's binder took 43 s past an interrupt at 2^20).
+MAX_STAR_COLUMNS = 4096
 _WIDTH = re.compile(r"\d+")
+#: Typed nodes whose sqlglot name is not DuckDB's.
+_NODE_NAMES = {exp.JSONArray: "json_array", exp.JSONObject: "json_object", exp.TimeToStr: "strftime",
+               exp.JSONFormat: "to_json", exp.ArrayToString: "array_to_string"}
 _NESTED_FIELD = re.compile(r"\{[^}]*\{")
 
 
@@ -126,9 +135,10 @@ def _product(x: Size, y: Size) -> Size:
 
 
 def _name(node: exp.Func) -> str:
+    """The DuckDB function's name (sqlglot's class name is not: ``JSONArray`` writes ``j_s_o_n_array``)."""
     if isinstance(node, exp.Anonymous):
         return str(node.this).lower()
-    return node.sql_name().lower()
+    return _NODE_NAMES.get(type(node), node.sql_name().lower())
 
 
 def _args(node: exp.Func) -> list[exp.Expr]:
@@ -145,24 +155,35 @@ def _args(node: exp.Func) -> list[exp.Expr]:
 
 
 def _constant(node: exp.Expr | None) -> float | None:
-    """The value of an integer constant (a literal, negated, or arithmetic of such), else None."""
+    """The value of a numeric constant (a literal, negated, or arithmetic of such), else None. Exact
+    (``Fraction``), as DuckDB's BIGINT and DECIMAL arithmetic is: in floats ``(2**53 + 1 - 2**53)``
+    is 0 and DuckDB's is 1."""
+    value = _exact(node)
+    if value is None:
+        return None
+    try:
+        out = float(value)
+    except OverflowError:
+        return None
+    return out if math.isfinite(out) else None
+
+
+def _exact(node: exp.Expr | None) -> Fraction | None:
     if node is None:
         return None
-    if isinstance(node, exp.Paren):
-        return _constant(node.this)
+    if isinstance(node, (exp.Paren, exp.Cast)):
+        return _exact(node.this)
     if isinstance(node, exp.Literal) and not node.is_string:
         try:
-            value = float(node.this)
-        except ValueError:
+            text = node.this
+            return Fraction(text) if len(text) <= 400 else None
+        except (ValueError, ZeroDivisionError):
             return None
-        return value if math.isfinite(value) else None
     if isinstance(node, exp.Neg):
-        v = _constant(node.this)
+        v = _exact(node.this)
         return None if v is None else -v
-    if isinstance(node, exp.Cast):
-        return _constant(node.this)
     if isinstance(node, (exp.Add, exp.Sub, exp.Mul)):
-        x, y = _constant(node.this), _constant(node.expression)
+        x, y = _exact(node.this), _exact(node.expression)
         if x is None or y is None:
             return None
         return x + y if isinstance(node, exp.Add) else x - y if isinstance(node, exp.Sub) else x * y
@@ -173,12 +194,12 @@ def _refuse(code: str, message: str, hint: str) -> errors.Error:
     return errors.UnsupportedQueryError(message, code=code, hint=hint)
 
 
-def _sql(node: exp.Expr) -> str:
+def _sql(node: exp.Expr, whole: bool = False) -> str:
     try:
         text = node.sql(dialect="duckdb")
     except Exception:  # a node sqlglot parses but cannot write back (a JSON path's recursion)
         text = type(node).__name__
-    return text if len(text) <= 80 else text[:77] + "..."
+    return text if whole or len(text) <= 80 else text[:77] + "..."
 
 
 def _needs_constant(node: exp.Expr, what: str) -> errors.Error:
@@ -203,6 +224,7 @@ class Sizes:
         self.memo: dict[tuple, Size] = {}
         self.bound: dict[str, Size] = {}  # lambda parameters in scope
         self.depth = 0
+        self.work = 0  # expressions sized: bounded, so the checker's own time is
         self.patterns: list[str] | None = None  # text parameters, when the statement's are known
 
     def of(self, node: exp.Expr) -> Size:
@@ -217,8 +239,16 @@ class Sizes:
             return (0.0, float(len(node.this)) if node.is_string else _FIXED)
         if isinstance(node, (exp.Placeholder, exp.Parameter)):
             return self.parameter
-        if isinstance(node, (exp.Null, exp.Boolean, exp.Star, exp.DataType, exp.Interval)):
+        if isinstance(node, exp.DataType):
+            return (0.0, float(len(_sql(node, whole=True))))  # an ENUM's labels, a STRUCT's names
+        if isinstance(node, (exp.Null, exp.Boolean, exp.Star, exp.Interval)):
             return (0.0, _FIXED)
+        self.work += 1
+        if self.work > MAX_CHECK_WORK:
+            raise _refuse(
+                "DP255", "The statement is too large or too nested for dpgate to bound its values before it runs",
+                "split it into smaller statements (fewer UNION branches, columns or levels of subqueries)",
+            )
         if isinstance(node, exp.Identifier):
             return self.bound.get(node.name.lower(), self.column)
         if isinstance(node, exp.Column):
@@ -241,6 +271,10 @@ class Sizes:
             return inner
         if isinstance(node, exp.Comprehension):
             return self._comprehension(node)
+        if isinstance(node, exp.Connector):
+            for c in node.iter_expressions():
+                self.of(c)
+            return (0.0, _FIXED)  # AND / OR: a boolean
         if isinstance(node, exp.Func):
             try:
                 return self._function(node)
@@ -295,6 +329,16 @@ class Sizes:
                 raise _needs_constant(node, f"the size of {name}()")
             fill = self.of(args[2]) if len(args) > 2 else (0.0, 1.0)
             return _plus(self.of(args[0]), _grows(node, fill, (0.0, max(size, 0.0))))
+        if name == "equi_width_bins":  # equi_width_bins(min, max, bin_count, nice): a list of bin_count
+            count = _constant(args[2])
+            if count is None:
+                raise _needs_constant(node, "the bin count of equi_width_bins()")
+            return (0.0, max(count, 0.0))
+        if name == "strftime" and isinstance(node, exp.TimeToStr):
+            fmt = node.args.get("format")
+            if not (isinstance(fmt, exp.Literal) and fmt.is_string):
+                raise _needs_constant(node, "the format of strftime()")
+            return (0.0, float(64 * fmt.this.count("%") + len(fmt.this)))  # each specifier: a month's name, ...
         if name == "bitstring":
             size = _constant(args[1])
             if size is None:
@@ -386,8 +430,9 @@ class Sizes:
             raise _needs_constant(node, "the format of printf() / format()")
         if "*" in fmt.this and not isinstance(node, exp.Format) or _NESTED_FIELD.search(fmt.this):
             raise _needs_constant(node, "a width or precision in printf() / format()'s format")  # '%*d', '{:>{}}'
-        widths = sum(int(w) for w in _WIDTH.findall(fmt.this))  # every number in it, as a width
-        return _plus((0.0, float(len(fmt.this) + widths)), *(self.of(a) for a in rest))
+        widths = sum(min(int(w), 2**40) for w in _WIDTH.findall(fmt.this[:MAX_BUILT * 2]))  # every number, a width
+        fields = max(1, fmt.this.count("{") + fmt.this.count("%"))  # '{0}' and '%1$s' may name one argument often
+        return _plus((0.0, float(len(fmt.this) + widths)), _scale(fields, _widest([self.of(a) for a in rest])))
 
     def _lambda(self, node: exp.Func, name: str, args: list[exp.Expr]) -> Size:
         lam = next((a for a in args if isinstance(a, exp.Lambda)), None)
@@ -509,12 +554,17 @@ def _check_pattern(node: exp.Expr, pattern: exp.Expr | None, *, glob: bool, back
 
 
 def _branches(node: exp.Expr) -> list[exp.Expr]:
-    """The SELECTs (or VALUES) a query's rows come from: both sides of a UNION, recursively."""
-    if isinstance(node, exp.SetOperation):
-        return _branches(node.this) + _branches(node.expression)
-    if isinstance(node, exp.Subquery):
-        return _branches(node.this)
-    return [node]
+    """The SELECTs (or VALUES) a query's rows come from: both sides of a UNION, iteratively."""
+    out, todo = [], [node]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, exp.SetOperation):
+            todo.extend((n.expression, n.this))
+        elif isinstance(n, exp.Subquery):
+            todo.append(n.this)
+        else:
+            out.append(n)
+    return out
 
 
 def _alias_columns(node: exp.Expr) -> list[str]:
@@ -526,15 +576,20 @@ def _alias_columns(node: exp.Expr) -> list[str]:
     return []
 
 
-def _named(source: exp.Expr, name: str, scopes: dict[int, object], seen: frozenset = frozenset()) -> list[exp.Expr]:
-    """The expressions a column ``name`` of the derived table ``source`` may hold."""
-    if id(source) in seen:
-        return []
-    seen = seen | {id(source)}
+def _named(source: exp.Expr, name: str, scopes: dict[int, object], memo: dict) -> list[exp.Expr]:
+    """The expressions a column ``name`` of the derived table ``source`` may hold (memoized: a star
+    over a CTE joined with itself reaches it by many paths)."""
+    key = (id(source), name)
+    if key in memo:
+        return memo[key]
+    memo[key] = []  # a cycle (a recursive CTE read through a star) adds nothing more
+    memo[key] = found = _named_once(source, name, scopes, memo)
+    return found
+
+
+def _named_once(source: exp.Expr, name: str, scopes: dict[int, object], memo: dict) -> list[exp.Expr]:
     renamed = _alias_columns(source)
     position = renamed.index(name) if name in renamed else None
-    if renamed and position is None:
-        return []
     if isinstance(source, exp.Unnest):
         return list(source.expressions)  # an element of the list: at most the list
     out: list[exp.Expr] = []
@@ -550,14 +605,21 @@ def _named(source: exp.Expr, name: str, scopes: dict[int, object], seen: frozens
         if position is not None:
             out.extend(selects[position: position + 1])
             continue
-        for p in selects:
-            if isinstance(p, exp.Star) or isinstance(p, exp.Column) and isinstance(p.this, exp.Star):
+        for i, p in enumerate(selects):
+            star = p if isinstance(p, exp.Star) else p.this if isinstance(p, exp.Column) else None
+            if isinstance(star, exp.Star) or p.find(exp.Star, exp.Columns) is not None:
+                # SELECT *, * REPLACE (e AS x), * RENAME, COLUMNS(...): any column the star's sources have,
+                # and any expression it puts in their place
                 scope = scopes.get(id(branch))
                 for _, inner in (scope.selected_sources.values() if scope is not None else []):
                     if hasattr(inner, "expression"):
-                        out.extend(_named(inner.expression, name, scopes, seen))
-            elif p.alias_or_name.lower() == name:
+                        out.extend(_named(inner.expression, name, scopes, memo))
+                out.extend(e for e in p.find_all(exp.Alias) if e is not p)
                 out.append(p)
+            elif renamed and i < len(renamed):
+                continue  # renamed by the alias list: reached by position above
+            elif p.alias_or_name.lower() == name or not renamed and name not in {q.alias_or_name.lower() for q in selects}:
+                out.append(p)  # its own name, or a name dpgate cannot place (UNPIVOT's, a row's): any of them
     return out
 
 
@@ -566,10 +628,12 @@ def _columns(statement: exp.Expr) -> dict[int, tuple[bool, list[exp.Expr]]]:
     subquery's, a CTE's, a VALUES list's, an earlier alias of its own SELECT)."""
     from sqlglot.optimizer.scope import traverse_scope
 
-    out: dict[int, tuple[bool, list[exp.Expr]]] = {}
     try:
-        scopes = list(traverse_scope(statement))
+        return _scoped(statement, list(traverse_scope(statement)))
+    except errors.Error:
+        raise
     except Exception:  # sqlglot cannot scope it: every projection of that name, and a stored value
+        out: dict[int, tuple[bool, list[exp.Expr]]] = {}
         every: dict[str, list[exp.Expr]] = {}
         for select in statement.find_all(exp.Select):
             for p in select.selects:
@@ -578,12 +642,26 @@ def _columns(statement: exp.Expr) -> dict[int, tuple[bool, list[exp.Expr]]]:
             for row in values.expressions:
                 for v in row.expressions if isinstance(row, exp.Tuple) else [row]:
                     every.setdefault("", []).append(v)
+        anything = [p for ps in every.values() for p in ps]
         for col in statement.find_all(exp.Column):
-            mine = [p for p in every.get(col.name.lower(), []) + every.get("", []) if not _inside(col, p)]
-            out[id(col)] = (True, mine)
+            mine = every.get(col.name.lower()) or anything  # a name it cannot place: any projection
+            out[id(col)] = (True, [p for p in mine if not _inside(col, p)])
         return out
+
+
+def _scoped(statement: exp.Expr, scopes: list) -> dict[int, tuple[bool, list[exp.Expr]]]:
+    out: dict[int, tuple[bool, list[exp.Expr]]] = {}
     by_query = {id(sc.expression): sc for sc in scopes}
     ctes = {cte.alias_or_name.lower(): cte.this for cte in statement.find_all(exp.CTE)}
+    memo: dict = {}
+    widths: dict[int, int] = {}
+    for sc in scopes:
+        if _star_width(sc.expression, by_query, widths) > MAX_STAR_COLUMNS:
+            raise _refuse(
+                "DP255", f"The statement's stars expand to more than {MAX_STAR_COLUMNS:,} columns (a table joined with "
+                "itself, level after level): DuckDB's binder would take minutes that no interrupt reaches",
+                "name the columns you need instead of *",
+            )
     for sc in scopes:
         select = sc.expression
         for col in sc.columns:
@@ -600,15 +678,37 @@ def _columns(statement: exp.Expr) -> dict[int, tuple[bool, list[exp.Expr]]]:
                 if inner is None or isinstance(node, exp.Table) and not hasattr(src, "expression"):
                     stored = True  # a stored table (or a table function's values)
                     continue
-                named.extend(_named(inner, name, by_query))
-            if not picked:
-                stored = True
-            if not named:
+                named.extend(_named(inner, name, by_query, memo))
+            if not picked or not named:
                 stored = True
             if isinstance(select, exp.Select) and not col.table:  # DuckDB reads an earlier alias of its own SELECT
                 named.extend(p for p in select.selects if p.alias.lower() == name and not _inside(col, p))
             out[id(col)] = (stored, named)
     return out
+
+
+def _star_width(query: exp.Expr, scopes: dict[int, object], widths: dict[int, int]) -> int:
+    """How many columns a query's projections expand to (a stored table's star counts one)."""
+    key = id(query)
+    if key in widths:
+        return widths[key]
+    widths[key] = 1  # a cycle: a recursive CTE
+    total = 0
+    for branch in _branches(query):
+        if not isinstance(branch, exp.Select):
+            total = max(total, 1)
+            continue
+        count = 0
+        for p in branch.selects:
+            if p.find(exp.Star) is None:
+                count += 1
+                continue
+            scope = scopes.get(id(branch))
+            for _, inner in (scope.selected_sources.values() if scope is not None else []):
+                count += _star_width(inner.expression, scopes, widths) if hasattr(inner, "expression") else 1
+        total = max(total, count)
+    widths[key] = min(total, 10**9)
+    return widths[key]
 
 
 def _inside(node: exp.Expr, ancestor: exp.Expr) -> bool:
@@ -619,6 +719,28 @@ def _inside(node: exp.Expr, ancestor: exp.Expr) -> bool:
     return False
 
 
+def _value_size(v: object, depth: int = 0) -> float:
+    """What DuckDB binds for a parameter: characters, bytes or elements, containers summed."""
+    if isinstance(v, (str, bytes, bytearray)):
+        return float(len(v))
+    if isinstance(v, memoryview):
+        return float(v.nbytes)
+    if isinstance(v, (list, tuple, set, frozenset)) and depth < 8:
+        return float(len(v)) + sum(_value_size(e, depth + 1) for e in v)
+    if isinstance(v, dict) and depth < 8:
+        return float(len(v)) + sum(_value_size(k, depth + 1) + _value_size(e, depth + 1) for k, e in v.items())
+    nbytes = getattr(v, "nbytes", None)  # an array: its buffer
+    if isinstance(nbytes, int):
+        return float(max(nbytes, _FIXED))
+    length = getattr(v, "__len__", None)
+    if length is not None:
+        try:
+            return float(max(len(v) * _FIXED, _FIXED))  # a sequence of unknown elements
+        except TypeError:
+            pass
+    return _FIXED
+
+
 def _parameter_sizes(params: object) -> tuple[Size, list[str] | None]:
     """The largest parameter's size, and the text parameters (any of them may be a pattern)."""
     values = list(params.values()) if isinstance(params, dict) else list(params) if params else []
@@ -626,8 +748,7 @@ def _parameter_sizes(params: object) -> tuple[Size, list[str] | None]:
     for v in values:
         if isinstance(v, str):
             texts.append(v)
-        n = len(v) if isinstance(v, (str, bytes, bytearray)) else len(str(v)) if isinstance(v, (list, tuple, dict)) else _FIXED
-        size = max(size, float(n))
+        size = max(size, _value_size(v))
     return (0.0, size), texts
 
 

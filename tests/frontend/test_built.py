@@ -61,6 +61,24 @@ REFUSED = [
     ("SELECT lpad('a', 1e400)", "DP255"),
     ("SELECT list_transform([1], a -> list_transform([1], b -> list_transform([1], c -> list_transform([1], "
      "d -> list_transform([1], e -> e)))))", "DP255"),
+    # constants read exactly, as DuckDB computes them (in floats this difference is 0)
+    ("SELECT len(range((9007199254740993 - 9007199254740992) * 100000000))", "DP255"),
+    # an argument a format names many times; escapes that double per level; a format's specifiers
+    ("SELECT len(format(" + repr("{0}" * 300) + ", repeat('x', 100)))", "DP255"),
+    ("SELECT json_array(json_array(json_array(repeat('\"', 1000))))", "DP255"),
+    ("SELECT strftime(DATE '2020-01-01', repeat('%c', 2000))", "DP255"),
+    ("SELECT printf('%" + "9" * 400 + "d', 1)", "DP255"),
+    # text carried in a type: an ENUM's labels
+    ("SELECT enum_range(NULL::ENUM(" + ", ".join(repr(f"{i:04d}" + "x" * 96) for i in range(60)) + "))", "DP255"),
+    # columns dpgate cannot place by name are as large as any projection of their source
+    ("SELECT len(b) FROM (SELECT 1 AS a, repeat(b, 64) AS b FROM (SELECT 1 AS a, repeat('x', 1000) AS b) t(a)) s(a)",
+     "DP255"),
+    ("SELECT * REPLACE (repeat(x, 64) AS x) FROM (SELECT * REPLACE (repeat(x, 64) AS x) FROM (SELECT repeat('y', 100) AS x))",
+     "DP255"),
+    ("SELECT sum(len(equi_width_bins(0, 1000000 + i, 1000000, false))) FROM range(100) t(i)", "DP255"),
+    # a star over a CTE joined with itself doubles per level: DuckDB's binder ran 43 s past an interrupt
+    ("WITH c0 AS (SELECT 1 AS x), " + ", ".join(f"c{i} AS (SELECT * FROM c{i - 1} a, c{i - 1} b)" for i in range(1, 21))
+     + " SELECT count(*) FROM c20", "DP255"),
     ("SELECT json_pretty(repeat('[', 3000) || repeat(']', 3000))", "DP255"),  # indentation: 36M characters
     ("SELECT json_pretty(repeat('[', 1500) || repeat(']', 1500))", "DP255"),  # within the bound, squared past it
     ("SELECT json_pretty(string_agg('[', '')) FROM country_regions", "DP258"),
@@ -90,6 +108,7 @@ ACCEPTED = [
     "SELECT s FROM (VALUES (repeat('x', 100))) t(s)",
     "SELECT region LIKE '%a%b%c' FROM country_regions",  # LIKE without '_' matches in linear time
     "SELECT [x * 2 FOR x IN range(100)]",
+    "SELECT count(*) FROM country_regions WHERE " + " AND ".join(["region <> 'x'"] * 300),  # a boolean, not a sum
 ]
 
 
@@ -120,6 +139,24 @@ def test_parameters_are_sized_and_patterns_checked(con):
     assert con.budget() == before
 
 
+def test_parameters_of_every_type_are_sized(con):
+    import numpy as np
+
+    for value in (np.zeros(1_000_000), memoryview(b"x" * 10**6), [[0] * 10_000] * 10):
+        with pytest.raises(errors.UnsupportedQueryError) as info:
+            con.cursor().execute("SELECT len(repeat($1, 120))", [value])
+        assert info.value.code == "DP255"
+
+
+def test_statements_the_scopes_cannot_read_get_a_dpgate_error(con):
+    for sql in ("SELECT x FROM (SELECT 1 x) a, (SELECT 2 y) a",  # sqlglot: 'Alias already used'
+                "SELECT x FROM (" + " UNION ALL ".join(["SELECT 1 AS x"] * 1500) + ")"):  # fmt: skip
+        try:
+            con.cursor().execute(sql).fetchall()
+        except errors.Error as e:
+            assert e.code
+
+
 def test_functions_that_recurse_per_nesting_level_are_refused(con):
     """json_structure of a 100,000-deep text overflowed the stack and killed the process."""
     with pytest.raises(errors.NotSupportedError) as info:
@@ -140,7 +177,13 @@ def test_the_checker_is_quick_on_long_and_nested_statements():
 
     chain = "SELECT " + " + ".join(["1"] * 8000)
     nested = "SELECT " + "list_reduce([1], (a, b) -> " * 14 + "a" + ")" * 14
-    for sql in (chain, nested):
+    conjuncts = "SELECT 1 WHERE " + " AND ".join(["true"] * 3000)  # 45 s in the function check before
+    deep = "(SELECT 'a' AS z)"
+    for _ in range(60):
+        deep = f"(SELECT z || 'a' AS z FROM {deep})"
+    wide = ("SELECT 1 IN (" + ", ".join(["x"] * 2000) + ") FROM (" + " UNION ALL ".join(["SELECT 1 AS x"] * 300)
+            + ") u, " + deep + " d")  # fmt: skip
+    for sql in (chain, nested, conjuncts, wide):
         tree = sqlglot.parse_one(sql, read="duckdb")
         start = time.perf_counter()
         try:
