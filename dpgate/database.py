@@ -30,6 +30,7 @@ LOCKED_CONFIG = {
 }
 
 
+
 _serials = itertools.count(1)
 
 
@@ -102,6 +103,21 @@ def acquire(path: str | os.PathLike, *, create: bool = False) -> Instance:
             _require_usable(inst)
         inst.users += 1
         return inst
+
+
+def register(con: duckdb.DuckDBPyConnection, name: str, obj: Any) -> None:
+    """``con.register(name, obj)``, after ending a result of ``con.execute`` that is still open.
+
+    DuckDB 2 streams results: one read with ``fetchone()`` stays open until a fetch returns no row,
+    and while it is open ``register`` (like ``sql`` and ``create_function``) raises
+    ResourceInUseException. Whether it is still open depends on how many rows it had -- data, after
+    a debit in a synthetic release -- so it is ended here, always. ``abort()`` stops a read where it
+    is (``complete()`` would run it to its end: work, and time, that depend on rows nobody reads);
+    a write's result is whole already. DuckDB 1.x materialises every result and has no ``abort``."""
+    abort = getattr(con, "abort", None)
+    if abort is not None:
+        abort()
+    con.register(name, obj)
 
 
 def _require_usable(inst: Instance) -> None:

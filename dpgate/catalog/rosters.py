@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from dpgate import errors
+from dpgate import database, errors
 from dpgate.catalog import hooks, remembered
 from dpgate.catalog import sample_order as sample_order_mod
 from dpgate.catalog import tables as catalog
@@ -57,7 +57,7 @@ class Rosters:
             if src is not None:
                 arrow = hooks.spark().unit_rows(self.spark_session(), src, u, bcol if source == "column" else None)
                 rows_of[t] = quote(f"__dp_spark_units_{t}")
-                con.register("__dp_spark_arrow", arrow)
+                database.register(con, "__dp_spark_arrow", arrow)
                 try:
                     con.execute(f"CREATE OR REPLACE TEMP TABLE {rows_of[t]} AS SELECT * FROM __dp_spark_arrow")
                 finally:

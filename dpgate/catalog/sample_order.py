@@ -64,7 +64,7 @@ from contextvars import ContextVar
 import duckdb
 import numpy as np
 
-from dpgate import errors
+from dpgate import database, errors
 from dpgate.catalog.tables import SCHEMA, ProtectedTable, quote_ident
 
 REGISTRY = f"{SCHEMA}.sample_orders"
@@ -125,7 +125,7 @@ def build(
     else:
         keys = np.random.default_rng(seed).integers(0, 2**64, size=int(n), dtype=np.uint64)
     view = f"__dp_order_keys_{secrets.token_hex(6)}"
-    con.register(view, {"k": keys})
+    database.register(con, view, {"k": keys})
     try:
         con.execute(
             f"CREATE OR REPLACE TABLE {table_sql(name)} AS SELECT unit, {RANK} FROM ("

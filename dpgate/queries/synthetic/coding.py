@@ -45,7 +45,7 @@ import duckdb
 import numpy as np
 from sqlglot import exp
 
-from dpgate import errors
+from dpgate import database, errors
 from dpgate.catalog import tables as catalog
 from dpgate.catalog.tables import quote_ident
 from dpgate.mechanisms import privbayes
@@ -645,7 +645,7 @@ def _write_from_arrays(con: duckdb.DuckDBPyConnection, name: str, codings: list[
         data[m] = mask
         selects.append(f"CASE WHEN {m} THEN NULL ELSE CAST({v} AS {c.sql_type}) END AS {_q(c.name)}")
     view = f"__dp_release_{secrets.token_hex(8)}"
-    con.register(view, data)
+    database.register(con, view, data)
     try:
         _create(con, name, f"CREATE TABLE main.{_q(name)} AS SELECT {', '.join(selects)} FROM {view}")
     finally:
