@@ -33,7 +33,7 @@ import duckdb
 import numpy as np
 from sqlglot import exp
 
-from dpgate import errors, mechanisms, noise
+from dpgate import database, errors, mechanisms, noise
 from dpgate.backends.charged import bind
 from dpgate.catalog import hierarchies as vgh
 from dpgate.catalog import releases as registry
@@ -346,7 +346,7 @@ def _write(con, plan: SynthesisPlan, rows: np.ndarray, debit, analyst: str, para
             covers.append([h.labels[x] for x in under[node]])
     view = f"__dp_release_{secrets.token_hex(8)}"
     with registry.transaction(con):
-        con.register(view, data)
+        database.register(con, view, data)
         try:
             _create(con, name, f"CREATE TABLE main.{_q(name)} AS SELECT {', '.join(selects)} FROM {view}")
         finally:
