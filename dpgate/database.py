@@ -116,6 +116,13 @@ def acquire(path: str | os.PathLike, *, create: bool = False) -> Instance:
                 failed = failed_write(e)  # replaying the log at opening needs room on the disk too
                 if failed is not None:
                     raise failed from None
+                if "newer version of DuckDB" in text:  # DuckDB 1.x and a file DuckDB 2 created in its own format
+                    raise errors.InterfaceError(
+                        f"{os.fspath(path)!r} was written by a newer DuckDB than this one ({duckdb.__version__}), "
+                        "in a storage format it cannot read", code="DP104",
+                        hint="open it where a newer DuckDB is installed (dpgate supports 1.4 to 2.x: pip install "
+                        "'duckdb>=2,<3'); files dpgate creates are readable by DuckDB 1.4 and later",
+                    ) from e  # fmt: skip
                 raise errors.InterfaceError(
                     f"{os.fspath(path)!r} is not a DuckDB database file", code="DP104",
                     hint="give the path of a DuckDB file; to bring a CSV or Parquet file in, use "

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import duckdb
 
-from dpgate import errors, resources
+from dpgate import database, errors, resources
 from dpgate.catalog.owner import Owner
 
 DEMO_ANALYST = "demo"
@@ -118,8 +118,9 @@ def build(path: str | os.PathLike | None = None, *, force: bool = False) -> Path
         ddl = ddl.replace("{" + name + "}", "'" + str(file).replace("'", "''") + "'")
     with open(resources.sql_dir() / "demo" / "policy.toml", "rb") as f:
         items = tomllib.load(f)["tables"]["baskets"]["columns"]["item"]["domain"]
-    # Loading reads files, so it uses a plain DuckDB connection, closed before dpgate opens the file.
-    con = duckdb.connect(str(path))
+    # Loading reads files, so it uses a plain DuckDB connection, closed before dpgate opens the file; it
+    # writes the file in the storage format dpgate's own new files have (readable by DuckDB 1.4 and 2).
+    con = duckdb.connect(str(path), config=dict(database.STORAGE_CONFIG))
     try:
         con.execute(ddl)
         con.execute(basket_flags_sql(items))
