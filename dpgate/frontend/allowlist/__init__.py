@@ -48,7 +48,7 @@ statistics are exercised) with every allowed constant, for the argument types it
 for and for every other type too; a case DuckDB does not bind (``DESCRIBE`` fails) is
 skipped: a binder error depends on the query and the column types only.
 
-What the fuzzing found (DuckDB 2.0): ``TRY`` catches integer overflow of ``+ - * // %``
+What the fuzzing found (DuckDB 1.4-1.5, and 2.0 again): ``TRY`` catches integer overflow of ``+ - * // %``
 and unary minus (BIGINT and HUGEINT), ``abs(BIGINT_MIN)``, division by zero and failing
 casts, so arithmetic and ``CAST`` / ``::`` of row values to the scalar types of
 ``CAST_TYPES`` are allowed; ``ln``/``log``/``sqrt``/``pow`` return NaN or +-inf rather
