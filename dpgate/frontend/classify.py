@@ -477,7 +477,7 @@ def check_functions(statement: exp.Expr, catalog: Catalog) -> None:
         if name in functions.REFUSED or engine in functions.REFUSED:
             raise errors.NotSupportedError(
                 f"Function {name}() is not allowed: it reads SQL text, the engine's own counters or its "
-                "storage, or acts on the engine", code="DP220",
+                "storage, names tables or functions in strings, or acts on the engine", code="DP220",
                 hint="use ordinary scalar functions and aggregates",
             )  # fmt: skip
         if isinstance(node, exp.Anonymous) and builtins and name not in builtins:
