@@ -142,3 +142,20 @@ def test_a_file_from_a_newer_duckdb_is_refused_with_what_to_do(tmp_path, monkeyp
     with pytest.raises(errors.InterfaceError) as info:
         dpgate.connect(str(path), analyst="alice")
     assert info.value.code == "DP104" and "newer DuckDB" in info.value.message and "duckdb>=2" in info.value.hint
+
+
+def test_the_servers_catalog_gives_postgresqls_type_oids():
+    """pg_attribute.atttypid is DuckDB's own type id on 1.x and PostgreSQL's oid on 2.x (one of its own for a
+    type PostgreSQL lacks): psql's \\d, SQLAlchemy and JDBC read PostgreSQL's on both (a list: text)."""
+    from dpgate.server.pgcatalog import CatalogDatabase
+
+    db = CatalogDatabase()
+    try:
+        con = db._connection({"t": ("table", [("a", "INTEGER"), ("b", "DOUBLE"), ("c", "VARCHAR"), ("d", "DECIMAL(10,2)"),
+                                              ("e", "INTEGER[]"), ("f", "BOOLEAN"), ("g", "DATE")])})  # fmt: skip
+        rows = con.execute("SELECT a.attname, a.atttypid, a.atttypmod FROM memory.pg_more.pg_attribute a "
+                           "JOIN pg_catalog.pg_class c ON a.attrelid = c.oid WHERE c.relname = 't' ORDER BY a.attnum").fetchall()  # fmt: skip
+    finally:
+        db.close()
+    assert rows == [("a", 23, -1), ("b", 701, -1), ("c", 1043, -1), ("d", 1700, (10 << 16 | 2) + 4), ("e", 1043, -1),
+                    ("f", 16, -1), ("g", 1082, -1)]  # fmt: skip

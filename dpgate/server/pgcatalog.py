@@ -25,7 +25,7 @@ import sqlglot
 from sqlglot import exp
 
 import dpgate
-from dpgate import errors
+from dpgate import database, errors
 from dpgate.release import Result
 
 #: Relations of PostgreSQL's catalogs (their schema names, and tables named like PostgreSQL's).
@@ -48,14 +48,18 @@ _NAME_TYPES = {"regclass", "regtype", "regproc", "regprocedure", "regnamespace",
 _MORE = {
     "pg_class": "*, false AS relforcerowsecurity FROM pg_catalog.pg_class "
                 "WHERE relnamespace IN (SELECT oid FROM pg_catalog.pg_namespace)",
-    # DuckDB numbers a column's type by its own type ids, PostgreSQL by pg_type's oids (which clients
-    # join on): the oid of the PostgreSQL type DuckDB names it as (text for types PostgreSQL lacks), and
-    # a numeric's precision and scale encoded as PostgreSQL does
-    "pg_attribute": "* REPLACE (coalesce((SELECT min(t.oid) FROM pg_catalog.pg_type t WHERE t.typname = "
-                    "(SELECT pg_catalog.format_pg_type(d.logical_type, d.type_name) FROM duckdb_types() d "
-                    "WHERE d.type_oid = a.atttypid)), 1043) AS atttypid, CASE WHEN a.atttypmod > 0 "
-                    "THEN (((a.atttypmod // 1000) << 16) | (a.atttypmod % 1000)) + 4 ELSE a.atttypmod END AS atttypmod) "
-                    "FROM pg_catalog.pg_attribute a",
+    # PostgreSQL numbers a column's type by pg_type's oids (which clients join on). DuckDB 1.x numbers it
+    # by its own type ids: the oid of the PostgreSQL type DuckDB names it as. DuckDB 2 gives PostgreSQL's
+    # oid already, and one of its own for a type PostgreSQL lacks (a list, HUGEINT). Those are text (1043),
+    # and a numeric's precision and scale are encoded as PostgreSQL does.
+    "pg_attribute": "* REPLACE (" + (
+        "CASE WHEN a.atttypid IN (SELECT oid FROM pg_catalog.pg_type) THEN a.atttypid ELSE 1043 END"
+        if database.DUCKDB_MAJOR >= 2 else
+        "coalesce((SELECT min(t.oid) FROM pg_catalog.pg_type t WHERE t.typname = (SELECT "
+        "pg_catalog.format_pg_type(d.logical_type, d.type_name) FROM duckdb_types() d WHERE d.type_oid = a.atttypid)), "
+        "1043)"
+    ) + " AS atttypid, CASE WHEN a.atttypmod > 0 THEN (((a.atttypmod // 1000) << 16) | (a.atttypmod % 1000)) + 4 "
+    "ELSE a.atttypmod END AS atttypmod) FROM pg_catalog.pg_attribute a",
     "pg_collation": "*, NULL::BIGINT AS collnamespace, 10::BIGINT AS collowner, 'c' AS collprovider, "
                     "true AS collisdeterministic, 6 AS collencoding, 'C' AS collcollate, 'C' AS collctype "
                     "FROM pg_catalog.pg_collation",
