@@ -43,14 +43,17 @@ catalog entry, SQL text or counter of the engine), and is deterministic except w
 zero divisor, whatever ``error_on_division_by_zero`` says, and checks its scale argument: 0-38);
 ``hive_partition_component`` and ``path_join`` only format text (``path_join`` normalises the
 components it is given; it reads no file system and does not expand ``~``);
-``invoke`` applies a lambda to its arguments (DuckDB binds no subquery inside a lambda);
+``invoke`` applies a lambda to its arguments (DuckDB binds no subquery inside a lambda; ``built``
+sizes its body with the parameters bound to its arguments, else nesting it grew values unseen);
 ``json_copy_strftime_if_date`` / ``_if_timestamp`` are macros over ``strftime``; the JSON functions
 ``json_deep_merge``, ``json_insert``, ``json_merge_patch_diff``, ``json_normalize``, ``json_remove``,
 ``json_replace``, ``json_set``, ``json_strip_nulls`` edit a document given as an argument (output
 linear in the input); ``lttb`` keeps at most ``n`` of its rows' points (never more than it read);
 ``map_type_id_to_pg_oid`` is a CASE over integers; ``overlay`` is SQL's OVERLAY (its output at most
 its two strings); ``st_asgeojson``, ``st_geomfromgeojson`` and ``vertex_extract`` convert geometries;
-the ``variant_*`` functions read and build VARIANT values. None of these is on the allowlist of
+the ``variant_*`` functions read and build VARIANT values. What a public statement may build with
+them is bounded by ``built`` (``lttb`` and ``variant_group_*`` gather rows, sort keys grow their text).
+None of these is on the allowlist of
 what a DP statement may compute over protected rows (``allowlist.RULES``): they serve public statements.
 
 A function a newer DuckDB adds is refused until it is reviewed and added here

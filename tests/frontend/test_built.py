@@ -209,3 +209,29 @@ def test_the_bound_is_where_it_says():
     built.check(sqlglot.parse_one(f"SELECT repeat(region, {built.MAX_FACTOR}) FROM t", read="duckdb"))
     with pytest.raises(errors.UnsupportedQueryError):
         built.check(sqlglot.parse_one(f"SELECT repeat(region, {built.MAX_FACTOR + 1}) FROM t", read="duckdb"))
+
+
+@pytest.mark.parametrize(("sql", "ok"), [
+    # DuckDB 2.0's invoke(): its lambda's parameters have the sizes of its arguments (nested, 4 x 4 x 300)
+    ("SELECT invoke(lambda x: x || x, repeat('a', 1000))", True),
+    ("SELECT invoke(lambda x: x || x || x || x, repeat('a', 2000))", False),
+    ("SELECT invoke(lambda x: invoke(lambda y: y || y || y || y, x || x || x || x), repeat('a', 300))", False),
+    # lttb's points and a VARIANT of all the rows are as large as the rows read: measured, not grown
+    ("SELECT length(lttb(x, y, 1000)) FROM t", True),
+    ("SELECT array_to_string(lttb(x, y, 1000), repeat('-', 1000)) FROM t", False),
+    ("SELECT repeat(CAST(variant_group_array(x) AS VARCHAR), 100) FROM t", False),
+    # sort keys are larger than their text: nested ones multiply (2.0's collate_<locale> and 1.x's icu_collate_<locale>)
+    ("SELECT icu_collate_en(region), collate_en(region) FROM t", True),
+    ("SELECT icu_collate_en(icu_collate_en(icu_collate_en(repeat('a', 10))))", False),
+    ("SELECT collate_zh(repeat('a', 300))", False),
+])  # fmt: skip
+def test_functions_duckdb_2_added_are_sized(sql, ok):
+    """The functions DuckDB 2.0 added that build or gather values (``frontend.functions``) are sized too; on
+    1.x they are refused before this check as functions DuckDB does not have."""
+    statement = sqlglot.parse_one(sql, read="duckdb")
+    if ok:
+        built.check(statement)
+    else:
+        with pytest.raises(errors.UnsupportedQueryError) as info:
+            built.check(statement)
+        assert info.value.code == "DP255"
