@@ -72,8 +72,7 @@ _STORED: Size = (1.0, 0.0)
 _GATHERING = {
     "string_agg", "group_concat", "listagg", "list", "array_agg", "histogram", "histogram_exact",
     "json_group_array", "json_group_object", "json_group_structure", "map_agg", "bitstring_agg",
-    # DuckDB 2.0: a VARIANT of all the rows' values, and lttb's points (at most its n, at most its rows)
-    "variant_group_array", "variant_group_object", "lttb",
+    "lttb",  # DuckDB 2.0: at most its n points, at most its rows
 }  # fmt: skip
 _GATHERING_NODES = (exp.GroupConcat, exp.ArrayAgg)
 #: Growth of a function's output over the sum of its inputs (case mapping, escapes, encodings).
@@ -780,6 +779,7 @@ def _parameter_sizes(params: object) -> tuple[Size, list[str] | None]:
 def check(statement: exp.Expr, params: object = None) -> None:
     """Refuse a public statement that could build a value past the bounds above, or do work on one
     value that no interrupt reaches. ``params`` are the values its placeholders will take."""
+    _refuse_variant_casts(statement)
     parameter, patterns = _parameter_sizes(params)
     column: Size = _STORED
     sources = _columns(statement)
@@ -819,6 +819,21 @@ def check(statement: exp.Expr, params: object = None) -> None:
                 "build less per value (a smaller count, width or list); to make rows, use a table function: "
                 "SELECT ... FROM range(n)",
             )
+
+
+def _refuse_variant_casts(statement: exp.Expr) -> None:
+    """A VARIANT made from JSON text nests as deep as the text (``string_agg`` gathers 100,000 levels), and
+    DuckDB's work on a VARIANT -- comparing it, writing it as text or to the client, ``variant_contains``,
+    ``variant_normalize``, its sort key -- recurses once per level: 100,000 levels killed the process (1.5.6
+    and 2.0.1 alike). A public statement makes none (``frontend.functions`` refuses the functions that build
+    one); a stored VARIANT is read as it is."""
+    for cast in statement.find_all(exp.Cast):  # TRY_CAST and :: too
+        if any(t.this == exp.DataType.Type.VARIANT for t in cast.to.find_all(exp.DataType)):
+            raise _refuse(
+                "DP258", f"{_sql(cast)}: a public statement cannot make a VARIANT (one made from JSON text nests as "
+                "deep as the text, and DuckDB's work on it recurses once per level)",
+                "read JSON with the json_* functions, or a stored VARIANT column as it is",
+            )  # fmt: skip
 
 
 def _describe(a: float, b: float) -> str:

@@ -28,7 +28,14 @@ Left out, besides what reaches files, the network, settings or the catalog (``cl
   ``combine_aggr`` combines internal aggregate states (no analyst statement can make one: the
   parser does not read EXPORT_STATE, and ``to_aggregate_state`` is refused), and its
   multiplicity argument repeats a list or string state that many times, memory set by an
-  argument without ``repeat``'s 4 GB cap (10 elements x 1e11 exhausted the memory limit in one call).
+  argument without ``repeat``'s 4 GB cap (10 elements x 1e11 exhausted the memory limit in one call);
+- what builds a VARIANT of any nesting: ``variant_bytes_to_variant`` (from bytes the analyst
+  chooses), 2.0's ``variant_group_array`` and ``variant_group_object`` (their rows cast to VARIANT,
+  JSON text included). DuckDB's work on a VARIANT (comparing it, writing it as text or to the client,
+  ``variant_contains``, ``variant_normalize``, ``variant_comparator``) recurses once per nesting level,
+  and 100,000 levels -- a JSON text ``string_agg`` gathers -- killed the process on 1.5.6 and 2.0.1
+  alike; ``built`` refuses casts to VARIANT for the same reason. The functions that read one stay
+  (a stored VARIANT column is the owner's data).
 
 DuckDB's internal spellings (``__internal_*``, ``__cast``, ``__between``) are not listed, so
 they are refused as unreviewed (DuckDB itself refuses a direct call to ``__cast`` and ``__between``).
@@ -51,8 +58,8 @@ sizes its body with the parameters bound to its arguments, else nesting it grew 
 linear in the input); ``lttb`` keeps at most ``n`` of its rows' points (never more than it read);
 ``map_type_id_to_pg_oid`` is a CASE over integers; ``overlay`` is SQL's OVERLAY (its output at most
 its two strings); ``st_asgeojson``, ``st_geomfromgeojson`` and ``vertex_extract`` convert geometries;
-the ``variant_*`` functions read and build VARIANT values. What a public statement may build with
-them is bounded by ``built`` (``lttb`` and ``variant_group_*`` gather rows, sort keys grow their text).
+the other ``variant_*`` functions read VARIANT values. What a public statement may build with
+them is bounded by ``built`` (``lttb`` gathers rows, sort keys grow their text).
 None of these is on the allowlist of
 what a DP statement may compute over protected rows (``allowlist.RULES``): they serve public statements.
 
@@ -139,10 +146,10 @@ REVIEWED = frozenset(
     to_microseconds to_millennia to_milliseconds to_minutes to_months to_quarters to_seconds to_timestamp to_weeks
     to_years today transaction_timestamp translate trim trunc try_strptime typeof ucase unbin unhex unicode
     union_extract union_tag union_value unpivot_list upper url_decode url_encode user uuid uuid_extract_timestamp
-    uuid_extract_version uuidv4 uuidv7 var_pop var_samp variance variant_array_length variant_bytes_to_variant
-    variant_comparator variant_contains variant_exists variant_extract variant_extract_string variant_group_array
-    variant_group_object variant_keys variant_normalize variant_to_parquet_variant variant_type variant_typeof
-    vector_type version vertex_extract wavg week weekday weekofyear weighted_avg xor year yearweek
+    uuid_extract_version uuidv4 uuidv7 var_pop var_samp variance variant_array_length variant_comparator
+    variant_contains variant_exists variant_extract variant_extract_string variant_keys variant_normalize
+    variant_to_parquet_variant variant_type variant_typeof vector_type version vertex_extract wavg week weekday
+    weekofyear weighted_avg xor year yearweek
     """.split()
 ) | {f"{prefix}_{locale}" for prefix in ("collate", "icu_collate") for locale in _COLLATION_LOCALES}
 
@@ -152,6 +159,6 @@ REFUSED = frozenset(
     json_serialize_plan json_serialize_sql json_deserialize_sql current_query_id current_transaction_id txid_current
     current_connection_id current_query stats get_block_size write_log sleep_ms
     json_structure json_group_structure json_contains
-    index_key to_aggregate_state combine_aggr
+    index_key to_aggregate_state combine_aggr variant_bytes_to_variant variant_group_array variant_group_object
     """.split()
 )

@@ -81,6 +81,10 @@ REFUSED = [
      + " SELECT count(*) FROM c20", "DP255"),
     ("SELECT json_pretty(repeat('[', 3000) || repeat(']', 3000))", "DP255"),  # indentation: 36M characters
     ("SELECT json_pretty(repeat('[', 1500) || repeat(']', 1500))", "DP255"),  # within the bound, squared past it
+    # a VARIANT nests as deep as its JSON text, and DuckDB's work on it recurses per level (100,000 levels: a crash)
+    ("SELECT CAST(CAST(string_agg('[', '') || string_agg(']', '') AS JSON) AS VARIANT) = 1 FROM range(200000)", "DP258"),
+    ("SELECT TRY_CAST('[[1]]'::JSON AS VARIANT)", "DP258"),
+    ("SELECT [CAST(region AS STRUCT(a VARIANT))] FROM country_regions", "DP258"),
     ("SELECT json_pretty(string_agg('[', '')) FROM country_regions", "DP258"),
 ]
 
@@ -216,10 +220,9 @@ def test_the_bound_is_where_it_says():
     ("SELECT invoke(lambda x: x || x, repeat('a', 1000))", True),
     ("SELECT invoke(lambda x: x || x || x || x, repeat('a', 2000))", False),
     ("SELECT invoke(lambda x: invoke(lambda y: y || y || y || y, x || x || x || x), repeat('a', 300))", False),
-    # lttb's points and a VARIANT of all the rows are as large as the rows read: measured, not grown
+    # lttb's points are as large as the rows read: measured, not grown
     ("SELECT length(lttb(x, y, 1000)) FROM t", True),
     ("SELECT array_to_string(lttb(x, y, 1000), repeat('-', 1000)) FROM t", False),
-    ("SELECT repeat(CAST(variant_group_array(x) AS VARCHAR), 100) FROM t", False),
     # sort keys are larger than their text: nested ones multiply (2.0's collate_<locale> and 1.x's icu_collate_<locale>)
     ("SELECT icu_collate_en(region), collate_en(region) FROM t", True),
     ("SELECT icu_collate_en(icu_collate_en(icu_collate_en(repeat('a', 10))))", False),

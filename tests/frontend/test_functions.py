@@ -35,6 +35,9 @@ ATTACKS = [
     "SELECT finalize(to_aggregate_state({'count': 1, 'value': 42.0}, 'avg', ['DOUBLE']))",
     "SELECT to_aggregate_state(1, 'json_serialize_plan', ['VARCHAR'])",
     "SELECT combine_aggr(s, 1000000000000) FROM (SELECT NULL AS s)",
+    # a VARIANT of any nesting (DuckDB's work on one recurses per level)
+    "SELECT variant_bytes_to_variant(from_hex('00'))",
+    "SELECT variant_group_array(region) FROM country_regions",
 ]
 
 
