@@ -222,7 +222,7 @@ class Sizes:
     placeholders of size ``parameter``."""
 
     def __init__(self, column: Size = _STORED, parameter: Size = (0.0, _FIXED), sources: dict | None = None,
-                 known: dict | None = None) -> None:  # fmt: skip
+                 known: dict | None = None, patterns: list[str] | None = None, work: list[int] | None = None) -> None:  # fmt: skip
         self.column = column
         self.parameter = parameter
         self.sources = sources or {}  # id(column) -> the projections it may name (None: a stored column)
@@ -230,8 +230,8 @@ class Sizes:
         self.memo: dict[tuple, Size] = {}
         self.bound: dict[str, Size] = {}  # lambda parameters in scope
         self.depth = 0
-        self.work = 0  # expressions sized: bounded, so the checker's own time is
-        self.patterns: list[str] | None = None  # text parameters, when the statement's are known
+        self.work = work if work is not None else [0]  # expressions sized, shared by every round: bounded
+        self.patterns = patterns  # text parameters, when the statement's are known
 
     def of(self, node: exp.Expr) -> Size:
         key = (id(node), tuple(sorted(self.bound.items())) if self.bound else ())
@@ -249,8 +249,8 @@ class Sizes:
             return (0.0, float(len(_sql(node, whole=True))))  # an ENUM's labels, a STRUCT's names
         if isinstance(node, (exp.Null, exp.Boolean, exp.Star, exp.Interval)):
             return (0.0, _FIXED)
-        self.work += 1
-        if self.work > MAX_CHECK_WORK:
+        self.work[0] += 1
+        if self.work[0] > MAX_CHECK_WORK:
             raise _refuse(
                 "DP255", "The statement is too large or too nested for dpgate to bound its values before it runs",
                 "split it into smaller statements (fewer UNION branches, columns or levels of subqueries)",
@@ -475,10 +475,14 @@ class Sizes:
                 )
             e2 = self._body(lam, params, (0.0, big), (0.0, 2.0))
             g = max(e2[1] - f1[1], 0.0)
-            per = (f1[0], max(g + f1[1] - big - g, 0.0) + g)
+            per = (f1[0], max(f1[1] - big, 0.0) + g)
             return _grows(node, listed, (per[0], max(per[1], 1.0)))
-        # a mapping: each element of size s becomes at most f(s) = g * s + c, so the list becomes at most
-        # (g + c) times its size (its elements' sizes sum to at most its size, and so does their count)
+        return self._mapped(node, listed, lam, params)
+
+    def _mapped(self, node: exp.Expr, listed: Size, lam: exp.Lambda, params: list[str]) -> Size:
+        """A mapping of ``listed``: each element of size s becomes at most f(s) = g * s + c, so the list
+        becomes at most (g + c) times its size (its elements' sizes sum to at most its size, and so does
+        their count)."""
         one, two = self._body(lam, params, (0.0, 1.0)), self._body(lam, params, (0.0, 2.0))
         g = (two[1] - one[1], two[0] - one[0])
         per = (one[0] + max(g[1], 0.0), one[1] + max(g[0], 0.0))  # (stored part, per-element constant)
@@ -491,10 +495,7 @@ class Sizes:
         lam = exp.Lambda(this=node.this, expressions=[exp.to_identifier(var)])
         if node.args.get("condition") is not None:
             self._body(exp.Lambda(this=node.args["condition"], expressions=[exp.to_identifier(var)]), [var], listed)
-        one, two = self._body(lam, [var], (0.0, 1.0)), self._body(lam, [var], (0.0, 2.0))
-        g = (two[1] - one[1], two[0] - one[0])
-        per = (one[0] + max(g[1], 0.0), one[1] + max(g[0], 0.0))
-        return _grows(node, listed, (per[0], max(per[1], 1.0)))
+        return self._mapped(node, listed, lam, [var])
 
     def _body(self, lam: exp.Lambda, params: list[str], first: Size, second: Size | None = None) -> Size:
         if self.depth >= MAX_LAMBDA_DEPTH:
@@ -785,10 +786,10 @@ def check(statement: exp.Expr, params: object = None) -> None:
     sources = _columns(statement)
     projections = {id(p): p for _, named in sources.values() for p in named}
     known: dict[int, Size] = {}
+    work = [0]
     rounds = min(MAX_ROUNDS, 2 + sum(1 for _ in statement.find_all(exp.Select, exp.Values, exp.Unnest)))
     for _ in range(rounds):  # sizes carried level by level, until they settle
-        inner = Sizes(column, parameter, sources, known)
-        inner.patterns = patterns
+        inner = Sizes(column, parameter, sources, known, patterns, work)
         now = {key: inner.of(p) for key, p in projections.items()}
         if now == known:
             break
@@ -800,8 +801,7 @@ def check(statement: exp.Expr, params: object = None) -> None:
             f"{MAX_ROUNDS}): dpgate cannot bound them before it runs",
             "build values with constants in one place; a recursive CTE may count and carry values, not grow them",
         )
-    sizes = Sizes(column, parameter, sources, known)
-    sizes.patterns = patterns
+    sizes = Sizes(column, parameter, sources, known, patterns, work)
     under_lambda = {id(n) for lam in statement.find_all(exp.Lambda, exp.Comprehension) for n in lam.walk()}
     for node in reversed(list(statement.walk())):  # inner expressions first: the refusal names the builder
         if not isinstance(node, exp.Expr) or isinstance(node, (exp.Select, exp.Subquery, exp.Table, exp.From,
