@@ -176,13 +176,16 @@ class Slots:
 class Running:
     """One statement in flight on a connection (see the module's docstring)."""
 
+    #: How its public rows travel (``dpgate web`` streams them as JSON)
+    stream_type: type[RowStream] = RowStream
+
     def __init__(self, session: Any, sql: str, params: list[Any] | None, *, statement_timeout: float,
                  public_timeout: float, max_rows: int, max_bytes: int, gone: Any):  # fmt: skip
         self.session, self.sql, self.params = session, sql, params
         self.statement_timeout, self.public_timeout = statement_timeout, public_timeout
         self.gone = gone  # () -> bool: the client closed its side
         self.loop = asyncio.get_running_loop()
-        self.stream = RowStream(self.loop, max_rows, max_bytes)
+        self.stream = self.stream_type(self.loop, max_rows, max_bytes)
         self.begun = time.monotonic()
         self.reason: str | None = None  # why it was stopped, once a stop took
         self.requested: str | None = None  # a cancel asked for while it waits for its slot
