@@ -71,7 +71,7 @@ FILES = {
 }  # fmt: skip
 #: Sent with every response: the page runs only the package's scripts and styles, in no frame.
 SECURITY_HEADERS = {
-    "content-security-policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "content-security-policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
     "x-content-type-options": "nosniff",
     "referrer-policy": "no-referrer",

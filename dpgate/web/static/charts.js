@@ -50,8 +50,8 @@ const dpCharts = (() => {
           caption,
           marks: [
             Plot.areaY(data, { x: "x", y1: "lo", y2: "hi", fill: "#2f5bd3", fillOpacity: 0.12 }),
-            Plot.ruleX(data, { x: "x", y1: "lo", y2: "hi", stroke: "#2f5bd3", strokeOpacity: 0.6, ariaLabel: "whisker" }),
-            Plot.line(data, { x: "x", y: "value", stroke: "#2f5bd3" }),
+            Plot.ruleX(data, { x: "x", y1: "lo", y2: "hi", stroke: "#2f5bd3", strokeOpacity: 0.6, className: "dp-whisker" }),
+            Plot.line(data, { x: "x", y: "value", stroke: "#2f5bd3", className: "dp-line" }),
             Plot.dot(data, { x: "x", y: "value", fill: "#2f5bd3", r: 2.5, title: (d) => `${d.key}: ${fmt(d.value)} [${fmt(d.lo)}, ${fmt(d.hi)}]` }),
           ],
         });
@@ -59,7 +59,7 @@ const dpCharts = (() => {
         chart = plot({
           height: 260, marginLeft: 60, x: { label: keys[0] }, y: { label: col, grid: true }, caption,
           marks: [
-            Plot.ruleX(data, { x: "raw", y1: "lo", y2: "hi", stroke: "#2f5bd3", strokeOpacity: 0.6, ariaLabel: "whisker" }),
+            Plot.ruleX(data, { x: "raw", y1: "lo", y2: "hi", stroke: "#2f5bd3", strokeOpacity: 0.6, className: "dp-whisker" }),
             Plot.dot(data, { x: "raw", y: "value", fill: "#2f5bd3", r: 2.5 }),
           ],
         });
@@ -74,11 +74,11 @@ const dpCharts = (() => {
           x: { label: col, grid: true, nice: true, ...(bars ? {} : { zero: false }) },
           y: { label: null, domain: labels }, caption,
           marks: [
-            bars ? Plot.barX(data, { x: "value", y: "key", fill: "#9db2ea" }) : null,
-            Plot.ruleY(data, { y: "key", x1: "lo", x2: "hi", stroke: "#1d2330", strokeWidth: 1.5, ariaLabel: "whisker" }),
+            bars ? Plot.barX(data, { x: "value", y: "key", fill: "#9db2ea", className: "dp-bar" }) : null,
+            Plot.ruleY(data, { y: "key", x1: "lo", x2: "hi", stroke: "#1d2330", strokeWidth: 1.5, className: "dp-whisker" }),
             Plot.tickX(data, { y: "key", x: "lo", stroke: "#1d2330" }),
             Plot.tickX(data, { y: "key", x: "hi", stroke: "#1d2330" }),
-            Plot.dot(data, { x: "value", y: "key", fill: "#1d2330", r: 3,
+            Plot.dot(data, { x: "value", y: "key", fill: "#1d2330", r: 3, className: "dp-estimate",
               title: (d) => `${d.key}: ${fmt(d.value)} [${fmt(d.lo)}, ${fmt(d.hi)}]` }),
             bars ? Plot.ruleX([0]) : null,
           ],
@@ -90,18 +90,19 @@ const dpCharts = (() => {
   }
 
   // The owner's charts ----------------------------------------------------------------------------------
-  function spending(timeline, analysts) {
+  function spending(timeline, analysts, width) {
     const points = timeline.rows.map(([analyst, at, spent]) => ({ analyst, at: asDate(at), spent }));
     if (!points.length) return null;
     const names = [...new Set(points.map((p) => p.analyst))];
     const quotas = analysts.rows.filter((r) => names.includes(r[0])).map((r) => ({ analyst: r[0], quota: r[1] }));
     const last = names.map((n) => points.filter((p) => p.analyst === n).at(-1));
     return plot({
-      height: 280, marginLeft: 50, marginRight: 80, x: { type: "utc", label: "time" },
+      width: Math.max(480, Math.min(width || 900, 1100)), height: 280, marginLeft: 50, marginRight: 90,
+      x: { type: "utc", label: "time" },
       y: { label: "ε spent", grid: true, zero: true }, color: { legend: true, domain: names },
       marks: [
         Plot.ruleY(quotas, { y: "quota", stroke: "analyst", strokeDasharray: "4,3", strokeOpacity: 0.7 }),
-        Plot.line(points, { x: "at", y: "spent", stroke: "analyst", curve: "step-after", ariaLabel: "spending" }),
+        Plot.line(points, { x: "at", y: "spent", stroke: "analyst", curve: "step-after", className: "dp-spending" }),
         Plot.dot(last, { x: "at", y: "spent", fill: "analyst", r: 3 }),
         Plot.text(last, { x: "at", y: "spent", text: (d) => `${d.analyst} ${fmtEpsilon(d.spent)}`, dx: 6, textAnchor: "start" }),
       ],
@@ -115,7 +116,7 @@ const dpCharts = (() => {
       title: `${h.table} — ${h.subjects.toLocaleString("en-US")} subjects (${h.unit})`,
       x: { label: "ε left", domain: [0, h.max_epsilon] }, y: { label: "subjects", grid: true },
       marks: [
-        Plot.rectY(bins, { x1: "x1", x2: "x2", y: "n", fill: "#6f8fe0", insetLeft: 0.5, insetRight: 0.5, ariaLabel: "bin",
+        Plot.rectY(bins, { x1: "x1", x2: "x2", y: "n", fill: "#6f8fe0", insetLeft: 0.5, insetRight: 0.5, className: "dp-bin",
           title: (d) => `${fmt(d.n)} subjects with ε left in [${fmtEpsilon(d.x1)}, ${fmtEpsilon(d.x2)})` }),
         Plot.ruleY([0]),
       ],
@@ -131,7 +132,7 @@ const dpCharts = (() => {
       caption: "0: the release's marginals equal the source's; 1: disjoint",
       x: { label: null }, y: { label: "TVD", grid: true, domain: [0, Math.max(0.1, ...data.map((d) => d.tvd)) * 1.15] },
       marks: [
-        Plot.barY(data, { x: "way", y: "tvd", fill: "#6f8fe0", ariaLabel: "tvd" }),
+        Plot.barY(data, { x: "way", y: "tvd", fill: "#6f8fe0", className: "dp-tvd" }),
         Plot.text(data, { x: "way", y: "tvd", text: (d) => d.tvd.toFixed(3), dy: -8 }),
         Plot.ruleY([0]),
       ],
@@ -150,18 +151,20 @@ const dpCharts = (() => {
     if (d === 1) {
       return plot({
         height: 220, x: { label: syn.columns[0], domain: [syn.lower[0], syn.upper[0]] }, y: { label: "count per unit", grid: true },
-        marks: [Plot.rectY(data, { x1: (l) => l.lo[0], x2: (l) => l.hi[0], y: "density", fill: "#6f8fe0", ariaLabel: "leaf", title }), Plot.ruleY([0])],
+        marks: [Plot.rectY(data, { x1: (l) => l.lo[0], x2: (l) => l.hi[0], y: "density", fill: "#6f8fe0", className: "dp-leaf", title }), Plot.ruleY([0])],
       });
     }
     return plot({
-      width: 520, height: 420, marginLeft: 50,
+      width: 760, height: 420, marginLeft: 50,
       title: `${syn.leaves.length.toLocaleString("en-US")} leaves${d > 2 ? ` (boxes on ${syn.columns[0]}, ${syn.columns[1]})` : ""}`,
       x: { label: syn.columns[0], domain: [syn.lower[0], syn.upper[0]] },
       y: { label: syn.columns[1], domain: [syn.lower[1], syn.upper[1]] },
-      color: { type: "sqrt", scheme: "blues", legend: true, label: "points per unit of area" },
+      // quantiles: a few dense small leaves would otherwise wash every other one out
+      color: { type: "quantile", n: 7, scheme: "blues", legend: true, label: "points per unit of area (quantiles)",
+        tickFormat: (v) => fmt(+v.toPrecision(2)) },
       marks: [
         Plot.rect(data, { x1: (l) => l.lo[0], x2: (l) => l.hi[0], y1: (l) => l.lo[1], y2: (l) => l.hi[1],
-          fill: "density", stroke: "#ffffff", strokeWidth: 0.3, ariaLabel: "leaf", title }),
+          fill: "density", stroke: "#ffffff", strokeWidth: 0.3, className: "dp-leaf", title }),
         Plot.frame(),
       ],
     });

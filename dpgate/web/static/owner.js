@@ -11,7 +11,7 @@ const dpOwner = (() => {
       return;
     }
     const spending = clear(document.getElementById("spending"));
-    const chart = dpCharts.spending(o.timeline, o.analysts);
+    const chart = dpCharts.spending(o.timeline, o.analysts, spending.clientWidth);
     spending.append(chart || el("p", { class: "muted" }, "No analyst has spent anything yet."));
     const numeric = o.analysts.columns.map((c, j) => o.analysts.rows.some((r) => typeof r[j] === "number"));
     clear(document.getElementById("analysts")).append(table(o.analysts.columns, o.analysts.rows, numeric));
@@ -55,8 +55,9 @@ const dpOwner = (() => {
 
   function qualityView(q) {
     const chart = dpCharts.quality(q);
+    const said = { columns: "columns compared", rows_source: "rows in the source", rows_release: "rows in the release" };
     const facts = Object.entries(q).filter(([k]) => !/^tvd_/.test(k) && !["release", "source"].includes(k));
-    return el("div", null, chart, table(["", ""], facts.map(([k, v]) => [k, v]), [false, true]));
+    return el("div", null, chart, table(["", ""], facts.map(([k, v]) => [said[k] || k.replace(/_/g, " "), v]), [false, true]));
   }
 
   async function report(button, into, path, view) {
