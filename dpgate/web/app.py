@@ -427,7 +427,10 @@ class WebServer:
                     raise
                 except Exception as e:
                     log.exception("statement failed")
-                    raise errors.InternalError(f"Internal error: {type(e).__name__}", code="DP709") from e
+                    raise errors.InternalError(
+                        "Internal error in dpgate web; this is a bug in dpgate, please report it", code="DP709",
+                        hint="the server's log has the details; nothing was charged unless the answer said so",
+                    ) from e  # fmt: skip
                 return value, (rows if run.stream.columns is not None else None)
         finally:
             watcher.cancel()
