@@ -10,10 +10,15 @@ import tempfile
 import pytest
 
 import dpgate
-from conftest import system_tool
+from conftest import REQUIRE_TOOLS, system_tool
 from webserver import OWNER_PASSWORD, PASSWORD, ThreadWeb, add_logins
 
-selenium = pytest.importorskip("selenium")
+try:
+    import selenium  # noqa: F401 - the test extra installs it
+except ImportError:  # pragma: no cover
+    if REQUIRE_TOOLS:
+        raise
+    pytest.skip("selenium is not installed (pip install '.[test]')", allow_module_level=True)
 from selenium import webdriver  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
@@ -45,7 +50,7 @@ def web(demo_template, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser(web):
-    chromium = shutil.which("chromium") or system_tool("chromium", "chromium")
+    chromium = system_tool("chromium", "chromium")
     driver_path = system_tool("chromedriver", "chromium-driver")
     options = webdriver.ChromeOptions()
     options.binary_location = chromium

@@ -1,4 +1,4 @@
-"""Test helpers: ``dpgate web`` on an ephemeral loopback port in a thread, and a small HTTP client."""
+"""For the web tests: ``dpgate web`` on an ephemeral loopback port in a thread, and a small HTTP client."""
 
 from __future__ import annotations
 
