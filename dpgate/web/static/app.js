@@ -1,4 +1,4 @@
-// dpgate web: signing in, the API, and small DOM helpers shared by the analyst and owner pages.
+// dpgate web: signing in, the API, and the small DOM functions the analyst and owner pages share.
 "use strict";
 
 const dp = { csrf: null, name: null, role: null };
