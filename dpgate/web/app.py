@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hmac
 import ipaddress
 import json
@@ -141,6 +142,8 @@ class WebServer:
         self.max_result_rows, self.max_result_bytes = max_result_rows, max_result_bytes
         self.slots = Slots(statements_per_login)
         self.sessions = Sessions(idle=idle, max_sessions=max_sessions, per_login=max_sessions_per_login)
+        if limits.response_timeout < statement_timeout + 60:  # a statement's answer may take its whole limit
+            limits = dataclasses.replace(limits, response_timeout=statement_timeout + 300)
         self.connections = Connections(limits)
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dpgate-web")
         # sign-ins have threads of their own, as on dpgate serve: long statements never block one
@@ -188,7 +191,15 @@ class WebServer:
                 for ws in self.sessions.all():
                     await self._end(ws)
 
-        app = Starlette(routes=routes, exception_handlers={HTTPException: not_found}, lifespan=lifespan)
+        async def failed(request: Request, exc: Exception) -> Response:
+            log.error("request failed: %s %s", request.method, request.url.path, exc_info=exc)
+            return error_response(errors.InternalError(
+                "Internal error in dpgate web; this is a bug in dpgate, please report it", code="DP709",
+                hint="the server's log has the details",
+            ))  # fmt: skip
+
+        app = Starlette(routes=routes, exception_handlers={HTTPException: not_found, Exception: failed},
+                        lifespan=lifespan)  # fmt: skip
         return _Guard(app, self)
 
     def _api(self, handler: Callable) -> Callable:

@@ -265,3 +265,23 @@ def test_the_quota_is_spent_exactly_under_concurrent_requests(web, db):
     assert {b["code"] for b in refused} == {"DP401"}, refused
     assert _spent(db, "alice") == Decimal("1")
     assert sorted(b["cost"]["epsilon_remaining"] for b in answered) == pytest.approx([0.0, 0.25, 0.5, 0.75])
+
+
+def test_listening_elsewhere_than_loopback_needs_tls_and_a_port_in_use_is_refused(db, web):
+    from dpgate import errors
+    from dpgate.web.serve import Running
+
+    with pytest.raises(errors.ProgrammingError) as refused:
+        Running(str(db), host="0.0.0.0", port=0)
+    assert refused.value.code == "DP728" and "--tls-cert" in refused.value.hint
+    web.stop()  # the file is free again; its port is taken by another socket below
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    try:
+        with pytest.raises(errors.OperationalError) as refused:
+            Running(str(db), host="127.0.0.1", port=taken.getsockname()[1])
+        assert refused.value.code == "DP720"
+    finally:
+        taken.close()
+    web.stop = lambda: None  # stopped above
