@@ -74,6 +74,17 @@ def parse_verifier(verifier: str) -> tuple[int, bytes, bytes, bytes]:
     return out
 
 
+def check_password(verifier: str, password: str, *, real: bool = True) -> bool:
+    """Whether ``password`` is the one ``verifier`` was made from (a login that sends the password
+    itself, as ``dpgate web``'s form does over its loopback or TLS connection). The same PBKDF2 work
+    as a SCRAM exchange, and StoredKey compared in constant time; ``real`` False (a fake verifier)
+    is always False, after the same work."""
+    iterations, salt, stored_key, _ = parse_verifier(verifier)
+    salted = hashlib.pbkdf2_hmac("sha256", _normalize(password), salt, iterations)
+    candidate = hashlib.sha256(_hmac(salted, b"Client Key")).digest()
+    return hmac.compare_digest(candidate, stored_key) and real
+
+
 def fake_verifier(name: str, secret: bytes) -> str:
     """A verifier nobody can log in with, stable per name (so probes see a consistent salt)."""
     salt = _hmac(secret, b"salt:" + name.encode("utf-8"))[:16]
