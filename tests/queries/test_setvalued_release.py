@@ -66,6 +66,8 @@ def test_explain_shows_taxonomy_thresholds_and_split(db):
     ("item = 'item', c1 = 9", "DP287", "must not exceed"),
     ("item = 'item', fanout = 13", "DP205", ""),
     ("item = 'item', degree = 2", "DP204", "not an option"),
+    ("item = 'item', method = 'both'", "DP205", "one of 'auto', 'partition', 'marginals'"),
+    ("item = 'item', pair_items = 1", "DP205", ""),
     ("item = 'item', personalization = 'partition'", "DP274", "several"),
 ])  # fmt: skip
 def test_refusals_charge_nothing(db, options, code, words):
@@ -77,7 +79,7 @@ def test_refusals_charge_nothing(db, options, code, words):
         assert con.budget() == before
 
 
-def test_an_empty_release_says_why(make_db):
+def test_an_empty_release_says_why_and_the_route_avoids_it(make_db):
     # 200 baskets, most a different combination of 12 items: no partition reaches the root's threshold
     items = [f"i{k:02d}" for k in range(12)]
     rng = np.random.default_rng(3)
@@ -85,9 +87,15 @@ def test_an_empty_release_says_why(make_db):
     db = make_db(f"CREATE TABLE t (b INTEGER, item VARCHAR); INSERT INTO t VALUES {values};",
                  protect={"t": {"unit": "b", "max_rows": 12, "epsilon": 10.0, "domains": {"item": items}}})  # fmt: skip
     with dpgate.connect(str(db), analyst="alice", test_seed=2) as con:
-        cur = con.execute("CREATE SYNTHETIC TABLE t_dp FROM t USING diffpart WITH (epsilon = 0.5)")
+        cur = con.execute("CREATE SYNTHETIC TABLE t_dp FROM t USING diffpart WITH (epsilon = 0.5, method = 'partition')")
         assert any("no itemset reached its threshold" in m for m in cur.messages), cur.messages
         assert con.execute("SELECT count(*) FROM t_dp").fetchone() == (0,)
+        # without method, the public facts (200 records, 2 groups of items, ε) choose the marginals path
+        cur = con.execute("CREATE SYNTHETIC TABLE t_m FROM t USING diffpart WITH (epsilon = 0.5)")
+        assert "item and 66 pair supports" in cur.message
+        assert con.execute("SELECT count(DISTINCT b) > 150, count(*) > 800 FROM t_m").fetchone() == (True, True)
+        (mech,) = [r[3] for r in con.execute("SHOW RELEASES").fetchall() if r[0] == "t_m"]
+        assert mech == "set_marginals"
 
 
 def test_repeated_rows_of_one_item_take_one_place_in_a_record(make_db):
@@ -129,9 +137,10 @@ def test_a_record_matrix_beyond_its_cap_is_refused_before_the_debit(db, monkeypa
 
 
 def test_a_release_public_facts_say_is_empty_is_refused_free(db):
-    """At ε = 0.05 the first split needs parts of ~2,000 records and there are 3,001: refused before the
-    debit, and EXPLAIN says so first."""
-    sql = "CREATE SYNTHETIC TABLE b FROM baskets USING diffpart WITH (epsilon = 0.02, item = 'item', fanout = 2)"
+    """At ε = 0.02 the first split needs parts of ~5,000 records and there are 3,001: a forced partition
+    path is refused before the debit, and EXPLAIN says so first; without method the marginals path serves."""
+    sql = ("CREATE SYNTHETIC TABLE b FROM baskets USING diffpart WITH (epsilon = 0.02, item = 'item', fanout = 2, "
+           "method = 'partition')")
     with dpgate.connect(str(db), analyst="alice") as con:
         rows = con.execute("EXPLAIN PRIVACY " + sql).fetchall()
         (size,) = [r[-1] for r in rows if r[0] == "expected size"]
@@ -144,6 +153,10 @@ def test_a_release_public_facts_say_is_empty_is_refused_free(db):
         ok = con.execute("EXPLAIN PRIVACY " + sql.replace("0.02", "1")).fetchall()
         (size,) = [r[-1] for r in ok if r[0] == "expected size"]
         assert "refused" not in size
+        auto = con.execute("EXPLAIN PRIVACY " + sql.replace(", method = 'partition'", "")).fetchall()
+        (path,) = [r for r in auto if r[0] == "path"]
+        assert path[1] == "marginals" and "and 3,001 pay" in path[-1]
+        assert not [r for r in auto if r[0] == "expected size"]
 
 
 def test_the_expected_parts_kept_bound_the_first_split():
