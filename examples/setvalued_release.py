@@ -19,8 +19,9 @@ the median over the 50), for:
 
 - **partition**: DiffPart (``dpgate.mechanisms.diffpart``, fan-out 10, C1 = 2.75, C2 = 6.75),
   supports summed over its released itemsets — what ``USING diffpart`` released before;
-- **marginals**: ``dpgate.mechanisms.setmarginals``: the supports it publishes (``name_supports``)
-  and, after ``/``, those of its synthetic records (``name``);
+- **marginals**: ``dpgate.mechanisms.setmarginals``: the supports it publishes (``name_supports``'s
+  ``support``), then ``measured`` (its noisy supports before the pairs are shrunk and before
+  clipping at 0) and ``records`` (the supports of its synthetic records, ``name``);
 - **count**: what plain counting gives: ``COUNT(DISTINCT unit) GROUP BY item`` at the whole ε
   (each record in at most ``max_rows`` groups: discrete Laplace of that sensitivity on every
   declared item, as the counting class runs it), and the same over the declared pairs (a record
@@ -196,7 +197,7 @@ def main() -> None:
         print("    ε  route       method      items mean  items med   pairs mean  pairs med    seconds")
         paper = []
         for eps in EPSILONS:
-            rows: dict[str, list] = {"partition": [], "marginals": [], "records": [], "count": []}
+            rows: dict[str, list] = {"partition": [], "marginals": [], "measured": [], "records": [], "count": []}
             for _ in range(args.runs):
                 t0 = time.perf_counter()
                 out = diffpart.release(x, diffpart.Taxonomy.build(d, 10), eps, rng=rng)
@@ -208,6 +209,9 @@ def main() -> None:
                 t2 = time.perf_counter()
                 est_items, est_pairs = marginals_supports(rel)
                 rows["marginals"].append([*errors_top(true_items, est_items, true_pairs, est_pairs), t2 - t1])
+                measured = np.zeros((d, d))
+                measured[rel.pairs[:, 0], rel.pairs[:, 1]] = rel.pair_measured
+                rows["measured"].append([*errors_top(true_items, rel.item_measured, true_pairs, measured), t2 - t1])
                 rows["records"].append([*errors_top(true_items, synthetic.sum(axis=0).astype(float), true_pairs,
                                                     pair_counts(synthetic)), t2 - t1])  # fmt: skip
                 t3 = time.perf_counter()
@@ -217,8 +221,8 @@ def main() -> None:
                 if d <= 20:
                     paper.append((eps, out, synthetic))
             path = route(x, eps, max_rows)
-            for method, label in (("partition", "partition"), ("marginals", "marginals"), ("records", "  records"),
-                                  ("count", "count")):  # fmt: skip
+            for method, label in (("partition", "partition"), ("marginals", "marginals"), ("measured", "  measured"),
+                                  ("records", "  records"), ("count", "count")):  # fmt: skip
                 m = np.mean(rows[method], axis=0)
                 print(f"{eps:5.1f}  {path:10s}  {label:10s}  {m[0]:10.3f} {m[1]:10.3f}  {m[2]:10.3f} {m[3]:10.3f}"
                       f"  {m[4]:9.2f}")  # fmt: skip

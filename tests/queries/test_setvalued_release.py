@@ -41,9 +41,14 @@ def test_a_release_writes_both_tables_and_its_lineage(db):
         with Owner(db, create=False) as o, pytest.raises(dpgate.errors.NotSupportedError) as e:
             o.quality("b_dp")  # raised a bare KeyError: 'codings'
         assert e.value.code == "DP221" and "diffpart" in e.value.message
-        assert "b_dp_itemsets" in con.execute("DROP SYNTHETIC TABLE b_dp").message or True
+        # the partition path's supports: sums over the released itemsets, without noise columns
+        supports = {tuple(i): n for i, n in con.execute("SELECT list_sort(items), support FROM b_dp_supports").fetchall()}
+        assert supports[("bread",)] == sum(n for i, n in got.items() if "bread" in i) > 1300
+        assert supports[("eggs", "tea")] == sum(n for i, n in got.items() if {"eggs", "tea"} <= set(i)) > 600
+        assert con.execute("SELECT count(*) FROM b_dp_supports WHERE measured IS NOT NULL").fetchone() == (0,)
+        con.execute("DROP SYNTHETIC TABLE b_dp")
         names = {r[0] for r in con.execute("SHOW TABLES").fetchall()}
-        assert "b_dp" not in names and "b_dp_itemsets" not in names
+        assert not names & {"b_dp", "b_dp_itemsets", "b_dp_supports"}
     with Owner(db, create=False) as o:
         (entry,) = [r for r in o.ledger() if r[4] == "diffpart"]
         assert float(entry[6]) == 1.0
@@ -177,3 +182,56 @@ def test_the_expected_parts_kept_bound_the_first_split():
         passed.append(trace.operations[0][4])
     mean, sd = float(np.mean(passed)), float(np.std(passed)) + 1e-9
     assert mean <= bound + 4 * sd / runs**0.5, (mean, bound)
+
+
+SPARSE = ("CREATE TABLE visits AS SELECT b AS uid, 'i' || lpad(CAST((b * 7 + k * k) % 30 AS VARCHAR), 2, '0') AS item "
+          "FROM range(1500) r(b), range(8) s(k) WHERE k <= b % 8")  # 1 to 8 distinct items of 30 per subject
+SPARSE_ITEMS = [f"i{k:02d}" for k in range(30)]
+
+
+@pytest.fixture
+def sparse(make_db):
+    return make_db(SPARSE, protect={"visits": {"unit": "uid", "max_rows": 8, "epsilon": 10.0,
+                                                "domains": {"item": SPARSE_ITEMS}}})  # fmt: skip
+
+
+def test_the_marginals_path_writes_three_tables_that_agree(sparse):
+    """1,500 subjects of 1–8 of 30 items: too few for DiffPart's partitions (3 groups of items), so the
+    route takes the marginals path; its records, itemsets and supports agree with each other."""
+    sql = "CREATE SYNTHETIC TABLE v FROM visits USING diffpart WITH (epsilon = 1, pair_items = 10)"
+    with dpgate.connect(str(sparse), analyst="alice", test_seed=3) as con:
+        explain = {r[0]: r for r in con.execute("EXPLAIN PRIVACY " + sql).fetchall()}
+        assert explain["path"][1] == "marginals" and "and 1,500 pay" in explain["path"][-1]
+        assert explain["model"][1] == "set_marginals" and "45 pairs of the 10" in explain["model"][-1]
+        assert "item supports 0.45" in explain["shares"][-1] and "at most 8" in explain["expected quality"][-1]
+        before = con.budget()
+        cur = con.execute(sql)
+        assert cur.release.epsilon == 1.0 and "30 item and 45 pair supports" in cur.message
+        assert con.budget()[0] == pytest.approx(before[0] - 1.0)
+        supports = con.execute("SELECT size, count(*), min(support), min(noise_sd) FROM v_supports GROUP BY size "
+                               "ORDER BY size").fetchall()  # fmt: skip
+        assert [(s, n) for s, n, *_ in supports] == [(1, 30), (2, 45)] and all(lo >= 0 and sd > 0 for *_, lo, sd in supports)
+        subjects, rows = con.execute("SELECT count(DISTINCT uid), count(*) FROM v").fetchone()
+        assert abs(subjects - 1500) < 200 and rows > 3000  # the noisy size distribution, ~4.5 items each
+        assert con.execute("SELECT sum(count), sum(count * size) FROM v_itemsets").fetchone() == (subjects, rows)
+        # the records' item counts follow the supports (a fit, within the noise)
+        off = con.execute("SELECT median(abs(n - support) / noise_sd) FROM (SELECT item, count(*) AS n FROM v GROUP BY "
+                          "item) JOIN v_supports ON items = [item]").fetchone()[0]  # fmt: skip
+        assert off < 0.25
+        (rel,) = [r for r in con.execute("SHOW RELEASES").fetchall() if r[0] == "v"]
+        assert rel[3] == "set_marginals" and rel[4] == 1.0
+        con.execute("DROP SYNTHETIC TABLE v")
+        assert not {r[0] for r in con.execute("SHOW TABLES").fetchall()} & {"v", "v_itemsets", "v_supports"}
+
+
+def test_a_forced_path_is_what_explain_and_the_release_say(sparse):
+    with dpgate.connect(str(sparse), analyst="alice", test_seed=3) as con:
+        rows = con.execute("EXPLAIN PRIVACY CREATE SYNTHETIC TABLE p FROM visits USING diffpart WITH (epsilon = 1, "
+                           "method = 'partition')").fetchall()  # fmt: skip
+        (path,) = [r for r in rows if r[0] == "path"]
+        assert path[1] == "partition" and path[-1] == "method = 'partition'"
+        assert {r[0] for r in rows} >= {"taxonomy", "thresholds", "expected size"} and "shares" not in {r[0] for r in rows}
+        cur = con.execute("CREATE SYNTHETIC TABLE p FROM visits USING diffpart WITH (epsilon = 1, method = 'partition')")
+        assert "(DiffPart)" in cur.message
+        (rel,) = [r for r in con.execute("SHOW RELEASES").fetchall() if r[0] == "p"]
+        assert rel[3] == "diffpart"
