@@ -25,13 +25,13 @@ mechanism to a keyed random ``max_rows`` of them).
    record is in one bin: L1 = 1.
 2. *items* [items]: ``Σ_r w1(|r|)·[j ∈ r]`` for every declared item j (zeros included), in units
    of ``2^-GRID_BITS``, with ``w1(s) = ⌊2^GRID_BITS·min(1, m1/s)⌋``: one record moves its ``s``
-   items by ``w1(s)`` each, ``s·w1(s) ≤ m1·2^GRID_BITS`` in L1. ``m1`` is the median record size
-   of the noisy sizes (post-processing of 1).
+   items by ``w1(s)`` each, ``s·w1(s) ≤ m1·2^GRID_BITS`` in L1. ``m1`` is chosen from the noisy
+   sizes (``truncation``: post-processing of 1).
 3. *kept sizes* [kept-sizes]: records per bin of the number of their items among the ``K``
    selected items (the ``K`` largest noisy supports of 2, post-processing): L1 = 1.
 4. *pairs* [pairs]: ``Σ_r w2(k_r)·[a, b ∈ r]`` over the ``K(K−1)/2`` pairs of selected items,
    ``k_r`` the record's selected items and ``w2(k) = ⌊2^GRID_BITS·min(1, C(m2, 2)/C(k, 2))⌋``:
-   L1 ≤ ``C(k, 2)·w2(k) ≤ C(m2, 2)·2^GRID_BITS``. ``m2`` is the median of the noisy kept sizes.
+   L1 ≤ ``C(k, 2)·w2(k) ≤ C(m2, 2)·2^GRID_BITS``. ``m2`` is chosen from the noisy kept sizes.
 
 Each vector gets discrete Laplace noise of its L1 bound at its share (``dpgate.noise``: exact,
 integer); the shares add up to ε (``shares``). Everything after — the corrections, the
@@ -84,6 +84,10 @@ PROPOSALS_PER_RECORD = 24
 #: bounded from public facts (records × items), about a second per million record-items.
 MAX_PROPOSALS = 1 << 21
 BATCH = 256
+#: The size model's work: declared items × (longest record + 1) at most (``model_work``).
+MODEL_CELLS = 1 << 24
+#: Float copies of the record matrix are made this many cells at a time.
+CHUNK_CELLS = 1 << 22
 #: Records fitted at most; a larger table repeats them (``records``).
 FIT_RECORDS = 1 << 17
 #: Rounds calibrating the first, independent draw of records to the item supports.
@@ -105,6 +109,11 @@ def shares(epsilon: float, n_items: int) -> dict[str, float]:
     if n_items < 2:
         return {"sizes": epsilon * s0, "items": epsilon * (s1 + s2 + s3), "kept sizes": 0.0, "pairs": 0.0}
     return {"sizes": epsilon * s0, "items": epsilon * s1, "kept sizes": epsilon * s2, "pairs": epsilon * s3}
+
+
+def model_work(n_items: int, max_size: int) -> int:
+    """Cells of the size model (``_solve`` runs 60 passes over them): public, bounded before the debit."""
+    return n_items * (max_size + 1)
 
 
 def pair_count(k: int) -> int:
@@ -133,20 +142,30 @@ def pair_weight(kept: np.ndarray, m: int) -> np.ndarray:
     return np.minimum(np.int64(_GRID), (np.int64(pair_count(m)) << GRID_BITS) // c)
 
 
+def _chunks(rows: int, width: int):
+    """Slices of at most ``CHUNK_CELLS`` cells of a ``rows × width`` matrix (bounded float copies)."""
+    step = max(1, CHUNK_CELLS // max(width, 1))
+    for lo in range(0, rows, step):
+        yield slice(lo, min(rows, lo + step))
+
+
 def weighted_items(records: np.ndarray, m: int) -> np.ndarray:
     """Truncated item supports in grid units: ``Σ_r w1(|r|)·[j ∈ r]`` [items].
 
     Float64 sums of integers below 2^53 are exact (records × 2^GRID_BITS < 2^53)."""
-    w = item_weight(records.sum(axis=1), m).astype(np.float64)
-    return np.rint(w @ records).astype(np.int64)
+    out = np.zeros(records.shape[1])
+    for part in _chunks(len(records), records.shape[1]):
+        x = records[part]
+        out += item_weight(x.sum(axis=1), m).astype(np.float64) @ x
+    return np.rint(out).astype(np.int64)
 
 
 def weighted_pairs(records: np.ndarray, selected: np.ndarray, m: int) -> np.ndarray:
     """Truncated supports of the pairs of ``selected`` items, upper triangle in row order [pairs]."""
-    x = records[:, selected]
-    w = pair_weight(x.sum(axis=1), m).astype(np.float64)
-    xf = x.astype(np.float64)
-    full = xf.T @ (xf * w[:, None])
+    full = np.zeros((len(selected), len(selected)))
+    for part in _chunks(len(records), len(selected)):
+        xf = records[part][:, selected].astype(np.float64)
+        full += xf.T @ (xf * pair_weight(xf.sum(axis=1).astype(np.int64), m)[:, None])
     iu = np.triu_indices(len(selected), 1)
     return np.rint(full[iu]).astype(np.int64)
 
@@ -249,9 +268,9 @@ def measure(records: np.ndarray, epsilon: float, *, rng: np.random.Generator, ma
     if max_size < 1:
         raise ValueError("max_size must be at least 1")
     n_items = records.shape[1]
-    records = records[records.any(axis=1)]
-    sizes = np.minimum(records.sum(axis=1), max_size)
-    if (records.sum(axis=1) > max_size).any():
+    sizes = records.sum(axis=1)
+    records, sizes = records[sizes > 0], sizes[sizes > 0]
+    if (sizes > max_size).any():
         raise ValueError("a record holds more than max_size items")  # truncated before, in SQL
     eps = shares(epsilon, n_items)
     k = min(int(pair_items), n_items)
@@ -278,7 +297,7 @@ def measure(records: np.ndarray, epsilon: float, *, rng: np.random.Generator, ma
     factor = np.where(weighted > 1e-9, held.sum(axis=1) / np.maximum(weighted, 1e-12), rare)
     item_measured = w_items * factor
     items = np.maximum(item_measured, 0.0)
-    item_sd = noise.discrete_laplace_std(eps["items"], m1) * factor
+    item_sd = noise.discrete_laplace_std(eps["items"], m1 << GRID_BITS) / _GRID * factor
 
     if k < 2 or eps["pairs"] <= 0:
         empty = np.zeros(0)
@@ -310,7 +329,7 @@ def measure(records: np.ndarray, epsilon: float, *, rng: np.random.Generator, ma
     rare2 = (hk * c2).sum() / max((hk * c2 * weight2).sum(), 1e-12)
     factor2 = np.where(weighted2 > 1e-9, predicted / np.maximum(weighted2, 1e-12), rare2)
     pair_measured = w_pairs * factor2
-    pair_sd = noise.discrete_laplace_std(eps["pairs"], pair_count(m2)) * factor2
+    pair_sd = noise.discrete_laplace_std(eps["pairs"], pair_count(m2) << GRID_BITS) / _GRID * factor2
     residual = pair_measured - predicted
     tau2 = max(0.0, float(np.mean(residual**2 - pair_sd**2)))
     lam = tau2 / (tau2 + pair_sd**2) if tau2 > 0 else np.zeros(n_pairs)
@@ -364,12 +383,14 @@ def _independent(sizes: np.ndarray, target: np.ndarray, d: int, rng: np.random.G
     w = goal.copy()
     x = np.zeros((n, d), dtype=bool)
     for _ in range(CALIBRATION_ROUNDS):
-        keys = np.log(rng.random((n, d))) / w
         x = np.zeros((n, d), dtype=bool)
-        for s in np.unique(sizes):
-            rows = np.flatnonzero(sizes == s)
-            top = np.argpartition(-keys[rows], s - 1, axis=1)[:, :s] if s < d else np.tile(np.arange(d), (len(rows), 1))
-            x[rows[:, None], top] = True
+        for part in _chunks(n, d):
+            keys = np.log(rng.random((part.stop - part.start, d))) / w
+            size = sizes[part]
+            for s in np.unique(size):
+                rows = np.flatnonzero(size == s)
+                top = np.argpartition(-keys[rows], s - 1, axis=1)[:, :s] if s < d else np.tile(np.arange(d), (len(rows), 1))
+                x[part.start + rows[:, None], top] = True
         w = w * (goal / (x.sum(axis=0) + 0.5))
     return x
 

@@ -56,8 +56,8 @@ def test_without_truncation_the_supports_carry_exactly_the_declared_noise():
     for _ in range(30):
         rel = sm.measure(x, 1.0, rng=rng, max_size=4, pair_items=8)
         assert (rel.m1, rel.m2) == (4, 4)
-        assert np.allclose(rel.item_sd, noise.discrete_laplace_std(0.45, 4))
-        assert np.allclose(rel.pair_sd, noise.discrete_laplace_std(0.45, 6))
+        assert np.allclose(rel.item_sd, noise.discrete_laplace_std(0.45, 4 << sm.GRID_BITS) / (1 << sm.GRID_BITS))
+        assert np.allclose(rel.pair_sd, noise.discrete_laplace_std(0.45, 6 << sm.GRID_BITS) / (1 << sm.GRID_BITS))
         zi += list((rel.item_measured - items) / rel.item_sd)
         zp += list((rel.pair_measured - pairs[rel.pairs[:, 0], rel.pairs[:, 1]]) / rel.pair_sd)
     for z in (np.array(zi), np.array(zp)):

@@ -235,3 +235,18 @@ def test_a_forced_path_is_what_explain_and_the_release_say(sparse):
         assert "(DiffPart)" in cur.message
         (rel,) = [r for r in con.execute("SHOW RELEASES").fetchall() if r[0] == "p"]
         assert rel[3] == "diffpart"
+
+
+def test_a_size_model_beyond_its_cap_is_refused_before_the_debit(sparse, monkeypatch):
+    """The marginals path's size model takes 60 passes over items × (max_rows + 1) cells (30 × 9 here):
+    beyond MODEL_CELLS it is refused in the debit's transaction, free, with the max_rows that would do."""
+    from dpgate.mechanisms import setmarginals
+
+    monkeypatch.setattr(setmarginals, "MODEL_CELLS", 30 * 9 - 1)
+    with dpgate.connect(str(sparse), analyst="alice", test_seed=1) as con:
+        before = con.budget()
+        with pytest.raises(dpgate.errors.UnsupportedQueryError) as e:
+            con.execute("CREATE SYNTHETIC TABLE v FROM visits USING diffpart WITH (epsilon = 1)")
+        assert e.value.code == "DP266" and "270 cells" in e.value.message and "max_rows_contributed = 7" in e.value.hint
+        assert con.budget() == before
+        con.execute("CREATE SYNTHETIC TABLE v FROM visits USING diffpart WITH (epsilon = 1, max_rows_contributed = 7)")

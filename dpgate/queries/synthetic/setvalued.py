@@ -188,8 +188,9 @@ def _synthesize(plan: SynthesisPlan, path: str, records: np.ndarray, epsilon: fl
 
 def check_size(plan: SynthesisPlan, population: int, epsilon: float) -> None:
     """Before the debit (inside its transaction): the record matrix, one byte per subject and
-    declared item, must fit ``MAX_RECORD_CELLS`` — the roster and the domain are public; and a
-    partition path that public facts say is empty is refused."""
+    declared item, must fit ``MAX_RECORD_CELLS`` — the roster and the domain are public; a
+    partition path that public facts say is empty is refused, and so is a marginals path whose
+    size model would pass ``MODEL_CELLS``."""
     items = plan.options["taxonomy"].n_items
     if population * items > diffpart.MAX_RECORD_CELLS:
         raise errors.UnsupportedQueryError(
@@ -200,8 +201,17 @@ def check_size(plan: SynthesisPlan, population: int, epsilon: float) -> None:
             f"subjects), or declare at most {diffpart.MAX_RECORD_CELLS // max(population, 1):,} items; "
             "nothing was charged",
         )  # fmt: skip
-    if route(plan, population, epsilon)[0] == "partition":
+    path = route(plan, population, epsilon)[0]
+    if path == "partition":
         _require_records(plan, population, epsilon)
+    elif setmarginals.model_work(items, plan.max_rows) > setmarginals.MODEL_CELLS:
+        raise errors.UnsupportedQueryError(
+            f"The marginals path's size model over {items:,} declared items and records of up to {plan.max_rows:,} "
+            f"items would take {setmarginals.model_work(items, plan.max_rows):,} cells; it takes at most "
+            f"{setmarginals.MODEL_CELLS:,}", code="DP266",
+            hint=f"ask max_rows_contributed = {max(1, setmarginals.MODEL_CELLS // items - 1):,} or less, or declare "
+            "fewer items; nothing was charged",
+        )  # fmt: skip
 
 
 #: A release whose first split passes fewer candidates than this, in expectation, is refused free.
@@ -433,7 +443,7 @@ def _why(plan: SynthesisPlan, path: str | None, records: int | None, needed: int
     if path is None:
         return "chosen at the debit from the records that pay: the partition path when DiffPart's partitions can survive"
     groups = sum(1 for v in range(len(o["taxonomy"].height)) if o["taxonomy"].height[v] == 1)
-    need = f"{needed:,}" if needed < 10**15 else f"about 10^{int(math.log10(needed))}"
+    need = f"{needed:,}" if needed < 10**15 else f"10^{int(math.log10(needed))}"
     if path == "partition":
         return (f"DiffPart: {records:,} records pay, and its partitions can survive from {need} at ε = {eps:g} "
                 f"({groups} group(s) of items)")  # fmt: skip
