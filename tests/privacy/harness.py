@@ -25,9 +25,7 @@ a FIXED salt so that the keyed per-subject row sample is drawn identically on D 
   count moves by at most min(I_0(g), I_0(g′)) <= GS (I_0 = local sensitivity), the ladder
   property I_t(g) <= I_{t+1}(g′) both ways, the width statistic by at most 1;
 - set-valued releases (``USING diffpart``): the records as a multiset of itemsets (L1 <= 1), and
-  the marginals path's statistics by ``mechanisms.setmarginals``' own functions at several
-  truncations (record sizes and sizes within the selected items: L1 <= 1; weighted item
-  supports: L1 <= m1·2^GRID_BITS; weighted pair supports: L1 <= C(m2, 2)·2^GRID_BITS);
+  the marginals path's statistics at several truncations (``set_statistics``);
 - synthetic releases: the encoded source (``source_sql`` + ``encode_query``) as a multiset
   of code tuples (add/remove distance <= ``max_rows``: the model runs at ε / max_rows), and
   every 1- and 2-way marginal (L1 <= ``max_rows``); for the supermodular release the records as
@@ -68,6 +66,8 @@ from dpgate.queries import subgraph as subgraph_mod
 from dpgate.queries import synthetic as synthetic_mod
 from dpgate.queries import topk as topk_mod
 from dpgate.queries.synthetic import coding as synthesis
+
+import set_statistics
 
 #: The fixed salt of the keyed per-subject sample: the same on D and D′.
 SALT = 0x2545F4914F6CDD1D & ((1 << 62) - 1)
@@ -358,42 +358,6 @@ def _counts(a: np.ndarray) -> dict[Any, int]:
     return dict(zip(map(tuple, rows.tolist()), n.tolist()))
 
 
-def _set_marginals(plan: SynthesisPlan, records: list[list[int]], selected) -> tuple[dict[str, Statistic], list[int]]:
-    """The marginals path's four statistics, by the mechanism's own functions, at several truncations:
-    record sizes per bin and sizes within the selected items (L1 <= 1), weighted item supports
-    (L1 <= m1·2^GRID_BITS) and weighted pair supports of the selected items (L1 <= C(m2, 2)·2^GRID_BITS).
-    The selection is the K most frequent items of D, kept for D′ (on the gateway it is a noisy output)."""
-    from dpgate.mechanisms import setmarginals as sm
-
-    n_items, top = len(plan.options["items"]), plan.max_rows
-    x = np.zeros((len(records), n_items), dtype=bool)
-    for r, items in enumerate(records):
-        x[r, items] = True
-    if selected is None:
-        k = min(plan.options["pair_items"], n_items)
-        selected = sorted(int(i) for i in np.argsort(-x.sum(axis=0), kind="stable")[:k])
-    sel = np.asarray(selected, dtype=np.int64)
-    kept_max = min(len(sel), top)
-
-    def bins(counts) -> dict:
-        return {b: int(v) for b, v in enumerate(counts)}
-
-    stats = {"record sizes": Statistic("record sizes", bins(sm.size_counts(x.sum(axis=1), top)), l1=1, fixed_keys=True)}
-    for m in sorted({1, 2, max(1, top // 2), top}):
-        stats[f"items m1={m}"] = Statistic(f"items m1={m}", dict(enumerate(sm.weighted_items(x, m).tolist())),
-                                           l1=m << sm.GRID_BITS, fixed_keys=True)  # fmt: skip
-    if len(sel) >= 2:
-        stats["kept sizes"] = Statistic("kept sizes", bins(sm.size_counts(x[:, sel].sum(axis=1), kept_max)), l1=1,
-                                        fixed_keys=True)  # fmt: skip
-        iu = np.triu_indices(len(sel), 1)
-        cells = [(int(sel[a]), int(sel[b])) for a, b in zip(*iu)]
-        for m in sorted({2, min(3, max(2, kept_max)), max(2, kept_max)}):
-            pairs = sm.weighted_pairs(x, sel, m).tolist()
-            stats[f"pairs m2={m}"] = Statistic(f"pairs m2={m}", dict(zip(cells, pairs)),
-                                               l1=sm.pair_count(m) << sm.GRID_BITS, fixed_keys=True)  # fmt: skip
-    return stats, selected
-
-
 def _synthetic(con, plan: SynthesisPlan, charged: str, salt: int, hints: dict[str, Any] | None = None) -> Exact:
     hints = hints or {}
     if plan.mechanism == "diffpart":  # the records (one itemset per subject): one subject moves one record
@@ -408,8 +372,8 @@ def _synthetic(con, plan: SynthesisPlan, charged: str, salt: int, hints: dict[st
             key = tuple(sorted(items))
             counts[key] = counts.get(key, 0) + 1
         stats = {"records": Statistic("records", counts, l1=1)}
-        marginals, selected = _set_marginals(plan, list(records.values()), hints.get("selected"))
-        stats.update(marginals)
+        marginals, selected = set_statistics.marginals(plan, list(records.values()), hints.get("selected"))
+        stats.update({name: Statistic(name, values, l1=l1, fixed_keys=True) for name, (values, l1) in marginals.items()})
         return Exact("synthetic", plan, stats, {"rows": len(records), "selected": selected})
     if plan.mechanism == "privtree_markov":  # the sequences: one subject is one sequence
         from dpgate.queries.synthetic import sequences
