@@ -78,18 +78,21 @@ MAX_PAIR_ITEMS = 128
 #: Record-size bins grow by this ratio (1, 2, 3, 4, 5, 6-7, 8-9, 10-12, ...): few bins, each
 #: with noise of scale 1/ε_sizes, whatever the longest record may be.
 BIN_RATIO = 1.25
-#: Records are moved towards the supports by this many proposals per record (a public bound).
+#: Records are moved towards the supports by this many proposals per record, in batches of at
+#: most BATCH records, and at most MAX_PROPOSALS in all.
 PROPOSALS_PER_RECORD = 24
-#: At most this many proposals in all, in batches of at most BATCH records: the fit's work is
-#: bounded from public facts (records × items), about a second per million record-items.
 MAX_PROPOSALS = 1 << 21
 BATCH = 256
+#: A batch scores every item for each of its records, and every pair of selected items: the fit
+#: stops at FIT_WORK such cells (about 5 s), whatever the data.
+FIT_WORK = 1 << 31
 #: The size model's work: declared items × (longest record + 1) at most (``model_work``).
 MODEL_CELLS = 1 << 24
 #: Float copies of the record matrix are made this many cells at a time.
 CHUNK_CELLS = 1 << 22
-#: Records fitted at most; a larger table repeats them (``records``).
+#: Records fitted at most, and record × item cells; a larger table repeats them (``records``).
 FIT_RECORDS = 1 << 17
+FIT_CELLS = 1 << 24
 #: Rounds calibrating the first, independent draw of records to the item supports.
 CALIBRATION_ROUNDS = 6
 
@@ -348,9 +351,9 @@ def records(release: Marginals, *, rng: np.random.Generator, max_records: int | 
     noisy size distribution, scaled so that the items' total matches; items drawn independently
     with weights calibrated to the item supports; then records are moved (one item swapped for
     another) while that lowers the supports' distance, weighted by their noise. ``max_records``
-    (public: the records that paid) bounds the table. Beyond ``FIT_RECORDS`` records, that many
-    are fitted to the supports scaled down and then repeated (the fit's work stays bounded and
-    each record still gets its share of moves).
+    (public: the records that paid) bounds the table. Beyond ``FIT_RECORDS`` records (or
+    ``FIT_CELLS`` record × item cells), that many are fitted to the supports scaled down and then
+    repeated: the fit's work stays bounded and each record still gets its share of moves.
     """
     d = release.n_items
     h = np.maximum(release.sizes, 0.0)
@@ -359,7 +362,7 @@ def records(release: Marginals, *, rng: np.random.Generator, max_records: int | 
         n = min(n, int(max_records))
     if n <= 0 or h.sum() <= 0 or d == 0:
         return np.zeros((0, d), dtype=bool)
-    fitted = min(n, FIT_RECORDS)
+    fitted = max(1, min(n, FIT_RECORDS, FIT_CELLS // d))
     scale = fitted / n
     target = release.items * scale
     sizes = rng.choice(len(h), size=fitted, p=h / h.sum())
@@ -416,7 +419,7 @@ def _fit(x: np.ndarray, release: Marginals, scale: float, rng: np.random.Generat
     xk = x[:, sel].astype(np.float64)
     cc = xk.T @ xk
     batch = min(BATCH, n)
-    rounds = min(-(-PROPOSALS_PER_RECORD * n // batch), MAX_PROPOSALS // batch)
+    rounds = min(-(-PROPOSALS_PER_RECORD * n // batch), MAX_PROPOSALS // batch, FIT_WORK // (batch * (d + k * k)))
     rows = np.arange(batch)
     for _ in range(rounds):
         up = (np.abs(c + 1 - f) - np.abs(c - f)) / sd_f
