@@ -129,7 +129,7 @@ def marginals_supports(rel: setmarginals.Marginals) -> tuple[np.ndarray, np.ndar
 def counting(x: np.ndarray, eps: float, max_groups: int, rng) -> tuple[np.ndarray, np.ndarray]:
     """COUNT(DISTINCT unit) GROUP BY item, and GROUP BY pair, each at ε with a record in at most
     ``max_groups`` groups (a random sample of its items or pairs)."""
-    n, d = x.shape
+    d = x.shape[1]
     items = x.sum(axis=0).astype(np.float64)  # max_groups ≥ every record's size here: nothing sampled
     items += noise.discrete_laplace(eps, max_groups, d, rng)
     sizes = x.sum(axis=1)

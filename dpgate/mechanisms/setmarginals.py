@@ -258,7 +258,7 @@ class Marginals:
 
     @property
     def records(self) -> int:
-        return int(round(float(self.sizes.sum())))
+        return round(float(self.sizes.sum()))
 
 
 def measure(records: np.ndarray, epsilon: float, *, rng: np.random.Generator, max_size: int,
@@ -313,7 +313,7 @@ def measure(records: np.ndarray, epsilon: float, *, rng: np.random.Generator, ma
     noisy_kept = size_counts(kept, kept_max) + noise.discrete_laplace(
         eps["kept sizes"], 1, len(size_bins(kept_max)) - 1, rng)  # [kept-sizes]  # fmt: skip
     hk = spread(noisy_kept, kept_max)
-    c2f = lambda s: s * (s - 1) / 2  # noqa: E731
+    c2f = lambda s: s * (s - 1) / 2
     m2 = max(2, truncation(hk, eps["pairs"], pair_count(k), c2f,
                            lambda m, s: np.minimum(1.0, c2f(m) / np.maximum(c2f(s), 1))))  # fmt: skip
     exact_pairs = weighted_pairs(records, selected, m2)

@@ -29,7 +29,7 @@ from dpgate.catalog.owner import Owner
 from dpgate.resources import data_dir
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
-from setvalued_release import baskets, msnbc_like, sparse_baskets  # noqa: E402
+from setvalued_release import baskets, msnbc_like, sparse_baskets
 
 ITEMS = [f"c{i:02d}" for i in range(17)]
 TOP = 50

@@ -12,9 +12,9 @@ reads only public facts), and the bounds must be reached (else the check proves 
 
 from __future__ import annotations
 
+import harness
 import pytest
 
-import harness
 from dpgate.mechanisms import setmarginals as sm
 from dpgate.queries.synthetic import setvalued
 
@@ -33,8 +33,9 @@ REMOVED = {"heavy": 999, "one item": 9, "median": 13, "nine items": 17}
 
 @pytest.fixture(scope="module")
 def worlds(tmp_path_factory):
-    from dpgate.catalog.owner import Owner
     import duckdb
+
+    from dpgate.catalog.owner import Owner
 
     base = tmp_path_factory.mktemp("setvalued") / "d.duckdb"
     con = duckdb.connect(str(base))

@@ -410,7 +410,7 @@ def _write(con, plan: SynthesisPlan, itemsets: dict, supports: list[tuple], samp
             con, entry_id=debit.entry_id, name=name, kind="synthetic table", sources=[t.name], mechanism=mechanism,
             parameters=parameters, epsilon=debit.epsilon, delta=0.0, analyst=analyst, row_count=len(owner_of),
         )  # fmt: skip
-    return int(len(owner_of))
+    return len(owner_of)
 
 
 def explain_rows(plan: SynthesisPlan, subjects=None) -> list[tuple]:
