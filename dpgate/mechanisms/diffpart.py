@@ -173,6 +173,28 @@ def passing_at_root(records: int, taxonomy: Taxonomy, epsilon: float, c1: float,
     return candidates * noise.discrete_laplace_tail(eps_op, 1, gap)  # the sampler actually run
 
 
+def records_needed(taxonomy: Taxonomy, epsilon: float, c1: float, c2: float, max_items: int) -> int:
+    """Records DiffPart needs before its leaf partitions can survive, from public facts only.
+
+    A record's chain ends in a leaf partition: one of the combinations of height-1 groups its
+    items touch, then one of the itemsets within a group. Spread evenly over the combinations a
+    record of at most ``max_items`` items can reach, times the itemsets of the largest group,
+    each part would have to reach the threshold of a height-1 split at the root's α (the least
+    any split of the chain needs). Below that, what survives is the few itemsets that hold far
+    more than their share of the records. A taxonomy whose root's children are items is one
+    noisy histogram of all itemsets (its threshold is the leaf's, at the whole ε): it needs
+    no partition to survive, only records, and is always served.
+    """
+    tax = taxonomy
+    if tax.internal[tax.root] <= 1:
+        return thresholds(1, epsilon, c1)
+    groups = [v for v in range(len(tax.height)) if tax.height[v] == 1]
+    largest = max(len(tax.children[v]) for v in groups)
+    combos = sum(math.comb(len(groups), k) for k in range(1, min(len(groups), max_items) + 1))
+    itemsets = sum(math.comb(largest, k) for k in range(1, min(largest, max_items) + 1))
+    return combos * itemsets * thresholds(1, epsilon / 2 / tax.n_internal, c2)
+
+
 def release(
     records: np.ndarray,
     taxonomy: Taxonomy,

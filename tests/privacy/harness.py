@@ -24,6 +24,8 @@ a FIXED salt so that the keyed per-subject row sample is drawn identically on D 
 - subgraph counts: the simple graph from ``edges_sql`` and ``ladder.ladder_function``: the
   count moves by at most min(I_0(g), I_0(g′)) <= GS (I_0 = local sensitivity), the ladder
   property I_t(g) <= I_{t+1}(g′) both ways, the width statistic by at most 1;
+- set-valued releases (``USING diffpart``): the records as a multiset of itemsets (L1 <= 1), and
+  the marginals path's statistics at several truncations (``set_statistics``);
 - synthetic releases: the encoded source (``source_sql`` + ``encode_query``) as a multiset
   of code tuples (add/remove distance <= ``max_rows``: the model runs at ε / max_rows), and
   every 1- and 2-way marginal (L1 <= ``max_rows``); for the supermodular release the records as
@@ -64,6 +66,8 @@ from dpgate.queries import subgraph as subgraph_mod
 from dpgate.queries import synthetic as synthetic_mod
 from dpgate.queries import topk as topk_mod
 from dpgate.queries.synthetic import coding as synthesis
+
+import set_statistics
 
 #: The fixed salt of the keyed per-subject sample: the same on D and D′.
 SALT = 0x2545F4914F6CDD1D & ((1 << 62) - 1)
@@ -199,7 +203,7 @@ def exact_statistics(con: duckdb.DuckDBPyConnection, plan, *, charged: str | Non
     if isinstance(plan, SubgraphPlan):
         return _subgraph(con, plan)
     if isinstance(plan, SynthesisPlan):
-        return _synthetic(con, plan, charged, salt)
+        return _synthetic(con, plan, charged, salt, hints)
     raise TypeError(f"no harness for {type(plan).__name__}")
 
 
@@ -354,7 +358,8 @@ def _counts(a: np.ndarray) -> dict[Any, int]:
     return dict(zip(map(tuple, rows.tolist()), n.tolist()))
 
 
-def _synthetic(con, plan: SynthesisPlan, charged: str, salt: int) -> Exact:
+def _synthetic(con, plan: SynthesisPlan, charged: str, salt: int, hints: dict[str, Any] | None = None) -> Exact:
+    hints = hints or {}
     if plan.mechanism == "diffpart":  # the records (one itemset per subject): one subject moves one record
         from dpgate.queries.synthetic import setvalued
 
@@ -366,7 +371,10 @@ def _synthetic(con, plan: SynthesisPlan, charged: str, salt: int) -> Exact:
         for items in records.values():
             key = tuple(sorted(items))
             counts[key] = counts.get(key, 0) + 1
-        return Exact("synthetic", plan, {"records": Statistic("records", counts, l1=1)}, {"rows": len(records)})
+        stats = {"records": Statistic("records", counts, l1=1)}
+        marginals, selected = set_statistics.marginals(plan, list(records.values()), hints.get("selected"))
+        stats.update({name: Statistic(name, values, l1=l1, fixed_keys=True) for name, (values, l1) in marginals.items()})
+        return Exact("synthetic", plan, stats, {"rows": len(records), "selected": selected})
     if plan.mechanism == "privtree_markov":  # the sequences: one subject is one sequence
         from dpgate.queries.synthetic import sequences
 

@@ -1,0 +1,112 @@
+"""The set-valued release's marginals path on neighbouring databases (``harness._set_marginals``).
+
+D holds 400 baskets over 12 declared items (sizes 1 to 9, max_rows = 6, so the longest are
+truncated to a keyed random 6), plus a basket holding every item and an undeclared one
+(``pair_items = 12`` selects every item, so its 6 kept items make 15 measured pairs). Each
+neighbour removes one basket: the heavy one, a one-item basket, a median one and one holding
+the most frequent items. The four statistics the path perturbs must move within their declared
+L1 bounds (record sizes and sizes within the selected items by 1, weighted item supports by
+m1·2^20, weighted pair supports by C(m2, 2)·2^20), the route must be the same on D and D′ (it
+reads only public facts), and the bounds must be reached (else the check proves nothing).
+"""
+
+from __future__ import annotations
+
+import harness
+import pytest
+
+from dpgate.mechanisms import setmarginals as sm
+from dpgate.queries.synthetic import setvalued
+
+ITEMS = [f"i{k:02d}" for k in range(12)]
+#: Basket b holds items b % 12, b*7 % 12, ... : 1 + b % 9 of them; basket 999 holds everything.
+SETUP = (
+    "CREATE TABLE baskets AS SELECT b, 'i' || lpad(CAST((b * (1 + 2 * k) + k) % 12 AS VARCHAR), 2, '0') AS item "
+    "FROM range(400) r(b), range(9) s(k) WHERE k <= b % 9; "
+    "INSERT INTO baskets SELECT 999, unnest(list_concat(" + repr(ITEMS) + ", ['other']))"
+)
+SPEC = {"baskets": {"unit": "b", "max_rows": 6, "public_roster": True, "domains": {"item": ITEMS}}}
+SQL = "CREATE SYNTHETIC TABLE s FROM baskets USING diffpart WITH (epsilon = 1, method = 'marginals', pair_items = 12)"
+#: heavy (all 12 items and an undeclared one), one item, median (5 items), a basket of 9 items.
+REMOVED = {"heavy": 999, "one item": 9, "median": 13, "nine items": 17}
+
+
+@pytest.fixture(scope="module")
+def worlds(tmp_path_factory):
+    import duckdb
+
+    from dpgate.catalog.owner import Owner
+
+    base = tmp_path_factory.mktemp("setvalued") / "d.duckdb"
+    con = duckdb.connect(str(base))
+    con.execute(SETUP)
+    con.close()
+    with Owner(base) as owner:
+        owner.protect("baskets", **SPEC["baskets"])
+    harness.add_harness_analyst(base)
+    harness.sample_per_query(base)
+    out = {}
+    for label, b in REMOVED.items():
+        out[label] = harness.mutate(harness.copy_db(base, base.with_name(f"n{b}.duckdb")),
+                                    f"DELETE FROM baskets WHERE b = {b}")  # fmt: skip
+    with harness.gateways(base, *out.values()) as gws:
+        yield gws[0], dict(zip(out, gws[1:]))
+
+
+def test_the_marginals_statistics_move_within_their_bounds(worlds):
+    d, neighbours = worlds
+    before = harness.statistics_of(d, SQL)
+    names = set(before.stats)
+    assert {"record sizes", "kept sizes", "items m1=6", "pairs m2=6"} <= names, names
+    reached: dict[str, float] = {}
+    for label, n in neighbours.items():
+        b, a = harness.check_statement(d, n, SQL, context=label, before=before)
+        for name, stat in b.stats.items():
+            moved = sum(abs(a.stats[name].values.get(c, 0) - v) for c, v in stat.values.items())
+            reached[name] = max(reached.get(name, 0.0), moved / stat.l1)
+    # every statistic moved, and the truncated ones by (nearly) their whole bound for the heavy basket:
+    # 6 kept items at w1 = 2^20 each, C(6, 2) pairs at w2 = 2^20 each
+    assert min(reached.values()) > 0, reached
+    assert reached["items m1=6"] == 1.0 and reached["pairs m2=6"] == 1.0 and reached["record sizes"] == 1.0
+    assert reached["items m1=1"] > 0.99 and reached["pairs m2=2"] > 0.99
+
+
+def test_a_halved_bound_is_caught(worlds):
+    d, neighbours = worlds
+    before = harness.statistics_of(d, SQL)
+    after = harness.statistics_of(neighbours["heavy"], SQL, hints=before.hints)
+    for stat in before.stats.values():
+        stat.l1 = stat.l1 / 2
+    with pytest.raises(harness.NeighbourViolation) as info:
+        harness.assert_neighbours(before, after)
+    caught = {v.statistic for v in info.value.violations}
+    assert {"items m1=6", "pairs m2=6", "record sizes"} <= caught, caught
+
+
+def test_the_route_reads_public_facts_only(worlds):
+    """Planning and the route agree on D and D′: the records that pay come from the public roster."""
+    d, neighbours = worlds
+    auto = SQL.replace(", method = 'marginals'", "")
+    _, plan_d = harness.plan_statement(d, auto)
+    for n in neighbours.values():
+        _, plan_n = harness.plan_statement(n, auto)
+        for records in (401, 10**9):
+            assert setvalued.route(plan_d, records, 1.0) == setvalued.route(plan_n, records, 1.0)
+    assert setvalued.route(plan_d, 401, 1.0)[0] == "marginals"
+    assert setvalued.route(plan_d, 10**9, 1.0)[0] == "partition"
+
+
+def test_the_weights_keep_a_record_within_its_bound():
+    """``item_weight`` and ``pair_weight`` at every size up to 60 and every truncation: a record's
+    total weight never passes m·2^20 (items) or C(m, 2)·2^20 (pairs), and is exactly that when the
+    record is at least as long as m [items] [pairs]."""
+    import numpy as np
+
+    sizes = np.arange(1, 61)
+    for m in range(1, 61):
+        total = sizes * sm.item_weight(sizes, m)
+        assert total.max() <= m << sm.GRID_BITS
+        assert (total[sizes <= m] == sizes[sizes <= m] << sm.GRID_BITS).all()
+        if m >= 2:
+            pairs = sizes * (sizes - 1) // 2 * sm.pair_weight(sizes, m)
+            assert pairs.max() <= sm.pair_count(m) << sm.GRID_BITS
