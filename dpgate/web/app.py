@@ -15,8 +15,9 @@ What a stranger can do is bounded as on ``dpgate serve``, with the same modules:
   past its cap (DP722); a state-changing request (POST) must come from the page's own origin
   (``Origin``), as JSON, and, once signed in, carry the session's CSRF token in a header that a
   cross-site form cannot set (DP724); the session cookie is HttpOnly and SameSite=Strict;
-- **sessions** expire (``dpgate.web.sessions``); on a loopback address the ``Host`` must name
-  loopback (a DNS-rebound page is refused);
+- **sessions** expire (``dpgate.web.sessions``), and on loopback answer only the local user who
+  signed in (a browser sends the cookie to every port of the host); on a loopback address the
+  ``Host`` must name loopback (a DNS-rebound page is refused);
 - **answers**: every page is served with a strict Content-Security-Policy (scripts, styles and
   the charting library from the package only), and every error is JSON with its code and hint,
   never a traceback.
@@ -49,7 +50,7 @@ from dpgate.catalog import logins
 from dpgate.catalog.owner import Owner
 from dpgate.frontend.dialect import MAX_STATEMENT_BYTES
 from dpgate.server import wire
-from dpgate.server.guard import LoginGuard, LoginRefused
+from dpgate.server.guard import LOOPBACK, LoginGuard, LoginRefused
 from dpgate.server.queries import QueryLoop, split_statements
 from dpgate.server.running import RowStream, Running, Slots
 from dpgate.server.session import Session
@@ -267,7 +268,7 @@ class WebServer:
             self.guard.abandon(turn)
             if slot is not None and slot.state != "client":
                 slot.enter("server")
-        previous = self.sessions.find(request.cookies.get(COOKIE))
+        previous = self.sessions.find(request.cookies.get(COOKIE), group)
         if previous is not None:  # this browser signs in again: its old session ends
             await self._end(previous)
         for old in self.sessions.room_for(name):
@@ -282,7 +283,9 @@ class WebServer:
         except errors.Error:
             await asyncio.get_running_loop().run_in_executor(self.pool, db.close)
             raise
-        ws = WebSession(name, role, db)
+        # on loopback the session is the signing-in local user's: their browser sends its cookie to any
+        # port of the host, where another user's server may listen (see dpgate.web.sessions)
+        ws = WebSession(name, role, db, user=group if group.startswith(f"{LOOPBACK} uid ") else None)
         self.sessions.add(ws)
         response = JSONResponse({"name": name, "role": role, "csrf": ws.csrf}, headers={"cache-control": "no-store"})
         response.set_cookie(COOKIE, ws.token, max_age=int(self.sessions.max_age), path="/", secure=self.tls,
@@ -314,7 +317,7 @@ class WebServer:
         return {"name": ws.login, "role": ws.role, "csrf": ws.csrf}
 
     def _session(self, request: Request, *, write: bool = False, role: str | None = None) -> WebSession:
-        ws = self.sessions.find(request.cookies.get(COOKIE))
+        ws = self.sessions.find(request.cookies.get(COOKIE), self.connections.group(request.client))
         if ws is None:
             raise errors.InterfaceError("Not signed in, or the session has ended", code="DP723",
                                         hint="sign in again (POST /api/login); a session ends after "

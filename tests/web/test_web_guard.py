@@ -1,0 +1,62 @@
+"""``dpgate web`` against a hostile neighbour or a hostile signed-in analyst: a session cookie carried
+by another local user, a verifier that would make sign-in compute for hours, answers that are never
+read, a result cap counted in characters, a body nested past the parser's depth, API reads from
+another page of the same site."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from dpgate.catalog.owner import Owner
+from webserver import ThreadWeb, add_logins
+
+SETUP = ("CREATE TABLE t AS SELECT i AS uid, i % 5 AS g, (i % 50)::DOUBLE AS x FROM range(200) r(i);"
+         "CREATE TABLE pub AS SELECT i FROM range(3000) r(i);")  # fmt: skip
+COUNT = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.1) g, COUNT(*) AS n FROM t GROUP BY g"
+
+
+@pytest.fixture
+def db(make_db):
+    path = make_db(SETUP, protect={"t": {"unit": "uid", "epsilon": 100.0, "domains": {"g": [0, 1, 2, 3, 4]},
+                                         "bounds": {"x": (0, 50)}}},
+                   analysts={"alice": {"epsilon": 1.0}, "bob": {"epsilon": 1.0}}, allow_seed=False)  # fmt: skip
+    add_logins(path, ["alice", "bob"])
+    return path
+
+
+def _spent(path, analyst: str) -> Decimal:
+    with Owner(path, create=False, read_only=True) as o:
+        return {r[0]: r[2] for r in o.budgets()[0]}[analyst]
+
+
+# -- a session is the local user's who signed in ----------------------------------------------------
+def test_a_session_cookie_carried_by_another_local_user_opens_nothing(db, monkeypatch):
+    # A browser sends its cookies to every port of the host, so another local user's server on
+    # another port receives the session cookie (and may set one of its own in the victim's browser).
+    # On loopback the kernel says which user owns a client's socket: the session answers only the
+    # user who signed in, and another user's requests with its token find no session.
+    import dpgate.web.connections as connections
+
+    uid = {"now": 1000}
+    monkeypatch.setattr(connections, "loopback_uid", lambda local, peer: uid["now"])
+    server = ThreadWeb(db)
+    try:
+        alice = server.client()
+        assert alice.login("alice")[0] == 200
+        assert alice.query(COUNT)[0] == 200
+        uid["now"] = 1001  # another local user, holding alice's cookie and CSRF token
+        for status, body in (alice.get("/api/session"), alice.get("/api/history"), alice.query(COUNT)):
+            assert status == 401 and body["code"] == "DP723", body
+        assert alice.request("POST", "/api/logout", {})[0] == 401  # nor end it
+        # signing in as bob with alice's cookie in the jar does not end alice's session either
+        thief = server.client()
+        thief.cookie = alice.cookie
+        assert thief.login("bob")[0] == 200
+        uid["now"] = 1000
+        status, who = alice.get("/api/session")
+        assert status == 200 and who["name"] == "alice"
+        assert _spent(db, "alice") == Decimal("0.1") and _spent(db, "bob") == 0
+    finally:
+        server.stop()
