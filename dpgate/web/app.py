@@ -293,9 +293,15 @@ class WebServer:
         return response
 
     def _check(self, name: str, password: str) -> str | None:
-        """The login's role when ``password`` is its password, else None (the same work for unknown names)."""
+        """The login's role when ``password`` is its password, else None (the same work for unknown names).
+        A verifier stored with more iterations than ``scram.MAX_ITERATIONS`` (from before the cap) is not
+        run: anyone could make the server run it at each attempt; the login answers as an unknown name."""
         with self._admin_con() as con:
             found = logins.lookup(con, name)
+        if found and scram.parse_verifier(found[0])[0] > scram.MAX_ITERATIONS:
+            log.warning("login %r cannot sign in to dpgate web: its verifier asks for more than %d PBKDF2 "
+                        "iterations (set its password again)", name, scram.MAX_ITERATIONS)  # fmt: skip
+            found = None
         verifier = found[0] if found else scram.fake_verifier(name, self._secret)
         return found[1] if scram.check_password(verifier, password, real=found is not None) else None
 

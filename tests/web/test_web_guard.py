@@ -60,3 +60,36 @@ def test_a_session_cookie_carried_by_another_local_user_opens_nothing(db, monkey
         assert _spent(db, "alice") == Decimal("0.1") and _spent(db, "bob") == 0
     finally:
         server.stop()
+
+
+# -- sign-in's work is bounded ------------------------------------------------------------------------
+def test_a_verifier_with_a_huge_iteration_count_is_neither_stored_nor_run(db):
+    # dpgate web checks a password by running the verifier's PBKDF2 iterations on the server (a SCRAM
+    # client runs them itself), and an analyst may store their own verifier (ALTER ROLE over dpgate
+    # serve). Millions of iterations would hold both sign-in threads per stranger's attempt at that name,
+    # so such a verifier is refused when set, and one stored before is never run.
+    import threading
+    import time
+
+    from dpgate import errors, scram
+    from dpgate.catalog.tables import SCHEMA
+
+    heavy = scram.make_verifier("alice's own", iterations=2).replace("$2:", "$30000000:", 1)
+    with Owner(db, create=False) as o:
+        with pytest.raises(errors.PolicyError) as refused:
+            o.set_login("alice", verifier=heavy)
+        assert refused.value.code == "DP325" and "iterations" in refused.value.message
+        o.con.execute(f"UPDATE {SCHEMA}.logins SET verifier = ? WHERE name = 'alice'", [heavy])  # as stored before
+    server = ThreadWeb(db)
+    try:
+        began = time.monotonic()
+        guesses = [threading.Thread(target=lambda: server.client().login("alice", "a guess")) for _ in range(2)]
+        for g in guesses:
+            g.start()
+        assert server.client().login("bob")[0] == 200
+        for g in guesses:
+            g.join(30)
+        assert time.monotonic() - began < 10  # 30 million iterations would take tens of seconds each
+        assert server.client().login("alice", "alice's own")[0] == 401  # never run: as an unknown name
+    finally:
+        server.stop()
