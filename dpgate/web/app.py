@@ -101,11 +101,12 @@ def _refused(message: str, hint: str) -> errors.ProgrammingError:
 
 
 class JsonRowStream(RowStream):
-    """A public statement's rows as JSON values; the caps count the bytes of their JSON."""
+    """A public statement's rows as JSON values; the caps count the bytes of their JSON as sent, in
+    UTF-8 (counted in characters, text of emoji or CJK would send three or four times the cap)."""
 
     def encode(self, row: tuple) -> tuple[Any, int]:
         values = views.plain(list(row))
-        return values, len(json.dumps(values, ensure_ascii=False)) + 2
+        return values, len(json.dumps(values, ensure_ascii=False, separators=(",", ":")).encode("utf-8")) + 1
 
 
 class WebRunning(Running):
@@ -494,7 +495,7 @@ async def read_json(request: Request, cap: int) -> dict:
         chunks.append(chunk)
     try:
         data = json.loads(b"".join(chunks))
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # arrays nested past the parser's depth too
         raise _bad_body("a JSON object") from None
     if not isinstance(data, dict):
         raise _bad_body("a JSON object")

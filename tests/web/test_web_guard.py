@@ -93,3 +93,33 @@ def test_a_verifier_with_a_huge_iteration_count_is_neither_stored_nor_run(db):
         assert server.client().login("alice", "alice's own")[0] == 401  # never run: as an unknown name
     finally:
         server.stop()
+
+
+# -- what one request may cost -------------------------------------------------------------------------
+def test_a_body_nested_past_the_parsers_depth_is_a_bad_body_not_a_bug(db):
+    # json.loads raises RecursionError, not ValueError, on a deeply nested array: before a login, any
+    # stranger could make each request a 500 with a traceback in the server's log
+    server = ThreadWeb(db)
+    try:
+        c = server.client()
+        status, body, _ = c.request("POST", "/api/login", raw=b"[" * 60_000)
+        assert status == 400 and body["code"] == "DP726"
+        c.login("alice")
+        status, body, _ = c.request("POST", "/api/query", raw=b'{"sql": ' + b"[" * 500_000)
+        assert status == 400 and body["code"] == "DP726"
+    finally:
+        server.stop()
+
+
+def test_the_result_cap_counts_the_bytes_sent_not_characters(db):
+    # each of these rows is 1,000 characters of emoji: 4,000 bytes of UTF-8 in the answer
+    server = ThreadWeb(db, max_result_bytes=1_000_000)
+    try:
+        c = server.client()
+        c.login("alice")
+        status, body, response = c.request("POST", "/api/query", {"sql": "SELECT i, repeat('😀', 1000) AS s FROM pub LIMIT 200"})
+        assert status == 200 and int(response.getheader("content-length")) < 1_000_000
+        status, body, response = c.request("POST", "/api/query", {"sql": "SELECT i, repeat('😀', 1000) AS s FROM pub LIMIT 900"})
+        assert status == 413 and body["code"] == "DP714", (status, response.getheader("content-length"))
+    finally:
+        server.stop()
