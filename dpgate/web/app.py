@@ -375,8 +375,15 @@ class WebServer:
                 "settings such as SET dp_epsilon = 0.5 stay for the session's next statements",
             )  # fmt: skip
         gateway = ws.db.gateway
-        result, streamed = await self._run(ws, request, lambda: gateway.run(parts[0]), statement=True)
-        return views.answer(result, streamed)
+        result, streamed, release = await self._run(ws, request, lambda: gateway.run(parts[0]), statement=True,
+                                                    keep_slot=True)  # fmt: skip
+        try:  # tens of MB of JSON for a public result at its caps: not on the event loop
+            body = await asyncio.get_running_loop().run_in_executor(
+                self.pool, lambda: _json_bytes(views.answer(result, streamed)))
+        except BaseException:
+            release()
+            raise
+        return Answer(body, release)
 
     async def budget(self, request: Request) -> dict:
         ws = self._session(request)
@@ -415,11 +422,15 @@ class WebServer:
         return out
 
     # -- running ---------------------------------------------------------------------------------------
-    async def _run(self, ws: WebSession, request: Request, call: Callable[[], Any], *,
-                   statement: bool = False) -> tuple[Any, list | None]:  # fmt: skip
+    async def _run(self, ws: WebSession, request: Request, call: Callable[[], Any], *, statement: bool = False,
+                   keep_slot: bool = False) -> tuple:  # fmt: skip
         """``call`` in a worker thread as a ``Running`` of the session: one at a time per session, in its
         login's slots, within the time limits; a statement's public rows come through the row stream,
-        within the result caps. Returns its value and the streamed rows (None when nothing streamed)."""
+        within the result caps. Returns its value and the streamed rows (None when nothing streamed).
+
+        With ``keep_slot``, the login's slot stays taken after the call, until the third value returned
+        (``release``) is called: once its answer is sent. An answer the client does not read then holds
+        a slot, so a login holds at most ``--statements-per-login`` answers in memory at once."""
         gone = asyncio.Event()
 
         async def watch() -> None:  # the browser going away stops a statement not yet charged
@@ -437,22 +448,30 @@ class WebServer:
                                  max_rows=self.max_result_rows, max_bytes=self.max_result_bytes,
                                  gone=gone.is_set)  # fmt: skip
                 await self.slots.acquire(ws.login, lambda: QueryLoop._slot_refusal(self, run, ws.login))
-                run.start(self.pool).add_done_callback(lambda _: self.slots.release(ws.login))
-                rows: list = []
-                while (item := await run.stream.next(run.worker)) is not None:
-                    if item[0] == "rows":
-                        rows.extend(item[1])
+                release = _once(lambda: self.slots.release(ws.login))
+                worker = run.start(self.pool)
+                if not keep_slot:
+                    worker.add_done_callback(lambda _: release())
                 try:
-                    value = await run.result()
-                except errors.Error:
+                    rows: list = []
+                    while (item := await run.stream.next(run.worker)) is not None:
+                        if item[0] == "rows":
+                            rows.extend(item[1])
+                    try:
+                        value = await run.result()
+                    except errors.Error:
+                        raise
+                    except Exception as e:
+                        log.exception("statement failed")
+                        raise errors.InternalError(
+                            "Internal error in dpgate web; this is a bug in dpgate, please report it", code="DP709",
+                            hint="the server's log has the details; nothing was charged unless the answer said so",
+                        ) from e  # fmt: skip
+                except BaseException:
+                    worker.add_done_callback(lambda _: release())  # no answer to send: free once the worker ends
                     raise
-                except Exception as e:
-                    log.exception("statement failed")
-                    raise errors.InternalError(
-                        "Internal error in dpgate web; this is a bug in dpgate, please report it", code="DP709",
-                        hint="the server's log has the details; nothing was charged unless the answer said so",
-                    ) from e  # fmt: skip
-                return value, (rows if run.stream.columns is not None else None)
+                streamed = rows if run.stream.columns is not None else None
+                return (value, streamed, release) if keep_slot else (value, streamed)
         finally:
             watcher.cancel()
 
@@ -469,6 +488,47 @@ class WebServer:
     def logins(self) -> list[tuple[str, str]]:
         with self._admin_con() as con:
             return logins.names(con)
+
+
+def _once(call: Callable[[], None]) -> Callable[[], None]:
+    done = False
+
+    def once() -> None:
+        nonlocal done
+        if not done:
+            done = True
+            call()
+
+    return once
+
+
+def _json_bytes(value: Any) -> bytes:
+    """As Starlette's JSONResponse renders a value."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")).encode("utf-8")
+
+
+class Answer(Response):
+    """A statement's JSON answer, sent a part at a time: each part waits until the client has taken
+    the one before, so an answer it does not read stays here, where its login's slot counts it, not
+    in the connection's buffer. ``done`` (the slot's release) is called once it is sent or the
+    connection is gone (``dpgate.web.connections`` closes one whose client stops reading)."""
+
+    media_type = "application/json"
+    PART = 256 * 1024
+
+    def __init__(self, body: bytes, done: Callable[[], None]):
+        super().__init__(body, headers={"cache-control": "no-store"})
+        self.done = done
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+            body = memoryview(self.body)
+            for at in range(0, max(len(body), 1), self.PART):
+                more = at + self.PART < len(body)
+                await send({"type": "http.response.body", "body": bytes(body[at : at + self.PART]), "more_body": more})
+        finally:
+            self.done()
 
 
 def _bad_body(what: str) -> errors.ProgrammingError:

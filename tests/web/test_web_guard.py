@@ -5,11 +5,15 @@ another page of the same site."""
 
 from __future__ import annotations
 
+import json
+import socket
+import time
 from decimal import Decimal
 
 import pytest
 
 from dpgate.catalog.owner import Owner
+from dpgate.web.connections import ConnectionLimits
 from webserver import ThreadWeb, add_logins
 
 SETUP = ("CREATE TABLE t AS SELECT i AS uid, i % 5 AS g, (i % 50)::DOUBLE AS x FROM range(200) r(i);"
@@ -69,7 +73,6 @@ def test_a_verifier_with_a_huge_iteration_count_is_neither_stored_nor_run(db):
     # serve). Millions of iterations would hold both sign-in threads per stranger's attempt at that name,
     # so such a verifier is refused when set, and one stored before is never run.
     import threading
-    import time
 
     from dpgate import errors, scram
     from dpgate.catalog.tables import SCHEMA
@@ -121,5 +124,77 @@ def test_the_result_cap_counts_the_bytes_sent_not_characters(db):
         assert status == 200 and int(response.getheader("content-length")) < 1_000_000
         status, body, response = c.request("POST", "/api/query", {"sql": "SELECT i, repeat('😀', 1000) AS s FROM pub LIMIT 900"})
         assert status == 413 and body["code"] == "DP714", (status, response.getheader("content-length"))
+    finally:
+        server.stop()
+
+
+# -- answers the client does not read ---------------------------------------------------------------------
+BIG = "SELECT i, repeat('x', 2000) AS s FROM pub"  # 3,000 rows: about 6 MB of JSON, more than the kernel buffers
+
+
+def _raw_query(port: int, client, *, small_buffer: bool = True) -> socket.socket:
+    """A statement sent on a raw socket, its answer left to the caller to read (or not)."""
+    body = json.dumps({"sql": BIG}).encode()
+    s = socket.socket()
+    if small_buffer:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", port))
+    s.sendall(f"POST /api/query HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nOrigin: http://127.0.0.1:{port}\r\n"
+              f"Content-Type: application/json\r\nX-CSRF-Token: {client.csrf}\r\nCookie: {client.cookie}\r\n"
+              f"Content-Length: {len(body)}\r\n\r\n".encode() + body)  # fmt: skip
+    return s
+
+
+def _length(head: bytes) -> int:
+    return int(next(h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")).split(b":")[1])
+
+
+def test_an_answer_the_client_does_not_read_holds_its_logins_slot_then_is_dropped(db):
+    # What a client does not read stayed in the connection's buffer for as long as it kept the socket
+    # open (a closing connection still waits to send it all): 64 sockets per address of answers at the
+    # result cap held gigabytes. An answer now holds one of its login's statement slots until it is sent,
+    # and a client that takes nothing of it for read_timeout seconds is closed.
+    server = ThreadWeb(db, statements_per_login=1, limits=ConnectionLimits(read_timeout=1.0))
+    try:
+        alice = server.client()
+        alice.login("alice")
+        parked = _raw_query(server.port, alice)
+        deadline = time.monotonic() + 30
+        while server.web.slots.running("alice") == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        status, body = alice.query("SELECT count(*) AS n FROM pub")  # waits for the slot the parked answer holds
+        assert status == 200 and body["rows"] == [[3000]]
+        assert server.web.connections.closed_unread == 1  # it ran only once the unread answer was dropped
+        parked.settimeout(10)
+        data = b""
+        while chunk := parked.recv(1 << 20):  # what the kernel had taken, then the end
+            data += chunk
+        parked.close()
+        head, _, payload = data.partition(b"\r\n\r\n")
+        assert len(payload) < _length(head)  # the rest of the answer was dropped, not kept to be sent
+    finally:
+        server.stop()
+
+
+def test_a_slow_reader_gets_its_whole_answer(db):
+    # a client that keeps taking its answer, however slowly, is not "not reading": the kernel's socket
+    # buffers hold megabytes, which it drains while the server's own buffer does not move
+    server = ThreadWeb(db, limits=ConnectionLimits(read_timeout=0.5))
+    try:
+        alice = server.client()
+        alice.login("alice")
+        s = _raw_query(server.port, alice, small_buffer=False)
+        s.settimeout(10)
+        data = b""
+        while chunk := s.recv(64 * 1024):
+            data += chunk
+            time.sleep(0.02)  # about 3 MB/s at most
+            head, _, payload = data.partition(b"\r\n\r\n")
+            if payload and len(payload) >= _length(head):
+                break
+        s.close()
+        assert b" 200 " in head.split(b"\r\n")[0]
+        assert len(json.loads(payload)["rows"]) == 3000
+        assert server.web.connections.closed_unread == 0
     finally:
         server.stop()
