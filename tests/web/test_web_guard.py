@@ -198,3 +198,25 @@ def test_a_slow_reader_gets_its_whole_answer(db):
         assert server.web.connections.closed_unread == 0
     finally:
         server.stop()
+
+
+# -- who is at the other end of a loopback connection ---------------------------------------------------------
+def test_a_client_socket_closed_before_the_lookup_has_no_known_user():
+    # The kernel reports a socket its process has closed as root's (with no inode): counted as uid 0,
+    # a local user who hangs up right after each request would put its connections and failed sign-ins
+    # in root's address group instead of its own.
+    from dpgate.server.peer import loopback_uid
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        client = socket.create_connection(listener.getsockname())
+        client.sendall(b"POST /api/login HTTP/1.1\r\n")
+        conn, peer = listener.accept()
+        with conn:
+            me = loopback_uid(conn.getsockname(), peer)
+            if me is None:
+                pytest.skip("the kernel does not say who owns loopback sockets here")
+            client.close()
+            time.sleep(0.05)
+            assert loopback_uid(conn.getsockname(), peer) is None
