@@ -570,8 +570,9 @@ def _loopback(host: str) -> bool:
 
 
 class _Guard:
-    """Before any route: the Host (on a loopback listener, a loopback name: no DNS-rebound page) and,
-    for a state-changing request, its Origin and JSON body; after: the security headers."""
+    """Before any route: the Host (on a loopback listener, a loopback name: no DNS-rebound page), for
+    an API read that a browser says comes from elsewhere, a refusal, and for a state-changing request,
+    its Origin and JSON body; after: the security headers."""
 
     def __init__(self, app: Any, server: WebServer):
         self.app, self.server = app, server
@@ -600,6 +601,14 @@ class _Guard:
             return _refused(f"This server answers on loopback only, not as {host!r}",
                             "open it as http://127.0.0.1:PORT/ or http://localhost:PORT/")  # fmt: skip
         if scope["method"] in ("GET", "HEAD"):
+            # another page of the same site (any port of the host) sends the session cookie with its
+            # requests: it cannot read the answers, but could make the server compute them (an owner's
+            # quality report reads the source) and keep a session alive; browsers say where a request
+            # comes from, and the page's own calls are same-origin
+            if scope["path"].startswith("/api/") and headers.get("sec-fetch-site", "same-origin") not in (
+                    "same-origin", "none"):  # fmt: skip
+                return _refused("The API answers only this server's own page (Sec-Fetch-Site)",
+                                "call it from the page, or from a program (which sends no Sec-Fetch-Site)")  # fmt: skip
             return None
         scheme = "https" if self.server.tls else "http"
         if headers.get("origin") != f"{scheme}://{host}" or headers.get("sec-fetch-site", "same-origin") not in (

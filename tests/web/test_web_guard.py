@@ -220,3 +220,23 @@ def test_a_client_socket_closed_before_the_lookup_has_no_known_user():
             client.close()
             time.sleep(0.05)
             assert loopback_uid(conn.getsockname(), peer) is None
+
+
+# -- reads from another page of the same site ---------------------------------------------------------------
+def test_an_api_read_from_another_page_of_the_site_is_refused(db):
+    # SameSite=Strict does not stop a page on another port of the same host (same site) from sending
+    # the cookie with a GET; it cannot read the answer, but the server would compute it (an owner's
+    # quality report reads raw rows) and the session would stay alive. Browsers label such requests.
+    server = ThreadWeb(db)
+    try:
+        alice = server.client()
+        alice.login("alice")
+        for site in ("same-site", "cross-site"):
+            status, body, _ = alice.request("GET", "/api/history", headers={"Sec-Fetch-Site": site})
+            assert status == 403 and body["code"] == "DP724"
+        assert alice.request("GET", "/api/history", headers={"Sec-Fetch-Site": "same-origin"})[0] == 200
+        assert alice.get("/api/history")[0] == 200  # a program sends no Sec-Fetch-Site
+        status, _, _ = alice.request("GET", "/", headers={"Sec-Fetch-Site": "cross-site"})
+        assert status == 200  # the page itself may be opened from a link
+    finally:
+        server.stop()
