@@ -247,7 +247,7 @@ class WebServer:
         if slot is not None:
             slot.enter("turn", name)
         try:
-            turn = await self.guard.turn(name, group)
+            turn = await self._turn_unless_gone(request, name, group)
         except LoginRefused as refused:
             raise refused.error from None
         try:
@@ -292,6 +292,34 @@ class WebServer:
         response.set_cookie(COOKIE, ws.token, max_age=int(self.sessions.max_age), path="/", secure=self.tls,
                             httponly=True, samesite="strict")  # fmt: skip
         return response
+
+    async def _turn_unless_gone(self, request: Request, name: str, group: str) -> Any:
+        """A turn for ``name`` (``LoginGuard.turn``), unless the client goes away while it waits: an
+        attempt waiting for its turn has learned nothing, and a client that hangs up after sending must
+        not leave it queued (thousands a minute, each checked in its turn once the client is gone)."""
+        waiting = asyncio.ensure_future(self.guard.turn(name, group))
+
+        async def gone() -> None:
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+
+        watcher = asyncio.ensure_future(gone())
+        try:
+            await asyncio.wait({waiting, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            waiting.cancel()
+            raise
+        finally:
+            watcher.cancel()
+        if waiting.done():
+            return waiting.result()
+        waiting.cancel()
+        try:
+            self.guard.abandon(await waiting)  # given a turn just as the client went: hand it back
+        except asyncio.CancelledError:
+            pass
+        raise LoginRefused(errors.OperationalError("The client went away while its sign-in waited for its turn",
+                                                   code="DP716", hint="nothing was checked"))  # fmt: skip
 
     def _check(self, name: str, password: str) -> str | None:
         """The login's role when ``password`` is its password, else None (the same work for unknown names).

@@ -240,3 +240,41 @@ def test_an_api_read_from_another_page_of_the_site_is_refused(db):
         assert status == 200  # the page itself may be opened from a link
     finally:
         server.stop()
+
+
+def test_a_sign_in_whose_client_hangs_up_while_it_waits_for_its_turn_leaves_the_queue(db):
+    # An attempt waiting for its name's turn has learned nothing; a client that sends it and hangs up
+    # at once left it queued until its turn or max_wait: thousands a minute from one address, each then
+    # checked, and taking one of the name's turns, after its client had gone.
+    from dpgate.server.guard import LoginGuard
+
+    server = ThreadWeb(db, guard=LoginGuard(delay=4.0, max_delay=8.0, per_name=1, max_wait=60.0))
+    try:
+        import threading
+
+        first = threading.Thread(target=lambda: server.client().login("alice", "wrong"))
+        first.start()  # a failure: alice's one turn stays taken for its 4 s delay
+        deadline = time.monotonic() + 3
+        while server.web.guard.delay_for("alice", "") == 4.0 and time.monotonic() < deadline:  # until it counts
+            time.sleep(0.02)
+        body = json.dumps({"name": "alice", "password": "a guess"}).encode()
+        hung_up = []
+        for _ in range(5):
+            s = socket.create_connection(("127.0.0.1", server.port))
+            s.sendall(f"POST /api/login HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nOrigin: http://127.0.0.1:"
+                      f"{server.port}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+                      + body)  # fmt: skip
+            hung_up.append(s)
+        deadline = time.monotonic() + 3
+        while server.web.guard.waiting("alice") < 5 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert server.web.guard.waiting("alice") == 5
+        for s in hung_up:
+            s.close()
+        deadline = time.monotonic() + 2  # well within the turn's 4 s
+        while server.web.guard.waiting("alice") and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert server.web.guard.waiting("alice") == 0
+        first.join(10)
+    finally:
+        server.stop()
