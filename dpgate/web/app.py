@@ -41,7 +41,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
@@ -576,11 +576,14 @@ async def read_json(request: Request, cap: int) -> dict:
     if length is not None and (not length.isdigit() or int(length) > cap):
         raise _too_large(cap)
     chunks, n = [], 0
-    async for chunk in request.stream():
-        n += len(chunk)
-        if n > cap:
-            raise _too_large(cap)
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            n += len(chunk)
+            if n > cap:
+                raise _too_large(cap)
+            chunks.append(chunk)
+    except ClientDisconnect:  # nobody to answer; not a bug to log with its traceback (anyone can hang up)
+        raise _bad_body("a whole body: the client went away before sending it") from None
     try:
         data = json.loads(b"".join(chunks))
     except (ValueError, UnicodeDecodeError, RecursionError):  # arrays nested past the parser's depth too

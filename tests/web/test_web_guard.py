@@ -278,3 +278,22 @@ def test_a_sign_in_whose_client_hangs_up_while_it_waits_for_its_turn_leaves_the_
         first.join(10)
     finally:
         server.stop()
+
+
+def test_a_client_that_hangs_up_mid_body_is_not_logged_as_a_bug(db, caplog):
+    # Starlette raises ClientDisconnect from the body's stream: as an unexpected error, each hang-up
+    # wrote an error with its traceback to the server's log, which any stranger could fill
+    server = ThreadWeb(db)
+    try:
+        for _ in range(3):
+            s = socket.create_connection(("127.0.0.1", server.port))
+            s.sendall(f"POST /api/login HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nOrigin: http://127.0.0.1:"
+                      f"{server.port}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n".encode()
+                      + b'{"name": "a')  # fmt: skip
+            time.sleep(0.1)
+            s.close()
+        time.sleep(0.3)
+        assert server.client().get("/api/session")[0] == 401  # still serving
+    finally:
+        server.stop()
+    assert not [r for r in caplog.records if r.levelname == "ERROR" and r.name.startswith("dpgate")], caplog.text
