@@ -590,6 +590,10 @@ async def read_json(request: Request, cap: int) -> dict:
         raise _bad_body("a JSON object") from None
     if not isinstance(data, dict):
         raise _bad_body("a JSON object")
+    try:  # JSON's \ud800 escape parses to a lone surrogate, which no UTF-8 text (a name, a password) holds
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise _bad_body("a JSON object of Unicode text (a lone surrogate such as \\ud800 is not a character)") from None
     return data
 
 

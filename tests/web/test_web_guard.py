@@ -41,7 +41,7 @@ def test_a_session_cookie_carried_by_another_local_user_opens_nothing(db, monkey
     # another port receives the session cookie (and may set one of its own in the victim's browser).
     # On loopback the kernel says which user owns a client's socket: the session answers only the
     # user who signed in, and another user's requests with its token find no session.
-    import dpgate.web.connections as connections
+    from dpgate.web import connections
 
     uid = {"now": 1000}
     monkeypatch.setattr(connections, "loopback_uid", lambda local, peer: uid["now"])
@@ -99,14 +99,18 @@ def test_a_verifier_with_a_huge_iteration_count_is_neither_stored_nor_run(db):
 
 
 # -- what one request may cost -------------------------------------------------------------------------
-def test_a_body_nested_past_the_parsers_depth_is_a_bad_body_not_a_bug(db):
-    # json.loads raises RecursionError, not ValueError, on a deeply nested array: before a login, any
-    # stranger could make each request a 500 with a traceback in the server's log
+def test_a_body_nested_past_the_parsers_depth_or_with_a_lone_surrogate_is_a_bad_body_not_a_bug(db):
+    # json.loads raises RecursionError, not ValueError, on a deeply nested array, and parses "\ud800" to
+    # a lone surrogate, which cannot be encoded to look a name up or hash a password: before a login,
+    # any stranger could make each request a 500 with a traceback in the server's log
     server = ThreadWeb(db)
     try:
         c = server.client()
         status, body, _ = c.request("POST", "/api/login", raw=b"[" * 60_000)
         assert status == 400 and body["code"] == "DP726"
+        for raw in (b'{"name": "\\ud800", "password": "a guess!"}', b'{"name": "alice", "password": "\\udfffguess"}'):
+            status, body, _ = c.request("POST", "/api/login", raw=raw)
+            assert status == 400 and body["code"] == "DP726", raw
         c.login("alice")
         status, body, _ = c.request("POST", "/api/query", raw=b'{"sql": ' + b"[" * 500_000)
         assert status == 400 and body["code"] == "DP726"
