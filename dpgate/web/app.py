@@ -61,6 +61,9 @@ from dpgate.web.sessions import Sessions, WebSession
 log = logging.getLogger("dpgate.web")
 
 COOKIE = "dpgate_session"
+#: The cookie's name over TLS: a browser takes a ``__Host-`` cookie only from a secure page of this very
+#: host, Secure, for the path /, so a plain-HTTP service on the host or a sibling domain cannot set one.
+TLS_COOKIE = "__Host-dpgate_session"
 CSRF_HEADER = "x-csrf-token"
 MAX_BODY = 64 * 1024  # a request's body (as dpgate serve's messages before login)
 MAX_QUERY_BODY = wire.MAX_QUERY  # a statement's request: its text is at most MAX_STATEMENT_BYTES
@@ -138,6 +141,7 @@ class WebServer:
                  max_sessions_per_login: int = 32):  # fmt: skip
         self.path = os.path.abspath(path)
         self.host, self.port, self.tls = host, port, tls
+        self.cookie = TLS_COOKIE if tls else COOKIE
         self.guard = guard or LoginGuard()
         self.test_seed = test_seed
         self.statement_timeout, self.public_timeout = statement_timeout, public_timeout
@@ -269,7 +273,7 @@ class WebServer:
             self.guard.abandon(turn)
             if slot is not None and slot.state != "client":
                 slot.enter("server")
-        previous = self.sessions.find(request.cookies.get(COOKIE), group)
+        previous = self.sessions.find(request.cookies.get(self.cookie), group)
         if previous is not None:  # this browser signs in again: its old session ends
             await self._end(previous)
         for old in self.sessions.room_for(name):
@@ -289,7 +293,7 @@ class WebServer:
         ws = WebSession(name, role, db, user=group if group.startswith(f"{LOOPBACK} uid ") else None)
         self.sessions.add(ws)
         response = JSONResponse({"name": name, "role": role, "csrf": ws.csrf}, headers={"cache-control": "no-store"})
-        response.set_cookie(COOKIE, ws.token, max_age=int(self.sessions.max_age), path="/", secure=self.tls,
+        response.set_cookie(self.cookie, ws.token, max_age=int(self.sessions.max_age), path="/", secure=self.tls,
                             httponly=True, samesite="strict")  # fmt: skip
         return response
 
@@ -352,7 +356,7 @@ class WebServer:
         return {"name": ws.login, "role": ws.role, "csrf": ws.csrf}
 
     def _session(self, request: Request, *, write: bool = False, role: str | None = None) -> WebSession:
-        ws = self.sessions.find(request.cookies.get(COOKIE), self.connections.group(request.client))
+        ws = self.sessions.find(request.cookies.get(self.cookie), self.connections.group(request.client))
         if ws is None:
             raise errors.InterfaceError("Not signed in, or the session has ended", code="DP723",
                                         hint="sign in again (POST /api/login); a session ends after "

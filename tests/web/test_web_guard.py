@@ -301,3 +301,46 @@ def test_a_client_that_hangs_up_mid_body_is_not_logged_as_a_bug(db, caplog):
     finally:
         server.stop()
     assert not [r for r in caplog.records if r.levelname == "ERROR" and r.name.startswith("dpgate")], caplog.text
+
+
+# -- the cookie over TLS ---------------------------------------------------------------------------------
+def test_over_tls_the_session_cookie_is_a_secure_host_only_cookie(db, tmp_path):
+    # Over TLS sessions are not tied to a local user; a "__Host-" cookie is one a browser takes only
+    # from a secure page of this host, Secure and for the path /, so a plain-HTTP service on the same
+    # host, or a sibling domain, cannot plant its own session in the analyst's browser.
+    import http.client
+    import ssl
+    import subprocess
+
+    from conftest import system_tool
+    from webserver import PASSWORD
+
+    openssl = system_tool("openssl", "openssl")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", "/CN=localhost"], check=True, capture_output=True)  # fmt: skip
+    server = ThreadWeb(db, tls_cert=str(cert), tls_key=str(key))
+    context = ssl.create_default_context(cafile=str(cert))
+    context.check_hostname = False
+
+    def request(method: str, path: str, body: dict | None = None, headers: dict | None = None):
+        con = http.client.HTTPSConnection("127.0.0.1", server.port, timeout=30, context=context)
+        h = {"Host": f"127.0.0.1:{server.port}", "Origin": f"https://127.0.0.1:{server.port}",
+             "Content-Type": "application/json", **(headers or {})}  # fmt: skip
+        con.request(method, path, body=None if body is None else json.dumps(body), headers=h)
+        response = con.getresponse()
+        data = json.loads(response.read())
+        con.close()
+        return response.status, data, response
+
+    try:
+        status, who, response = request("POST", "/api/login", {"name": "alice", "password": PASSWORD})
+        assert status == 200
+        cookie = response.getheader("set-cookie")
+        assert cookie.startswith("__Host-dpgate_session=") and "Secure" in cookie and "Path=/" in cookie
+        assert "domain" not in cookie.lower()
+        token = cookie.split(";", 1)[0].split("=", 1)[1]
+        assert request("GET", "/api/session", headers={"Cookie": f"__Host-dpgate_session={token}"})[0] == 200
+        assert request("GET", "/api/session", headers={"Cookie": f"dpgate_session={token}"})[0] == 401
+    finally:
+        server.stop()
