@@ -21,6 +21,11 @@ import unicodedata
 
 MECHANISM = "SCRAM-SHA-256"
 ITERATIONS = 4096  # PostgreSQL's default (scram_iterations)
+#: The most PBKDF2 iterations a stored verifier may ask for. ``dpgate web`` checks a password by
+#: running them on the server (a SCRAM client runs them itself), so a verifier of 2^31 iterations,
+#: which PostgreSQL would store, would hold a sign-in thread for half an hour per attempt, and
+#: anyone who knows the name could keep every thread busy.
+MAX_ITERATIONS = 100_000
 
 
 class ScramError(Exception):

@@ -15,8 +15,9 @@ What a stranger can do is bounded as on ``dpgate serve``, with the same modules:
   past its cap (DP722); a state-changing request (POST) must come from the page's own origin
   (``Origin``), as JSON, and, once signed in, carry the session's CSRF token in a header that a
   cross-site form cannot set (DP724); the session cookie is HttpOnly and SameSite=Strict;
-- **sessions** expire (``dpgate.web.sessions``); on a loopback address the ``Host`` must name
-  loopback (a DNS-rebound page is refused);
+- **sessions** expire (``dpgate.web.sessions``), and on loopback answer only the local user who
+  signed in (a browser sends the cookie to every port of the host); on a loopback address the
+  ``Host`` must name loopback (a DNS-rebound page is refused);
 - **answers**: every page is served with a strict Content-Security-Policy (scripts, styles and
   the charting library from the package only), and every error is JSON with its code and hint,
   never a traceback.
@@ -40,7 +41,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
@@ -49,7 +50,7 @@ from dpgate.catalog import logins
 from dpgate.catalog.owner import Owner
 from dpgate.frontend.dialect import MAX_STATEMENT_BYTES
 from dpgate.server import wire
-from dpgate.server.guard import LoginGuard, LoginRefused
+from dpgate.server.guard import LOOPBACK, LoginGuard, LoginRefused
 from dpgate.server.queries import QueryLoop, split_statements
 from dpgate.server.running import RowStream, Running, Slots
 from dpgate.server.session import Session
@@ -60,6 +61,9 @@ from dpgate.web.sessions import Sessions, WebSession
 log = logging.getLogger("dpgate.web")
 
 COOKIE = "dpgate_session"
+#: The cookie's name over TLS: a browser takes a ``__Host-`` cookie only from a secure page of this very
+#: host, Secure, for the path /, so a plain-HTTP service on the host or a sibling domain cannot set one.
+TLS_COOKIE = "__Host-dpgate_session"
 CSRF_HEADER = "x-csrf-token"
 MAX_BODY = 64 * 1024  # a request's body (as dpgate serve's messages before login)
 MAX_QUERY_BODY = wire.MAX_QUERY  # a statement's request: its text is at most MAX_STATEMENT_BYTES
@@ -100,11 +104,12 @@ def _refused(message: str, hint: str) -> errors.ProgrammingError:
 
 
 class JsonRowStream(RowStream):
-    """A public statement's rows as JSON values; the caps count the bytes of their JSON."""
+    """A public statement's rows as JSON values; the caps count the bytes of their JSON as sent, in
+    UTF-8 (counted in characters, text of emoji or CJK would send three or four times the cap)."""
 
     def encode(self, row: tuple) -> tuple[Any, int]:
         values = views.plain(list(row))
-        return values, len(json.dumps(values, ensure_ascii=False)) + 2
+        return values, len(json.dumps(values, ensure_ascii=False, separators=(",", ":")).encode("utf-8")) + 1
 
 
 class WebRunning(Running):
@@ -136,6 +141,7 @@ class WebServer:
                  max_sessions_per_login: int = 32):  # fmt: skip
         self.path = os.path.abspath(path)
         self.host, self.port, self.tls = host, port, tls
+        self.cookie = TLS_COOKIE if tls else COOKIE
         self.guard = guard or LoginGuard()
         self.test_seed = test_seed
         self.statement_timeout, self.public_timeout = statement_timeout, public_timeout
@@ -245,7 +251,7 @@ class WebServer:
         if slot is not None:
             slot.enter("turn", name)
         try:
-            turn = await self.guard.turn(name, group)
+            turn = await self._turn_unless_gone(request, name, group)
         except LoginRefused as refused:
             raise refused.error from None
         try:
@@ -267,7 +273,7 @@ class WebServer:
             self.guard.abandon(turn)
             if slot is not None and slot.state != "client":
                 slot.enter("server")
-        previous = self.sessions.find(request.cookies.get(COOKIE))
+        previous = self.sessions.find(request.cookies.get(self.cookie), group)
         if previous is not None:  # this browser signs in again: its old session ends
             await self._end(previous)
         for old in self.sessions.room_for(name):
@@ -282,17 +288,53 @@ class WebServer:
         except errors.Error:
             await asyncio.get_running_loop().run_in_executor(self.pool, db.close)
             raise
-        ws = WebSession(name, role, db)
+        # on loopback the session is the signing-in local user's: their browser sends its cookie to any
+        # port of the host, where another user's server may listen (see dpgate.web.sessions)
+        ws = WebSession(name, role, db, user=group if group.startswith(f"{LOOPBACK} uid ") else None)
         self.sessions.add(ws)
         response = JSONResponse({"name": name, "role": role, "csrf": ws.csrf}, headers={"cache-control": "no-store"})
-        response.set_cookie(COOKIE, ws.token, max_age=int(self.sessions.max_age), path="/", secure=self.tls,
+        response.set_cookie(self.cookie, ws.token, max_age=int(self.sessions.max_age), path="/", secure=self.tls,
                             httponly=True, samesite="strict")  # fmt: skip
         return response
 
+    async def _turn_unless_gone(self, request: Request, name: str, group: str) -> Any:
+        """A turn for ``name`` (``LoginGuard.turn``), unless the client goes away while it waits: an
+        attempt waiting for its turn has learned nothing, and a client that hangs up after sending must
+        not leave it queued (thousands a minute, each checked in its turn once the client is gone)."""
+        waiting = asyncio.ensure_future(self.guard.turn(name, group))
+
+        async def gone() -> None:
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+
+        watcher = asyncio.ensure_future(gone())
+        try:
+            await asyncio.wait({waiting, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            waiting.cancel()
+            raise
+        finally:
+            watcher.cancel()
+        if waiting.done():
+            return waiting.result()
+        waiting.cancel()
+        try:
+            self.guard.abandon(await waiting)  # given a turn just as the client went: hand it back
+        except asyncio.CancelledError:
+            pass
+        raise LoginRefused(errors.OperationalError("The client went away while its sign-in waited for its turn",
+                                                   code="DP716", hint="nothing was checked"))  # fmt: skip
+
     def _check(self, name: str, password: str) -> str | None:
-        """The login's role when ``password`` is its password, else None (the same work for unknown names)."""
+        """The login's role when ``password`` is its password, else None (the same work for unknown names).
+        A verifier stored with more iterations than ``scram.MAX_ITERATIONS`` (from before the cap) is not
+        run: anyone could make the server run it at each attempt; the login answers as an unknown name."""
         with self._admin_con() as con:
             found = logins.lookup(con, name)
+        if found and scram.parse_verifier(found[0])[0] > scram.MAX_ITERATIONS:
+            log.warning("login %r cannot sign in to dpgate web: its verifier asks for more than %d PBKDF2 "
+                        "iterations (set its password again)", name, scram.MAX_ITERATIONS)  # fmt: skip
+            found = None
         verifier = found[0] if found else scram.fake_verifier(name, self._secret)
         return found[1] if scram.check_password(verifier, password, real=found is not None) else None
 
@@ -314,7 +356,7 @@ class WebServer:
         return {"name": ws.login, "role": ws.role, "csrf": ws.csrf}
 
     def _session(self, request: Request, *, write: bool = False, role: str | None = None) -> WebSession:
-        ws = self.sessions.find(request.cookies.get(COOKIE))
+        ws = self.sessions.find(request.cookies.get(self.cookie), self.connections.group(request.client))
         if ws is None:
             raise errors.InterfaceError("Not signed in, or the session has ended", code="DP723",
                                         hint="sign in again (POST /api/login); a session ends after "
@@ -365,8 +407,15 @@ class WebServer:
                 "settings such as SET dp_epsilon = 0.5 stay for the session's next statements",
             )  # fmt: skip
         gateway = ws.db.gateway
-        result, streamed = await self._run(ws, request, lambda: gateway.run(parts[0]), statement=True)
-        return views.answer(result, streamed)
+        result, streamed, release = await self._run(ws, request, lambda: gateway.run(parts[0]), statement=True,
+                                                    keep_slot=True)  # fmt: skip
+        try:  # tens of MB of JSON for a public result at its caps: not on the event loop
+            body = await asyncio.get_running_loop().run_in_executor(
+                self.pool, lambda: _json_bytes(views.answer(result, streamed)))
+        except BaseException:
+            release()
+            raise
+        return Answer(body, release)
 
     async def budget(self, request: Request) -> dict:
         ws = self._session(request)
@@ -405,11 +454,15 @@ class WebServer:
         return out
 
     # -- running ---------------------------------------------------------------------------------------
-    async def _run(self, ws: WebSession, request: Request, call: Callable[[], Any], *,
-                   statement: bool = False) -> tuple[Any, list | None]:  # fmt: skip
+    async def _run(self, ws: WebSession, request: Request, call: Callable[[], Any], *, statement: bool = False,
+                   keep_slot: bool = False) -> tuple:  # fmt: skip
         """``call`` in a worker thread as a ``Running`` of the session: one at a time per session, in its
         login's slots, within the time limits; a statement's public rows come through the row stream,
-        within the result caps. Returns its value and the streamed rows (None when nothing streamed)."""
+        within the result caps. Returns its value and the streamed rows (None when nothing streamed).
+
+        With ``keep_slot``, the login's slot stays taken after the call, until the third value returned
+        (``release``) is called: once its answer is sent. An answer the client does not read then holds
+        a slot, so a login holds at most ``--statements-per-login`` answers in memory at once."""
         gone = asyncio.Event()
 
         async def watch() -> None:  # the browser going away stops a statement not yet charged
@@ -427,22 +480,30 @@ class WebServer:
                                  max_rows=self.max_result_rows, max_bytes=self.max_result_bytes,
                                  gone=gone.is_set)  # fmt: skip
                 await self.slots.acquire(ws.login, lambda: QueryLoop._slot_refusal(self, run, ws.login))
-                run.start(self.pool).add_done_callback(lambda _: self.slots.release(ws.login))
-                rows: list = []
-                while (item := await run.stream.next(run.worker)) is not None:
-                    if item[0] == "rows":
-                        rows.extend(item[1])
+                release = _once(lambda: self.slots.release(ws.login))
+                worker = run.start(self.pool)
+                if not keep_slot:
+                    worker.add_done_callback(lambda _: release())
                 try:
-                    value = await run.result()
-                except errors.Error:
+                    rows: list = []
+                    while (item := await run.stream.next(run.worker)) is not None:
+                        if item[0] == "rows":
+                            rows.extend(item[1])
+                    try:
+                        value = await run.result()
+                    except errors.Error:
+                        raise
+                    except Exception as e:
+                        log.exception("statement failed")
+                        raise errors.InternalError(
+                            "Internal error in dpgate web; this is a bug in dpgate, please report it", code="DP709",
+                            hint="the server's log has the details; nothing was charged unless the answer said so",
+                        ) from e  # fmt: skip
+                except BaseException:
+                    worker.add_done_callback(lambda _: release())  # no answer to send: free once the worker ends
                     raise
-                except Exception as e:
-                    log.exception("statement failed")
-                    raise errors.InternalError(
-                        "Internal error in dpgate web; this is a bug in dpgate, please report it", code="DP709",
-                        hint="the server's log has the details; nothing was charged unless the answer said so",
-                    ) from e  # fmt: skip
-                return value, (rows if run.stream.columns is not None else None)
+                streamed = rows if run.stream.columns is not None else None
+                return (value, streamed, release) if keep_slot else (value, streamed)
         finally:
             watcher.cancel()
 
@@ -459,6 +520,47 @@ class WebServer:
     def logins(self) -> list[tuple[str, str]]:
         with self._admin_con() as con:
             return logins.names(con)
+
+
+def _once(call: Callable[[], None]) -> Callable[[], None]:
+    done = False
+
+    def once() -> None:
+        nonlocal done
+        if not done:
+            done = True
+            call()
+
+    return once
+
+
+def _json_bytes(value: Any) -> bytes:
+    """As Starlette's JSONResponse renders a value."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")).encode("utf-8")
+
+
+class Answer(Response):
+    """A statement's JSON answer, sent a part at a time: each part waits until the client has taken
+    the one before, so an answer it does not read stays here, where its login's slot counts it, not
+    in the connection's buffer. ``done`` (the slot's release) is called once it is sent or the
+    connection is gone (``dpgate.web.connections`` closes one whose client stops reading)."""
+
+    media_type = "application/json"
+    PART = 256 * 1024
+
+    def __init__(self, body: bytes, done: Callable[[], None]):
+        super().__init__(body, headers={"cache-control": "no-store"})
+        self.done = done
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+            body = memoryview(self.body)
+            for at in range(0, max(len(body), 1), self.PART):
+                more = at + self.PART < len(body)
+                await send({"type": "http.response.body", "body": bytes(body[at : at + self.PART]), "more_body": more})
+        finally:
+            self.done()
 
 
 def _bad_body(what: str) -> errors.ProgrammingError:
@@ -478,17 +580,24 @@ async def read_json(request: Request, cap: int) -> dict:
     if length is not None and (not length.isdigit() or int(length) > cap):
         raise _too_large(cap)
     chunks, n = [], 0
-    async for chunk in request.stream():
-        n += len(chunk)
-        if n > cap:
-            raise _too_large(cap)
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            n += len(chunk)
+            if n > cap:
+                raise _too_large(cap)
+            chunks.append(chunk)
+    except ClientDisconnect:  # nobody to answer; not a bug to log with its traceback (anyone can hang up)
+        raise _bad_body("a whole body: the client went away before sending it") from None
     try:
         data = json.loads(b"".join(chunks))
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # arrays nested past the parser's depth too
         raise _bad_body("a JSON object") from None
     if not isinstance(data, dict):
         raise _bad_body("a JSON object")
+    try:  # JSON's \ud800 escape parses to a lone surrogate, which no UTF-8 text (a name, a password) holds
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise _bad_body("a JSON object of Unicode text (a lone surrogate such as \\ud800 is not a character)") from None
     return data
 
 
@@ -500,8 +609,9 @@ def _loopback(host: str) -> bool:
 
 
 class _Guard:
-    """Before any route: the Host (on a loopback listener, a loopback name: no DNS-rebound page) and,
-    for a state-changing request, its Origin and JSON body; after: the security headers."""
+    """Before any route: the Host (on a loopback listener, a loopback name: no DNS-rebound page), for
+    an API read that a browser says comes from elsewhere, a refusal, and for a state-changing request,
+    its Origin and JSON body; after: the security headers."""
 
     def __init__(self, app: Any, server: WebServer):
         self.app, self.server = app, server
@@ -530,6 +640,14 @@ class _Guard:
             return _refused(f"This server answers on loopback only, not as {host!r}",
                             "open it as http://127.0.0.1:PORT/ or http://localhost:PORT/")  # fmt: skip
         if scope["method"] in ("GET", "HEAD"):
+            # another page of the same site (any port of the host) sends the session cookie with its
+            # requests: it cannot read the answers, but could make the server compute them (an owner's
+            # quality report reads the source) and keep a session alive; browsers say where a request
+            # comes from, and the page's own calls are same-origin
+            if scope["path"].startswith("/api/") and headers.get("sec-fetch-site", "same-origin") not in (
+                    "same-origin", "none"):  # fmt: skip
+                return _refused("The API answers only this server's own page (Sec-Fetch-Site)",
+                                "call it from the page, or from a program (which sends no Sec-Fetch-Site)")  # fmt: skip
             return None
         scheme = "https" if self.server.tls else "http"
         if headers.get("origin") != f"{scheme}://{host}" or headers.get("sec-fetch-site", "same-origin") not in (

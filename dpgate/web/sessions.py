@@ -9,6 +9,12 @@ used one: only the password's holder can open them) and ``max_sessions`` in all 
 sign-in is refused, DP729, as ``dpgate serve`` refuses connections past ``max_connections``).
 A session runs one request at a time (``lock``); its login's statements at once over all its
 sessions are bounded by the server's ``Slots``.
+
+On a loopback listener a session belongs to the local user whose connection signed in (``user``:
+their address group, when the kernel says who owns the client's socket): a browser sends its
+cookies to every port of the host, so another local user's web server on another port receives
+the cookie, and could otherwise use it, or set its own in the victim's browser; a request from
+another local user's connection finds no session.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ class WebSession:
     seen: float = dataclasses.field(default_factory=time.monotonic)
     lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
     ended: bool = False
+    user: str | None = None  # the local user (address group) that signed in, on loopback when known
 
 
 class Sessions:
@@ -46,10 +53,11 @@ class Sessions:
     def __len__(self) -> int:
         return len(self._by_token)
 
-    def find(self, token: str | None) -> WebSession | None:
-        """The live session of a cookie's token (None when unknown, ended or expired)."""
+    def find(self, token: str | None, group: str | None = None) -> WebSession | None:
+        """The live session of a cookie's token sent from a connection of address group ``group``
+        (None when unknown, ended, expired, or another local user's: it stays as it was)."""
         ws = self._by_token.get(token) if token else None
-        if ws is None or ws.ended or self.expired(ws):
+        if ws is None or ws.ended or self.expired(ws) or (ws.user is not None and group != ws.user):
             return None
         ws.seen = time.monotonic()
         return ws
