@@ -147,6 +147,26 @@ class Synopsis:
         overlap = np.clip(np.minimum(hi, qhi) - np.maximum(lo, qlo), 0, None) / (hi - lo)
         return float((self.counts[self.leaf] * overlap.prod(axis=1)).sum())
 
+    def locate(self, points: np.ndarray) -> np.ndarray:
+        """The leaf holding each point (``prepare``-d into Ω), found down the tree: the children of a
+        node are consecutive nodes and tile its box."""
+        n = len(self.parent)
+        first = np.full(n, n)
+        np.minimum.at(first, self.parent[1:], np.arange(1, n))
+        fanout = np.bincount(self.parent[1:], minlength=n)
+        where = np.zeros(len(points), dtype=np.int64)
+        for _ in range(int(self.depth.max())):
+            down = np.flatnonzero(fanout[where] > 0)
+            if not len(down):
+                break
+            at, found = where[down], np.full(len(down), -1)
+            for j in range(int(fanout.max())):
+                child = np.minimum(first[at] + j, n - 1)
+                hit = (found < 0) & (j < fanout[at]) & ((points[down] >= self.lo[child]) & (points[down] < self.hi[child])).all(axis=1)
+                found[hit] = child[hit]
+            where[down] = found
+        return where
+
     def half_widths(self, alpha: float) -> np.ndarray:
         """Per node: the estimate is within this of the true count with probability ≥ 1 − α, for the
         refinement plan as released [ci]."""

@@ -23,11 +23,8 @@ def _points(rng: np.random.Generator, n: int) -> np.ndarray:
 
 
 def _exact(syn: privtree.Synopsis, pts: np.ndarray) -> np.ndarray:
-    """Each node's true number of points: the leaves' (disjoint boxes) summed up the tree."""
-    leaves = np.flatnonzero(syn.leaf)
-    inside = (pts[None, :, :] >= syn.lo[leaves, None, :]) & (pts[None, :, :] < syn.hi[leaves, None, :])
-    counts = np.zeros(len(syn.counts))
-    counts[leaves] = inside.all(axis=2).sum(axis=1)
+    """Each node's true number of points: the leaves' summed up the tree."""
+    counts = np.bincount(syn.locate(pts), minlength=len(syn.counts)).astype(float)
     for k in range(int(syn.depth.max()), 0, -1):
         at = np.flatnonzero(syn.depth == k)
         np.add.at(counts, syn.parent[at], counts[at])
@@ -46,6 +43,8 @@ def test_each_family_tiles_the_domain_so_a_point_is_in_one_of_its_boxes():
         assert np.isclose((hi - lo).prod(axis=1).sum(), 1.0), name
         inside = ((pts[None] >= lo[:, None]) & (pts[None] < hi[:, None])).all(axis=2)
         assert (inside.sum(axis=0) == 1).all(), name
+    held = syn.locate(pts)
+    assert syn.leaf[held].all() and ((pts >= syn.lo[held]) & (pts < syn.hi[held])).all()
     assert np.array_equal(syn.families["refined"], np.flatnonzero(syn.leaf))
     refined_below = np.setdiff1d(np.flatnonzero(syn.leaf), syn.families["leaves"])
     assert len(refined_below) > 100  # the dense leaves were split further
