@@ -57,9 +57,9 @@ points (not the benchmark's data). The estimate of every node is the least-squar
 measurements under parent = sum of children (``hierarchy.consistent``) [gls]: consistent,
 and a range sums its leaves weighted by overlap — the same as summing a minimal cover of nodes.
 For a fixed refinement plan the estimates are unbiased and their variances exact; the plan is
-made from the leaf counts that the fit also uses, which leaves a small bias (measured: +2.4 ± 0.9
-on a 5,000-point range at ε = 1, against a noise standard deviation of 15; the adaptive grid shares
-this). Each node's interval (``Synopsis.half_widths``) holds for the released plan [ci].
+made from the leaf counts that the fit also uses, which leaves a small bias (measured in
+``tests/mechanisms/test_privtree_counts.py``: +1.7, standard error 0.8, on a 757-point range at
+ε = 1 whose noise has a standard deviation of 9.8; the adaptive grid shares this). Each node's interval (``Synopsis.half_widths``) holds for the released plan [ci].
 
 **Range counts.** Points are taken as spread uniformly inside a leaf; that assumption's error is
 unknown, so range answers carry no interval.
