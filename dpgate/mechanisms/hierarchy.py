@@ -7,7 +7,8 @@ variances and unmeasured nodes (a two-pass smoother over the tree).
 
 **Guarantee.** None needed: everything here is post-processing of released noisy counts and of
 the released tree (its shape and each measurement's noise distribution are public), so it keeps
-the privacy of the measurements it reads.
+the privacy of the measurements it reads. **Neighbouring relation and sensitivity:** those of the
+measurements, stated by the mechanism that makes them (``privtree``); nothing here reads data.
 
 **Estimate.** Each node v has a true count x_v with ``x_parent = Σ x_children``. Some nodes are
 measured, ``y_v = x_v + noise`` with known variance σ²_v (several measurements of one node are

@@ -126,8 +126,9 @@ UPPER_BOXES = 16
 class Synopsis:
     """Every node of the tree, parents before children: boxes ``lo[i] ≤ x < hi[i]`` (the last box of
     a dimension closed at its max), depth, parent (−1 for the root), whether it is a leaf, its
-    consistent estimated count (unbiased; may be negative or fractional) and that estimate's
-    variance. ``kappa`` bounds the noises' squared Laplace scale by their variance (intervals)."""
+    consistent estimated count (fractional, may be negative: unbiased for the refinement plan as
+    released, see the module docstring) and that estimate's variance. ``kappa`` bounds the noises'
+    squared Laplace scale by their variance (intervals)."""
 
     lo: np.ndarray  # (nodes, d)
     hi: np.ndarray
