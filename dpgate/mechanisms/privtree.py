@@ -138,7 +138,7 @@ class Synopsis:
     counts: np.ndarray  # float
     variance: np.ndarray
     kappa: float = 1.0
-    stopped: bool = False  # growth stopped at MAX_NODES [cap]
+    stopped: bool = False  # growth or refinement stopped at MAX_NODES [cap]
     families: dict[str, np.ndarray] | None = None  # the nodes each family measured (public, as the tree)
 
     def range_count(self, qlo: np.ndarray, qhi: np.ndarray) -> float:
@@ -287,7 +287,7 @@ def grow(points: np.ndarray, lower: np.ndarray, upper: np.ndarray, epsilon_tree:
 
 
 def refinement_depths(noisy: np.ndarray, depth: np.ndarray, epsilon_refined: float, contributions: int, beta: int,
-                      room: int) -> np.ndarray:  # fmt: skip
+                      room: float) -> np.ndarray:  # fmt: skip
     """How many levels to split each leaf below its noisy count N': about N'·ε/(x·REFINE_C) cells,
     i.e. ⌈log_β(N'·ε/(x·c₂))⌉ levels (none when that is at most one cell), within MAX_DEPTH, and
     shallower for the deepest plans until the added nodes fit in ``room`` [refine] [cap]. A function
@@ -361,8 +361,9 @@ def release(points: np.ndarray, lower, upper, epsilon: float, *, rng: np.random.
     noisy_leaves = measure(tree_leaves, counts[tree_leaves], "leaves") if "leaves" in eps else None
     if "refined" in eps:
         if noisy_leaves is not None:  # [refine]: planned from the released leaf counts only
-            levels = refinement_depths(noisy_leaves, tree_depth[tree_leaves], eps["refined"], contributions, 2**d,
-                                       max(0, max_nodes - n_tree))  # fmt: skip
+            plan = [refinement_depths(noisy_leaves, tree_depth[tree_leaves], eps["refined"], contributions, 2**d, room)
+                    for room in (max(0, max_nodes - n_tree), math.inf)]  # fmt: skip
+            levels, stopped = plan[0], stopped or bool((plan[0] < plan[1]).any())  # [cap]
             _refine(nodes, tree_leaves, levels)
             counts = nodes.counts()
         final = np.flatnonzero(nodes.leaf[: nodes.n])

@@ -170,7 +170,7 @@ def answer(con, plan: SynthesisPlan, debit, analyst: str, *, rng: np.random.Gene
     ]
     if syn.stopped:
         notes.append(f"the tree stopped growing at {privtree.MAX_NODES:,} nodes (a release's work is bounded): at this "
-                     "ε PrivTree would split some of the deepest leaves further")  # fmt: skip
+                     "ε it would split some leaves further")  # fmt: skip
     message = f"CREATE SYNTHETIC TABLE {plan.name}: {len(syn.counts):,} nodes, {leaves:,} leaves (PrivTree synopsis)"
     return Answer([], [], [], [], {}, notes, message=message, released_rows=len(syn.counts))
 
