@@ -82,10 +82,11 @@ def test_setvalued_release_prints_the_error_table():
 
 
 def test_privtree_cities_prints_the_error_table():
-    out = _run("privtree_cities.py", "--queries", "100", "--runs", "1", "--seed", "1")
-    rows = [line.split() for line in out.splitlines() if re.match(r"^\s*[0-9.]+\s+(small|medium|large)\s", line)]
-    assert len(rows) == 18, "one row per (ε, query set)"
-    assert "privtree beats the uniform grid in" in out
+    out = _run("privtree_cities.py", "--queries", "60", "--runs", "1", "--seed", "1")
+    rows = [line.split() for line in out.splitlines() if re.match(r"^(places|sample)\s+[0-9.]+\s+(1|10|50)%\s", line)]
+    assert len(rows) == 18, "one row per (data, ε, size)"
+    assert all(len(r) == 3 + 2 * 4 + 1 for r in rows), "old, new, ug, ag with their bootstrap ranges, and the ratio"
+    assert re.search(r"new beats both grids in \d+ of 18", out)
 
 
 def test_privtree_sequences_prints_both_tables():

@@ -29,7 +29,9 @@ a FIXED salt so that the keyed per-subject row sample is drawn identically on D 
 - synthetic releases: the encoded source (``source_sql`` + ``encode_query``) as a multiset
   of code tuples (add/remove distance <= ``max_rows``: the model runs at ε / max_rows), and
   every 1- and 2-way marginal (L1 <= ``max_rows``); for the supermodular release the records as
-  tuples of hierarchy leaves (L1 <= 1: one record per subject; every cube count is a sum of them).
+  tuples of hierarchy leaves (L1 <= 1: one record per subject; every cube count is a sum of them);
+  for a PrivTree synopsis the points (L1 <= ``max_rows``) and the counts of each family of boxes
+  it measures, in the tree released on D (L1 <= ``max_rows`` per family).
 
 ``compare`` returns every violation with its numbers; ``assert_neighbours`` raises
 ``NeighbourViolation`` (an AssertionError) listing them.
@@ -393,13 +395,32 @@ def _synthetic(con, plan: SynthesisPlan, charged: str, salt: int, hints: dict[st
         counts = _counts(leaves)
         return Exact("synthetic", plan, {"records": Statistic("records", counts, l1=1)}, {"rows": len(leaves)})
     if plan.mechanism == "privtree":  # the points: one subject moves at most max_rows of them
+        from dpgate.mechanisms import privtree
         from dpgate.queries.synthetic import synopsis
 
         got = con.execute(synopsis.source_sql(plan, charged, salt)).fetchall()
         counts: dict = {}
         for row in got:
             counts[row] = counts.get(row, 0) + 1
-        return Exact("synthetic", plan, {"points": Statistic("points", counts, l1=plan.max_rows)}, {"rows": len(got)})
+        stats = {"points": Statistic("points", counts, l1=plan.max_rows)}
+        # The node counts: each family the release measures is a set of disjoint boxes of the tree,
+        # which is public once released; on D′ the same boxes (the tree released on D, a fixed
+        # seed) hold counts that move by at most max_rows per family.
+        o = plan.options
+        lower, upper = np.array(o["lower"]), np.array(o["upper"])
+        pts = privtree.prepare(np.array(got, dtype=float).reshape(-1, len(o["columns"])), lower, upper, o["integer"])
+        syn = (hints or {}).get("privtree tree")
+        if syn is None:
+            syn = privtree.release(pts, lower, upper, plan.epsilon, rng=np.random.default_rng(SEED),
+                                   contributions=plan.max_rows, tree_share=o["tree_share"], integer=o["integer"])  # fmt: skip
+        held = np.bincount(syn.locate(pts), minlength=len(syn.counts))
+        for k in range(int(syn.depth.max()), 0, -1):  # a node holds its leaves' points
+            at = np.flatnonzero(syn.depth == k)
+            np.add.at(held, syn.parent[at], held[at])
+        for name, family in syn.families.items():
+            stats[f"{name} counts"] = Statistic(f"{name} counts", dict(zip(family.tolist(), held[family].tolist())),
+                                                l1=plan.max_rows, fixed_keys=True)  # fmt: skip
+        return Exact("synthetic", plan, stats, {"rows": len(got), "privtree tree": syn})
     source = synthetic_mod.source_sql(plan, charged, salt)
     codes = synthesis.fetch_codes(con, synthesis.encode_query(source, list(plan.codings)))
     m = plan.max_rows
