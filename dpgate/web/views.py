@@ -187,9 +187,12 @@ def leaves(owner: Any, name: str) -> dict[str, Any]:
                                       hint="SHOW RELEASES lists the releases; synopses have kind 'synopsis'")  # fmt: skip
     cols = rec.parameters["columns"]
     bounds = ", ".join(f"{quote_ident(c + '_lo')}, {quote_ident(c + '_hi')}" for c in cols)
+    # Since 0.26 a synopsis holds every node of its tree (is_leaf marks the leaves); before, leaves only.
+    nodes = rec.parameters.get("rows") == "nodes"
+    source = f"main.{quote_ident(rec.name)}" + (" WHERE is_leaf" if nodes else "")
     rows = owner.con.execute(
-        f"SELECT {bounds}, count, count_ci_low, count_ci_high FROM main.{quote_ident(rec.name)} "
-        f"ORDER BY leaf_id LIMIT {MAX_LEAVES + 1}"
+        f"SELECT {bounds}, count, count_ci_low, count_ci_high FROM {source} "
+        f"ORDER BY {'node_id' if nodes else 'leaf_id'} LIMIT {MAX_LEAVES + 1}"
     ).fetchall()  # fmt: skip
     d = len(cols)
     shown = [{"lo": [r[2 * j] for j in range(d)], "hi": [r[2 * j + 1] for j in range(d)], "count": r[2 * d],

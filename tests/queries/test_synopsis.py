@@ -234,3 +234,22 @@ def test_a_release_of_leaves_only_still_answers_from_every_row(demo_db):
     with dpgate.connect(str(demo_db), analyst="demo") as con:
         (n,) = con.execute(EUROPE).fetchone()
     assert n == pytest.approx(expected, abs=0.1)
+
+
+def test_the_owner_page_draws_a_synopsis_s_leaves_only(demo_db):
+    """A synopsis holds every node of its tree; the owner page's map draws each leaf once, not the
+    internal nodes over them."""
+    pytest.importorskip("starlette")
+    from dpgate.catalog.owner import Owner
+    from dpgate.web import views
+
+    with dpgate.connect(str(demo_db), analyst="demo", test_seed=3) as con:
+        con.execute(MAKE.replace("epsilon = 1", "epsilon = 0.1"))  # fewer leaves than the page draws at most
+        leaves = con.execute("SELECT count(*) FROM cities_tree WHERE is_leaf").fetchone()[0]
+        nodes = con.execute("SELECT count(*) FROM cities_tree").fetchone()[0]
+    assert nodes > leaves
+    with Owner(demo_db, create=False) as owner:
+        drawn = views.leaves(owner, "cities_tree")
+    assert len(drawn["leaves"]) == leaves and not drawn["truncated"]
+    area = sum((b["hi"][0] - b["lo"][0]) * (b["hi"][1] - b["lo"][1]) for b in drawn["leaves"])
+    assert area == pytest.approx(360 * 180)  # they tile the domain: no node drawn over its children

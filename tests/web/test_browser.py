@@ -151,6 +151,9 @@ def test_the_owner_sees_spending_histograms_quality_and_leaves(browser, web):
     wait(browser, lambda d: count(releases["cities_tree"], "g.dp-leaf rect") > 50)
     leaves = releases["cities_tree"].text
     assert "leaves" in leaves
+    # the synopsis holds every node of its tree; the map draws its leaves only, each once
+    drawn = count(releases["cities_tree"], "g.dp-leaf rect")
+    assert f"{drawn:,} leaves" in leaves, (drawn, leaves)
 
 
 def test_no_content_security_policy_violation_was_reported(browser):
