@@ -153,6 +153,10 @@ REVIEWED = frozenset(
     """.split()
 ) | {f"{prefix}_{locale}" for prefix in ("collate", "icu_collate") for locale in _COLLATION_LOCALES}
 
+#: Functions that run an aggregate named by their second argument, a string constant: the name is checked
+#: as a call (``classify.check_functions``), so a refused or unreviewed aggregate is not run by name.
+BY_NAME = frozenset({"list_aggregate", "array_aggregate", "list_aggr", "array_aggr", "aggregate"})
+
 #: Reviewed and refused (see the module docstring), by name.
 REFUSED = frozenset(
     """

@@ -45,6 +45,8 @@ import math
 
 from sqlglot import exp
 
+from dpgate.frontend import functions
+
 Size = tuple[float, float, float]  # (a, b, g): at most a * L + b + g * G
 
 FIXED = 32.0  # a number, a date, a boolean: its text
@@ -116,7 +118,7 @@ REDUCING = {"list_reduce", "array_reduce", "reduce"}
 #: Edit distances and similarities: work is the product of the inputs' lengths.
 QUADRATIC = {"levenshtein", "editdist3", "damerau_levenshtein", "jaro_similarity", "jaro_winkler_similarity"}
 #: Apply an aggregate to a list by name: a separator argument repeats per element.
-LIST_AGGREGATE = {"list_aggregate", "array_aggregate", "list_aggr", "array_aggr", "aggregate"}
+LIST_AGGREGATE = functions.BY_NAME
 SELECTING = {"list_select", "array_select"}
 ZIPPING = {"list_zip", "array_zip"}
 SHAPED_BY_JSON = {"from_json", "from_json_strict", "json_transform", "json_transform_strict"}
