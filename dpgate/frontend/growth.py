@@ -42,6 +42,7 @@ on DuckDB 2.0.1 and 1.5.6 (64-row or one-row statements; times on one core of th
 from __future__ import annotations
 
 import math
+import re
 
 from sqlglot import exp
 
@@ -216,8 +217,11 @@ def longest_name(node: exp.Expr) -> int:
             longest = max(longest, len(n.name))
         elif isinstance(n, exp.Literal) and n.is_string and isinstance(n.parent, exp.Func) and (
                 call_name(n.parent) in SHAPED_BY_JSON):  # fmt: skip
-            longest = max(longest, len(n.this))  # a JSON structure: its keys
+            longest = max([longest] + [len(k) for k in _JSON_KEY.findall(n.this)])  # a JSON structure's keys
     return longest
+
+
+_JSON_KEY = re.compile(r'"((?:[^"\\]|\\.)*)"\s*:')
 
 
 #: Typed nodes whose sqlglot name is not DuckDB's.

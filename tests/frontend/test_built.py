@@ -199,6 +199,9 @@ ACCEPTED = [
     "SELECT list_reduce([1, 2, 3], (a, b) -> a + b), list_zip([1, 2], ['a', 'b']), [1.0, 2.0, 3.0]::FLOAT[3]",
     "SELECT '123456789012345678901234567890'::BIGNUM + 1, concat_ws(', ', region, region) FROM country_regions",
     "SELECT median(i), list_filter(range(10), x -> levenshtein(x::VARCHAR, '5') = 0) FROM range(100) t(i)",
+    # a JSON structure longer than a name: only its keys are names
+    "SELECT list(from_json('{\"name\": \"x\"}', '{\"name\": \"VARCHAR\", \"age\": \"INTEGER\", \"city\": "
+    "\"VARCHAR\", \"country\": \"VARCHAR\", \"zip\": \"VARCHAR\"}')) FROM country_regions",
 ]
 
 
