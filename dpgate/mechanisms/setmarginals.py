@@ -87,8 +87,10 @@ BATCH = 256
 #: A batch scores every item for each of its records, and every pair of selected items: the fit
 #: stops at FIT_WORK such cells (about 5 s), whatever the data.
 FIT_WORK = 1 << 31
-#: The size model's work: declared items × (longest record + 1) at most (``model_work``).
-MODEL_CELLS = 1 << 24
+#: The size model's work: declared items × (longest record + 1) at most (``model_work``), 60 passes
+#: of about 5 ns a cell (``_absent``): a few seconds. At 2^24 cells it took 30 s, and 2 minutes where
+#: ``(1 − π) ** s`` took pow's slow path (π ≥ 0.5: noisy supports beyond what the sizes hold).
+MODEL_CELLS = 1 << 22
 #: Float copies of the record matrix are made this many cells at a time.
 CHUNK_CELLS = 1 << 22
 #: Records fitted at most, and record × item cells; a larger table repeats them (``records``).
@@ -236,18 +238,39 @@ def truncation(h: np.ndarray, epsilon: float, cells: int, mass) -> int:
     return int(m[int(np.argmin(err))])  # the first of equal minima, as the loop took
 
 
+#: ``log(1 − π)`` is taken at π ≤ 1 − 2^-53 (finite), and ``(1 − π)^s`` below e^-700 as e^-700: it adds
+#: nothing a support can show, and no cell takes the slow path of a result that underflows.
+_PI_TOP = 1.0 - 2.0**-53
+_LOG_FLOOR = -700.0
+
+
+def _absent(pi: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """``(1 − π)^s`` for every π (rows) and size s (columns): P(a record of size s lacks the item).
+
+    ``exp(s·log(1 − π))`` floored at e^-700, about 4 ns a cell whatever the values: ``(1 − π) ** s``
+    took 3 ns a cell, and about 100 where the result underflows (π ≥ 0.5 over records of thousands
+    of items) — every bisection's first pass, and all 60 for an item whose noisy support is beyond
+    what the sizes hold."""
+    log_q = np.log1p(-np.minimum(np.asarray(pi, dtype=np.float64), _PI_TOP))
+    return np.exp(np.maximum(np.multiply.outer(log_q, np.asarray(s, dtype=np.float64)), _LOG_FLOOR))
+
+
 def _presence(pi: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """P(a record of size s holds an item) when each of its s places is the item w.p. π."""
-    return 1.0 - (1.0 - pi) ** s
+    """P(a record of size s holds an item) when each of its s places is the item w.p. π (π rows, s columns)."""
+    return 1.0 - _absent(pi, s)
 
 
 def _solve(target: np.ndarray, h: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """π with ``Σ_s h(s)·presence(π, s)·w(s) = target``, by bisection (increasing in π)."""
-    s = np.arange(len(h), dtype=np.float64)
+    """π with ``Σ_s h(s)·presence(π, s)·w(s) = target``, by bisection (increasing in π): 60 passes over
+    the items × the sizes of positive weight (``MODEL_CELLS`` at most)."""
+    hw = np.asarray(h, dtype=np.float64) * w
+    sizes = np.flatnonzero(hw > 0)
+    hw = hw[sizes]
+    total = float(hw.sum())
     lo, hi = np.zeros(len(target)), np.ones(len(target))
     for _ in range(60):
         mid = (lo + hi) / 2
-        val = (h[None, :] * _presence(mid[:, None], s[None, :]) * w[None, :]).sum(axis=1)
+        val = total - _absent(mid, sizes) @ hw
         above = val > target
         hi, lo = np.where(above, mid, hi), np.where(above, lo, mid)
     return (lo + hi) / 2
@@ -315,7 +338,7 @@ def measure(records: np.ndarray, epsilon: float, *, rng: np.random.Generator, ma
     weight1 = item_weight(np.arange(max_size + 1), m1) / _GRID
     pi = _solve(np.maximum(w_items, 0.0), h, weight1)
     s_all = np.arange(max_size + 1, dtype=np.float64)
-    held = (h[None, :] * _presence(pi[:, None], s_all[None, :]))
+    held = h[None, :] * _presence(pi, s_all)
     weighted = (held * weight1[None, :]).sum(axis=1)
     # the correction of a rare item (π → 0) where the noisy count is 0 or below
     rare = (h * s_all).sum() / max((h * s_all * weight1).sum(), 1e-12)

@@ -127,6 +127,43 @@ def test_a_record_holds_at_most_the_declared_items():
     assert rel.max_size == 6 and len(rel.sizes) == 7 and rel.m1 <= 6
 
 
+def _solve_by_pow(target, h, w):
+    s = np.arange(len(h), dtype=np.float64)
+    lo, hi = np.zeros(len(target)), np.ones(len(target))
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        above = (h[None, :] * (1.0 - (1.0 - mid[:, None]) ** s[None, :]) * w[None, :]).sum(axis=1) > target
+        hi, lo = np.where(above, mid, hi), np.where(above, lo, mid)
+    return (lo + hi) / 2
+
+
+def test_the_size_model_costs_the_same_whatever_the_supports():
+    """``_solve`` must find the π ``(1 − π) ** s`` defines, and take about the same time for every π: pow
+    took ~3 ns a cell, and ~100 where its result underflows (π ≥ 0.5 over records of hundreds of items:
+    each bisection's first pass, and every pass of an item whose noisy support is beyond what the sizes
+    hold), so the size model at its cap took 30 s to 2 minutes after the debit, as the noise chose."""
+    import time
+
+    rng = np.random.default_rng(1)
+    top = 511
+    h = np.abs(rng.normal(size=top + 1)) * 10
+    h[0] = 0
+    w = sm.item_weight(np.arange(top + 1), 20) / (1 << sm.GRID_BITS)
+    s = np.arange(top + 1)
+    total = float((h * w).sum())
+    cases = {"π → 0": np.zeros(128), "π = 0.6": np.full(128, float((h * w * (1 - 0.4**s)).sum())),
+             "beyond the sizes": np.full(128, 2 * total), "mixed": rng.uniform(0, 1.2 * total, 128)}  # fmt: skip
+    for label, target in cases.items():
+        assert np.allclose(sm._solve(target, h, w), _solve_by_pow(target, h, w), rtol=0, atol=1e-12), label
+    took = {label: np.inf for label in cases}
+    for _ in range(7):  # interleaved, the least of each: another process's load shows in all of them
+        for label, target in cases.items():
+            t = time.perf_counter()
+            sm._solve(target, h, w)
+            took[label] = min(took[label], time.perf_counter() - t)
+    assert max(took.values()) < 4 * min(took.values()), took  # pow: about 28 times
+
+
 def test_the_shares_add_up_to_epsilon():
     for n_items in (1, 2, 100):
         assert sum(sm.shares(0.7, n_items).values()) == pytest.approx(0.7, rel=1e-15)
