@@ -463,7 +463,8 @@ def _why(plan: SynthesisPlan, path: str | None, records: int | None, needed: int
     if path is None:
         return "chosen at the debit from the records that pay: the partition path when DiffPart's partitions can survive"
     groups = sum(1 for v in range(len(o["taxonomy"].height)) if o["taxonomy"].height[v] == 1)
-    need = f"{needed:,}" if needed < 10**15 else f"10^{int(math.log10(needed))}"
+    need = (f"{needed:,}" if needed < 10**15 else f"10^{int(math.log10(needed))}") if needed < diffpart.NEEDED_CAP \
+        else f"more than 10^{int(math.log10(diffpart.NEEDED_CAP))}"
     if path == "partition":
         return (f"DiffPart: {records:,} records pay, and its partitions can survive from {need} at ε = {eps:g} "
                 f"({groups} group(s) of items)")  # fmt: skip
