@@ -482,8 +482,10 @@ def _fit(x: np.ndarray, release: Marginals, scale: float, rng: np.random.Generat
         rem[~xr] = np.inf
         bb = np.argmin(add, axis=1)
         aa = np.argmin(rem, axis=1)
-        # adding b after removing a: the pair (a, b) is not formed
-        cross = np.where((pos[aa] >= 0) & (pos[bb] >= 0), plus[np.maximum(pos[bb], 0), np.maximum(pos[aa], 0)], 0.0)
+        # adding b after removing a: the pair (a, b) is not formed (no pairs without selected items:
+        # ``plus`` is then 0 × 0, and indexing it failed every release of a one-item domain)
+        cross = np.where((pos[aa] >= 0) & (pos[bb] >= 0), plus[np.maximum(pos[bb], 0), np.maximum(pos[aa], 0)],
+                         0.0) if k else 0.0  # fmt: skip
         delta = add[rows, bb] + rem[rows, aa] - cross
         good = np.flatnonzero(np.isfinite(delta) & (delta < -1e-9))
         if not len(good):

@@ -278,3 +278,19 @@ def test_the_size_model_is_bounded_by_the_declared_items_and_fitted_after_the_de
         assert fitted == chosen == []  # planning, EXPLAIN, the debit's checks: no model work
         con.execute(sql.format(600))
     assert max(fitted) <= 31 and max(chosen) <= 31 and len(fitted) == 2  # items, then pairs: the release alone
+
+
+def test_a_one_item_domain_is_released_on_the_marginals_path(make_db):
+    """One declared item has no pairs: no selected items, and the records' fit indexed an empty pair
+    matrix — every such release on the marginals path (forced, or ``auto`` where DiffPart's leaf count
+    needs more records than pay) failed after its debit (DP404)."""
+    db = make_db("CREATE TABLE t AS SELECT r AS b, 'a' AS item FROM range(50) x(r)",
+                 protect={"t": {"unit": "b", "max_rows": 4, "epsilon": 10.0, "domains": {"item": ["a"]}}})  # fmt: skip
+    with dpgate.connect(str(db), analyst="alice", test_seed=5) as con:
+        for name, options in (("m", "method = 'marginals'"), ("a", "epsilon = 0.01")):
+            cur = con.execute(f"CREATE SYNTHETIC TABLE {name} FROM t USING diffpart WITH (epsilon = 1, {options})"
+                              .replace("epsilon = 1, epsilon", "epsilon"))  # fmt: skip
+            assert "1 item and 0 pair supports" in cur.message, cur.message
+            assert con.execute(f"SELECT count(*) FROM {name}_supports").fetchone() == (1,)
+            assert con.execute(f"SELECT count(*) = count(DISTINCT b), count(*) FILTER (item <> 'a') FROM {name}"
+                               ).fetchone() == (True, 0)  # fmt: skip
