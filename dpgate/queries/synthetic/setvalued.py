@@ -197,8 +197,8 @@ def _synthesize(plan: SynthesisPlan, path: str, records: np.ndarray, epsilon: fl
 def check_size(plan: SynthesisPlan, population: int, epsilon: float) -> None:
     """Before the debit (inside its transaction): the record matrix, one byte per subject and
     declared item, must fit ``MAX_RECORD_CELLS`` — the roster and the domain are public; a
-    partition path that public facts say is empty is refused (the marginals path's size model
-    was bounded at planning: ``require_model``)."""
+    partition path that public facts say is empty is refused, and so is a marginals path whose size
+    model would pass ``MODEL_CELLS`` (``require_model``, checked at planning first)."""
     items = plan.options["taxonomy"].n_items
     if population * items > diffpart.MAX_RECORD_CELLS:
         raise errors.UnsupportedQueryError(
