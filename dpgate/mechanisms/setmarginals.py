@@ -16,12 +16,13 @@ JASA 1973.
 
 **Guarantee:** ε-differential privacy (pure, δ = 0). **Neighbouring relation:** add or remove one
 record: one subject's set of at most ``max_size`` items (its rows, truncated before this
-mechanism to a keyed random ``max_rows`` of them).
+mechanism to a keyed random ``max_rows`` of them). A record is a set of declared items, so it
+holds at most ``longest(max_size, items)`` of them: the public range of record sizes.
 
 **Sensitivity.** Four noisy statistics, run one after the other at the shares ``SHARES`` of ε
 (sequential composition; each may be chosen from the noisy outputs before it):
 
-1. *sizes* [sizes]: records per bin of record size (public bins ``size_bins(max_size)``). A
+1. *sizes* [sizes]: records per bin of record size (public bins ``size_bins(longest)``). A
    record is in one bin: L1 = 1.
 2. *items* [items]: ``Σ_r w1(|r|)·[j ∈ r]`` for every declared item j (zeros included), in units
    of ``2^-GRID_BITS``, with ``w1(s) = ⌊2^GRID_BITS·min(1, m1/s)⌋``: one record moves its ``s``
@@ -86,8 +87,10 @@ BATCH = 256
 #: A batch scores every item for each of its records, and every pair of selected items: the fit
 #: stops at FIT_WORK such cells (about 5 s), whatever the data.
 FIT_WORK = 1 << 31
-#: The size model's work: declared items × (longest record + 1) at most (``model_work``).
-MODEL_CELLS = 1 << 24
+#: The size model's work: declared items × (longest record + 1) at most (``model_work``), 60 passes
+#: of about 5 ns a cell (``_absent``): a few seconds. At 2^24 cells it took 30 s, and 2 minutes where
+#: ``(1 − π) ** s`` took pow's slow path (π ≥ 0.5: noisy supports beyond what the sizes hold).
+MODEL_CELLS = 1 << 22
 #: Float copies of the record matrix are made this many cells at a time.
 CHUNK_CELLS = 1 << 22
 #: Records fitted at most, and record × item cells; a larger table repeats them (``records``).
@@ -117,6 +120,32 @@ def shares(epsilon: float, n_items: int) -> dict[str, float]:
 def model_work(n_items: int, max_size: int) -> int:
     """Cells of the size model (``_solve`` runs 60 passes over them): public, bounded before the debit."""
     return n_items * (max_size + 1)
+
+
+def longest(max_size: int, n_items: int) -> int:
+    """The most items a record holds: at most ``max_size`` (its rows are truncated to that many) and
+    at most the declared items (a record is a set of them). Public; the size bins, the size model
+    and the truncations range over 1..longest, so ``max_rows_contributed = 1000000`` over 16 items
+    costs what 16 does."""
+    return max(1, min(int(max_size), int(n_items)))
+
+
+def check(epsilon: float, n_items: int, max_size: int, pair_items: int = DEFAULT_PAIR_ITEMS) -> None:
+    """Raise ValueError where a run at these public facts could not draw its noise: the largest
+    scales the truncations may take. ``measure`` checks this before any noise, and the free dry run
+    runs it alone (over no records it would make the size model's work before the debit)."""
+    if not (epsilon > 0 and math.isfinite(epsilon)):
+        raise ValueError(f"epsilon must be positive and finite, got {epsilon}")
+    if max_size < 1:
+        raise ValueError("max_size must be at least 1")
+    top = longest(max_size, n_items)
+    eps = shares(epsilon, n_items)
+    k = min(int(pair_items), n_items)
+    noise.discrete_laplace_alpha(eps["sizes"], 1)
+    noise.discrete_laplace_alpha(eps["items"], top << GRID_BITS)
+    if k >= 2:
+        noise.discrete_laplace_alpha(eps["kept sizes"], 1)
+        noise.discrete_laplace_alpha(eps["pairs"], pair_count(max(2, min(k, top))) << GRID_BITS)
 
 
 def pair_count(k: int) -> int:
@@ -188,35 +217,60 @@ def spread(bin_counts: np.ndarray, max_size: int) -> np.ndarray:
 MODEL_BIAS = 0.2
 
 
-def truncation(h: np.ndarray, epsilon: float, cells: int, mass, weight) -> int:
+def truncation(h: np.ndarray, epsilon: float, cells: int, mass) -> int:
     """The truncation m minimising ``noise_sd(m)² + (MODEL_BIAS·T(m)·mean support)²``: ``T(m)`` the
-    share of the mass (``mass(s)`` per record of size s) that truncation at m takes away, the mean
-    support ``Σ h(s)·mass(s) / cells``. Post-processing of the noisy sizes ``h``."""
+    share of the mass (``mass(s)`` per record of size s, nondecreasing) that truncation at m takes
+    away — a record longer than m keeps ``mass(m)`` of it (``w1``, ``w2``) —, the mean support
+    ``Σ h(s)·mass(s) / cells``. Post-processing of the noisy sizes ``h``; linear in ``len(h)``
+    (suffix sums), where a loop over m of sums over s took ``len(h)²`` (hours at 10^6)."""
     s = np.arange(len(h), dtype=np.float64)
-    total = float((h * mass(s)).sum())
-    if total <= 0:
+    per_size = mass(s)
+    hm = h * per_size
+    total = float(hm.sum())
+    if total <= 0 or len(h) < 2:
         return 1
-    best, best_m = math.inf, 1
-    for m in range(1, len(h)):
-        lost = float((h * mass(s) * (1.0 - weight(m, s))).sum()) / total
-        err = (math.sqrt(2.0) * mass(m) / epsilon) ** 2 + (MODEL_BIAS * lost * total / cells) ** 2
-        if err < best:
-            best, best_m = err, m
-    return best_m
+    m = np.arange(1, len(h))
+    # Σ over s > m of h(s)·mass(s) and of h(s): suffix sums, 0 past the longest size
+    above_mass = np.append(np.cumsum(hm[::-1])[::-1], 0.0)[m + 1]
+    above = np.append(np.cumsum(h[::-1])[::-1], 0.0)[m + 1]
+    lost = np.maximum(above_mass - per_size[m] * above, 0.0) / total
+    err = (math.sqrt(2.0) * per_size[m] / epsilon) ** 2 + (MODEL_BIAS * lost * total / cells) ** 2
+    return int(m[int(np.argmin(err))])  # the first of equal minima, as the loop took
+
+
+#: ``log(1 − π)`` is taken at π ≤ 1 − 2^-53 (finite), and ``(1 − π)^s`` below e^-700 as e^-700: it adds
+#: nothing a support can show, and no cell takes the slow path of a result that underflows.
+_PI_TOP = 1.0 - 2.0**-53
+_LOG_FLOOR = -700.0
+
+
+def _absent(pi: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """``(1 − π)^s`` for every π (rows) and size s (columns): P(a record of size s lacks the item).
+
+    ``exp(s·log(1 − π))`` floored at e^-700, about 4 ns a cell whatever the values: ``(1 − π) ** s``
+    took 3 ns a cell, and about 100 where the result underflows (π ≥ 0.5 over records of thousands
+    of items) — every bisection's first pass, and all 60 for an item whose noisy support is beyond
+    what the sizes hold."""
+    log_q = np.log1p(-np.minimum(np.asarray(pi, dtype=np.float64), _PI_TOP))
+    return np.exp(np.maximum(np.multiply.outer(log_q, np.asarray(s, dtype=np.float64)), _LOG_FLOOR))
 
 
 def _presence(pi: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """P(a record of size s holds an item) when each of its s places is the item w.p. π."""
-    return 1.0 - (1.0 - pi) ** s
+    """P(a record of size s holds an item) when each of its s places is the item w.p. π (π rows, s columns)."""
+    return 1.0 - _absent(pi, s)
 
 
 def _solve(target: np.ndarray, h: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """π with ``Σ_s h(s)·presence(π, s)·w(s) = target``, by bisection (increasing in π)."""
-    s = np.arange(len(h), dtype=np.float64)
+    """π with ``Σ_s h(s)·presence(π, s)·w(s) = target``, by bisection (increasing in π): 60 passes over
+    the items × the sizes of positive weight (``MODEL_CELLS`` at most)."""
+    hw = np.asarray(h, dtype=np.float64) * w
+    sizes = np.flatnonzero(hw > 0)
+    hw = hw[sizes]
+    total = float(hw.sum())
     lo, hi = np.zeros(len(target)), np.ones(len(target))
     for _ in range(60):
         mid = (lo + hi) / 2
-        val = (h[None, :] * _presence(mid[:, None], s[None, :]) * w[None, :]).sum(axis=1)
+        val = total - _absent(mid, sizes) @ hw
         above = val > target
         hi, lo = np.where(above, mid, hi), np.where(above, lo, mid)
     return (lo + hi) / 2
@@ -266,34 +320,25 @@ def measure(records: np.ndarray, epsilon: float, *, rng: np.random.Generator, ma
     """The four noisy statistics and what post-processing makes of them (module docstring)."""
     if records.ndim != 2:
         raise ValueError("records must be a boolean matrix with one column per item")
-    if not (epsilon > 0 and math.isfinite(epsilon)):
-        raise ValueError(f"epsilon must be positive and finite, got {epsilon}")
-    if max_size < 1:
-        raise ValueError("max_size must be at least 1")
     n_items = records.shape[1]
+    check(epsilon, n_items, max_size, pair_items)
+    max_size = longest(max_size, n_items)
     sizes = records.sum(axis=1)
     records, sizes = records[sizes > 0], sizes[sizes > 0]
     if (sizes > max_size).any():
         raise ValueError("a record holds more than max_size items")  # truncated before, in SQL
     eps = shares(epsilon, n_items)
     k = min(int(pair_items), n_items)
-    # the largest scales the truncations may take, checked before any noise: a run over no records
-    # (the free dry run) then fails wherever a run over records could
-    noise.discrete_laplace_alpha(eps["sizes"], 1)
-    noise.discrete_laplace_alpha(eps["items"], max_size << GRID_BITS)
-    if k >= 2:
-        noise.discrete_laplace_alpha(eps["kept sizes"], 1)
-        noise.discrete_laplace_alpha(eps["pairs"], pair_count(max(2, min(k, max_size))) << GRID_BITS)
     bins = len(size_bins(max_size)) - 1
     noisy_bins = size_counts(sizes, max_size) + noise.discrete_laplace(eps["sizes"], 1, bins, rng)  # [sizes]
     h = spread(noisy_bins, max_size)
-    m1 = truncation(h, eps["items"], n_items, lambda s: s, lambda m, s: np.minimum(1.0, m / np.maximum(s, 1)))
+    m1 = truncation(h, eps["items"], n_items, lambda s: s)
     exact_items = weighted_items(records, m1)
     w_items = (exact_items + noise.discrete_laplace(eps["items"], m1 << GRID_BITS, n_items, rng)) / _GRID  # [items]
     weight1 = item_weight(np.arange(max_size + 1), m1) / _GRID
     pi = _solve(np.maximum(w_items, 0.0), h, weight1)
     s_all = np.arange(max_size + 1, dtype=np.float64)
-    held = (h[None, :] * _presence(pi[:, None], s_all[None, :]))
+    held = h[None, :] * _presence(pi, s_all)
     weighted = (held * weight1[None, :]).sum(axis=1)
     # the correction of a rare item (π → 0) where the noisy count is 0 or below
     rare = (h * s_all).sum() / max((h * s_all * weight1).sum(), 1e-12)
@@ -314,8 +359,7 @@ def measure(records: np.ndarray, epsilon: float, *, rng: np.random.Generator, ma
         eps["kept sizes"], 1, len(size_bins(kept_max)) - 1, rng)  # [kept-sizes]  # fmt: skip
     hk = spread(noisy_kept, kept_max)
     c2f = lambda s: s * (s - 1) / 2
-    m2 = max(2, truncation(hk, eps["pairs"], pair_count(k), c2f,
-                           lambda m, s: np.minimum(1.0, c2f(m) / np.maximum(c2f(s), 1))))  # fmt: skip
+    m2 = max(2, truncation(hk, eps["pairs"], pair_count(k), c2f))
     exact_pairs = weighted_pairs(records, selected, m2)
     n_pairs = pair_count(k)
     w_pairs = (exact_pairs + noise.discrete_laplace(eps["pairs"], pair_count(m2) << GRID_BITS, n_pairs, rng)) / _GRID  # [pairs]
@@ -438,8 +482,10 @@ def _fit(x: np.ndarray, release: Marginals, scale: float, rng: np.random.Generat
         rem[~xr] = np.inf
         bb = np.argmin(add, axis=1)
         aa = np.argmin(rem, axis=1)
-        # adding b after removing a: the pair (a, b) is not formed
-        cross = np.where((pos[aa] >= 0) & (pos[bb] >= 0), plus[np.maximum(pos[bb], 0), np.maximum(pos[aa], 0)], 0.0)
+        # adding b after removing a: the pair (a, b) is not formed (no pairs without selected items:
+        # ``plus`` is then 0 × 0, and indexing it failed every release of a one-item domain)
+        cross = np.where((pos[aa] >= 0) & (pos[bb] >= 0), plus[np.maximum(pos[bb], 0), np.maximum(pos[aa], 0)],
+                         0.0) if k else 0.0  # fmt: skip
         delta = add[rows, bb] + rem[rows, aa] - cross
         good = np.flatnonzero(np.isfinite(delta) & (delta < -1e-9))
         if not len(good):

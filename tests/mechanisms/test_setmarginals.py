@@ -91,6 +91,79 @@ def test_a_run_over_no_records_fails_where_a_run_over_records_would():
     sm.measure(np.zeros((0, 300), dtype=bool), 1e-3, rng=np.random.default_rng(0), max_size=200, pair_items=128)
 
 
+def _truncation_by_loop(h, epsilon, cells, mass, weight):
+    """The truncation's definition, one m at a time (quadratic in the sizes)."""
+    s = np.arange(len(h), dtype=np.float64)
+    total = float((h * mass(s)).sum())
+    best, best_m = np.inf, 1
+    for m in range(1, len(h) if total > 0 else 1):
+        lost = float((h * mass(s) * (1.0 - weight(m, s))).sum()) / total
+        err = (np.sqrt(2.0) * mass(m) / epsilon) ** 2 + (sm.MODEL_BIAS * lost * total / cells) ** 2
+        if err < best:
+            best, best_m = err, m
+    return best_m
+
+
+def test_the_truncation_is_its_definition_in_linear_time():
+    """``truncation`` takes suffix sums (a record longer than m keeps mass(m)); it must choose what the
+    definition does — noise sd² plus the squared bias of the mass lost at m, the first minimum — for
+    the item and the pair truncations, on random noisy size histograms. The loop over m of sums over
+    every size it replaced took an hour at the million sizes an analyst could ask."""
+    rng = np.random.default_rng(5)
+    c2 = lambda s: s * (s - 1) / 2
+    for _ in range(500):
+        top = int(rng.integers(1, 80))
+        h = sm.spread(rng.integers(-30, 400, size=len(sm.size_bins(top)) - 1) * (rng.random() < 0.9), top)
+        eps, cells = float(rng.choice([0.01, 0.1, 0.45, 2.0, 50.0])), int(rng.integers(1, 300))
+        assert sm.truncation(h, eps, cells, lambda s: s) == _truncation_by_loop(
+            h, eps, cells, lambda s: s, lambda m, s: np.minimum(1.0, m / np.maximum(s, 1)))
+        assert sm.truncation(h, eps, cells, c2) == _truncation_by_loop(
+            h, eps, cells, c2, lambda m, s: np.minimum(1.0, c2(m) / np.maximum(c2(s), 1)))
+
+
+def test_a_record_holds_at_most_the_declared_items():
+    """``max_size`` beyond the items bounds nothing: the size bins and the truncations stop at the items."""
+    rel = sm.measure(np.ones((50, 6), dtype=bool), 1.0, rng=np.random.default_rng(0), max_size=10**6)
+    assert rel.max_size == 6 and len(rel.sizes) == 7 and rel.m1 <= 6
+
+
+def _solve_by_pow(target, h, w):
+    s = np.arange(len(h), dtype=np.float64)
+    lo, hi = np.zeros(len(target)), np.ones(len(target))
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        above = (h[None, :] * (1.0 - (1.0 - mid[:, None]) ** s[None, :]) * w[None, :]).sum(axis=1) > target
+        hi, lo = np.where(above, mid, hi), np.where(above, lo, mid)
+    return (lo + hi) / 2
+
+
+def test_the_size_model_costs_the_same_whatever_the_supports():
+    """``_solve`` must find the π ``(1 − π) ** s`` defines, and take about the same time for every π: pow
+    took ~3 ns a cell, and ~100 where its result underflows (π ≥ 0.5 over records of hundreds of items:
+    each bisection's first pass, and every pass of an item whose noisy support is beyond what the sizes
+    hold), so the size model at its cap took 30 s to 2 minutes after the debit, as the noise chose."""
+    import time
+
+    rng = np.random.default_rng(1)
+    top = 511
+    h = np.abs(rng.normal(size=top + 1)) * 10
+    h[0] = 0
+    w = sm.item_weight(np.arange(top + 1), 20) / (1 << sm.GRID_BITS)
+    s = np.arange(top + 1)
+    total = float((h * w).sum())
+    cases = {"π → 0": np.zeros(128), "π = 0.6": np.full(128, float((h * w * (1 - 0.4**s)).sum())),
+             "beyond the sizes": np.full(128, 2 * total), "mixed": rng.uniform(0, 1.2 * total, 128)}  # fmt: skip
+    for label, target in cases.items():
+        assert np.allclose(sm._solve(target, h, w), _solve_by_pow(target, h, w), rtol=0, atol=1e-12), label
+    took = {label: np.inf for label in cases}
+    for _ in range(7):  # interleaved, the least of each: another process's load shows in all of them
+        for label, target in cases.items():
+            t = time.perf_counter()
+            sm._solve(target, h, w)
+            took[label] = min(took[label], time.perf_counter() - t)
+    assert max(took.values()) < 4 * min(took.values()), took  # pow: about 28 times
+
+
 def test_the_shares_add_up_to_epsilon():
     for n_items in (1, 2, 100):
         assert sum(sm.shares(0.7, n_items).values()) == pytest.approx(0.7, rel=1e-15)

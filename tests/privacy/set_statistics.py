@@ -16,7 +16,8 @@ from dpgate.mechanisms import setmarginals as sm
 
 def marginals(plan, records: list[list[int]], selected) -> tuple[dict[str, tuple[dict, int]], list[int]]:
     """{name: (cell -> exact value, L1 bound)} and the selection used."""
-    n_items, top = len(plan.options["items"]), plan.max_rows
+    n_items = len(plan.options["items"])
+    top = sm.longest(plan.max_rows, n_items)  # the size bins the mechanism uses
     x = np.zeros((len(records), n_items), dtype=bool)
     for r, items in enumerate(records):
         x[r, items] = True

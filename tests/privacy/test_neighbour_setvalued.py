@@ -110,3 +110,56 @@ def test_the_weights_keep_a_record_within_its_bound():
         if m >= 2:
             pairs = sizes * (sizes - 1) // 2 * sm.pair_weight(sizes, m)
             assert pairs.max() <= sm.pair_count(m) << sm.GRID_BITS
+
+
+#: Adversarial subjects beside 300 ordinary baskets: 777 holds 6,000 rows (every declared item 400
+#: times, 600 NULLs, 600 rows of an undeclared item); 778 holds only NULLs and undeclared items (no
+#: record); 779 holds one declared item 50 times and two others once (a record of 3 items, not 6).
+ADVERSARIAL = (
+    "CREATE TABLE baskets AS SELECT b, 'i' || lpad(CAST((b * (1 + 2 * k) + k) % 12 AS VARCHAR), 2, '0') AS item "
+    "FROM range(300) r(b), range(9) s(k) WHERE k <= b % 9; "
+    "INSERT INTO baskets SELECT 777, unnest(" + repr(ITEMS) + ") FROM range(400); "
+    "INSERT INTO baskets SELECT 777, CASE WHEN r % 2 = 0 THEN NULL ELSE 'other' END FROM range(1200) x(r); "
+    "INSERT INTO baskets SELECT 778, CASE WHEN r % 2 = 0 THEN NULL ELSE 'zz' END FROM range(500) x(r); "
+    "INSERT INTO baskets SELECT 779, 'i03' FROM range(50); INSERT INTO baskets VALUES (779, 'i07'), (779, 'i11')"
+)
+
+
+@pytest.fixture(scope="module")
+def adversarial(tmp_path_factory):
+    import duckdb
+
+    from dpgate.catalog.owner import Owner
+
+    base = tmp_path_factory.mktemp("setvalued_adv") / "d.duckdb"
+    con = duckdb.connect(str(base))
+    con.execute(ADVERSARIAL)
+    con.close()
+    with Owner(base) as owner:
+        owner.protect("baskets", **SPEC["baskets"])
+    harness.add_harness_analyst(base)
+    harness.sample_per_query(base)
+    out = {b: harness.mutate(harness.copy_db(base, base.with_name(f"n{b}.duckdb")), f"DELETE FROM baskets WHERE b = {b}")
+           for b in (777, 778, 779)}  # fmt: skip
+    with harness.gateways(base, *out.values()) as gws:
+        yield gws[0], dict(zip(out, gws[1:]))
+
+
+def test_thousands_of_rows_nulls_duplicates_and_undeclared_items_stay_within_the_bounds(adversarial):
+    """A subject's rows are one record of at most max_rows distinct declared items, whatever else they
+    hold: removing the 6,000-row subject moves every statistic within its bound (by the whole bound
+    for the truncated ones: its record holds 6 items), the subject of NULLs and undeclared items
+    moves nothing at all (it has no record), and repeated rows of one item take one place (the
+    subject of 52 rows has a record of 3 items: sizes and kept sizes move by 1 in the bin of 3)."""
+    d, neighbours = adversarial
+    before = harness.statistics_of(d, SQL)
+    moved = {}
+    for b, n in neighbours.items():
+        _, after = harness.check_statement(d, n, SQL, context=f"subject {b}", before=before)
+        moved[b] = {name: sum(abs(after.stats[name].values.get(c, 0) - v) for c, v in stat.values.items()) / stat.l1
+                    for name, stat in before.stats.items()}  # fmt: skip
+    assert moved[777]["items m1=6"] == 1.0 and moved[777]["pairs m2=6"] == 1.0
+    assert all(v == 0 for v in moved[778].values()), moved[778]
+    three = sm.size_counts([3], sm.longest(6, 12))
+    assert before.stats["record sizes"].values[int(three.argmax())] >= 1 and moved[779]["record sizes"] == 1.0
+    assert moved[779]["items m1=6"] == 3 / 6  # three items at full weight, of a bound of 6

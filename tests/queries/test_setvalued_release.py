@@ -239,14 +239,58 @@ def test_a_forced_path_is_what_explain_and_the_release_say(sparse):
 
 def test_a_size_model_beyond_its_cap_is_refused_before_the_debit(sparse, monkeypatch):
     """The marginals path's size model takes 60 passes over items × (max_rows + 1) cells (30 × 9 here):
-    beyond MODEL_CELLS it is refused in the debit's transaction, free, with the max_rows that would do."""
+    beyond MODEL_CELLS it is refused at planning, free (EXPLAIN too), with the max_rows that would do."""
     from dpgate.mechanisms import setmarginals
 
     monkeypatch.setattr(setmarginals, "MODEL_CELLS", 30 * 9 - 1)
     with dpgate.connect(str(sparse), analyst="alice", test_seed=1) as con:
         before = con.budget()
-        with pytest.raises(dpgate.errors.UnsupportedQueryError) as e:
-            con.execute("CREATE SYNTHETIC TABLE v FROM visits USING diffpart WITH (epsilon = 1)")
-        assert e.value.code == "DP266" and "270 cells" in e.value.message and "max_rows_contributed = 7" in e.value.hint
+        for prefix in ("EXPLAIN PRIVACY ", ""):
+            with pytest.raises(dpgate.errors.UnsupportedQueryError) as e:
+                con.execute(prefix + "CREATE SYNTHETIC TABLE v FROM visits USING diffpart WITH (epsilon = 1)")
+            assert e.value.code == "DP266" and "270 cells" in e.value.message and "max_rows_contributed = 7" in e.value.hint
         assert con.budget() == before
         con.execute("CREATE SYNTHETIC TABLE v FROM visits USING diffpart WITH (epsilon = 1, max_rows_contributed = 7)")
+
+
+def test_the_size_model_is_bounded_by_the_declared_items_and_fitted_after_the_debit(sparse, monkeypatch):
+    """A record is a set of declared items, so it holds at most 30 here whatever max_rows_contributed
+    says: the size bins, the truncations and the size model range over 1..30. With the analyst's
+    max_rows_contributed = 1,000,000 they ranged over a million sizes, the truncation's choice in
+    time quadratic in them (an hour), in the free dry run at planning — EXPLAIN included — and again
+    in the debit's transaction, under the ledger's lock, before the release caps refuse it. The dry
+    runs now check the noise scales alone: the size model (``_solve``) is fitted once per release,
+    after the debit, over at most 31 sizes."""
+    from dpgate.mechanisms import setmarginals
+
+    fitted, chosen = [], []
+    solve, truncation = setmarginals._solve, setmarginals.truncation
+    monkeypatch.setattr(setmarginals, "_solve", lambda t, h, w: fitted.append(len(h)) or solve(t, h, w))
+    monkeypatch.setattr(setmarginals, "truncation", lambda h, *a: chosen.append(len(h)) or truncation(h, *a))
+    sql = "CREATE SYNTHETIC TABLE v FROM visits USING diffpart WITH (epsilon = 1, max_rows_contributed = {})"
+    with dpgate.connect(str(sparse), analyst="alice", test_seed=1) as con:
+        before = con.budget()
+        explain = {r[0]: r for r in con.execute("EXPLAIN PRIVACY " + sql.format(10**6)).fetchall()}
+        assert explain["path"][1] == "marginals" and "at most 30)" in explain["expected quality"][-1]
+        with pytest.raises(dpgate.errors.PolicyError) as e:  # 1,500 subjects × 10^6 rows: past the release cap
+            con.execute(sql.format(10**6))
+        assert e.value.code == "DP343" and con.budget() == before
+        assert fitted == chosen == []  # planning, EXPLAIN, the debit's checks: no model work
+        con.execute(sql.format(600))
+    assert max(fitted) <= 31 and max(chosen) <= 31 and len(fitted) == 2  # items, then pairs: the release alone
+
+
+def test_a_one_item_domain_is_released_on_the_marginals_path(make_db):
+    """One declared item has no pairs: no selected items, and the records' fit indexed an empty pair
+    matrix — every such release on the marginals path (forced, or ``auto`` where DiffPart's leaf count
+    needs more records than pay) failed after its debit (DP404)."""
+    db = make_db("CREATE TABLE t AS SELECT r AS b, 'a' AS item FROM range(50) x(r)",
+                 protect={"t": {"unit": "b", "max_rows": 4, "epsilon": 10.0, "domains": {"item": ["a"]}}})  # fmt: skip
+    with dpgate.connect(str(db), analyst="alice", test_seed=5) as con:
+        for name, options in (("m", "method = 'marginals'"), ("a", "epsilon = 0.01")):
+            cur = con.execute(f"CREATE SYNTHETIC TABLE {name} FROM t USING diffpart WITH (epsilon = 1, {options})"
+                              .replace("epsilon = 1, epsilon", "epsilon"))  # fmt: skip
+            assert "1 item and 0 pair supports" in cur.message, cur.message
+            assert con.execute(f"SELECT count(*) FROM {name}_supports").fetchone() == (1,)
+            assert con.execute(f"SELECT count(*) = count(DISTINCT b), count(*) FILTER (item <> 'a') FROM {name}"
+                               ).fetchone() == (True, 0)  # fmt: skip

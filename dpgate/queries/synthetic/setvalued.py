@@ -112,13 +112,15 @@ def plan(classified: Classified, catalog: Catalog, session: Session, name: str) 
     taxonomy = diffpart.Taxonomy.build(len(values), fanout)
     max_rows = settings.max_rows or table.max_rows
     pair_items = min(own.get("pair_items", setmarginals.DEFAULT_PAIR_ITEMS), len(values))
-    return SynthesisPlan(
+    out = SynthesisPlan(
         table=table, settings=settings, statement_sql=to_sql(stmt), name=name, mechanism="diffpart", codings=(),
         options={"item": item, "items": values, "fanout": fanout, "c1": c1, "c2": c2, "taxonomy": taxonomy,
                  "method": own.get("method", "auto"), "pair_items": pair_items},
         rows=None, bins=0, max_rows=max_rows, charge=SubjectCharge(settings.personalization, settings.epsilon, 0.0),
         notes=(f"at most {max_rows} item(s) per subject; one subject is one record, so the release runs at the whole ε",),
     )  # fmt: skip
+    require_model(out)
+    return out
 
 
 def route(plan: SynthesisPlan, records: int, epsilon: float) -> tuple[str, int]:
@@ -169,7 +171,13 @@ def dry_run(plan: SynthesisPlan, epsilon: float) -> None:
 
 
 def _dry(plan: SynthesisPlan, path: str, epsilon: float) -> None:
-    empty = np.zeros((0, plan.options["taxonomy"].n_items), dtype=bool)
+    o = plan.options
+    if path == "marginals":
+        # its noise scales alone: over no records the run would still fit the size model (items ×
+        # record sizes, 60 passes), free and before the debit, three times a statement
+        setmarginals.check(epsilon, o["taxonomy"].n_items, plan.max_rows, o["pair_items"])
+        return
+    empty = np.zeros((0, o["taxonomy"].n_items), dtype=bool)
     _synthesize(plan, path, empty, epsilon, np.random.default_rng(0))
 
 
@@ -189,8 +197,8 @@ def _synthesize(plan: SynthesisPlan, path: str, records: np.ndarray, epsilon: fl
 def check_size(plan: SynthesisPlan, population: int, epsilon: float) -> None:
     """Before the debit (inside its transaction): the record matrix, one byte per subject and
     declared item, must fit ``MAX_RECORD_CELLS`` — the roster and the domain are public; a
-    partition path that public facts say is empty is refused, and so is a marginals path whose
-    size model would pass ``MODEL_CELLS``."""
+    partition path that public facts say is empty is refused, and so is a marginals path whose size
+    model would pass ``MODEL_CELLS`` (``require_model``, checked at planning first)."""
     items = plan.options["taxonomy"].n_items
     if population * items > diffpart.MAX_RECORD_CELLS:
         raise errors.UnsupportedQueryError(
@@ -204,11 +212,23 @@ def check_size(plan: SynthesisPlan, population: int, epsilon: float) -> None:
     path = route(plan, population, epsilon)[0]
     if path == "partition":
         _require_records(plan, population, epsilon)
-    elif setmarginals.model_work(items, plan.max_rows) > setmarginals.MODEL_CELLS:
+    else:
+        require_model(plan)
+
+
+def require_model(plan: SynthesisPlan) -> None:
+    """Refuse (free) a release that may take the marginals path (``auto`` or ``marginals``) whose size
+    model would pass ``MODEL_CELLS``: declared items × (longest record + 1), public. Checked at
+    planning, before any of the path's work."""
+    if plan.options["method"] == "partition":
+        return
+    items = plan.options["taxonomy"].n_items
+    top = setmarginals.longest(plan.max_rows, items)
+    work = setmarginals.model_work(items, top)
+    if work > setmarginals.MODEL_CELLS:
         raise errors.UnsupportedQueryError(
-            f"The marginals path's size model over {items:,} declared items and records of up to {plan.max_rows:,} "
-            f"items would take {setmarginals.model_work(items, plan.max_rows):,} cells; it takes at most "
-            f"{setmarginals.MODEL_CELLS:,}", code="DP266",
+            f"The marginals path's size model over {items:,} declared items and records of up to {top:,} "
+            f"items would take {work:,} cells; it takes at most {setmarginals.MODEL_CELLS:,}", code="DP266",
             hint=f"ask max_rows_contributed = {max(1, setmarginals.MODEL_CELLS // items - 1):,} or less, or declare "
             "fewer items; nothing was charged",
         )  # fmt: skip
@@ -443,7 +463,8 @@ def _why(plan: SynthesisPlan, path: str | None, records: int | None, needed: int
     if path is None:
         return "chosen at the debit from the records that pay: the partition path when DiffPart's partitions can survive"
     groups = sum(1 for v in range(len(o["taxonomy"].height)) if o["taxonomy"].height[v] == 1)
-    need = f"{needed:,}" if needed < 10**15 else f"10^{int(math.log10(needed))}"
+    need = (f"{needed:,}" if needed < 10**15 else f"10^{int(math.log10(needed))}") if needed < diffpart.NEEDED_CAP \
+        else f"more than 10^{int(math.log10(diffpart.NEEDED_CAP))}"
     if path == "partition":
         return (f"DiffPart: {records:,} records pay, and its partitions can survive from {need} at ε = {eps:g} "
                 f"({groups} group(s) of items)")  # fmt: skip
@@ -487,7 +508,7 @@ def _marginals_rows(plan: SynthesisPlan, records: int | None, eps: float) -> lis
     n_items = o["taxonomy"].n_items
     share = setmarginals.shares(eps, n_items)
     k = o["pair_items"]
-    longest = plan.max_rows
+    longest = setmarginals.longest(plan.max_rows, n_items)
     item_sd = math.sqrt(2) * longest / share["items"]
     rows = [
         ("model", "set_marginals", plan.epsilon, 0.0, None, None,
