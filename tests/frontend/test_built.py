@@ -7,6 +7,7 @@ on a free statement. Each is refused free; the same functions with small constan
 
 from __future__ import annotations
 
+import duckdb
 import pytest
 import sqlglot
 
@@ -130,7 +131,9 @@ FOUND = [
     ("SELECT list_intersect(l, l) FROM (SELECT list(region) l FROM country_regions)", "DP258", "gathered"),
     ("SELECT l && l FROM (SELECT list(region) l FROM country_regions)", "DP258", "gathered"),
     ("SELECT map(l, l) FROM (SELECT list(region) l FROM country_regions)", "DP258", "gathered"),
-    ("SELECT list_aggregate(list(region), 'mode') FROM country_regions", "DP258", "gathered"),
+    # (on DuckDB 1.x mode is refused earlier, for its own reason: its state lies outside the memory limit)
+    ("SELECT list_aggregate(list(region), 'mode') FROM country_regions", *(("DP255", "outside its memory limit")
+     if int(duckdb.__version__.split(".")[0]) < 2 else ("DP258", "gathered"))),
     ("SELECT list_mode(list(region)) FROM country_regions", "DP258", "gathered"),
     ("SELECT list_reduce(list(region), (a, b) -> a || b) FROM country_regions", "DP258", "gathered"),  # quadratic
     # regular expressions: a computed pattern; a program RE2 runs slowly (32 s over 500,000 characters); a
