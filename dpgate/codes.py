@@ -121,6 +121,7 @@ CODES: dict[str, Code] = {
     "DP264": _c(E.ProgrammingError, "A subgraph count whose ε, split by `interval_share`, leaves too little for the count or its error bar."),
     "DP265": _c(E.UnsupportedQueryError, "A subgraph count whose value or error bar could exceed 128-bit integers."),
     "DP266": _c(E.UnsupportedQueryError, "A statement whose work after the debit, bounded from public sizes, would pass its cap."),
+    "DP267": _c(E.OperationalError, "Spark: the statement was interrupted (a cancel or a timeout) while Spark worked on it before its debit; nothing was charged."),
     "DP270": _c(E.UnsupportedQueryError, "A subgraph-count function over a table that is not a protected graph, or a graph asked for anything but subgraph counts."),
     "DP271": _c(E.UnsupportedQueryError, "A subgraph-count query whose shape dpgate does not recognise (its FROM, WHERE, triangle self-join or k-star sum)."),
     "DP272": _c(E.UnsupportedQueryError, "An option that does not apply to this kind of query."),

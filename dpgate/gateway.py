@@ -169,6 +169,8 @@ class Gateway:
             if self._charged or self.closed:
                 return False
             self._con.interrupt()
+            for plane in list(self._planes.values()):  # Spark's jobs are not the connection's
+                plane.interrupt()
             return True
 
     def close(self) -> None:
@@ -200,7 +202,9 @@ class Gateway:
     def _plane(self, engine: str) -> Any:
         """The data plane of tables whose rows are not in this file (``dpgate.backends``), made once."""
         if engine not in self._planes:
-            self._planes[engine] = backends.plane_for(engine, spark=self._spark, settings=lambda: self.catalog().settings)
+            self._planes[engine] = backends.plane_for(
+                engine, spark=self._spark, settings=lambda: self.catalog().settings, progress=lambda: self.progress
+            )
         return self._planes[engine]
 
     def _randomness(self) -> noise.Randomness:

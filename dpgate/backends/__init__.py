@@ -60,6 +60,10 @@ class DataPlane(Protocol):
     def forget(self) -> None:
         """Drop whatever the plane keeps between statements (cached charged sets)."""
 
+    def interrupt(self) -> bool:
+        """Stop the engine work running now; the gateway calls it before the debit only (DuckDB's
+        own work stops with the connection's interrupt)."""
+
 
 @dataclass(frozen=True)
 class Charged:
@@ -136,12 +140,15 @@ def planes(get: Callable[[str], DataPlane]) -> Iterator[None]:
         _PLANES.reset(token)
 
 
-def plane_for(engine: str, *, spark: Any = None, settings: Callable[[], dict[str, str]] | None = None) -> DataPlane:
+def plane_for(engine: str, *, spark: Any = None, settings: Callable[[], dict[str, str]] | None = None,
+              progress: Callable[[], Any] | None = None) -> DataPlane:
     """A new data plane for ``engine`` ('duckdb' or 'spark'; ``engine_of``).
 
     DuckDB's plane keeps no state (the connection comes with each call), so there is one. Spark's
-    runs in dpgate's own session on ``spark`` (the caller's SparkSession) or, without one, on a
-    session made from the policy's ``[backends.spark]`` settings (``settings()``, read only then).
+    runs in dpgate's own session on ``spark`` (the caller's SparkSession) or, without one, on the
+    process's session for the policy's ``[backends.spark]`` settings (``settings()``, read only
+    then), started once. ``progress()``: the statement's progress callback, told while Spark starts
+    and while a Spark job runs longer than a second.
     """
     if engine == "duckdb":
         from dpgate.backends.duckdb import PLANE
@@ -150,7 +157,9 @@ def plane_for(engine: str, *, spark: Any = None, settings: Callable[[], dict[str
     if engine == "spark":
         from dpgate.backends.spark import SparkPlane, session_from_settings
 
-        return SparkPlane(spark if spark is not None else session_from_settings(settings() if settings else {}))
+        if spark is None:
+            spark = session_from_settings(settings() if settings else {}, progress() if progress else None)
+        return SparkPlane(spark, progress)
     raise errors.InternalError(f"no data plane for engine {engine!r}")
 
 

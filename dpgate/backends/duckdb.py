@@ -482,6 +482,10 @@ class DuckDBPlane:
     def forget(self) -> None:
         """Nothing is kept between statements."""
 
+    def interrupt(self) -> bool:
+        """Nothing to do: the statement's connection is interrupted by the gateway itself."""
+        return False
+
 
 #: The one DuckDB plane (stateless).
 PLANE = DuckDBPlane()

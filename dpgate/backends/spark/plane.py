@@ -59,6 +59,7 @@ from sqlglot import exp
 from dpgate import errors
 from dpgate.backends import Charged, bounded
 from dpgate.backends import statement as statement_mod
+from dpgate.backends.spark.runtime import Jobs
 from dpgate.backends.spark.source import _first_line, read_source, session_for, stub_columns
 from dpgate.backends.spark.translate import (
     EXACT_DOUBLE_DIGITS,
@@ -201,14 +202,24 @@ class SparkPlane:
 
     name = "spark"
 
-    def __init__(self, spark: Any):
+    def __init__(self, spark: Any, progress: Any = None):
         self.spark = session_for(spark)
         self._units: dict[tuple, str] = {}  # charged-set fingerprint -> materialized units view
+        # Each piece of a statement's Spark work runs in a job group that an interrupt before the
+        # debit cancels (runtime's docstring); ``progress()`` is the statement's progress callback.
+        self.jobs = Jobs(self.spark)
+        if progress is not None:
+            self.jobs.progress = progress
+
+    def interrupt(self) -> bool:
+        """Cancel the Spark work running now (the gateway calls this before the debit only)."""
+        return self.jobs.cancel()
 
     def _register(self, table: ProtectedTable) -> tuple[str, Any]:
         """The table's source as a temporary view of dpgate's session; refuses a drifted schema."""
         source = table.options["spark"]
-        df = read_source(self.spark, source, owner=False)
+        with self.jobs.group("reading the source's schema"):  # listing a large Parquet source runs jobs
+            df = read_source(self.spark, source, owner=False)
         try:
             now = stub_columns(df, source)
         except errors.PolicyError as e:
@@ -252,7 +263,9 @@ class SparkPlane:
             else:
                 rel = self.spark.createDataFrame(charged.units()).select(
                     F.col("unit").cast(unit_type).alias("unit"), F.col("__seen").cast("int").alias("__seen")
-                ).localCheckpoint()  # computed once; every later read comes from the executors' blocks
+                )
+                with self.jobs.group("receiving the charged subjects"):
+                    rel = rel.localCheckpoint()  # computed once; every later read comes from the executors' blocks
             # __seen: nullable and sent as data, so the optimizer cannot fold the guard [charged-only]
             rel.createOrReplaceTempView(units)
             if units not in drop:  # kept only once its view exists
@@ -299,7 +312,10 @@ class SparkPlane:
             parts = 2 if plan.charge.rule in ("partition", "t_round") else 1
             sql = statement(plan, view, units, pairs, 0, parts)
             try:
-                self.spark.sql(sql)  # analysis only: names and types resolved, nothing runs
+                with self.jobs.group("checking the statement"):
+                    self.spark.sql(sql)  # analysis only: names and types resolved, nothing runs
+            except errors.Error:
+                raise
             except Exception as e:  # noqa: BLE001 - pyspark's AnalysisException and friends
                 raise errors.ProgrammingError(
                     f"Spark cannot bind this query: {_first_line(e)}", code="DP230",
@@ -332,7 +348,8 @@ class SparkPlane:
                 hint="the debit stands (fail closed); the data owner checks the source (dpgate policy apply)",
             ) from None  # fmt: skip
         try:
-            rows = self.spark.sql(statement(plan, view, units, pairs, salt, n_parts)).collect()
+            with self.jobs.group("computing the exact statistics"):
+                rows = self.spark.sql(statement(plan, view, units, pairs, salt, n_parts)).collect()
         except BaseException:
             self.forget()  # e.g. an executor lost the checkpointed units: the next statement sends them again
             raise

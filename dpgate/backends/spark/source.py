@@ -3,7 +3,6 @@ DuckDB stub's columns, its units for the roster, and dpgate's own Spark session.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -42,27 +41,12 @@ def parse_source(source: Any) -> tuple[str, str]:
     return "table", source
 
 
-def session_from_settings(settings: dict[str, str]) -> Any:
-    """A Spark session from the policy's ``[backends.spark]`` (master URL and settings)."""
-    master = settings.get("spark_master")
-    if not master:
-        raise errors.InterfaceError(
-            "This table lives in Spark, and no Spark session was given", code="DP263",
-            hint="connect(..., spark=SparkSession) / Owner(..., spark=...), or set [backends.spark] "
-            "master = \"spark://host:7077\" (or \"local[*]\") in the policy; nothing was charged",
-        )  # fmt: skip
-    try:
-        from pyspark.sql import SparkSession
-    except ImportError:
-        raise errors.InterfaceError(
-            "This table lives in Spark, and pyspark is not installed", code="DP263",
-            hint="pip install 'dpgate[spark]' (it needs Java 17 or later); nothing was charged",
-        ) from None  # fmt: skip
-    # No ${...} substitution in the SQL dpgate sends (statement() refuses it anyway).
-    builder = SparkSession.builder.master(master).appName("dpgate").config("spark.sql.variable.substitute", "false")
-    for key, value in json.loads(settings.get("spark_conf") or "{}").items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
+def session_from_settings(settings: dict[str, str], progress: Any = None) -> Any:
+    """The process's Spark session from the policy's ``[backends.spark]`` (master URL and settings),
+    started once (``runtime.started``; ``progress`` is told while Spark starts)."""
+    from dpgate.backends.spark.runtime import started
+
+    return started(settings, progress)
 
 
 def session_for(spark: Any) -> Any:

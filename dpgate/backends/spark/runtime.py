@@ -1,0 +1,169 @@
+"""How dpgate runs work on Spark: one session per process, a job group per piece of a statement's
+work, and a progress line while Spark starts or a job runs.
+
+- **One session per process.** Starting Spark from the policy's ``[backends.spark]`` settings takes
+  tens of seconds (a JVM, a driver, executors). It is done once per process and settings
+  (``started``), whichever connection asks first; later connections, and the owner's roster reads,
+  share it. A caller's own ``SparkSession`` is used as given.
+- **Job groups.** Each piece of Spark work a statement does (reading the source's schema, the
+  exact statistics) runs under a job group of its own (``Jobs.group``), with ``interruptOnCancel``.
+  ``Jobs.cancel`` cancels the group running now. The gateway calls it only while the statement is
+  not yet charged, as it interrupts DuckDB: after the debit a statement runs to its end on every
+  engine, so whether it beat a deadline cannot become its outcome. A cancelled group raises
+  DP267 (nothing was charged).
+- **Progress.** While Spark starts, and while a group has run longer than a second, the statement's
+  ``progress(fraction, message)`` callback (the shell's and ``dpgate query``'s progress line) is
+  told the elapsed seconds every second, and once more at the end. Only the elapsed time is shown:
+  the stages' task counts as they complete would time the parts of a job separately, a finer view
+  of how long the data took than the statement's own duration, which the analyst sees anyway.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from dpgate import errors
+
+Progress = Callable[[float, str], None]
+
+#: Seconds a job group or Spark's start runs before the progress line appears, and between updates.
+PROGRESS_DELAY = 1.0
+PROGRESS_EVERY = 1.0
+
+_groups = itertools.count(1)
+_START_LOCK = threading.Lock()
+_STARTED: dict[tuple[str, str], Any] = {}  # (master, conf) -> the session dpgate started
+
+
+@contextmanager
+def ticking(progress: Progress | None, message: Callable[[float], str], done: Callable[[float], str] | None = None,
+            *, delay: float = PROGRESS_DELAY, every: float = PROGRESS_EVERY) -> Iterator[None]:
+    """Tell ``progress`` the elapsed seconds (``message(seconds)``) every ``every`` seconds once
+    ``delay`` has passed, from a thread of its own; at the end, if anything was shown,
+    ``done(seconds)`` at 100%. A failing callback is ignored (it must not fail the work)."""
+    if progress is None:
+        yield
+        return
+    start = time.monotonic()
+    stop = threading.Event()
+    shown = threading.Event()
+
+    def tell(fraction: float, text: str) -> None:
+        try:
+            progress(fraction, text)
+        except Exception:  # noqa: BLE001 - a progress callback's failure is not the statement's
+            pass
+
+    def tick() -> None:
+        wait = delay
+        while not stop.wait(wait):
+            shown.set()
+            tell(0.0, message(time.monotonic() - start))
+            wait = every
+
+    ticker = threading.Thread(target=tick, name="dpgate-spark-progress", daemon=True)
+    ticker.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        ticker.join()
+        if shown.is_set():
+            seconds = time.monotonic() - start
+            tell(1.0, done(seconds) if done is not None else message(seconds))
+
+
+def started(settings: dict[str, str], progress: Progress | None = None) -> Any:
+    """The process's Spark session for the policy's ``[backends.spark]`` settings, started once.
+
+    Refuses (DP263) without a master URL or without pyspark. While Spark starts, ``progress`` is
+    told how long it has taken."""
+    master = settings.get("spark_master")
+    if not master:
+        raise errors.InterfaceError(
+            "This table lives in Spark, and no Spark session was given", code="DP263",
+            hint="connect(..., spark=SparkSession) / Owner(..., spark=...), or set [backends.spark] "
+            "master = \"spark://host:7077\" (or \"local[*]\") in the policy; nothing was charged",
+        )  # fmt: skip
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise errors.InterfaceError(
+            "This table lives in Spark, and pyspark is not installed", code="DP263",
+            hint="pip install 'dpgate[spark]' (it needs Java 17 or later); nothing was charged",
+        ) from None  # fmt: skip
+    conf = settings.get("spark_conf") or "{}"
+    key = (master, conf)
+    with _START_LOCK:  # one start at a time: a second connection waits for the first's session
+        session = _STARTED.get(key)
+        if session is not None and not _stopped(session):
+            return session
+        # No ${...} substitution in the SQL dpgate sends (the statement builders refuse it anyway).
+        builder = SparkSession.builder.master(master).appName("dpgate").config("spark.sql.variable.substitute", "false")
+        for name, value in json.loads(conf).items():
+            builder = builder.config(name, value)
+        with ticking(progress, lambda s: f"starting Spark ({master}): {s:.0f} s",
+                     lambda s: f"Spark started in {s:.0f} s"):  # fmt: skip
+            session = builder.getOrCreate()
+        _STARTED[key] = session
+        return session
+
+
+def _stopped(session: Any) -> bool:
+    sc = getattr(session, "sparkContext", None)
+    return sc is None or getattr(sc, "_jsc", None) is None
+
+
+class Jobs:
+    """The job groups of one data plane's Spark work (one statement at a time per plane)."""
+
+    def __init__(self, spark: Any):
+        self.sc = spark.sparkContext
+        self._lock = threading.Lock()
+        self._active: str | None = None
+        self._cancelled: str | None = None
+        self.progress: Callable[[], Progress | None] = lambda: None
+
+    @contextmanager
+    def group(self, what: str) -> Iterator[None]:
+        """Run the body's Spark jobs under a new job group (this thread's), with the progress line."""
+        gid = f"dpgate-{os.getpid()}-{next(_groups)}"
+        self.sc.setJobGroup(gid, f"dpgate: {what}", interruptOnCancel=True)
+        with self._lock:
+            self._active = gid
+        try:
+            with ticking(self.progress(), lambda s: f"Spark: {what}, {s:.0f} s"):
+                yield
+        except errors.Error:
+            raise
+        except Exception:
+            with self._lock:
+                cancelled = self._cancelled == gid
+            if cancelled:
+                raise errors.OperationalError(
+                    f"The statement was interrupted while Spark was {what}", code="DP267",
+                    hint="nothing was charged; run it again (with a longer statement timeout if one stopped it)",
+                ) from None  # fmt: skip
+            raise
+        finally:
+            with self._lock:
+                self._active = None
+            for prop in ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel"):
+                self.sc.setLocalProperty(prop, None)
+
+    def cancel(self) -> bool:
+        """Cancel the job group running now, if any (the gateway calls this before the debit only)."""
+        with self._lock:
+            gid = self._active
+            if gid is None:
+                return False
+            self._cancelled = gid
+        self.sc.cancelJobGroup(gid)
+        return True

@@ -1,0 +1,108 @@
+"""How dpgate runs work on Spark: job groups an interrupt before the debit cancels, the progress
+line, one session per process (``dpgate.backends.spark.runtime``)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from dpgate import errors
+from dpgate.backends.spark import runtime
+
+
+def _calls():
+    seen: list[tuple[float, str]] = []
+    return seen, lambda fraction, message: seen.append((fraction, message))
+
+
+def test_progress_is_told_the_elapsed_seconds_then_the_end():
+    seen, progress = _calls()
+    with runtime.ticking(progress, lambda s: f"working, {s:.1f} s", lambda s: "done", delay=0.1, every=0.1):
+        time.sleep(0.65)
+    assert len(seen) >= 3  # at 0.1, 0.2, ... (a busy machine may skip some ticks, never the first few)
+    assert all(f == 0.0 and m.startswith("working, ") for f, m in seen[:-1])
+    assert seen[-1] == (1.0, "done")
+
+
+def test_short_work_shows_no_progress_and_a_failing_callback_is_ignored():
+    seen, progress = _calls()
+    with runtime.ticking(progress, lambda s: "x", delay=5.0):
+        pass
+    assert seen == []
+
+    def broken(fraction, message):
+        raise RuntimeError("a callback's own failure")
+
+    with runtime.ticking(broken, lambda s: "x", delay=0.05, every=0.05):
+        time.sleep(0.2)  # the work goes on; nothing is raised
+
+
+def test_a_cancelled_group_stops_its_job_with_a_free_refusal(spark):
+    """A Spark job of many seconds is cancelled within a few once ``cancel`` is called, and the
+    statement gets DP267 (an interrupt before the debit), not Spark's text."""
+    jobs = runtime.Jobs(spark)
+    outcome: dict[str, object] = {}
+
+    def work():
+        try:
+            with jobs.group("testing a cancel"):
+                # about 10^11 rows: minutes on two cores; it runs in executor tasks, which a cancel interrupts
+                spark.range(0, 10**11, 1, 2).selectExpr("sum(id * id % 7)").collect()
+            outcome["finished"] = True
+        except errors.Error as e:
+            outcome["code"] = e.code
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    tracker = spark.sparkContext.statusTracker()
+    deadline = time.monotonic() + 120  # a busy machine may take long to submit it; a cancel before that would miss it
+    while time.monotonic() < deadline:
+        group = jobs._active
+        if group is not None and tracker.getJobIdsForGroup(group):
+            break
+        time.sleep(0.05)
+    assert jobs.cancel()
+    cancelled = time.monotonic()
+    worker.join(120)
+    assert outcome == {"code": "DP267"}
+    assert time.monotonic() - cancelled < 30  # the job had minutes to go
+    assert not jobs.cancel()  # nothing runs now
+    assert spark.sparkContext.getLocalProperty("spark.jobGroup.id") is None  # the thread's later jobs are in no group
+    assert spark.range(3).count() == 3
+
+
+def test_the_session_from_settings_is_started_once(spark):
+    settings = {"spark_master": "local[2]"}
+    first = runtime.started(settings)
+    seen, progress = _calls()
+    assert runtime.started(settings, progress) is first
+    assert seen == []  # nothing to wait for the second time
+
+
+class _Plane:
+    def __init__(self):
+        self.interrupts = 0
+
+    def interrupt(self) -> bool:
+        self.interrupts += 1
+        return True
+
+
+def test_the_gateway_interrupts_engine_work_before_the_debit_only(con):
+    """After the debit a statement runs to its end on every engine: whether it beat a deadline must
+    not become its outcome. Before it, Spark's jobs are cancelled with the connection's."""
+    gateway = con._gateway
+    plane = _Plane()
+    gateway._planes["spark"] = plane
+    assert gateway.interrupt()
+    assert plane.interrupts == 1
+    with gateway._phase:
+        gateway._charged = True
+    try:
+        assert not gateway.interrupt()
+        assert plane.interrupts == 1
+    finally:
+        gateway._charged = False
+        gateway._planes.pop("spark")
