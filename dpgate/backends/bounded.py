@@ -25,6 +25,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Sequence
 from typing import Any
@@ -236,7 +237,11 @@ def read_charged(con: Any, charged: str, n_parts: int) -> Charged:
 
     def arrow(query: str):
         rel = con.execute(query)
-        return rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.fetch_arrow_table()  # DuckDB 1.4
+        # DuckDB 2 warns that Arrow from a DB-API result is one extra copy; a relation (con.sql) cannot
+        # run while the statement's transaction holds an unfinished result. The copy is the units'.
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Arrow output on a DB-API result")
+            return rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.fetch_arrow_table()  # DuckDB 1.4
 
     units_sql = f"SELECT unit, CAST(max(part) AS INTEGER) AS __seen FROM {charged} GROUP BY unit"
     key = con.execute(

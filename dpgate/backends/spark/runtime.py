@@ -25,6 +25,7 @@ import json
 import os
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -107,11 +108,16 @@ def started(settings: dict[str, str], progress: Progress | None = None) -> Any:
             return session
         # No ${...} substitution in the SQL dpgate sends (the statement builders refuse it anyway).
         builder = SparkSession.builder.master(master).appName("dpgate").config("spark.sql.variable.substitute", "false")
+        # Spark's warnings (its host name, native libraries, task sizes) would interleave with the
+        # shell's output; the policy's conf may set another level
+        builder = builder.config("spark.log.level", "ERROR")
         for name, value in json.loads(conf).items():
             builder = builder.config(name, value)
         with ticking(progress, lambda s: f"starting Spark ({master}): {s:.0f} s",
                      lambda s: f"Spark started in {s:.0f} s"):  # fmt: skip
-            session = builder.getOrCreate()
+            with warnings.catch_warnings():  # pyspark's note on pandas versions: dpgate hands Spark Arrow, not pandas
+                warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
+                session = builder.getOrCreate()
         _STARTED[key] = session
         return session
 
