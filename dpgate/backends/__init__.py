@@ -107,12 +107,12 @@ def require_served(query_class: str, tables: tuple[ProtectedTable, ...], what: s
     mixes engines: each data plane reads its own tables only (a DuckDB plan would read a Spark
     table's empty stub; the Spark plane runs one table without joins)."""
     engines = {engine_of(t) for t in tables}
-    if engines != {"duckdb"} and len(tables) > 1:
-        others = ", ".join(t.name for t in tables)
+    if len(engines) > 1:
+        others = ", ".join(f"{t.name} ({engine_of(t)})" for t in tables)
         raise errors.UnsupportedQueryError(
-            f"This statement reads {others}, and a table in Spark is queried on its own (no joins with other "
-            "protected tables)", code="DP261",
-            hint="ask about the Spark table alone; nothing was charged",
+            f"This statement reads {others}: a statement reads tables of one engine (protected tables in Spark "
+            "join each other on the unit, not tables in the database file)", code="DP261",
+            hint="ask about the Spark tables alone, or about the database file's alone; nothing was charged",
         )  # fmt: skip
     for t in tables:
         engine = engine_of(t)

@@ -171,5 +171,11 @@ class Jobs:
             if gid is None:
                 return False
             self._cancelled = gid
-        self.sc.cancelJobGroup(gid)
+        # The group's later jobs too (Spark 4): a query's stages can be jobs submitted one after the
+        # other, and a cancel that lands between two must not let the next one run
+        scala = getattr(getattr(self.sc, "_jsc", None), "sc", lambda: None)()
+        if scala is not None and hasattr(scala, "cancelJobGroupAndFutureJobs"):
+            scala.cancelJobGroupAndFutureJobs(gid)
+        else:
+            self.sc.cancelJobGroup(gid)
         return True
