@@ -55,10 +55,10 @@ by ``t = 3 N`` (triangles by ``2 (N - 2)``, k-stars by ``2 (N - 2) + 1``, k-cliq
 non-decreasing step function that is at most ``GS`` is again a ladder function, so the guard
 never weakens privacy, and for the functions above it changes nothing.
 
-Width bounds (for the error bars, ``dpgate.mechanisms.ladder``). For each query there is a
-statistic ``s`` of global sensitivity 1 (``a_m``, or ``d_m`` for k-stars) and public
-functions with ``L_t(s) <= I_t(g) <= U_t(s)`` for every graph and every ``t``
-(:func:`width_bounds`); both are non-decreasing in ``s``.
+Width statistics (for the error bars, ``dpgate.mechanisms.ladder``). For each query there is a
+statistic ``s`` of global sensitivity 1, ``a_m``, or for k-stars :func:`kstar_shift_statistic`
+``c_k``; ``dpgate.mechanisms.ladder_widths`` gives public ladders with
+``L_t(s) <= I_t(g) <= U_t(s)`` for every graph and every ``t``.
 
 Cost. Triangles, k-triangles: ``O(sum_v d_v^2)`` over wedges, vectorised with numpy
 (the common-neighbour counts are accumulated densely when ``N^2 <= 2^24``, else by sorting).
@@ -191,12 +191,13 @@ def convergence_cap(n_nodes: int) -> int:
 
 
 def width_statistic_name(query: str) -> str:
-    """Which sensitivity-1 statistic bounds the rung widths of ``query``."""
-    return "d_m" if query == "kstar" else "a_m"
+    """Which sensitivity-1 statistic bounds the rung widths of ``query`` (``kstar_shift_statistic``
+    for k-stars, the most common neighbours ``a_m`` otherwise)."""
+    return "c_k" if query == "kstar" else "a_m"
 
 
 def statistic_range(query: str, n_nodes: int) -> tuple[int, int]:
-    """Public range of the width statistic: ``a_m <= N - 2``, ``d_m <= N - 1``."""
+    """Public range of the width statistic: ``a_m <= N - 2``, ``c_k <= N - 1``."""
     return (0, n_nodes - 1) if query == "kstar" else (0, n_nodes - 2)
 
 
@@ -519,7 +520,7 @@ class LadderQuantities:
     global_sensitivity: int  # GS on n_nodes nodes
     rungs: tuple[int, ...]  # I_0 .. I_{M-1}; I_t = GS for t >= M
     local_sensitivity: int  # LS(g)
-    statistic: int  # the sensitivity-1 width statistic (a_m, or d_m for k-stars)
+    statistic: int  # the sensitivity-1 width statistic (a_m, or c_k for k-stars)
 
 
 def ladder_quantities(edges: np.ndarray, n_nodes: int, query: str, k: int | None = None) -> LadderQuantities:
@@ -542,7 +543,7 @@ def ladder_quantities(edges: np.ndarray, n_nodes: int, query: str, k: int | None
         value = _count(g, query, k)
         rungs = _kstar_rungs(g, k)
         ls = rungs[0] if rungs else gs
-        stat = g.max_degree()
+        stat = kstar_shift_statistic(rungs, g.n, k)
     elif query == "kclique":
         value, ls = _clique_stats(g, k)
         stat = g.max_common_neighbours()
@@ -691,70 +692,32 @@ def _kstar_rungs(g: Graph, k: int, t_max: int | None = None) -> list[int]:
     return _run_ladder(gs, n, values)
 
 
-# -- public width bounds ------------------------------------------------------------------------
-Widths = tuple[list[int], int]  # a ladder's widths until it becomes constant, and that constant
-
-
-def width_bounds(query: str, k: int | None, n_nodes: int, statistic: int) -> tuple[Widths, Widths]:
-    """Public ladders sandwiching the private one: ``L_t(s) <= I_t(g) <= U_t(s)`` when ``s``
-    is the graph's width statistic (``a_m``, or ``d_m`` for k-stars).
-
-    Returns ``((lower_widths, lower_tail), (upper_widths, upper_tail))``: each ladder as its
-    widths until it becomes constant, and that constant. Both are non-decreasing in ``s``.
-
-    - triangles: ``min(s + floor(t / 2), N-2) <= LS(g, t) <= min(s + t, N-2)`` (Lemma 5.2:
-      the pair with ``a_ij = a_m``; ``floor((t + min(t, b)) / 2) <= t``);
-    - k-stars: ``C(min(s - 1 + t, N-2), k-1) <= LS(g, t) <= S_t(s, s)``, where ``S_t(x, y)``
-      is Lemma 5.3's value for a pair with ``d'_i = x``, ``d'_j = y`` (``C(s + t, k-1) + C(s, k-1)``
-      while ``s + t <= N - 2``). Lower: the highest-degree node,
-      whose ``d'`` is ``d_m`` or ``d_m - 1``; upper: Lemma 5.3 is non-decreasing in ``d'_i`` and
-      ``d'_j`` (module docstring), both at most ``d_m``;
-    - k-cliques: ``0 <= LS(g) <= C(a_m, k-2)`` in Theorem 5.6;
-    - k-triangles: ``C(a_m, k) <= LS(g) <= C(a_m, k) + 2 a_m C(a_m, k-1)`` in Theorem 5.7
-      (Lemma 5.5: the pair with ``a_ij = a_m`` contributes ``C(a_m, k)`` plus ``a_ij <= a_m``
-      non-negative terms, each at most ``2 C(a_m, k-1)``).
-    """
-    k = check_query(query, k)
-    n = check_universe(n_nodes)
-    gs = global_sensitivity(query, k, n)
-    s = int(statistic)
-    top = n - 2
-    cap = convergence_cap(n)
-    if query == "triangle" or (query == "kclique" and k == 3):
-        lower = [s + t // 2 for t in range(min(cap, 2 * max(gs - s, 0) + 2))]
-        upper = [s + t for t in range(min(cap, max(gs - s, 0) + 1))]
-    elif query == "kstar":
-        row = _binom_row(k - 1, top)
-        x = min(s, top)  # d' <= N - 2 for every pair
-        lower = list(row[max(s - 1, 0) : top + 1])  # C(min(s - 1 + t, N-2), k-1)
-        # Lemma 5.3 for a pair with d'_i = d'_j = x: B = N-2-x steps fill i, the next B fill j
-        upper = [row[y] + row[x] for y in range(x, top + 1)] + [row[top] + row[y] for y in range(x + 1, top + 1)]
-    elif query == "kclique":
-        row = _binom_row(k - 2, s + cap)
-        lower = [row[s + t] - row[s] for t in range(cap)]
-        upper = [row[s + t] for t in range(cap)]
-    else:
-        steps = list(itertools.accumulate(_ktriangle_steps(s, k, cap), initial=0))[:cap]
-        head = binom(s, k) + 2 * s * binom(s, k - 1)
-        lower = [binom(s, k) + x for x in steps]
-        upper = [head + x for x in steps]
-    limit = binom(top, k - 1) if query == "kstar" else gs
-    return _until_limit(lower, limit, cap), _until_limit(upper, gs, cap)
-
-
+# -- the k-star width statistic ------------------------------------------------------------------
 @functools.lru_cache(maxsize=64)
-def _binom_row(r: int, x_max: int) -> tuple[int, ...]:
+def binom_row(r: int, x_max: int) -> tuple[int, ...]:
     """``C(x, r)`` for ``x = 0 .. x_max``."""
     return tuple(binom(x, r) for x in range(max(x_max, 0) + 1))
 
 
-def _ktriangle_steps(a_m: int, k: int, count: int) -> list[int]:
-    """``U(a_m + i)`` for ``i < count``, ``U(a) = 3 C(a, k-1) + a C(a, k-2)`` (Theorem 5.7)."""
-    r1, r2 = _binom_row(k - 1, a_m + count), _binom_row(k - 2, a_m + count)
-    return [3 * r1[a] + a * r2[a] for a in range(a_m, a_m + count)]
+def kstar_shift_statistic(rungs: tuple[int, ...] | list[int], n_nodes: int, k: int) -> int:
+    """``c_k``: the smallest ``c >= 0`` with ``I_t <= C(c + t, k-1)`` at every ``t`` with
+    ``c + t <= N - 2``, where ``I_t = LS(g, t)`` is the k-star ladder (``rungs``, then ``GS``).
 
+    Its global sensitivity is 1: for a neighbour ``g'``, ``I_t(g') <= I_{t+1}(g) <= C(c + 1 + t, k-1)``
+    whenever ``c + 1 + t <= N - 2`` (Definition 5.6 (b)), so ``c_k(g') <= c_k(g) + 1``, and the
+    same the other way. It lies in ``[0, N - 1]`` (``c = N - 1`` constrains no ``t``). For
+    ``k = 2`` it is ``LS(g)``, the largest ``d'_i + d'_j``. Unlike ``d_m``, it does not let a
+    graph with one high-degree node look like one with two (``dpgate.mechanisms.ladder_widths``).
 
-def _until_limit(values: list[int], limit: int, cap: int) -> tuple[list[int], int]:
-    """The widths ``values[t]`` (non-decreasing) until the first that reaches ``limit`` (at
-    most ``cap`` of them: the public convergence step), and ``limit``, the width from there on."""
-    return values[: bisect.bisect_left(values, limit, 0, min(cap, len(values)))], limit
+    >>> import networkx as nx
+    >>> q = ladder_quantities(np.array(nx.karate_club_graph().edges()), 34, "kstar", 3)
+    >>> q.rungs[0], kstar_shift_statistic(q.rungs, 34, 3)  # C(23, 2) = 253 < 256 <= C(24, 2)
+    (256, 24)
+    """
+    top = n_nodes - 2
+    row = binom_row(k - 1, top)  # C(x, k-1) for x = 0 .. N-2, non-decreasing
+    c = max(0, n_nodes - 1 - len(rungs))  # I_t = GS > C(N-2, k-1) from t = len(rungs) on
+    for t, width in enumerate(rungs):
+        x = bisect.bisect_left(row, int(width))  # smallest x with C(x, k-1) >= I_t; N - 1 if none
+        c = max(c, x - t)
+    return c

@@ -13,7 +13,7 @@ The law of ``X`` (``dpgate.mechanisms.ladder``, Eq 5.3 of Zhang's thesis): the e
 has weight 1, each integer on rung ``u`` (``I_{u-1}`` of them on each side) ``e^{-h u}``,
 ``h = ε'/2``.
 
-- [bound] ``dpgate.mechanisms.graphs.width_bounds`` gives public ladders with
+- [bound] ``dpgate.mechanisms.ladder_widths.width_bounds`` gives public ladders with
   ``L_t(s) <= I_t(g) <= U_t(s)`` for every graph and every ``t``, non-decreasing in ``s``: a
   graph whose statistic lies in ``[lo, hi]`` has its ladder in the band ``L(lo) <= I <= U(hi)``;
 - [band] for one ladder, ``P(|X - f| > m) = T_I(m) / (H_I(m) + T_I(m))`` (``H`` the weight
@@ -79,7 +79,7 @@ import numbers
 import numpy as np
 
 from dpgate import noise
-from dpgate.mechanisms import graphs
+from dpgate.mechanisms import graphs, ladder_widths
 from dpgate.mechanisms.graphs import global_sensitivity
 
 __all__ = [
@@ -380,7 +380,7 @@ def _band_half_width(lower, upper, h: float, beta: float) -> int:
 # of a few statements; a larger cache would hold hundreds of MB on a large universe.
 @functools.lru_cache(maxsize=128)
 def _width_bounds(query: str, k: int | None, n_nodes: int, statistic: int):
-    (lw, lt), (uw, ut) = graphs.width_bounds(query, k, n_nodes, statistic)
+    (lw, lt), (uw, ut) = ladder_widths.width_bounds(query, k, n_nodes, statistic)
     return (tuple(lw), lt), (tuple(uw), ut)
 
 

@@ -24,7 +24,7 @@ import pytest
 
 from conftest import TEST_SEED
 from dpgate import noise
-from dpgate.mechanisms import graphs, ladder
+from dpgate.mechanisms import graphs, ladder, ladder_widths
 from dpgate.mechanisms.ladder import LadderMechanism, ladder_function, release_with_interval, sampling_epsilon
 from dpgate.queries.subgraph import clamped_interval, noise_dominates
 from dpgate.resources import data_dir
@@ -117,8 +117,8 @@ def test_band_bound_never_exceeds_the_sandwich_on_public_ranges(query, k):
         for s_lo, s_hi in ((lo, hi), (lo + 3, lo + 9), ((lo + hi) // 2, hi)):
             for eps in (0.1, 1.0):
                 h = sampling_epsilon(eps, n) / 2
-                lower, _ = graphs.width_bounds(query, k, n, s_lo)
-                _, upper = graphs.width_bounds(query, k, n, s_hi)
+                lower, _ = ladder_widths.width_bounds(query, k, n, s_lo)
+                _, upper = ladder_widths.width_bounds(query, k, n, s_hi)
                 m = ladder.interval_half_width(query, k, n, eps, s_lo, s_hi, 0.05)
                 assert m <= _sandwich(lower, upper, h, 0.05)
 
