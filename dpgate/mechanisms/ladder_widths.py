@@ -27,7 +27,7 @@ is covered by ``L(lo)`` and ``U(hi)``):
   and, over ``x``, ``S_t(x, y_c(x))`` with ``y_c(x)`` the least ``y <= x`` meeting that
   inequality (``S`` is non-decreasing in ``x`` and ``y``). The ``x`` are pooled in cells of a
   public grid (``x`` rounded down to the cell's start, ``y`` to its value at the cell's end), which
-  keeps the cost at ``O(cells * N)`` and the bound non-decreasing in ``c``: every candidate for
+  keeps the cost at ``O(cells N)`` and the bound non-decreasing in ``c``: every candidate for
   ``c + 1`` dominates one for ``c``. Compared with ``d_m`` (``U = S_t(d_m, d_m)``), noise that
   overstates the statistic no longer counts twice, once per node of the pair.
 
@@ -94,11 +94,11 @@ def width_bounds(query: str, k: int | None, n_nodes: int, statistic: int) -> tup
 
 @functools.lru_cache(maxsize=1024)
 def _kstar_lower(k: int, n: int, c: int) -> Widths:
-    """The lower ladder of every graph whose ``c_k`` is ``c``, for ``t < N - 1``, then constant
-    (a ladder is non-decreasing) [kstar]."""
+    """The lower ladder of every graph whose ``c_k`` is ``c`` [kstar]; from ``t = 2(N-2) + 1`` on
+    every pair's ladder is ``GS``."""
     top = n - 2
     row = binom_row(k - 1, top)
-    t = np.arange(n, dtype=np.int64)  # t = 0 .. N - 1; the last is the tail
+    t = np.arange(2 * top + 1, dtype=np.int64)
     table = np.array([float(v) for v in row])
     cands = [(min(c, top), 0)] if c <= top else []  # x >= c
     if c >= 1:
@@ -110,8 +110,7 @@ def _kstar_lower(k: int, n: int, c: int) -> Widths:
     low = np.full(t.size, np.inf)
     for x, y in cands:
         low = np.minimum(low, _pair_ladder(table, top, x, y, t))
-    widths = [_round_down(v) for v in low.tolist()]
-    return widths[:-1], widths[-1]
+    return _until_limit([_round_down(v) for v in low.tolist()], 2 * row[top], convergence_cap(n))
 
 
 def _grid_cells(x_max: int) -> list[tuple[int, int]]:
