@@ -191,14 +191,20 @@ def convergence_cap(n_nodes: int) -> int:
 
 
 def width_statistic_name(query: str) -> str:
-    """Which sensitivity-1 statistic bounds the rung widths of ``query`` (``kstar_shift_statistic``
-    for k-stars, the most common neighbours ``a_m`` otherwise)."""
-    return "c_k" if query == "kstar" else "a_m"
+    """Which sensitivity-1 statistic bounds the rung widths of ``query``: a shift statistic ``c_k``
+    for k-stars and k-triangles (:func:`kstar_shift_statistic`, :func:`ktriangle_shift_statistic`),
+    the most common neighbours ``a_m`` otherwise."""
+    return "c_k" if query in ("kstar", "ktriangle") else "a_m"
 
 
-def statistic_range(query: str, n_nodes: int) -> tuple[int, int]:
-    """Public range of the width statistic: ``a_m <= N - 2``, ``c_k <= N - 1``."""
-    return (0, n_nodes - 1) if query == "kstar" else (0, n_nodes - 2)
+def statistic_range(query: str, n_nodes: int, k: int | None = None) -> tuple[int, int]:
+    """Public range of the width statistic: ``a_m <= N - 2``; ``c_k <= N - 1`` for k-stars and
+    ``c_k <= X`` for k-triangles, ``X`` the first ``x`` with ``F(x) >= GS``."""
+    if query == "kstar":
+        return 0, n_nodes - 1
+    if query == "ktriangle":
+        return 0, len(ktriangle_steps_sum(check_query(query, k), n_nodes)) - 1
+    return 0, n_nodes - 2
 
 
 # -- the graph ----------------------------------------------------------------------------------
@@ -551,8 +557,8 @@ def ladder_quantities(edges: np.ndarray, n_nodes: int, query: str, k: int | None
     else:
         value = _count(g, query, k)
         ls = _ktriangle_ls(g, k)
-        stat = g.max_common_neighbours()
-        rungs = _closed_rungs(gs, g.n, _ktriangle_ladder(ls, stat, k))
+        rungs = _closed_rungs(gs, g.n, _ktriangle_ladder(ls, g.max_common_neighbours(), k))
+        stat = ktriangle_shift_statistic(rungs, g.n, k)
     return LadderQuantities(value, gs, tuple(rungs), ls, stat)
 
 
@@ -720,4 +726,42 @@ def kstar_shift_statistic(rungs: tuple[int, ...] | list[int], n_nodes: int, k: i
     for t, width in enumerate(rungs):
         x = bisect.bisect_left(row, int(width))  # smallest x with C(x, k-1) >= I_t; N - 1 if none
         c = max(c, x - t)
+    return c
+
+
+@functools.lru_cache(maxsize=64)
+def ktriangle_steps_sum(k: int, n_nodes: int) -> tuple[int, ...]:
+    """Public: ``F(x) = sum_{i<x} U(i)``, ``U(a) = 3 C(a, k-1) + a C(a, k-2)`` (Theorem 5.7), for
+    ``x = 0, 1, ..`` up to the first ``x`` with ``F(x) >= GS`` (about ``1.1 N``, within the
+    public cap ``3 N + 3``: ``F(x) >= 3 C(x, k)``)."""
+    gs = global_sensitivity("ktriangle", k, n_nodes)
+    out = [0]
+    while out[-1] < gs:
+        a = len(out) - 1
+        out.append(out[-1] + 3 * binom(a, k - 1) + a * binom(a, k - 2))
+        if len(out) > convergence_cap(n_nodes):
+            raise AssertionError("F must reach GS within the convergence cap: this is a bug in dpgate")
+    return tuple(out)
+
+
+def ktriangle_shift_statistic(rungs: tuple[int, ...] | list[int], n_nodes: int, k: int) -> int:
+    """``c_k`` for k-triangles: the smallest ``c >= 0`` with ``I_t <= min(F(c + t), GS)`` at every
+    ``t``, where ``I_t`` is Theorem 5.7's ladder (``rungs``, then ``GS``) and ``F`` is
+    :func:`ktriangle_steps_sum`.
+
+    Its global sensitivity is 1 for the reason :func:`kstar_shift_statistic` gives
+    (``min(F(c + 1 + t), GS)`` is the ladder for ``c`` shifted by one rung). It lies in
+    ``[0, X]``, ``F(X) >= GS``. Where ``a_m`` bounds ``LS`` by ``C(a_m, k) + 2 a_m C(a_m, k-1)``,
+    which grows like the square of the statistic's noise, ``c_k`` pays for that noise once per rung
+    (``dpgate.mechanisms.ladder_widths``).
+
+    >>> import networkx as nx
+    >>> q = ladder_quantities(np.array(nx.karate_club_graph().edges()), 34, "ktriangle", 2)
+    >>> q.rungs[:2], ktriangle_shift_statistic(q.rungs, 34, 2)  # F(x) = 2x(x - 1); a_m = 10
+    ((57, 97), 10)
+    """
+    f = ktriangle_steps_sum(k, n_nodes)
+    c = max(0, len(f) - 1 - len(rungs))  # I_t = GS from t = len(rungs) on: F(c + t) >= GS
+    for t, width in enumerate(rungs):
+        c = max(c, bisect.bisect_left(f, int(width)) - t)  # the least x with F(x) >= I_t
     return c

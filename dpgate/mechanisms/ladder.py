@@ -29,8 +29,10 @@ them on each side) ``e^{-h u}``. The ``1 - alpha`` interval is ``X ± m`` where 
 computed from public inputs and one DP statistic only:
 
 - [stat] the width statistic ``s`` (``a_m``, the most common neighbours of any pair; for
-  k-stars ``c_k``, the smallest ``c`` with ``LS(g, t) <= C(c + t, k-1)`` while
-  ``c + t <= N - 2``; global sensitivity 1) is released once as ``ŝ = s + DLap(1/epsilon_width)``;
+  k-stars and k-triangles ``c_k``, the smallest shift ``c`` of a public ladder ``ψ(c + t)`` that
+  lies above the graph's ladder: ``ψ(x) = C(x, k-1)`` while ``x <= N - 2`` for k-stars, the sum
+  ``F(x)`` of Theorem 5.7's steps for k-triangles; global sensitivity 1) is released once as
+  ``ŝ = s + DLap(1/epsilon_width)``;
 - [interval] ``m`` is computed in ``dpgate.mechanisms.ladder_bounds`` from public ladders that
   bound every graph's ladder given a range of ``s`` ([bound]), a bound on the miss probability
   of every ladder between them ([band], [sandwich], [blocks]) and a calibration over the
@@ -68,10 +70,10 @@ and the log-ratio is at most ``2h + 22u (cap + 2) + 2.6e-11`` (``cap = 3N + 3 >=
 Probabilities below ``1e-300`` (a double's range) are not represented, as in ``noise``.
 (4) The interval is post-processing of ``X`` and of the ``epsilon_width``-DP
 statistic [stat] (discrete Laplace, sensitivity 1: one edge changes any ``a_ij`` by at most
-1, so ``a_m`` moves by at most 1; ``c_k`` moves by at most 1 because the ladder of a neighbour
-is the ladder shifted by at most one rung, Definition 5.6 (b), ``graphs.kstar_shift_statistic``);
-the cells, the public ladders and the band are public functions of ``(query, k, N, ε, alpha)`` and ``ŝ``; the
-budget split is [split].
+1, so ``a_m`` moves by at most 1; ``c_k`` moves by at most 1 because a neighbour's ladder lies
+below the graph's shifted by one rung, Definition 5.6 (b), and ``ψ(c + 1 + t) = ψ(c + (t + 1))``:
+``graphs.kstar_shift_statistic``); the cells, the public ladders and the band are public
+functions of ``(query, k, N, ε, alpha)`` and ``ŝ``; the budget split is [split].
 """
 
 from __future__ import annotations
@@ -127,7 +129,7 @@ class LadderFunction:
     """Everything the ladder sampler needs from one private graph (exact ints).
 
     ``rungs`` are ``I_0 .. I_{M-1}``; ``I_t = global_sensitivity`` for ``t >= M``.
-    ``width_statistic`` (``a_m``, or ``c_k`` for k-stars) is private; only
+    ``width_statistic`` (``a_m``, or ``c_k`` for k-stars and k-triangles) is private; only
     :func:`release_interval` reads it, to add noise to it.
     """
 
@@ -438,7 +440,7 @@ def release_interval(
         raise ValueError(f"epsilon_width must be >= 0, got {epsilon_width}")
     name = graphs.width_statistic_name(lf.query)
     if epsilon_width == 0:
-        lo, hi = graphs.statistic_range(lf.query, lf.n_nodes)
+        lo, hi = graphs.statistic_range(lf.query, lf.n_nodes, lf.k)
         m = interval_half_width(lf.query, lf.k, lf.n_nodes, epsilon, lo, hi, alpha)  # [bound]
         noisy = None
     else:

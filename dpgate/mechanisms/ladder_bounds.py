@@ -348,7 +348,7 @@ def interval_half_width(
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     k = graphs.check_query(query, k)
-    lo_pub, hi_pub = graphs.statistic_range(query, graphs.check_universe(n_nodes))
+    lo_pub, hi_pub = graphs.statistic_range(query, graphs.check_universe(n_nodes), k)
     if not lo_pub <= statistic_low <= statistic_high <= hi_pub:
         raise ValueError(f"the statistic range must lie within [{lo_pub}, {hi_pub}]")
     return _half_width(query, k, int(n_nodes), float(epsilon), int(statistic_low), int(statistic_high), float(alpha))
@@ -443,18 +443,18 @@ def calibrated_half_width(
     :func:`statistic_cells` of the band half-width for the cell's range of the statistic at the
     cell's miss probability [cells]; ``[lo, hi]`` spans the ranges. Coverage
     ``P(|X - f| <= m) >= 1 - alpha`` over the noise of both ``X`` and ``ŝ``."""
-    ranges = cell_ranges(query, n_nodes, noisy_statistic, epsilon_width, alpha)
+    ranges = cell_ranges(query, k, n_nodes, noisy_statistic, epsilon_width, alpha)
     m = _max_half_width(query, graphs.check_query(query, k), int(n_nodes), float(epsilon), ranges)
     return m, min(r[0] for r in ranges), max(r[1] for r in ranges)
 
 
 def cell_ranges(
-    query: str, n_nodes: int, noisy_statistic: int, epsilon_width: float, alpha: float
+    query: str, k: int | None, n_nodes: int, noisy_statistic: int, epsilon_width: float, alpha: float
 ) -> tuple[tuple[int, int, float], ...]:
     """Public given ``ŝ``: the statistic's range ``(bottom, top, β)`` of every cell [cells],
     clamped to the public range (a cell past it covers the public end instead: more than it
     needs); cells that clamp to the same range keep the smallest ``β``."""
-    lo_pub, hi_pub = graphs.statistic_range(query, n_nodes)
+    lo_pub, hi_pub = graphs.statistic_range(query, n_nodes, k)
     strictest: dict[tuple[int, int], float] = {}
     for z_lo, z_hi, beta in statistic_cells(float(epsilon_width), float(alpha)):
         top = min(max(noisy_statistic - z_lo, lo_pub), hi_pub)

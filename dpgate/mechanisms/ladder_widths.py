@@ -3,9 +3,10 @@
 **Guarantee:** none by itself, and nothing private is read here: these are public functions of
 ``(query, k, N, s)``. Neighbouring graphs differ in one edge (edge-level DP), and the width
 statistic ``s`` has global sensitivity 1: ``a_m`` (the most common neighbours of any pair) for
-triangles, k-cliques and k-triangles, ``c_k`` (``dpgate.mechanisms.graphs.kstar_shift_statistic``)
-for k-stars. ``dpgate.mechanisms.ladder`` releases ``s`` with noise; ``dpgate.mechanisms.ladder_bounds``
-turns these bounds into error bars.
+triangles and k-cliques, a shift statistic ``c_k`` (``dpgate.mechanisms.graphs``'s
+``kstar_shift_statistic`` and ``ktriangle_shift_statistic``: the smallest shift of a public
+ladder that lies above the graph's) for k-stars and k-triangles. ``dpgate.mechanisms.ladder``
+releases ``s`` with noise; ``dpgate.mechanisms.ladder_bounds`` turns these bounds into error bars.
 
 :func:`width_bounds` returns ladders with ``L_t(s) <= I_t(g) <= U_t(s)`` for every graph ``g``
 whose statistic is ``s`` and every ``t``, both non-decreasing in ``s`` (so a range of ``s``
@@ -14,9 +15,19 @@ is covered by ``L(lo)`` and ``U(hi)``):
 - triangles: ``min(s + floor(t / 2), N-2) <= LS(g, t) <= min(s + t, N-2)`` (Lemma 5.2: the pair
   with ``a_ij = a_m``; ``floor((t + min(t, b)) / 2) <= t``);
 - k-cliques: ``0 <= LS(g) <= C(a_m, k-2)`` in Theorem 5.6;
-- k-triangles: ``C(a_m, k) <= LS(g) <= C(a_m, k) + 2 a_m C(a_m, k-1)`` in Theorem 5.7 (Lemma 5.5:
-  the pair with ``a_ij = a_m`` contributes ``C(a_m, k)`` plus ``a_ij <= a_m`` non-negative terms,
-  each at most ``2 C(a_m, k-1)``);
+- k-triangles, [ktriangle]: Theorem 5.7's ladder ``I_t = min(LS + F(a + t) - F(a), GS)``
+  (``a = a_m``, ``F(x) = sum_{i<x} U(i)``, ``graphs.ktriangle_steps_sum``), with
+  ``C(a, k) <= LS <= G(a) = C(a, k) + 2 a C(a, k-1)`` (Lemma 5.5: the pair with ``a_ij = a_m``
+  contributes ``C(a_m, k)`` plus ``a_ij <= a_m`` non-negative terms, each at most
+  ``2 C(a_m, k-1)``). Upper: ``U_t(c) = min(F(c + t), GS)``, by the definition of ``c = c_k``.
+  Lower: if ``a >= c``, ``I_t >= min(C(c, k) + F(c + t) - F(c), GS)`` (increasing in ``a``). If
+  ``a < c``, ``c - 1`` fails at some ``t0`` (below the cap, since ``F(c - 1 + cap) >= GS``):
+  ``LS + F(a + t0) - F(a) > F(c - 1 + t0)``, and ``F(c - 1 + t) - F(a + t)`` is non-decreasing
+  (``U`` is), so already ``LS > F(c - 1)``; with ``LS <= G(a)``, ``a >= a_lo``, the least ``a``
+  with ``G(a) > F(c - 1)``, and ``I_t >= min(F(c - 1) + 1 + F(a_lo + t) - F(a_lo), GS)``. The
+  lower ladder is the smaller of the two; both grow with ``c``. Where ``a_m`` bounded ``LS`` by
+  ``G(a_m)``, which grows like the square of the noise on ``a_m``, ``c_k`` pays for its noise
+  one rung at a time;
 - k-stars, [kstar]: ``I_t = LS(g, t) = max over pairs of S_t(x, y)`` (Lemma 5.3, ``x >= y`` the
   pair's ``d'``). Upper: ``U_t(c) = C(c + t, k-1)`` while ``c + t <= N - 2``, then ``GS``, by the
   definition of ``c = c_k``. Lower: ``c - 1`` fails at some ``t0`` with ``c - 1 + t0 <= N - 2``,
@@ -45,6 +56,7 @@ import math
 import numpy as np
 
 from dpgate.mechanisms.graphs import binom, binom_row, check_query, check_universe, convergence_cap, global_sensitivity
+from dpgate.mechanisms.graphs import ktriangle_steps_sum as steps_sum
 
 __all__ = ["Widths", "width_bounds"]
 
@@ -85,10 +97,7 @@ def width_bounds(query: str, k: int | None, n_nodes: int, statistic: int) -> tup
         lower = [row[s + t] - row[s] for t in range(cap)]
         upper = [row[s + t] for t in range(cap)]
     else:
-        steps = list(itertools.accumulate(_ktriangle_steps(s, k, cap), initial=0))[:cap]
-        head = binom(s, k) + 2 * s * binom(s, k - 1)
-        lower = [binom(s, k) + x for x in steps]
-        upper = [head + x for x in steps]
+        return _ktriangle_bounds(k, n, s)
     return _until_limit(lower, gs, cap), _until_limit(upper, gs, cap)
 
 
@@ -147,10 +156,29 @@ def _round_down(v: float) -> int:
     return int(math.floor(v * (1 - 2.0**-50)))
 
 
-def _ktriangle_steps(a_m: int, k: int, count: int) -> list[int]:
-    """``U(a_m + i)`` for ``i < count``, ``U(a) = 3 C(a, k-1) + a C(a, k-2)`` (Theorem 5.7)."""
-    r1, r2 = binom_row(k - 1, a_m + count), binom_row(k - 2, a_m + count)
-    return [3 * r1[a] + a * r2[a] for a in range(a_m, a_m + count)]
+@functools.lru_cache(maxsize=1024)
+def _ktriangle_bounds(k: int, n: int, c: int) -> tuple[Widths, Widths]:
+    """Lower and upper ladders of every graph whose k-triangle ``c_k`` is ``c`` [ktriangle]."""
+    gs = global_sensitivity("ktriangle", k, n)
+    f = list(steps_sum(k, n))
+    top = len(f) - 1  # F(top) >= GS: the upper ladder is GS from t = top - c on
+    c = min(c, top)
+    upper = f[c:top]
+    while f[-1] < f[c] + gs:  # far enough for both lower ladders to reach GS
+        a = len(f) - 1
+        f.append(f[-1] + 3 * binom(a, k - 1) + a * binom(a, k - 2))
+
+    def ladder(head: int, a: int) -> list[int]:  # min(head + F(a + t) - F(a), GS), t = 0 .. until GS
+        return [min(head + f[a + t] - f[a], gs) for t in range(len(f) - a)]
+
+    lower = ladder(binom(c, k), c)  # a >= c
+    if c >= 1:  # a < c: LS > F(c - 1) and a >= a_lo
+        a_lo = 0
+        while binom(a_lo, k) + 2 * a_lo * binom(a_lo, k - 1) <= f[c - 1] and a_lo < c:
+            a_lo += 1
+        other = ladder(f[c - 1] + 1, a_lo)
+        lower = [min(x, y) for x, y in itertools.zip_longest(lower, other, fillvalue=gs)]
+    return _until_limit(lower, gs, convergence_cap(n)), (upper, gs)
 
 
 def _until_limit(values: list[int], limit: int, cap: int) -> tuple[list[int], int]:

@@ -51,7 +51,7 @@ def over_the_noise(lf, epsilon: float, share: float, alpha: float, tail: float =
     z = np.arange(-reach, reach + 1)
     pmf = noise.discrete_laplace_pmf(eps_w, 1, z)
     shat = lf.width_statistic + z
-    lo_pub, hi_pub = graphs.statistic_range(lf.query, lf.n_nodes)
+    lo_pub, hi_pub = graphs.statistic_range(lf.query, lf.n_nodes, lf.k)
     keys = []
     for z_lo, z_hi, _ in ladder_bounds.statistic_cells(eps_w, alpha):  # the clamped range of every cell
         top = np.clip(shat - z_lo, lo_pub, hi_pub)

@@ -180,14 +180,14 @@ def test_width_bounds_sandwich_every_ladder(cube5, ladders5, query, k):
         assert np.all(lower <= rows) and np.all(rows <= upper)
     for x in cube5.neighbours():
         assert np.all(np.abs(stat[x] - stat) <= 1)
-    lo, hi = graphs.statistic_range(query, 5)
+    lo, hi = graphs.statistic_range(query, 5, k)
     assert stat.min() >= lo and stat.max() <= hi
 
 
 @pytest.mark.parametrize("query, k", VARIANTS)
 def test_width_bounds_grow_with_the_statistic(query, k):
     n = 9
-    lo, hi = graphs.statistic_range(query, n)
+    lo, hi = graphs.statistic_range(query, n, k)
     prev = None
     for s in range(lo, hi + 1):
         (lw, lt), (uw, ut) = ladder_widths.width_bounds(query, k, n, s)

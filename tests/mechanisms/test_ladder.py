@@ -356,7 +356,7 @@ def test_interval_bound_holds_for_every_five_node_graph(query, k):
     import itertools
 
     pairs = list(itertools.combinations(range(5), 2))
-    lo_pub, hi_pub = graphs.statistic_range(query, 5)
+    lo_pub, hi_pub = graphs.statistic_range(query, 5, k)
     for mask in range(1 << len(pairs)):
         edges = np.array([p for i, p in enumerate(pairs) if mask >> i & 1], dtype=np.int64).reshape(-1, 2)
         lf = ladder_function(edges, 5, query, k)
@@ -372,7 +372,7 @@ def test_interval_bound_holds_on_real_graphs(karate, lesmis, query, k):
     for edges, n in ((karate, 34), (lesmis, 77)):
         lf = ladder_function(edges, n, query, k)
         s = lf.width_statistic
-        lo_pub, hi_pub = graphs.statistic_range(query, n)
+        lo_pub, hi_pub = graphs.statistic_range(query, n, k)
         for lo, hi in ((s, s), (max(lo_pub, s - 5), min(hi_pub, s + 5))):
             for eps in (0.1, 0.5, 1.6):
                 m = interval_half_width(query, k, n, eps, lo, hi, 0.05)

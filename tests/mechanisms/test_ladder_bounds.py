@@ -158,7 +158,7 @@ def test_public_error_bar_covers_exactly_at_small_epsilon(query, k, epsilon):
     """width_share = 0: one half-width from the public range, P(miss) from the sampler's exact
     law on karate. It stays at most alpha and not far below it (the bound is not vacuous)."""
     lf = ladder_function(KARATE, 34, query, k)
-    lo, hi = graphs.statistic_range(query, 34)
+    lo, hi = graphs.statistic_range(query, 34, k)
     m = ladder_bounds.interval_half_width(query, k, 34, epsilon, lo, hi, ALPHA)
     miss = exact_miss(lf, epsilon, m)
     assert miss <= ALPHA

@@ -113,7 +113,7 @@ def test_band_bound_is_tight_for_a_known_ladder():
 @pytest.mark.parametrize("query, k", [("triangle", None), ("kstar", 3), ("ktriangle", 2), ("kclique", 4)])
 def test_band_bound_never_exceeds_the_sandwich_on_public_ranges(query, k):
     for n in (34, 200):
-        lo, hi = graphs.statistic_range(query, n)
+        lo, hi = graphs.statistic_range(query, n, k)
         for s_lo, s_hi in ((lo, hi), (lo + 3, lo + 9), ((lo + hi) // 2, hi)):
             for eps in (0.1, 1.0):
                 h = sampling_epsilon(eps, n) / 2
