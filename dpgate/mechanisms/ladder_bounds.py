@@ -226,21 +226,22 @@ def statistic_cells(epsilon_width: float, alpha: float) -> tuple[tuple[int, int 
     from the sampler's exact law.
 
     >>> [(lo, hi, round(b, 3)) for lo, hi, b in statistic_cells(0.2, 0.05)][::4]
-    [(-23, -19, 0.513), (-8, -6, 0.068), (2, 4, 0.025)]
+    [(-23, -19, 0.513), (-8, -7, 0.073), (2, 4, 0.025)]
     """
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     a = noise.discrete_laplace_alpha(epsilon_width, 1)
+    rate = -math.log(a) if a > 0.0 else float(epsilon_width)  # the noise the sampler runs, P(z) ∝ e^{-rate |z|}
 
     def at_most(z: int) -> float:  # P(Z <= z)
         return a ** (-z) / (1 + a) if z < 0 else 1 - a ** (z + 1) / (1 + a)
 
-    edges = sorted({math.floor(x / epsilon_width) for x in CELL_EDGES})
+    edges = sorted({math.floor(x / rate) for x in CELL_EDGES})
     cells, probs, weights = [], [], []
     for lo, nxt in zip(edges, edges[1:] + [None]):
         hi = None if nxt is None else nxt - 1
         probs.append((1.0 if hi is None else at_most(hi)) - at_most(lo - 1))
-        mid = 0.0 if hi is None else (lo + hi) / 2 * epsilon_width
+        mid = 0.0 if hi is None else (lo + hi) / 2 * rate
         weights.append(math.exp(min(-CELL_TILT * mid, 700.0)) if mid < 0 else 1.0)  # β is capped anyway
         cells.append((lo, hi))
     uncovered = at_most(edges[0] - 1)
