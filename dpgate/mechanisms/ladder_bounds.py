@@ -207,7 +207,7 @@ def _smallest(ok, rel: float = 0.0, hi: int | None = None, lo: int = 0) -> int:
 #: The cells of the error bar's calibration over the noisy width statistic [cells]: their edges
 #: in units of the noise scale ``1 / epsilon_width``, on ``Z = ŝ - s`` (negative: the graph's
 #: statistic lies above ``ŝ``); ``Z`` below the first edge is left uncovered.
-CELL_EDGES = (-4.5, -3.5, -2.75, -2.0, -1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 1.75, 2.75)
+CELL_EDGES = (-4.5, -3.75, -3.0, -2.5, -2.0, -1.5, -1.0, -0.5, -0.25, 0.0, 0.25, 0.5, 1.0, 1.75, 2.75)
 #: A cell whose midpoint lies ``x < 0`` noise scales below 0 gets ``e^{CELL_TILT |x|}`` times the
 #: miss probability of the cells at ``Z >= 0``. Public constants, chosen on road-like, random and
 #: power-law graphs against the best calibration of the same noise (docs/queries/graphs.md).
@@ -226,7 +226,7 @@ def statistic_cells(epsilon_width: float, alpha: float) -> tuple[tuple[int, int 
     from the sampler's exact law.
 
     >>> [(lo, hi, round(b, 3)) for lo, hi, b in statistic_cells(0.2, 0.05)][::4]
-    [(-23, -19, 0.513), (-8, -7, 0.073), (2, 4, 0.025)]
+    [(-23, -20, 0.554), (-11, -9, 0.106), (-2, -1, 0.031), (5, 7, 0.025)]
     """
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
