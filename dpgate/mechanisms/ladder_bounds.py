@@ -6,8 +6,9 @@
 width statistic lies in a given range, and :func:`calibrated_half_width` an ``m`` with
 ``P(|X - f| > m(ŝ)) <= alpha`` over the noise of both ``X`` and the noisy statistic ``ŝ``.
 Everything here is a public function of ``(query, k, N, ε, alpha)`` and ``ŝ``: post-processing,
-it spends nothing. **Sensitivity:** the width statistic ``s`` (``a_m``, or ``c_k`` for k-stars)
-has global sensitivity 1; it is noised in ``dpgate.mechanisms.ladder`` (``[stat]`` there).
+it spends nothing. **Sensitivity:** the width statistic ``s`` (``a_m``, or ``c_k`` for k-stars
+and k-triangles) has global sensitivity 1; it is noised in ``dpgate.mechanisms.ladder``
+(``[stat]`` there).
 
 The law of ``X`` (``dpgate.mechanisms.ladder``, Eq 5.3 of Zhang's thesis): the exact answer
 has weight 1, each integer on rung ``u`` (``I_{u-1}`` of them on each side) ``e^{-h u}``,
@@ -54,7 +55,8 @@ has weight 1, each integer on rung ``u`` (``I_{u-1}`` of them on each side) ``e^
   ``h(b - 1) <= BLOCK_H``, and the block sums relax the band;
 - [cells] the calibration over ``ŝ``'s noise ``Z = ŝ - s``: public cells partition the
   integers ``z >= z_0`` into intervals ``[z_j, z_{j+1})`` with miss probabilities ``β_j``
-  (:func:`statistic_cells`, edges ``CELL_EDGES`` in units of the noise scale ``1/epsilon_width``);
+  (:func:`statistic_cells`, edges ``CELL_EDGES`` in units of the scale of the noise the sampler
+  runs, ``1/(epsilon_width - 1e-10)``);
   ``m = max_j band(ŝ - z_{j+1} + 1, ŝ - z_j, β_j)`` (ranges clamped to the public one; the last
   cell's range runs down to the public bottom). When ``Z`` lies in cell ``j``, ``s`` lies in cell
   ``j``'s range, so the count, independent of ``Z``, misses with probability at most ``β_j``;
@@ -205,8 +207,8 @@ def _smallest(ok, rel: float = 0.0, hi: int | None = None, lo: int = 0) -> int:
 
 # -- error bars ---------------------------------------------------------------------------------
 #: The cells of the error bar's calibration over the noisy width statistic [cells]: their edges
-#: in units of the noise scale ``1 / epsilon_width``, on ``Z = ŝ - s`` (negative: the graph's
-#: statistic lies above ``ŝ``); ``Z`` below the first edge is left uncovered.
+#: in units of the noise's scale, on ``Z = ŝ - s`` (negative: the graph's statistic lies above
+#: ``ŝ``); ``Z`` below the first edge is left uncovered.
 CELL_EDGES = (-4.5, -3.75, -3.0, -2.5, -2.0, -1.5, -1.0, -0.5, -0.25, 0.0, 0.25, 0.5, 1.0, 1.75, 2.75)
 #: A cell whose midpoint lies ``x < 0`` noise scales below 0 gets ``e^{CELL_TILT |x|}`` times the
 #: miss probability of the cells at ``Z >= 0``. Public constants, chosen on road-like, random and

@@ -287,8 +287,9 @@ def _coverage_bound(hits: int, runs: int, false_alarm: float) -> float:
 
 
 def compare(before_path: str, after_path: str) -> None:
-    """Two --out files side by side: half-width / mean error before and after, the coverage after
-    (and its 99.9% lower bound), and how the count's own mean error changed."""
+    """Two --out files as one Markdown table: half-width / mean error before → after per ε, the
+    range of the sampled coverage after (over ε), and how the count's own mean error changed
+    (after / before: a larger share of ε on the error bar leaves less for the count)."""
     import json
 
     def load(path):
@@ -297,19 +298,15 @@ def compare(before_path: str, after_path: str) -> None:
     before, after = load(before_path), load(after_path)
     keys = [key for key in after if key in before]
     epsilons = sorted({key[2] for key in keys})
-    head = " | ".join(f"ε = {e}" for e in epsilons)
-    print(f"| graph | query | {head} |")
-    print("|---|---|" + "---|" * len(epsilons))
+    print("| graph | query | " + " | ".join(f"ε = {e:g}" for e in epsilons) + " | coverage | count error × |")
+    print("|---|---|" + "---|" * len(epsilons) + "---|---|")
     for graph, query in dict.fromkeys((key[0], key[1]) for key in keys):
-        cells = []
-        for e in epsilons:
-            b, a = before.get((graph, query, e)), after.get((graph, query, e))
-            if a is None or b is None:
-                cells.append("")
-                continue
-            cells.append(f"{b['ratio']:.1f} → **{a['ratio']:.1f}** ({a['hits'] / a['runs']:.3f} ≥ {a['coverage_low']:.3f}; "
-                         f"err ×{a['mean_error'] / b['mean_error']:.2f})")  # fmt: skip
-        print(f"| {graph} | {query} | " + " | ".join(cells) + " |")
+        rows = [(before.get((graph, query, e)), after.get((graph, query, e))) for e in epsilons]
+        cells = [f"{b['ratio']:.1f} → {a['ratio']:.1f}" if a and b else "" for b, a in rows]
+        cover = [a["hits"] / a["runs"] for _, a in rows if a]
+        change = [a["mean_error"] / b["mean_error"] for b, a in rows if a and b]
+        print(f"| {graph} | {query} | " + " | ".join(cells) + f" | {min(cover):.3f}–{max(cover):.3f} | "
+              f"{min(change):.2f}–{max(change):.2f} |")  # fmt: skip
 
 
 def _exact_mean_error(lf, epsilon: float) -> float:
