@@ -220,8 +220,17 @@ CODES: dict[str, Code] = {
     "DP717": _c(E.OperationalError, "A connection still logging in was closed to make room for a newer one."),
     "DP718": _c(E.OperationalError, "A connection took longer than the startup or login timeout."),
     "DP719": _c(E.OperationalError, "A suspended portal was closed: another statement ran while more than 64 MB of its rows were unread."),
-    "DP720": _c(E.OperationalError, "`dpgate serve` cannot listen there: a port outside 0-65535, a port in use or not allowed, or a host that does not resolve."),
+    "DP720": _c(E.OperationalError, "`dpgate serve` or `dpgate web` cannot listen there: a port outside 0-65535, a port in use or not allowed, or a host that does not resolve."),
     "DP721": _c(E.ProgrammingError, "`dpgate serve`: the TLS certificate or key cannot be read or used."),
+    "DP722": _c(E.ProgrammingError, "`dpgate web`: a request's body is larger than its route takes (64 KB; 1 MB for a statement)."),
+    "DP723": _c(E.InterfaceError, "`dpgate web`: not signed in, or the session has ended (idle, too old, or signed out)."),
+    "DP724": _c(E.ProgrammingError, "`dpgate web`: a request refused as cross-site: without the session's CSRF token, from another Origin, not JSON, or for another Host."),
+    "DP725": _c(E.ProgrammingError, "`dpgate web`: no such page, API route or method."),
+    "DP726": _c(E.ProgrammingError, "`dpgate web`: a request's body is not the JSON its route takes."),
+    "DP727": _c(E.InterfaceError, "`dpgate web` needs the `web` extra (Starlette and uvicorn)."),
+    "DP728": _c(E.ProgrammingError, "`dpgate web` on an address other than loopback needs TLS (`--tls-cert`, `--tls-key`)."),
+    "DP729": _c(E.OperationalError, "`dpgate web` has its most sessions open; sign out of others, or wait for idle ones to end."),
+    "DP730": _c(E.ProgrammingError, "`dpgate web` runs one statement at a time; the text held several."),
 }
 # fmt: on
 

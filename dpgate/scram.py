@@ -21,6 +21,11 @@ import unicodedata
 
 MECHANISM = "SCRAM-SHA-256"
 ITERATIONS = 4096  # PostgreSQL's default (scram_iterations)
+#: The most PBKDF2 iterations a stored verifier may ask for. ``dpgate web`` checks a password by
+#: running them on the server (a SCRAM client runs them itself), so a verifier of 2^31 iterations,
+#: which PostgreSQL would store, would hold a sign-in thread for half an hour per attempt, and
+#: anyone who knows the name could keep every thread busy.
+MAX_ITERATIONS = 100_000
 
 
 class ScramError(Exception):
@@ -72,6 +77,17 @@ def parse_verifier(verifier: str) -> tuple[int, bytes, bytes, bytes]:
     if mech != MECHANISM or out[0] < 1 or len(out[2]) != 32 or len(out[3]) != 32:
         raise ValueError("not a SCRAM-SHA-256 verifier")
     return out
+
+
+def check_password(verifier: str, password: str, *, real: bool = True) -> bool:
+    """Whether ``password`` is the one ``verifier`` was made from (a login that sends the password
+    itself, as ``dpgate web``'s form does over its loopback or TLS connection). The same PBKDF2 work
+    as a SCRAM exchange, and StoredKey compared in constant time; ``real`` False (a fake verifier)
+    is always False, after the same work."""
+    iterations, salt, stored_key, _ = parse_verifier(verifier)
+    salted = hashlib.pbkdf2_hmac("sha256", _normalize(password), salt, iterations)
+    candidate = hashlib.sha256(_hmac(salted, b"Client Key")).digest()
+    return hmac.compare_digest(candidate, stored_key) and real
 
 
 def fake_verifier(name: str, secret: bytes) -> str:

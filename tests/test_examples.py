@@ -69,18 +69,24 @@ def test_docs_and_docstrings_send_nobody_outside_the_repository():
 
 def test_setvalued_release_prints_the_error_table():
     out = _run("setvalued_release.py", "--records", "20000", "--queries", "300", "--runs", "1", "--seed", "1")
-    assert "supermarket baskets: 4,627 records, 122 items" in out and "MSNBC-shaped: 20,000 records, 17 items" in out
-    rows = [line.split() for line in out.splitlines() if re.match(r"^\s*(0\.50|0\.75|1\.00|1\.25)\s", line)]
-    assert len(rows) == 8, "one row per (dataset, B)"
-    msnbc = rows[4:]
-    assert all(float(r[1]) < float(r[2]) for r in msnbc), "DiffPart beats Basic on the 17-item set"
+    assert "supermarket baskets: 4,627 records, 122 items, median 18" in out
+    assert "sparse baskets: 4,043 records, 104 items, median 8" in out and "MSNBC-shaped: 20,000 records, 17 items" in out
+    rows = [line.split() for line in out.splitlines() if re.match(r"^\s*(0\.5|1\.0|2\.0)\s+(partition|marginals)\s", line)]
+    rows = [r for r in rows if len(r) == 8]  # ε, route, method, four errors, seconds (not the paper's metrics)
+    assert len(rows) == 3 * 3 * 5, "one row per (dataset, ε, method)"
+    by = {(r[0], r[1], r[2], i // 15): r for i, r in enumerate(rows)}
+    for data in (0, 1):  # the basket sets: DiffPart releases nothing, the route takes the marginals path
+        assert by[("1.0", "marginals", "partition", data)][3] == "1.000"
+        assert float(by[("1.0", "marginals", "marginals", data)][3]) < 0.15
+    assert "DiffPart paper's metrics" in out and len(re.findall(r"^\s*[0-9.]+\s+(partition|marginals)\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+$", out, re.M)) == 6
 
 
 def test_privtree_cities_prints_the_error_table():
-    out = _run("privtree_cities.py", "--queries", "100", "--runs", "1", "--seed", "1")
-    rows = [line.split() for line in out.splitlines() if re.match(r"^\s*[0-9.]+\s+(small|medium|large)\s", line)]
-    assert len(rows) == 18, "one row per (ε, query set)"
-    assert "privtree beats the uniform grid in" in out
+    out = _run("privtree_cities.py", "--queries", "60", "--runs", "1", "--seed", "1")
+    rows = [line.split() for line in out.splitlines() if re.match(r"^(places|sample)\s+[0-9.]+\s+(1|10|50)%\s", line)]
+    assert len(rows) == 18, "one row per (data, ε, size)"
+    assert all(len(r) == 3 + 2 * 4 + 1 for r in rows), "old, new, ug, ag with their bootstrap ranges, and the ratio"
+    assert re.search(r"new beats both grids in \d+ of 18", out)
 
 
 def test_privtree_sequences_prints_both_tables():

@@ -207,7 +207,7 @@ STAGES = (
     ("dpgate.backends",),
     ("dpgate.queries",),
     ("dpgate.statements", "dpgate.gateway", "dpgate.answers"),
-    ("dpgate.interfaces", "dpgate.server", "dpgate.__main__"),
+    ("dpgate.interfaces", "dpgate.server", "dpgate.web", "dpgate.__main__"),
 )
 
 

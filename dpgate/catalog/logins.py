@@ -45,12 +45,18 @@ def set_login(con: duckdb.DuckDBPyConnection, name: str, *, role: str, password:
                                      hint="choose a longer password (or send a SCRAM verifier: psql's \\password)")  # fmt: skip
         verifier = scram.make_verifier(password)
     try:
-        scram.parse_verifier(verifier)
+        iterations = scram.parse_verifier(verifier)[0]
     except ValueError:
         raise errors.PolicyError(
             "Not a SCRAM-SHA-256 verifier", code="DP325",
             hint="give SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey> (as PostgreSQL stores them)",
         ) from None  # fmt: skip
+    if iterations > scram.MAX_ITERATIONS:  # dpgate web runs them on the server at each sign-in
+        raise errors.PolicyError(
+            f"This verifier asks for {iterations:,} PBKDF2 iterations; dpgate stores at most "
+            f"{scram.MAX_ITERATIONS:,}", code="DP325",
+            hint=f"make it with fewer (PostgreSQL's default is {scram.ITERATIONS}; psql's \\password uses it)",
+        )  # fmt: skip
     ensure(con)
     is_analyst = con.execute(f"SELECT 1 FROM {catalog.SCHEMA}.analysts WHERE name = ?", [name]).fetchone()
     if role == "analyst" and not is_analyst:

@@ -493,3 +493,18 @@ def check_functions(statement: exp.Expr, catalog: Catalog) -> None:
                 "accepted by a positive list, and this DuckDB has functions newer than it)", code="DP220",
                 hint="use another built-in; the list is dpgate.frontend.functions.REVIEWED",
             )  # fmt: skip
+        called = _aggregate_named(node, engine)
+        if called is not None and (called in functions.REFUSED or called not in functions.REVIEWED):
+            raise errors.NotSupportedError(
+                f"Function {name}() would run the aggregate {called}(), which dpgate refuses or has not reviewed "
+                "(an aggregate named in a string is checked as if it were called)", code="DP220",
+                hint="name a reviewed aggregate; the list is dpgate.frontend.functions.REVIEWED",
+            )  # fmt: skip
+
+
+def _aggregate_named(node: exp.Func, engine: str | None) -> str | None:
+    """The aggregate ``list_aggregate(l, 'name', ...)`` runs (DuckDB takes only a constant name)."""
+    if engine not in functions.BY_NAME or not isinstance(node, exp.Anonymous) or len(node.expressions) < 2:
+        return None
+    named = node.expressions[1]
+    return named.this.lower() if isinstance(named, exp.Literal) and named.is_string else None

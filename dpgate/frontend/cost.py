@@ -218,7 +218,7 @@ def regex_program(pattern: str, options: str = "") -> int:
     return size * 2 if folded else size
 
 
-def _regex_options(node: exp.Expr) -> str:
+def regex_options(node: exp.Expr) -> str:
     for key in ("modifiers", "flag", "options", "parameters"):
         text = _string(node.args.get(key))
         if text is not None:
@@ -227,7 +227,7 @@ def _regex_options(node: exp.Expr) -> str:
 
 
 def check_regex(node: exp.Expr, pattern: str) -> None:
-    size = regex_program(pattern, _regex_options(node))
+    size = regex_program(pattern, regex_options(node))
     if size > MAX_REGEX_PROGRAM:
         raise refuse(
             WORK,
@@ -367,7 +367,7 @@ class RowCost:
         up to 25 ns on varied text when a pattern's states do not fit (``.*a.{250}c``): that is charged)."""
         if isinstance(node, (exp.RegexpLike, exp.RegexpFullMatch, exp.RegexpExtract, exp.RegexpReplace)):
             pattern = _string(node.expression)
-            program = regex_program(pattern, _regex_options(node)) if pattern is not None else MAX_REGEX_PROGRAM
+            program = regex_program(pattern, regex_options(node)) if pattern is not None else MAX_REGEX_PROGRAM
             return REGEX_UNITS * program
         if isinstance(node, (exp.Like, exp.ILike)):
             pattern = _string(node.expression) or ""

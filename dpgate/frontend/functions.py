@@ -63,6 +63,14 @@ them is bounded by ``built`` (``lttb`` gathers rows, sort keys grow their text).
 None of these is on the allowlist of
 what a DP statement may compute over protected rows (``allowlist.RULES``): they serve public statements.
 
+Accepted here and bounded in public statements by ``built``, with the costs ``growth`` lists: aggregates
+whose state DuckDB keeps outside its memory limit are refused there (``approx_top_k``,
+``reservoir_quantile``; on 1.x ``mode``, ``histogram``, ``entropy``, ``approx_quantile``,
+``bitstring_agg``), and so are set operations, maps and ``list_reduce`` over a gathered list, regular
+expressions with large programs, and ``json_merge_patch`` of a gathered text (it recursed once per
+nesting level and killed DuckDB 1.5.6). ``list_aggregate`` and its aliases (``BY_NAME``) run an
+aggregate named in a string: the name is checked as a call.
+
 A function a newer DuckDB adds is refused until it is reviewed and added here
 (``tests/frontend/test_functions.py`` lists the installed DuckDB's unreviewed ones).
 """
@@ -152,6 +160,10 @@ REVIEWED = frozenset(
     weekofyear weighted_avg xor year yearweek
     """.split()
 ) | {f"{prefix}_{locale}" for prefix in ("collate", "icu_collate") for locale in _COLLATION_LOCALES}
+
+#: Functions that run an aggregate named by their second argument, a string constant: the name is checked
+#: as a call (``classify.check_functions``), so a refused or unreviewed aggregate is not run by name.
+BY_NAME = frozenset({"list_aggregate", "array_aggregate", "list_aggr", "array_aggr", "aggregate"})
 
 #: Reviewed and refused (see the module docstring), by name.
 REFUSED = frozenset(

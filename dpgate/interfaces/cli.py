@@ -3,7 +3,7 @@
 Analyst commands: ``shell``, ``query``, ``explain``, ``demo``. Owner commands: ``init``,
 ``load``, ``protect``, ``analyst add|set|list``, ``budget``, ``policy apply``, ``ledger``,
 ``quality``, ``login``, built and run in ``owner_commands`` (the server runs them too); this module
-prints their replies. ``serve`` runs the PostgreSQL-protocol server. Commands that only read never
+prints their replies. ``serve`` runs the PostgreSQL-protocol server, ``web`` the browser pages. Commands that only read never
 add dpgate's schema to a file; a command that created the database file and then failed removes it.
 argparse (the standard library) is enough for these commands and adds no dependency. dpgate errors
 print as ``error DPxxx: message`` plus a hint, with exit status 1; nothing is charged for a refused
@@ -184,6 +184,30 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_web(args: argparse.Namespace) -> int:
+    """Serve the database to browsers: analysts see answers with error bars, owners where the budget went."""
+    limits = {"statement_timeout": args.statement_timeout, "public_timeout": args.public_timeout,
+              "max_result_rows": args.max_result_rows, "max_result_bytes": int(args.max_result_mb * 2**20),
+              "statements_per_login": args.statements_per_login, "idle": args.idle_minutes * 60}  # fmt: skip
+    for flag in ("statement_timeout", "public_timeout", "max_result_rows", "max_result_mb", "statements_per_login",
+                 "idle_minutes"):  # fmt: skip
+        if not getattr(args, flag) > 0:
+            raise errors.ProgrammingError(f"--{flag.replace('_', '-')} must be positive", code="DP322",
+                                          hint="dpgate web --help lists the limits and their defaults")  # fmt: skip
+    from dpgate.web import serve
+
+    def ready(running):
+        names = running.web.logins()
+        print(f"dpgate web: {running.web.path} on {running.url}; {len(names)} login(s). Ctrl-C stops.", flush=True)
+        if not names:
+            print(f"note: nobody can sign in yet: echo \"$PASSWORD\" | dpgate login {args.database} NAME --password-stdin",
+                  flush=True)  # fmt: skip
+
+    serve.run(args.database, host=args.host, port=args.port, tls_cert=args.tls_cert, tls_key=args.tls_key,
+              ready=ready, **limits)  # fmt: skip
+    return 0
+
+
 def cmd_shell(args: argparse.Namespace) -> int:
     """The interactive SQL shell: completion, highlighting, history, the budget always in view."""
     from dpgate.interfaces.shell import run_shell
@@ -247,6 +271,26 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--statements-per-login", type=int, default=4, metavar="N",
                     help="statements one login may run at once over all its sessions; more wait (default 4)")
     sv.set_defaults(func=cmd_serve)
+
+    w = sub.add_parser("web", help=cmd_web.__doc__, description=cmd_web.__doc__)
+    w.add_argument("database")
+    w.add_argument("--host", default="127.0.0.1", help="listen address (default loopback only; another needs TLS)")
+    w.add_argument("--port", type=int, default=8765)
+    w.add_argument("--tls-cert", help="PEM certificate: the page is then served over HTTPS")
+    w.add_argument("--tls-key", help="PEM private key of --tls-cert")
+    w.add_argument("--statement-timeout", type=float, default=600.0, metavar="S",
+                   help="seconds a statement may run before its debit (a charged one runs to its end; default 600)")
+    w.add_argument("--public-timeout", type=float, default=60.0, metavar="S",
+                   help="seconds a public (free) statement may run (default 60)")
+    w.add_argument("--max-result-rows", type=int, default=10_000, metavar="N",
+                   help="rows one public statement may send to the page (default 10,000)")
+    w.add_argument("--max-result-mb", type=float, default=16.0, metavar="MB",
+                   help="megabytes one public statement may send to the page (default 16)")
+    w.add_argument("--statements-per-login", type=int, default=4, metavar="N",
+                   help="statements one login may run at once over all its sessions; more wait (default 4)")
+    w.add_argument("--idle-minutes", type=float, default=30.0, metavar="M",
+                   help="a signed-in session ends after this many minutes without a request (default 30)")
+    w.set_defaults(func=cmd_web)
     return p
 
 

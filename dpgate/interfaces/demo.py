@@ -157,7 +157,7 @@ TOUR = [
      "CREATE SYNTHETIC TABLE adult_syn FROM adult WITH (epsilon = 0.5)"),
     ("Queries over a release are free, SELECT * included",
      "SELECT age, education, occupation, sex, hours_per_week, income FROM adult_syn LIMIT 3"),
-    ("A PrivTree synopsis of 170,391 places (ε = 0.5): a table of leaves, dense where the places are",
+    ("A PrivTree synopsis of 170,391 places (ε = 0.5): a table of the tree's nodes, fine where the places are dense",
      "CREATE SYNTHETIC TABLE cities_tree FROM cities USING privtree WITH (epsilon = 0.5, columns = 'lon, lat')"),
     ("Range counts from the synopsis are free: places in a box around Europe",
      "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (from_synopsis = 'cities_tree') COUNT(*) AS places FROM cities "

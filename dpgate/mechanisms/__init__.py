@@ -16,6 +16,7 @@ from dpgate.mechanisms.laplace import LaplaceCounting
 from dpgate.mechanisms.mst import MST
 from dpgate.mechanisms.privbayes import Independent, PrivBayes
 from dpgate.mechanisms.privtree import PrivTree, PrivTreeMarkov
+from dpgate.mechanisms.setmarginals import SetMarginals
 from dpgate.mechanisms.supermodular import Supermodular
 
 MECHANISMS: dict[str, type[Mechanism]] = {
@@ -32,6 +33,7 @@ MECHANISMS: dict[str, type[Mechanism]] = {
         PrivTree,
         PrivTreeMarkov,
         DiffPart,
+        SetMarginals,
         Supermodular,
     )
 }

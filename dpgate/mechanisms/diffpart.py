@@ -78,6 +78,8 @@ MAX_WORK = 1 << 26
 OPERATION_UNITS = 1000
 #: The most cells (records × declared items) of the boolean record matrix a release builds.
 MAX_RECORD_CELLS = 1 << 27
+#: ``records_needed`` says at most this: far more records than any release reads (MAX_RECORD_CELLS).
+NEEDED_CAP = 10**18
 SQRT2 = math.sqrt(2.0)
 
 
@@ -171,6 +173,38 @@ def passing_at_root(records: int, taxonomy: Taxonomy, epsilon: float, c1: float,
     if gap <= 0:
         return float(candidates)
     return candidates * noise.discrete_laplace_tail(eps_op, 1, gap)  # the sampler actually run
+
+
+def records_needed(taxonomy: Taxonomy, epsilon: float, c1: float, c2: float, max_items: int) -> int:
+    """Records DiffPart needs before its leaf partitions can survive, from public facts only.
+
+    A record's chain ends in a leaf partition: one of the combinations of height-1 groups its
+    items touch, then one of the itemsets within a group. Spread evenly over the combinations a
+    record of at most ``max_items`` items can reach, times the itemsets of the largest group,
+    each part would have to reach the threshold of a height-1 split at the root's α (the least
+    any split of the chain needs). Below that, what survives is the few itemsets that hold far
+    more than their share of the records. A taxonomy whose root's children are items is one
+    noisy histogram of all itemsets (its threshold is the leaf's, at the whole ε): it needs
+    no partition to survive, only records, and is always served.
+
+    A need past ``NEEDED_CAP`` (no roster comes near) is ``NEEDED_CAP``: the sum of binomials stops
+    there, after at most ~60 terms, where over 10^6 items and ``max_items = 10^6`` it summed
+    ~10^5 binomials of thousands of digits (minutes), in EXPLAIN and under the debit's lock.
+    """
+    tax = taxonomy
+    if tax.internal[tax.root] <= 1:
+        return thresholds(1, epsilon, c1)
+    groups = sum(1 for v in range(len(tax.height)) if tax.height[v] == 1)
+    largest = max(len(tax.children[v]) for v in range(len(tax.height)) if tax.height[v] == 1)
+    itemsets = sum(math.comb(largest, k) for k in range(1, min(largest, max_items) + 1))  # largest ≤ MAX_FANOUT
+    each = itemsets * thresholds(1, epsilon / 2 / tax.n_internal, c2)
+    combos = term = 0
+    for k in range(1, min(groups, max_items) + 1):
+        term = term * (groups - k + 1) // k if k > 1 else groups  # C(groups, k), exactly
+        combos += term
+        if combos * each >= NEEDED_CAP:
+            return NEEDED_CAP
+    return combos * each
 
 
 def release(

@@ -8,6 +8,11 @@ A local user then counts as an address group of its own (``dpgate.server.guard``
 user's guesses, idle sockets and failures do not take its pre-login slots or its turns; a user
 rotating 127.x.y.z source addresses is still one group. Elsewhere (not Linux, no netlink, a
 sandbox that forbids it) the answer is None and all of loopback is one group.
+
+A client socket its process has already closed (an orphan: the client sent its request and hung
+up before the server looked) has no owner any more: the kernel reports it as root's, with no
+inode. Its uid is unknown, not 0: otherwise any local user could put connections, and their
+failed logins, in root's group by closing each socket right after writing to it.
 """
 
 from __future__ import annotations
@@ -40,8 +45,9 @@ def loopback_uid(local: tuple, peer: tuple) -> int | None:
             s.sendto(header + request, (0, 0))
             data = s.recv(8192)
         length, kind = struct.unpack_from("=IH", data)
-        if kind != _SOCK_DIAG_BY_FAMILY or length < _UID_AT + 4 or len(data) < _UID_AT + 4:
+        if kind != _SOCK_DIAG_BY_FAMILY or length < _UID_AT + 8 or len(data) < _UID_AT + 8:
             return None  # an error message (the socket is gone) or something unexpected
-        return struct.unpack_from("=I", data, _UID_AT)[0]
+        uid, inode = struct.unpack_from("=II", data, _UID_AT)
+        return uid if inode else None  # no inode: closed by its process, whose user the kernel no longer says
     except (OSError, AttributeError, ValueError, IndexError, struct.error):  # no AF_NETLINK here, or refused
         return None

@@ -64,8 +64,9 @@ class RowStream:
             batch = cur.fetchmany(n)
             if not batch:
                 return []
-            data = [wire.data_row(convert(r) if convert is not None else r) for r in batch]
-            size = sum(map(len, data))
+            encoded = [self.encode(convert(r) if convert is not None else r) for r in batch]
+            data = [item for item, _ in encoded]
+            size = sum(n for _, n in encoded)
             if self.rows + len(data) > self.max_rows or self.bytes + size > self.max_bytes:
                 raise errors.OperationalError(
                     f"The result is larger than this server sends for one statement (at most {self.max_rows:,} "
@@ -78,6 +79,12 @@ class RowStream:
             self.bytes += size
             self._put(("rows", data))
             n = max(1, min(MAX_BATCH_ROWS, BATCH_BYTES * len(data) // max(size, 1)))
+
+    def encode(self, row: tuple) -> tuple[Any, int]:
+        """A row as it is sent, and its size in bytes (what the caps count): a DataRow here;
+        ``dpgate web`` sends JSON."""
+        data = wire.data_row(row)
+        return data, len(data)
 
     def _check(self) -> None:
         if self.stopped is not None:
@@ -98,7 +105,7 @@ class RowStream:
 
     # -- the connection's side ------------------------------------------------------------------
     async def next(self, worker: asyncio.Future) -> tuple | None:
-        """The next item (``("columns", names, types)`` or ``("rows", [DataRow bytes])``), or None
+        """The next item (``("columns", names, types)`` or ``("rows", [encoded rows])``), or None
         once the worker has finished and everything it sent was taken."""
         while True:
             if not self.queue.empty():
@@ -169,13 +176,16 @@ class Slots:
 class Running:
     """One statement in flight on a connection (see the module's docstring)."""
 
+    #: How its public rows travel (``dpgate web`` streams them as JSON)
+    stream_type: type[RowStream] = RowStream
+
     def __init__(self, session: Any, sql: str, params: list[Any] | None, *, statement_timeout: float,
                  public_timeout: float, max_rows: int, max_bytes: int, gone: Any):  # fmt: skip
         self.session, self.sql, self.params = session, sql, params
         self.statement_timeout, self.public_timeout = statement_timeout, public_timeout
         self.gone = gone  # () -> bool: the client closed its side
         self.loop = asyncio.get_running_loop()
-        self.stream = RowStream(self.loop, max_rows, max_bytes)
+        self.stream = self.stream_type(self.loop, max_rows, max_bytes)
         self.begun = time.monotonic()
         self.reason: str | None = None  # why it was stopped, once a stop took
         self.requested: str | None = None  # a cancel asked for while it waits for its slot

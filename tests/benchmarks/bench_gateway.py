@@ -6,7 +6,7 @@ Not part of the test suite (timings are reported, not asserted). Run:
 
 Data: 1,000,000 rows, 100,000 subjects with 10 rows each, a 20-value and a 200-value
 categorical column (declared domains) and a numeric column (declared bounds).
-Three policies: ``max_rows = 10`` (no subject exceeds the bound), ``max_rows = 5`` with the owner's
+``MEDIAN`` beside ``quantile_cont`` (no subject over its bound). Three policies: ``max_rows = 10`` (no subject exceeds the bound), ``max_rows = 5`` with the owner's
 default settings (bounding samples every subject down; the default stored sample order makes the
 sample a filter over a stored order of each subject's rows), and ``max_rows = 5`` with
 ``sample_order = "per_query"`` (a fresh hash-ranked sample per query: two window passes). Reports medians and ratios to raw DuckDB, the time
@@ -68,6 +68,8 @@ def main() -> None:
         sql = f"SELECT {col}, count(*), avg(amount) FROM events GROUP BY {col}"
         t_raw = timed(lambda: raw.execute(sql).fetchall(), args.repeat)
         results.append((f"raw DuckDB GROUP BY {col}", t_raw, None))
+    t_med_raw = timed(lambda: raw.execute("SELECT cat20, quantile_cont(amount, 0.5) FROM events GROUP BY cat20").fetchall(),
+                      args.repeat)  # fmt: skip
     raw.close()
 
     regimes = [(10, "default"), (5, "default"), (5, "per_query")]
@@ -87,6 +89,11 @@ def main() -> None:
             label = "bounding samples every subject" if max_rows == 5 else "no subject exceeds max_rows"
             label += ", owner's defaults (stored sample order)" if order == "default" else ", per-query sample"
             results.append((f"dpgate DP GROUP BY {col} ({label})", t, t / t_raw))
+        if max_rows == 10:
+            med = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, fresh = true) cat20, MEDIAN(amount) FROM events GROUP BY cat20"
+            t = timed(lambda: cur.execute(med).fetchall(), args.repeat)
+            results.append(("raw DuckDB quantile_cont(amount, 0.5) GROUP BY cat20", t_med_raw, None))
+            results.append(("dpgate DP MEDIAN(amount) GROUP BY cat20 (no subject exceeds max_rows)", t, t / t_med_raw))
         g = con.gateway
         plan_sql = ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) cat200, COUNT(*), AVG(amount) "
                     "FROM events GROUP BY cat200")  # fmt: skip

@@ -7,6 +7,7 @@ on a free statement. Each is refused free; the same functions with small constan
 
 from __future__ import annotations
 
+import duckdb
 import pytest
 import sqlglot
 
@@ -88,6 +89,82 @@ REFUSED = [
     ("SELECT json_pretty(string_agg('[', '')) FROM country_regions", "DP258"),
 ]
 
+#: Shapes the function-list audit found, each with what it cost raw (DuckDB 2.0.1 unless said, a 1 GB memory
+#: limit) and a fragment of the refusal that names the reason.
+FOUND = [
+    # a gathered value used many times: 50 copies of a 69 MB text held 3.4 GB past the limit
+    ("SELECT length(" + " || ".join(["s"] * 65) + ") FROM (SELECT string_agg(region, '') s FROM country_regions)",
+     "DP255", "times a value an aggregate gathered"),
+    ("SELECT len(list_concat(" + ", ".join(["l"] * 65) + ")) FROM (SELECT list(region) l FROM country_regions)",
+     "DP255", "times a value an aggregate gathered"),
+    # a STRUCT's name is kept once and written per element: 3 million 8-byte elements, 3.1 GB of text
+    ("SELECT list({'" + "k" * 1000 + "': i})::VARCHAR FROM range(3000000) t(i)", "DP255", "name or label"),
+    # list_zip pads every list to the longest: 2,000 x 61 fields a row, 2 GB over 20,000 rows
+    ("SELECT len(list_zip(range(2000), " + ", ".join(["[1]"] * 60) + "))", "DP255", "122,000"),
+    # concat_ws joins a list's elements with its separator: 4 MB from 4,000 characters
+    ("SELECT length(concat_ws(repeat('x', 2000), range(2000)))", "DP255", "4,004,000"),
+    # remap_struct maps one source field to 60 targets: 180,000 characters from 3,000
+    ("SELECT concat(remap_struct({'a': repeat('x', 3000)}, NULL::STRUCT(" + ", ".join(f"f{i} VARCHAR" for i in range(60))
+     + "), {" + ", ".join(f"'f{i}': 'a'" for i in range(60)) + "}, NULL), '')", "DP255", "can build a value"),
+    # a JSON structure with a list gives each element all its fields: 300 x 300 values from 3,000 characters
+    ("SELECT len(from_json('[" + ",".join(["{}"] * 300) + "]', '[{" + ",".join(f'"f{i}": "INT"' for i in range(300))
+     + "}]'))", "DP255", "can build a value"),
+    # an ENUM's label, carried by a cast: 120 labels of 3,000 characters, 360,000 characters
+    ("SELECT array_to_string(list_transform(range(120), x -> enum_first(NULL::ENUM('" + "a" * 3000 + "'))), '')",
+     "DP255", "can build a value"),
+    # a fixed-size ARRAY allocates all its elements, a NULL's too (781 MB a vector)
+    ("SELECT NULL::INT[100000]", "DP255", "100,0"),
+    # a struct's field is as large as the struct (240,000 characters past the bound, sized as a number)
+    ("SELECT repeat(({'a': repeat('x', 4000)}).a, 60)", "DP255", "240,"),
+    # BIGNUM arithmetic keeps its digits (a chain of repeat and + 0 grew without bound), and converting text
+    # to BIGNUM is quadratic in its digits (200,000 digits: 0.7 s in one call)
+    ("SELECT repeat((repeat('9', 1000)::BIGNUM + 0)::VARCHAR, 5)", "DP255", "can build a value"),
+    ("SELECT string_agg('9', '')::BIGNUM FROM range(100000)", "DP258", "product of its inputs"),
+    # aggregates whose state DuckDB does not count: approx_top_k 4.6 GB past a 1 GB limit in 5 s
+    ("SELECT approx_top_k(i, 999999) FROM range(20000000) t(i) GROUP BY i % 100000", "DP255", "outside its memory"),
+    ("SELECT reservoir_quantile(i, 0.5, 100000000) FROM range(100000000) t(i)", "DP255", "outside its memory"),
+    ("SELECT list_aggregate([1], 'reservoir_quantile', 0.5)", "DP255", "outside its memory"),
+    # one call over a gathered list that costs tens of times the gathering (10 million values: 16-28 s)
+    ("SELECT list_distinct(list(region)) FROM country_regions", "DP258", "gathered"),
+    ("SELECT list_unique(list(region)) FROM country_regions", "DP258", "gathered"),
+    ("SELECT list_has_all(l, l), l @> l FROM (SELECT list(region) l FROM country_regions)", "DP258", "gathered"),
+    ("SELECT list_intersect(l, l) FROM (SELECT list(region) l FROM country_regions)", "DP258", "gathered"),
+    ("SELECT l && l FROM (SELECT list(region) l FROM country_regions)", "DP258", "gathered"),
+    ("SELECT map(l, l) FROM (SELECT list(region) l FROM country_regions)", "DP258", "gathered"),
+    # (on DuckDB 1.x mode is refused earlier, for its own reason: its state lies outside the memory limit)
+    ("SELECT list_aggregate(list(region), 'mode') FROM country_regions", *(("DP255", "outside its memory limit")
+     if int(duckdb.__version__.split(".")[0]) < 2 else ("DP258", "gathered"))),
+    ("SELECT list_mode(list(region)) FROM country_regions", "DP258", "gathered"),
+    ("SELECT list_reduce(list(region), (a, b) -> a || b) FROM country_regions", "DP258", "gathered"),  # quadratic
+    # regular expressions: a computed pattern; a program RE2 runs slowly (32 s over 500,000 characters); a
+    # program past the bound for a gathered text (227 instructions: nine times the gathering); per element
+    ("SELECT regexp_matches('ab', (SELECT string_agg('(a|b)', '') FROM range(1000)))", "DP258", "computed"),
+    ("SELECT regexp_matches(region, '(a|b){1000}c') FROM country_regions", "DP258", "instructions"),
+    ("SELECT regexp_matches(string_agg(region, ''), 'a[ab]{14}c') FROM country_regions", "DP258", "instructions"),
+    ("SELECT region ~ '(?:a|b|ab|ba){1000}c' FROM country_regions", "DP258", "instructions"),
+    ("SELECT list_filter(range(200), x -> regexp_matches(repeat('ab', 2000) || x, '(a|b){50}c'))", "DP258",
+     "steps a row"),
+    # quadratic work once per element of a list: levenshtein over 200 elements ran 18.6 s in one call
+    ("SELECT list_filter(range(200), x -> levenshtein(repeat('a', 3800) || x, repeat('b', 3800)) > 0)", "DP258",
+     "once per element"),
+    ("SELECT list_filter(list(region), x -> levenshtein(x, 'Asia') < 2) FROM country_regions", "DP258",
+     "rows an aggregate read"),
+    # json_merge_patch recurses per nesting level: 60,000 levels killed DuckDB 1.5.6
+    ("SELECT json_merge_patch('{}', string_agg('{\"a\":', '') || '1' || string_agg('}', '')) FROM range(60000)",
+     "DP258", "recurses"),
+]
+
+
+@pytest.mark.parametrize(("sql", "code", "why"), FOUND)
+def test_what_the_function_audit_found_is_refused_free(con, sql, code, why):
+    before = con.budget()
+    with pytest.raises(errors.UnsupportedQueryError) as info:
+        con.cursor().execute(sql)
+    assert info.value.code == code, str(info.value)
+    assert why in str(info.value), str(info.value)
+    assert con.budget() == before
+
+
 ACCEPTED = [
     "SELECT lpad(region, 10) FROM country_regions",
     "SELECT repeat('ab', 1000)",
@@ -113,6 +190,21 @@ ACCEPTED = [
     "SELECT region LIKE '%a%b%c' FROM country_regions",  # LIKE without '_' matches in linear time
     "SELECT [x * 2 FOR x IN range(100)]",
     "SELECT count(*) FROM country_regions WHERE " + " AND ".join(["region <> 'x'"] * 300),  # a boolean, not a sum
+    # everyday shapes beside the audit's refusals: a STRUCT's keys are names, not stored values
+    "SELECT {" + ", ".join(f"'k{i}': {i}" for i in range(80)) + "}",
+    "SELECT list({'region': region, 'n': 1})::VARCHAR FROM country_regions",
+    "SELECT regexp_extract(region, '^([A-Z][a-z]+)', 1), region ~ 'A.*a' FROM country_regions",
+    "SELECT regexp_matches(string_agg(region, ','), 'Asia|Europe') FROM country_regions",
+    "SELECT list_sort(list(region)), list(DISTINCT region) FROM country_regions",
+    "SELECT list_distinct(['a', 'b', 'a']), list_has_all([1, 2], [2]), map([1], ['a'])",
+    "SELECT TRY_CAST(region AS ENUM('Asia', 'Europe', 'North America', 'South America')) FROM country_regions",
+    "SELECT from_json('{\"a\": [1, 2]}', '{\"a\": [\"INT\"]}'), json_merge_patch('{\"a\": 1}', '{\"b\": 2}')",
+    "SELECT list_reduce([1, 2, 3], (a, b) -> a + b), list_zip([1, 2], ['a', 'b']), [1.0, 2.0, 3.0]::FLOAT[3]",
+    "SELECT '123456789012345678901234567890'::BIGNUM + 1, concat_ws(', ', region, region) FROM country_regions",
+    "SELECT median(i), list_filter(range(10), x -> levenshtein(x::VARCHAR, '5') = 0) FROM range(100) t(i)",
+    # a JSON structure longer than a name: only its keys are names
+    "SELECT list(from_json('{\"name\": \"x\"}', '{\"name\": \"VARCHAR\", \"age\": \"INTEGER\", \"city\": "
+    "\"VARCHAR\", \"country\": \"VARCHAR\", \"zip\": \"VARCHAR\"}')) FROM country_regions",
 ]
 
 
@@ -238,3 +330,21 @@ def test_functions_duckdb_2_added_are_sized(sql, ok):
         with pytest.raises(errors.UnsupportedQueryError) as info:
             built.check(statement)
         assert info.value.code == "DP255"
+
+
+@pytest.mark.parametrize("major", [1, 2])
+def test_aggregates_duckdb_1_does_not_count_are_refused_there(monkeypatch, major):
+    """DuckDB 1.5.6 held mode's, entropy's, histogram's, approx_quantile's and bitstring_agg's state outside
+    its memory limit (30 million rows: 2.9-5.6 GB past a 512 MB limit); 2.0 counts them."""
+    from dpgate import database
+
+    monkeypatch.setattr(database, "DUCKDB_MAJOR", major)
+    for sql in ("SELECT mode(i) FROM range(10) t(i)", "SELECT histogram(i) FROM range(10) t(i)",
+                "SELECT entropy(i) OVER () FROM range(10) t(i)", "SELECT approx_quantile(i, 0.5) FROM range(10) t(i)"):  # fmt: skip
+        statement = sqlglot.parse_one(sql, read="duckdb")
+        if major >= 2:
+            built.check(statement)
+        else:
+            with pytest.raises(errors.UnsupportedQueryError) as info:
+                built.check(statement)
+            assert info.value.code == "DP255" and "outside its memory limit" in str(info.value)

@@ -38,6 +38,9 @@ ATTACKS = [
     # a VARIANT of any nesting (DuckDB's work on one recurses per level)
     "SELECT variant_bytes_to_variant(from_hex('00'))",
     "SELECT variant_group_array(region) FROM country_regions",
+    # an aggregate named in a string runs as if it were called: its name is checked as a call's
+    "SELECT list_aggregate([1], 'combine_aggr')",
+    "SELECT list_aggr(['[1]'], 'json_group_structure')",
 ]
 
 

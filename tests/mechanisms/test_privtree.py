@@ -151,13 +151,14 @@ def test_range_counts_are_close_on_a_large_sample():
         assert abs(est - true) < 0.02 * len(pts)
 
 
-def test_leaf_noise_is_the_declared_discrete_laplace():
-    # the leaf count noise, pooled over many leaves of an empty tree: its variance is the sampler's
+def test_the_thesis_release_is_leaf_counts_with_their_declared_noise():
+    # tree_share = 0.5 and the leaves alone: each leaf's estimate is its noisy count (the fit has
+    # nothing else to use), pooled over many leaves of an empty tree: its variance is the sampler's
     rng = np.random.default_rng(4)
     z = []
     for _ in range(3000):
-        s = release(np.zeros((0, 1)), [0], [1], 1.0, rng=rng)
-        z.extend(s.counts.tolist())
+        s = release(np.zeros((0, 1)), [0], [1], 1.0, rng=rng, tree_share=0.5, shares={"leaves": 1})
+        z.extend(s.counts[s.leaf].tolist())
     std = noise.discrete_laplace_std(0.5, 1)
     assert abs(np.std(z) - std) < 4 * std / math.sqrt(2 * len(z)) * 3
 

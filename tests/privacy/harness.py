@@ -24,10 +24,14 @@ a FIXED salt so that the keyed per-subject row sample is drawn identically on D 
 - subgraph counts: the simple graph from ``edges_sql`` and ``ladder.ladder_function``: the
   count moves by at most min(I_0(g), I_0(g′)) <= GS (I_0 = local sensitivity), the ladder
   property I_t(g) <= I_{t+1}(g′) both ways, the width statistic by at most 1;
+- set-valued releases (``USING diffpart``): the records as a multiset of itemsets (L1 <= 1), and
+  the marginals path's statistics at several truncations (``set_statistics``);
 - synthetic releases: the encoded source (``source_sql`` + ``encode_query``) as a multiset
   of code tuples (add/remove distance <= ``max_rows``: the model runs at ε / max_rows), and
   every 1- and 2-way marginal (L1 <= ``max_rows``); for the supermodular release the records as
-  tuples of hierarchy leaves (L1 <= 1: one record per subject; every cube count is a sum of them).
+  tuples of hierarchy leaves (L1 <= 1: one record per subject; every cube count is a sum of them);
+  for a PrivTree synopsis the points (L1 <= ``max_rows``) and the counts of each family of boxes
+  it measures, in the tree released on D (L1 <= ``max_rows`` per family).
 
 ``compare`` returns every violation with its numbers; ``assert_neighbours`` raises
 ``NeighbourViolation`` (an AssertionError) listing them.
@@ -64,6 +68,8 @@ from dpgate.queries import subgraph as subgraph_mod
 from dpgate.queries import synthetic as synthetic_mod
 from dpgate.queries import topk as topk_mod
 from dpgate.queries.synthetic import coding as synthesis
+
+import set_statistics
 
 #: The fixed salt of the keyed per-subject sample: the same on D and D′.
 SALT = 0x2545F4914F6CDD1D & ((1 << 62) - 1)
@@ -199,7 +205,7 @@ def exact_statistics(con: duckdb.DuckDBPyConnection, plan, *, charged: str | Non
     if isinstance(plan, SubgraphPlan):
         return _subgraph(con, plan)
     if isinstance(plan, SynthesisPlan):
-        return _synthetic(con, plan, charged, salt)
+        return _synthetic(con, plan, charged, salt, hints)
     raise TypeError(f"no harness for {type(plan).__name__}")
 
 
@@ -354,7 +360,8 @@ def _counts(a: np.ndarray) -> dict[Any, int]:
     return dict(zip(map(tuple, rows.tolist()), n.tolist()))
 
 
-def _synthetic(con, plan: SynthesisPlan, charged: str, salt: int) -> Exact:
+def _synthetic(con, plan: SynthesisPlan, charged: str, salt: int, hints: dict[str, Any] | None = None) -> Exact:
+    hints = hints or {}
     if plan.mechanism == "diffpart":  # the records (one itemset per subject): one subject moves one record
         from dpgate.queries.synthetic import setvalued
 
@@ -366,7 +373,10 @@ def _synthetic(con, plan: SynthesisPlan, charged: str, salt: int) -> Exact:
         for items in records.values():
             key = tuple(sorted(items))
             counts[key] = counts.get(key, 0) + 1
-        return Exact("synthetic", plan, {"records": Statistic("records", counts, l1=1)}, {"rows": len(records)})
+        stats = {"records": Statistic("records", counts, l1=1)}
+        marginals, selected = set_statistics.marginals(plan, list(records.values()), hints.get("selected"))
+        stats.update({name: Statistic(name, values, l1=l1, fixed_keys=True) for name, (values, l1) in marginals.items()})
+        return Exact("synthetic", plan, stats, {"rows": len(records), "selected": selected})
     if plan.mechanism == "privtree_markov":  # the sequences: one subject is one sequence
         from dpgate.queries.synthetic import sequences
 
@@ -385,13 +395,32 @@ def _synthetic(con, plan: SynthesisPlan, charged: str, salt: int) -> Exact:
         counts = _counts(leaves)
         return Exact("synthetic", plan, {"records": Statistic("records", counts, l1=1)}, {"rows": len(leaves)})
     if plan.mechanism == "privtree":  # the points: one subject moves at most max_rows of them
+        from dpgate.mechanisms import privtree
         from dpgate.queries.synthetic import synopsis
 
         got = con.execute(synopsis.source_sql(plan, charged, salt)).fetchall()
         counts: dict = {}
         for row in got:
             counts[row] = counts.get(row, 0) + 1
-        return Exact("synthetic", plan, {"points": Statistic("points", counts, l1=plan.max_rows)}, {"rows": len(got)})
+        stats = {"points": Statistic("points", counts, l1=plan.max_rows)}
+        # The node counts: each family the release measures is a set of disjoint boxes of the tree,
+        # which is public once released; on D′ the same boxes (the tree released on D, a fixed
+        # seed) hold counts that move by at most max_rows per family.
+        o = plan.options
+        lower, upper = np.array(o["lower"]), np.array(o["upper"])
+        pts = privtree.prepare(np.array(got, dtype=float).reshape(-1, len(o["columns"])), lower, upper, o["integer"])
+        syn = (hints or {}).get("privtree tree")
+        if syn is None:
+            syn = privtree.release(pts, lower, upper, plan.epsilon, rng=np.random.default_rng(SEED),
+                                   contributions=plan.max_rows, tree_share=o["tree_share"], integer=o["integer"])  # fmt: skip
+        held = np.bincount(syn.locate(pts), minlength=len(syn.counts))
+        for k in range(int(syn.depth.max()), 0, -1):  # a node holds its leaves' points
+            at = np.flatnonzero(syn.depth == k)
+            np.add.at(held, syn.parent[at], held[at])
+        for name, family in syn.families.items():
+            stats[f"{name} counts"] = Statistic(f"{name} counts", dict(zip(family.tolist(), held[family].tolist())),
+                                                l1=plan.max_rows, fixed_keys=True)  # fmt: skip
+        return Exact("synthetic", plan, stats, {"rows": len(got), "privtree tree": syn})
     source = synthetic_mod.source_sql(plan, charged, salt)
     codes = synthesis.fetch_codes(con, synthesis.encode_query(source, list(plan.codings)))
     m = plan.max_rows

@@ -97,3 +97,24 @@ def test_ladder_checks():
     assert ("t ladder D′ -> D", "I_0 > I_1 of the neighbour") in found  # I_0(g′) = 12 > I_1(g) = 11
     ok = _exact(t=harness.Statistic("t", {(): 55}, l1=32, fixed_keys=True, ladder=((10, 11, 12), 32, 10)))
     assert harness.compare(a, ok) == []
+
+
+def test_a_synopsis_family_moves_by_max_rows_and_a_halved_bound_is_caught(make_db):
+    """A PrivTree synopsis measures three families of disjoint boxes of its tree; removing a subject
+    (40 rows, max_rows = 2: two points kept) moves each family's counts by exactly 2 in all."""
+    d = make_db("CREATE TABLE pts AS SELECT i % 50 AS uid, (i * 37 % 100) * 1.0 AS x, (i * 11 % 97) * 1.0 AS y "
+                "FROM range(2000) r(i)",
+                protect={"pts": {"unit": "uid", "max_rows": 2, "bounds": {"x": (0, 100), "y": (0, 100)},
+                                 "public_roster": True}},
+                analysts={harness.ANALYST: {"epsilon": 100.0}})  # fmt: skip
+    n = harness.mutate(harness.copy_db(d, d.with_name("without_7.duckdb")), "DELETE FROM pts WHERE uid = 7")
+    sql = "CREATE SYNTHETIC TABLE s FROM pts USING privtree WITH (epsilon = 2, columns = 'x, y')"
+    with harness.gateways(d, n) as (gd, gn):
+        before, after = harness.check_statement(gd, gn, sql)
+        for name in ("upper", "leaves", "refined"):
+            a, b = before.stats[f"{name} counts"], after.stats[f"{name} counts"]
+            moved = sum(abs(a.values[k] - b.values[k]) for k in a.values)
+            assert moved == 2 == a.l1 and len(a.values) > (1 if name == "upper" else 16), name
+        with pytest.raises(harness.NeighbourViolation) as info:
+            harness.check_statement(gd, gn, sql, scale=0.5)
+        assert {"upper counts", "leaves counts", "refined counts"} <= {v.statistic for v in info.value.violations}

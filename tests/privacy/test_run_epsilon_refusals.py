@@ -82,10 +82,14 @@ def test_diffpart_below_the_noise_floor_is_refused_at_planning(make_db):
                    analysts=ANALYST)  # fmt: skip
     with Owner(path) as owner:
         owner.protect("t", unit="uid", max_rows=2, domains={"item": items}, public_roster=True)
-    sql = "CREATE SYNTHETIC TABLE d FROM t USING diffpart WITH (epsilon = 0.000001, fanout = 2)"
+    sql = "CREATE SYNTHETIC TABLE d FROM t USING diffpart WITH (epsilon = 0.000001, fanout = 2, method = 'partition')"
     e = _refused_free(path, sql, "DP275")
     assert "1e-10" in e.message
     _refused_free(path, "EXPLAIN PRIVACY " + sql, "DP275")
+    # the route chooses from public facts among the paths that can run: the marginals path here
+    with dpgate.connect(str(path), analyst="alice") as con:
+        rows = con.execute("EXPLAIN PRIVACY " + sql.replace(", method = 'partition'", "")).fetchall()
+    assert [r[1] for r in rows if r[0] == "path"] == ["marginals"]
 
 
 def test_a_name_another_statement_is_making_is_refused_before_the_debit(make_db):
@@ -112,9 +116,10 @@ def test_a_name_another_statement_is_making_is_refused_before_the_debit(make_db)
             database.release(inst)
 
 
-def test_a_release_side_table_in_the_making_is_refused_before_the_debit(make_db):
-    """A DiffPart release writes NAME and NAME_itemsets: another statement's release named r_itemsets made
-    a DiffPart release r fail after its debit. Both names are reserved."""
+@pytest.mark.parametrize("side", ["r_itemsets", "r_supports"])
+def test_a_release_side_table_in_the_making_is_refused_before_the_debit(make_db, side):
+    """A set-valued release writes NAME, NAME_itemsets and NAME_supports: another statement's release named
+    r_itemsets made a DiffPart release r fail after its debit. All three names are reserved."""
     path = make_db("CREATE TABLE t AS SELECT i % 100 AS uid, ['a', 'b', 'c'][1 + i % 3] AS item FROM range(300) r(i)",
                    analysts=ANALYST)  # fmt: skip
     with Owner(path) as owner:
@@ -123,14 +128,14 @@ def test_a_release_side_table_in_the_making_is_refused_before_the_debit(make_db)
         inst = database.acquire(path)
         try:
 
-            class Making:  # another statement's MST release named r_itemsets
-                name, mechanism = "r_itemsets", "mst"
+            class Making:  # another statement's MST release named after a side table
+                name, mechanism = side, "mst"
 
             with synthetic.making(Making(), (inst.path, inst.serial)):
                 before = _spent(path)
                 with pytest.raises(errors.ProgrammingError) as info:
                     con.cursor().execute("CREATE SYNTHETIC TABLE r FROM t USING diffpart WITH (epsilon = 1)")
-                assert info.value.code == "DP226" and "r_itemsets" in info.value.message
+                assert info.value.code == "DP226" and side in info.value.message
                 assert _spent(path) == before
         finally:
             database.release(inst)

@@ -26,10 +26,19 @@ def test_a_synopsis_is_released_once_and_then_answers_for_free(demo_db):
         cur = con.execute(MAKE)
         assert cur.release.epsilon == 1.0 and "leaves (PrivTree synopsis)" in cur.message
         cols = [d[0] for d in con.execute("SELECT * FROM cities_tree LIMIT 1").description]
-        assert cols == ["leaf_id", "depth", "lon_lo", "lon_hi", "lat_lo", "lat_hi", "count", "count_ci_low", "count_ci_high"]
-        # the leaves tile the declared domain exactly
-        area = con.execute("SELECT sum((lon_hi - lon_lo) * (lat_hi - lat_lo)) FROM cities_tree").fetchone()[0]
+        assert cols == ["node_id", "parent_id", "depth", "is_leaf", "lon_lo", "lon_hi", "lat_lo", "lat_hi", "count",
+                        "count_ci_low", "count_ci_high"]  # fmt: skip
+        # the leaves tile the declared domain exactly, the root is the whole domain
+        area = con.execute("SELECT sum((lon_hi - lon_lo) * (lat_hi - lat_lo)) FROM cities_tree WHERE is_leaf").fetchone()[0]
         assert area == pytest.approx(360 * 180)
+        assert con.execute("SELECT lon_lo, lon_hi, lat_lo, lat_hi FROM cities_tree WHERE parent_id IS NULL").fetchall() \
+            == [(-180.0, 180.0, -90.0, 90.0)]  # fmt: skip
+        # consistent: every internal node's count is the sum of its children's, within its interval
+        worst, inside = con.execute(
+            "SELECT max(abs(p.count - k.s)), bool_and(p.count_ci_low <= p.count AND p.count <= p.count_ci_high) "
+            "FROM cities_tree p JOIN (SELECT parent_id, sum(count) AS s FROM cities_tree GROUP BY parent_id) k "
+            "ON k.parent_id = p.node_id").fetchone()  # fmt: skip
+        assert worst < 1e-6 and inside
         before = con.budget()
         assert con.gateway.cost(EUROPE) is None  # priced as it runs: free (the shell asks nothing)
         cur = con.execute(EUROPE)
@@ -183,7 +192,7 @@ def test_a_synopsis_never_describes_a_random_part_of_the_subjects_unsaid(make_db
         con.execute(make.format(", personalization = 'threshold'"))
         cur = con.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (from_synopsis = 'tree') COUNT(*) AS n FROM t")
         (n,) = cur.fetchone()
-        assert abs(n - 5000) < 250  # the subjects it describes (noise: a few hundred leaves of scale ~2)
+        assert abs(n - 5000) < 250  # the subjects it describes (the root's estimate: standard deviation ~ 10)
         assert any("5,000 subjects that took part" in m and "5,000 others" in m for m in cur.messages)
 
 
@@ -201,3 +210,46 @@ def test_a_point_with_a_nan_coordinate_is_not_counted(make_db):
     # 1,350 of the 2,700 finite points (50 is the first split, so no leaf straddles it); the 300 NaN
     # points were counted here too
     assert abs(n - 1350) < 30
+
+
+def test_a_release_of_leaves_only_still_answers_from_every_row(demo_db):
+    """Releases written before the nodes were (``leaf_id``, integer counts, no ``is_leaf``) are public
+    tables that analysts may still name: they answer from all their rows, as they did."""
+    with dpgate.connect(str(demo_db), analyst="demo", test_seed=3) as con:
+        con.execute(MAKE)
+    raw = duckdb.connect(str(demo_db))
+    try:  # the earlier format: the leaves of this release, integer counts, and its registry entry without "rows"
+        raw.execute("CREATE TABLE old_leaves AS SELECT row_number() OVER (ORDER BY node_id) AS leaf_id, depth, lon_lo, "
+                    "lon_hi, lat_lo, lat_hi, round(count)::BIGINT AS count, round(count_ci_low)::BIGINT AS count_ci_low, "
+                    "round(count_ci_high)::BIGINT AS count_ci_high FROM cities_tree WHERE is_leaf")  # fmt: skip
+        raw.execute("DROP TABLE cities_tree")
+        raw.execute("ALTER TABLE old_leaves RENAME TO cities_tree")
+        raw.execute("UPDATE dpgate.release_registry SET parameters = json_remove(parameters::JSON, '$.rows')::VARCHAR "
+                    "WHERE name = 'cities_tree'")  # fmt: skip
+        expected = raw.execute("SELECT sum(count * greatest(0, least(lon_hi, 30) - greatest(lon_lo, -10)) / (lon_hi - lon_lo) "
+                               "* greatest(0, least(lat_hi, 70) - greatest(lat_lo, 35)) / (lat_hi - lat_lo)) "
+                               "FROM cities_tree").fetchone()[0]  # fmt: skip
+    finally:
+        raw.close()
+    with dpgate.connect(str(demo_db), analyst="demo") as con:
+        (n,) = con.execute(EUROPE).fetchone()
+    assert n == pytest.approx(expected, abs=0.1)
+
+
+def test_the_owner_page_draws_a_synopsis_s_leaves_only(demo_db):
+    """A synopsis holds every node of its tree; the owner page's map draws each leaf once, not the
+    internal nodes over them."""
+    pytest.importorskip("starlette")
+    from dpgate.catalog.owner import Owner
+    from dpgate.web import views
+
+    with dpgate.connect(str(demo_db), analyst="demo", test_seed=3) as con:
+        con.execute(MAKE.replace("epsilon = 1", "epsilon = 0.1"))  # fewer leaves than the page draws at most
+        leaves = con.execute("SELECT count(*) FROM cities_tree WHERE is_leaf").fetchone()[0]
+        nodes = con.execute("SELECT count(*) FROM cities_tree").fetchone()[0]
+    assert nodes > leaves
+    with Owner(demo_db, create=False) as owner:
+        drawn = views.leaves(owner, "cities_tree")
+    assert len(drawn["leaves"]) == leaves and not drawn["truncated"]
+    area = sum((b["hi"][0] - b["lo"][0]) * (b["hi"][1] - b["lo"][1]) for b in drawn["leaves"])
+    assert area == pytest.approx(360 * 180)  # they tile the domain: no node drawn over its children

@@ -110,11 +110,10 @@ _MAKING_LOCK = threading.Lock()
 
 
 def written_names(plan: SynthesisPlan) -> list[str]:
-    """The tables a release writes: its name, and a side table some releases write beside it (checked
-    and reserved like the name itself: another analyst's release named ``r_itemsets`` made a DiffPart
-    release ``r`` fail after its debit)."""
-    side = SYNTHESIZERS[plan.mechanism].side_table
-    return [plan.name] + ([plan.name + side] if side else [])
+    """The tables a release writes: its name, and the side tables some releases write beside it
+    (checked and reserved like the name itself: another analyst's release named ``r_itemsets``
+    made a DiffPart release ``r`` fail after its debit)."""
+    return [plan.name] + [plan.name + side for side in SYNTHESIZERS[plan.mechanism].side_tables]
 
 
 @contextlib.contextmanager
@@ -164,7 +163,7 @@ def check_at_debit(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, subjects
             "nothing was charged",
         )  # fmt: skip
     if entry.check_size is not None:  # what the release holds, from the number of subjects it reads (public)
-        entry.check_size(plan, subjects.used)
+        entry.check_size(plan, subjects.used, float(subjects.parts[0].epsilon))
     dry_run(plan, float(subjects.parts[0].epsilon))
 
 

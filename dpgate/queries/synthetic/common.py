@@ -27,8 +27,8 @@ class Release:
     ``dry_run(plan, epsilon)`` runs the mechanism over no rows (its refusals are free);
     ``bind_check(con, plan, charged)``; ``answer(con, plan, debit, analyst, *, rng, sampling,
     progress)`` after the debit; ``explain_rows(plan, subjects)``; ``check_size(plan,
-    population)`` what the release would hold, from the number of subjects it reads (those who
-    pay), in the debit's transaction.
+    population, epsilon)`` what the release would hold, from the number of subjects it reads
+    (those who pay) and the ε it runs at, in the debit's transaction.
     """
 
     name: str  # after USING; also the mechanism's name in ``dpgate.mechanisms.MECHANISMS``
@@ -37,8 +37,8 @@ class Release:
     bind_check: Callable[..., None]
     answer: Callable[..., Any]
     explain_rows: Callable[..., list[tuple]]
-    check_size: Callable[[SynthesisPlan, int], None] | None = None
-    side_table: str | None = None  # a second table written beside the release (NAME + this suffix)
+    check_size: Callable[[SynthesisPlan, int, float], None] | None = None
+    side_tables: tuple[str, ...] = ()  # tables written beside the release (NAME + each suffix)
     #: The release's counts can be scaled from a sample of subjects to everyone with budget. Those
     #: that count the subjects who took part cannot: personalization 'sample' is refused for them.
     scales_sample: bool = True

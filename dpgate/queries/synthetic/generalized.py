@@ -221,11 +221,12 @@ def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str
     _require_rows(plan, int(roster), f"{plan.table.name} has {roster:,} subjects")
 
 
-def check_size(plan: SynthesisPlan, population: int) -> None:
+def check_size(plan: SynthesisPlan, population: int, epsilon: float) -> None:
     """In the debit's transaction: the subjects who pay, and so are read (at most one record each;
     not those the threshold rule leaves out), must meet the size conditions. ``bind_check`` tested
     the whole roster; with most subjects' budgets spent the release would run on fewer records
-    than it needs and release only the '*' row, charged."""
+    than it needs and release only the '*' row, charged. (The conditions are at the plan's ε, so
+    ``epsilon``, the run's, is not read.)"""
     _require_rows(plan, population, f"{population:,} subjects of {plan.table.name} have the budget for this release")
 
 
@@ -400,4 +401,4 @@ def explain_rows(plan: SynthesisPlan, subjects=None) -> list[tuple]:
 
 RELEASE = Release(name="supermodular", plan=named(plan), dry_run=dry_run,
                   bind_check=bind_check, answer=answer, explain_rows=explain_rows, check_size=check_size,
-                  side_table="_hierarchy", scales_sample=False)  # fmt: skip
+                  side_tables=("_hierarchy",), scales_sample=False)  # fmt: skip

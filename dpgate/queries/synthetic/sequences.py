@@ -236,5 +236,5 @@ def explain_rows(plan: SynthesisPlan, subjects=None) -> list[tuple]:
 
 
 RELEASE = Release(name="privtree_markov", plan=named(plan), dry_run=dry_run,
-                  bind_check=bind_check, answer=answer, explain_rows=explain_rows, side_table="_model",
+                  bind_check=bind_check, answer=answer, explain_rows=explain_rows, side_tables=("_model",),
                   scales_sample=False)  # fmt: skip

@@ -1,18 +1,21 @@
 """PrivTree synopses: ``CREATE SYNTHETIC TABLE t_tree FROM t USING privtree WITH (columns = 'lon, lat')``.
 
-A synopsis is released once (``mechanisms.privtree``) as an ordinary public table of leaves —
-``leaf_id, depth, <col>_lo, <col>_hi`` per column, ``count`` and its 95% interval — and then
+A synopsis is released once (``mechanisms.privtree``) as an ordinary public table of the tree's
+nodes — ``node_id, parent_id, depth, is_leaf, <col>_lo, <col>_hi`` per column, ``count`` (the
+consistent estimate: every parent is the sum of its children) and its 95% interval — and then
 answers range counts for free: a counting query over the source table whose WHERE is a
 conjunction of ranges on the synopsis's columns is rewritten into
 ``Σ count · |query ∩ leaf| / |leaf|`` over the leaves when the analyst asks for it
 (``OPTIONS (from_synopsis = 't_tree')``, or ``SET dp_from_synopsis = 't_tree'`` for a session).
+Releases made before the nodes were written hold only leaves (``leaf_id``, integer counts, no
+``is_leaf``); they answer the same way over all their rows.
 
 Plan (public facts only): 1–4 numeric columns, each with declared bounds (the domain Ω; never
 the data's min/max), fan-out 2^d. Integer columns use unit cells: Ω = [lo, hi + 1) and a value v
 stands for [v, v + 1), so ``BETWEEN a AND b`` is [a, b + 1). Run, after the debit: the charged
 subjects' rows, at most ``max_rows`` each (keyed random choice), values clamped into Ω, rows
 with a NULL coordinate dropped; PrivTree with λ scaled by ``max_rows`` (one subject adds up to
-that many points) and leaf counts with sensitivity ``max_rows``.
+that many points) and counts with sensitivity ``max_rows`` per family of disjoint boxes.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import duckdb
 import numpy as np
 from sqlglot import exp
 
-from dpgate import errors, mechanisms, noise
+from dpgate import errors, mechanisms
 from dpgate.backends.charged import bind
 from dpgate.catalog import releases as registry
 from dpgate.catalog.tables import Catalog, quote_ident
@@ -41,7 +44,7 @@ from dpgate.release import Answer, Result
 
 OPTIONS: dict[str, Spec] = {
     "columns": Spec("str", "1 to 4 comma-separated numeric columns with declared bounds"),
-    "tree_share": Spec("float", "share of ε spent on the tree (the rest on leaf counts)", 0.0, 1.0, low_open=True),
+    "tree_share": Spec("float", "share of ε spent on the tree (the rest on the node counts)", 0.0, 1.0, low_open=True),
 }
 GENERAL = ("epsilon", "personalization", "max_rows_contributed", "privacy_unit_column", "alpha")
 _INTEGER = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT"}
@@ -89,10 +92,10 @@ def plan(classified: Classified, catalog: Catalog, session: Session, name: str) 
         lower.append(float(lo)), upper.append(float(hi)), integer.append(is_int)
         if not upper[-1] > lo:
             raise errors.PolicyError(f"{table.name}.{c}'s bounds are empty", code="DP312")
-    tree_share = own.get("tree_share", 0.5)
+    tree_share = own.get("tree_share", privtree.TREE_SHARE)
     if tree_share >= 1.0:
-        raise errors.ProgrammingError("tree_share must leave some ε for the leaf counts", code="DP287",
-                                      hint="tree_share = 0.5 (the thesis's split)")  # fmt: skip
+        raise errors.ProgrammingError("tree_share must leave some ε for the node counts", code="DP287",
+                                      hint=f"tree_share = {privtree.TREE_SHARE} (the default)")  # fmt: skip
     max_rows = settings.max_rows or table.max_rows
     return SynthesisPlan(
         table=table, settings=settings, statement_sql=to_sql(stmt), name=name, mechanism="privtree", codings=(),
@@ -144,7 +147,7 @@ def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str
 
 def answer(con, plan: SynthesisPlan, debit, analyst: str, *, rng: np.random.Generator, sampling=None,
            progress=None) -> Answer:  # fmt: skip
-    """Grow the tree and write its leaves; no sampling (the synopsis is the release)."""
+    """Grow the tree, count its nodes and write them; no sampling (the synopsis is the release)."""
     eps = run_epsilon(debit, "a synopsis")
     o = plan.options
     salt = int(rng.integers(0, 2**62))
@@ -153,45 +156,52 @@ def answer(con, plan: SynthesisPlan, debit, analyst: str, *, rng: np.random.Gene
         else np.zeros((0, len(o["columns"])))  # fmt: skip
     syn = _synthesize(plan, points, eps, rng)
     del points
-    eps_count = eps * (1 - o["tree_share"])
     alpha = plan.settings.alpha
-    half = noise.discrete_laplace_half_width(eps_count, plan.max_rows, alpha)
+    half = syn.half_widths(alpha)
     _write(con, plan, syn, half, debit, analyst, eps)
     lam, delta, _ = privtree.parameters(eps * o["tree_share"], 2 ** len(o["columns"]), plan.max_rows)
+    leaves = int(syn.leaf.sum())
     notes = [
-        f"{len(syn.counts):,} leaves, depth up to {int(syn.depth.max())}; λ = {lam:.3g}, δ = {delta:.3g}; each leaf "
-        f"count ± {half} ({1 - alpha:.0%})",
+        f"{len(syn.counts):,} nodes ({leaves:,} leaves), depth up to {int(syn.depth.max())}; λ = {lam:.3g}, "
+        f"δ = {delta:.3g}; counts are consistent (a parent is the sum of its children); a leaf's count "
+        f"± {float(np.median(half[syn.leaf])):.3g} ({1 - alpha:.0%}, median over the leaves)",
         f"{plan.name} is public from now on; counts over {', '.join(o['columns'])} ranges of {plan.table.name} are "
         f"free with OPTIONS (from_synopsis = '{plan.name}')",
     ]
     if syn.stopped:
         notes.append(f"the tree stopped growing at {privtree.MAX_NODES:,} nodes (a release's work is bounded): at this "
-                     "ε PrivTree would split some of the deepest leaves further")  # fmt: skip
-    message = f"CREATE SYNTHETIC TABLE {plan.name}: {len(syn.counts):,} leaves (PrivTree synopsis)"
+                     "ε it would split some leaves further")  # fmt: skip
+    message = f"CREATE SYNTHETIC TABLE {plan.name}: {len(syn.counts):,} nodes, {leaves:,} leaves (PrivTree synopsis)"
     return Answer([], [], [], [], {}, notes, message=message, released_rows=len(syn.counts))
 
 
-def _write(con, plan: SynthesisPlan, syn: privtree.Synopsis, half: int, debit, analyst: str, eps: float) -> None:
+def _write(con, plan: SynthesisPlan, syn: privtree.Synopsis, half: np.ndarray, debit, analyst: str, eps: float) -> None:
     from dpgate.queries.synthetic.coding import relation_exists
 
     o = plan.options
     if relation_exists(con, plan.name):
         raise errors.ProgrammingError(f"A table or view named {plan.name!r} already exists", code="DP226")
+    n = len(syn.counts)
+    parent = [None if p < 0 else int(p) + 1 for p in syn.parent.tolist()]
+    params: list[Any] = [list(range(1, n + 1)), parent, syn.depth.astype(int).tolist(), syn.leaf.astype(bool).tolist()]
     cols = []
-    params: list[Any] = [list(range(1, len(syn.counts) + 1)), syn.depth.astype(int).tolist()]
     for j, c in enumerate(o["columns"]):
         params += [syn.lo[:, j].tolist(), syn.hi[:, j].tolist()]
         cols += [f"unnest(${len(params) - 1}) AS {_q(c + '_lo')}", f"unnest(${len(params)}) AS {_q(c + '_hi')}"]
-    params.append(syn.counts.astype(int).tolist())
-    n = len(params)
-    sql = (f"CREATE TABLE main.{_q(plan.name)} AS SELECT unnest($1) AS leaf_id, unnest($2) AS depth, {', '.join(cols)}, "
-           f"unnest(${n}) AS count, unnest(${n}) - {half} AS count_ci_low, unnest(${n}) + {half} AS count_ci_high")  # fmt: skip
+    counts = syn.counts.astype(float)
+    params += [counts.tolist(), (counts - half).tolist(), (counts + half).tolist()]
+    k = len(params)
+    sql = (f"CREATE TABLE main.{_q(plan.name)} AS SELECT unnest($1) AS node_id, unnest($2)::BIGINT AS parent_id, "
+           f"unnest($3) AS depth, unnest($4) AS is_leaf, {', '.join(cols)}, unnest(${k - 2})::DOUBLE AS count, "
+           f"unnest(${k - 1})::DOUBLE AS count_ci_low, unnest(${k})::DOUBLE AS count_ci_high")  # fmt: skip
     with registry.transaction(con):
         con.execute(sql, params)
         parameters = {
             "columns": o["columns"], "lower": o["lower"], "upper": o["upper"], "integer": o["integer"],
             "tree_share": o["tree_share"], "max_rows": plan.max_rows, "epsilon_run": eps,
-            "personalization": plan.charge.rule, "leaves": len(syn.counts),
+            "personalization": plan.charge.rule, "leaves": int(syn.leaf.sum()), "nodes": n,
+            # every node is a row (is_leaf marks the leaves); releases without this key hold leaves only
+            "rows": "nodes",
             # who the counts describe: the subjects that took part, and those not in it (no budget, or
             # left out by the threshold rule); free answers from it say so
             "subjects_used": debit.subjects_charged, "subjects_not_in": debit.subjects_excluded,
@@ -199,7 +209,7 @@ def _write(con, plan: SynthesisPlan, syn: privtree.Synopsis, half: int, debit, a
         registry.record(
             con, entry_id=debit.entry_id, name=plan.name, kind="synopsis", sources=[plan.table.name],
             mechanism="privtree", parameters=parameters, epsilon=debit.epsilon, delta=0.0, analyst=analyst,
-            row_count=len(syn.counts),
+            row_count=n,
         )  # fmt: skip
 
 
@@ -209,14 +219,18 @@ def explain_rows(plan: SynthesisPlan, subjects=None) -> list[tuple]:
     d = len(o["columns"])
     lam, delta, _ = privtree.parameters(eps * o["tree_share"], 2**d, plan.max_rows)
     doms = ", ".join(f"{c} in [{lo:g}, {hi:g})" for c, lo, hi in zip(o["columns"], o["lower"], o["upper"]))
+    rest = 1 - o["tree_share"]
+    shares = (f"ε×{rest * privtree.COUNT_SHARES['upper']:.3g} for the {privtree.UPPER_BOXES} upper boxes, "
+              f"ε×{rest * privtree.COUNT_SHARES['leaves']:.3g} for the leaves, ε×{rest * privtree.COUNT_SHARES['refined']:.3g} "
+              f"for the leaves split by their noisy counts")  # fmt: skip
     return [
         ("model", "privtree", eps, 0.0, None, None,
          f"PrivTree over {doms} (declared bounds), fan-out {2**d}: ε×{o['tree_share']:g} for the tree "
-         f"(λ = {lam:.3g}, δ = λ·ln {2**d} = {delta:.3g}, θ = 0, no depth limit), the rest for the leaf counts "
-         f"(discrete Laplace, sensitivity {plan.max_rows})"),
+         f"(λ = {lam:.3g}, δ = λ·ln {2**d} = {delta:.3g}, θ = 0, no depth limit), the rest for node counts "
+         f"(discrete Laplace, sensitivity {plan.max_rows} per family): {shares}; made consistent"),
         ("release", None, None, None, None, None,
-         f"{plan.name}: one row per leaf (leaf_id, depth, bounds, count with its interval); range counts over "
-         f"these columns are then free with OPTIONS (from_synopsis = '{plan.name}')"),
+         f"{plan.name}: one row per node (node_id, parent_id, depth, is_leaf, bounds, count with its interval); "
+         f"range counts over these columns are then free with OPTIONS (from_synopsis = '{plan.name}')"),
     ]  # fmt: skip
 
 
@@ -353,8 +367,11 @@ def from_synopsis(con, classified: Classified, catalog: Catalog, session: Sessio
     if math.prod(max(0, hi - lo + 1) for lo, hi in ranges) > 1_000_000:
         refuse("More than a million bins", "use wider bins or a narrower WHERE")
         return None
+    # a release of nodes answers from its leaves (consistent counts: the same as a minimal cover of nodes);
+    # an earlier release of leaves only, from every row
+    leaves = f"(SELECT * FROM main.{_q(rec.name)} WHERE is_leaf)" if p.get("rows") == "nodes" else f"main.{_q(rec.name)}"
     if not keys:
-        sql = f"SELECT coalesce(sum(count * {' * '.join(terms)}), 0)::DOUBLE FROM main.{_q(rec.name)}"
+        sql = f"SELECT coalesce(sum(count * {' * '.join(terms)}), 0)::DOUBLE FROM {leaves} __l"
         (value,) = con.execute(sql, params).fetchone()
         names, types, rows = [count_name], ["DOUBLE"], [(round(float(value), 1),)]
     else:
@@ -362,7 +379,7 @@ def from_synopsis(con, classified: Classified, catalog: Catalog, session: Sessio
                                    for j, ((lo, hi), k) in enumerate(zip(ranges, keys)))  # fmt: skip
         bvars = [f"__b{cols.index(k[1])}" for k in keys]
         sql = (f"SELECT {', '.join(bvars)}, coalesce(sum(count * {' * '.join(terms)}), 0)::DOUBLE "
-               f"FROM {grid} LEFT JOIN main.{_q(rec.name)} ON true GROUP BY ALL ORDER BY ALL")  # fmt: skip
+               f"FROM {grid} LEFT JOIN {leaves} __l ON true GROUP BY ALL ORDER BY ALL")  # fmt: skip
         got = con.execute(sql, params).fetchall()
         names = [k[0] for k in keys] + [count_name]
         types = ["DOUBLE"] * len(keys) + ["DOUBLE"]
@@ -370,7 +387,7 @@ def from_synopsis(con, classified: Classified, catalog: Catalog, session: Sessio
     notes = [
         f"answered from synopsis {rec.name} (PrivTree, made with ε {rec.epsilon:g}): free; points are taken as "
         "spread evenly inside each leaf" + ("; every bin is listed, empty ones included" if keys else ""),
-        "no interval: the error of that assumption is not known (each leaf's own noise is in the synopsis table)",
+        "no interval: the error of that assumption is not known (each node's own interval is in the synopsis table)",
     ]
     if p.get("subjects_not_in"):
         notes.append(f"the synopsis counts the {p.get('subjects_used', 0):,} subjects that took part when it was made; "
