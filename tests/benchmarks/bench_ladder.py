@@ -5,7 +5,7 @@ Not part of the test suite (timings are reported, not asserted). Run:
     python tests/benchmarks/bench_ladder.py [--repeat 5]
     python tests/benchmarks/bench_ladder.py --intervals [--runs 600] [--epsilons 0.1,0.4,1.6]
         [--graphs road,rgg,er,powerlaw,wormnet,karate] [--share 0.2] [--out after.jsonl]
-    python tests/benchmarks/bench_ladder.py --compare before.jsonl after.jsonl
+    python tests/benchmarks/bench_ladder.py --compare before.jsonl after.jsonl [--long]
     python tests/benchmarks/bench_ladder.py --cost
 
 ``--cost`` prints the seconds and peak memory of one calibrated error bar from ε = 10 down to
@@ -21,7 +21,9 @@ interval collapsed to ``[0, 0]`` below a positive count, and the floor: the exac
 of |X - f| divided by its exact mean (what an error bar that knew the private ladder would
 give). It uses only ``ladder_function`` and ``release_with_interval``, so the same script
 measures an earlier release of the package (put it first on ``PYTHONPATH``); ``--out`` writes
-the rows as JSON lines and ``--compare`` prints two such files side by side as a Markdown table.
+the rows as JSON lines and ``--compare`` prints two such files side by side as a Markdown table
+(with ``--long``, one row per graph, query and ε: both ratios, both coverages with their bounds,
+and the floor).
 
 Graphs (fixed seeds): karate; a road-like 55 x 55 grid with 8% of its diagonals (3,025 nodes,
 mean degree 4.1); a random geometric graph (3,000 nodes, mean degree 5.8); a sparse random
@@ -82,13 +84,14 @@ def main() -> None:
     ap.add_argument("--share", type=float, default=None, help="interval_share (default: the package's)")
     ap.add_argument("--out", default=None, help="also write the rows as JSON lines here")
     ap.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"), help="two --out files as a Markdown table")
+    ap.add_argument("--long", action="store_true", help="with --compare: one row per graph, query and ε")
     ap.add_argument("--cost", action="store_true", help="the error bar's time and memory from ε = 10 to 1e-6")
     args = ap.parse_args()
     if args.cost:
         cost()
         return
     if args.compare:
-        compare(*args.compare)
+        (compare_long if args.long else compare)(*args.compare)
         return
     if args.intervals:
         epsilons = [float(e) for e in args.epsilons.split(",")]
@@ -307,6 +310,35 @@ def compare(before_path: str, after_path: str) -> None:
         change = [a["mean_error"] / b["mean_error"] for b, a in rows if a and b]
         print(f"| {graph} | {query} | " + " | ".join(cells) + f" | {min(cover):.3f}–{max(cover):.3f} | "
               f"{min(change):.2f}–{max(change):.2f} |")  # fmt: skip
+
+
+def compare_long(before_path: str, after_path: str) -> None:
+    """Two --out files as one Markdown row per graph, query and ε: the half-width over the mean
+    error before and after, the floor (after: the exact 95% quantile of |X - f| over its mean at
+    the count's ε), the count's own mean error after over before (a larger share of ε on the
+    error bar leaves less for the count), the half-width itself after over before, and each
+    coverage with its 99.9% binomial lower bound."""
+    import json
+
+    def load(path):
+        return {(r["graph"], r["query"], r["epsilon"]): r for r in map(json.loads, open(path))}
+
+    def cover(r):
+        return f"{r['hits'] / r['runs']:.3f} (≥ {r['coverage_low']:.3f})"
+
+    before, after = load(before_path), load(after_path)
+    print("| graph | subgraph | ε | ± / mean error before | after | floor | count error × | ± × | coverage before | "
+          "coverage after |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for key, a in after.items():
+        b = before.get(key)
+        if b is None:
+            continue
+        graph, query, eps = key
+        change = a["mean_error"] / b["mean_error"]
+        narrower = a["mean_half_width"] / b["mean_half_width"]
+        print(f"| {graph} | {query} | {eps:g} | {b['ratio']:.1f} | {a['ratio']:.1f} | {a['floor']:.1f} | "
+              f"{change:.2f} | {narrower:.2f} | {cover(b)} | {cover(a)} |")  # fmt: skip
 
 
 def _exact_mean_error(lf, epsilon: float) -> float:
