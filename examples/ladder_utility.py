@@ -14,8 +14,8 @@ relative error |X - f| / f over ``--runs`` releases of:
 - ``smooth*``: smooth sensitivity with Cauchy noise, the thesis's other baseline (a baseline
   only, never offered to analysts);
 
-and the median half-width of the DP 95% interval, relative to f: the ladder's when 10% of ε
-pays for a noisy width statistic (the count then gets 90%), and Laplace's (public).
+and the median half-width of the DP 95% interval, relative to f: the ladder's when 20% of ε
+pays for a noisy width statistic (the count then gets 80%), and Laplace's (public).
 
 The draws use a fixed seed so that the table is reproducible: they are a simulation of the
 mechanisms, not private releases.

@@ -97,7 +97,7 @@ DEFAULTS: dict[str, Any] = {
     "rounds": 2,
     "min_partition_size": 100,
     "topk_method": "auto",
-    "interval_share": 0.1,
+    "interval_share": 0.2,
     "confirm_share": 0.25,
     "fresh": False,
 }
@@ -121,7 +121,7 @@ class QuerySettings:
     max_groups: int | None = None
     privacy_unit: str | None = None
     topk_method: str = "auto"
-    interval_share: float = 0.1
+    interval_share: float = 0.2
     consistent: bool = False
     explicit: frozenset[str] = field(default_factory=frozenset)
 

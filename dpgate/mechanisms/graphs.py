@@ -55,10 +55,10 @@ by ``t = 3 N`` (triangles by ``2 (N - 2)``, k-stars by ``2 (N - 2) + 1``, k-cliq
 non-decreasing step function that is at most ``GS`` is again a ladder function, so the guard
 never weakens privacy, and for the functions above it changes nothing.
 
-Width bounds (for the error bars, ``dpgate.mechanisms.ladder``). For each query there is a
-statistic ``s`` of global sensitivity 1 (``a_m``, or ``d_m`` for k-stars) and public
-functions with ``L_t(s) <= I_t(g) <= U_t(s)`` for every graph and every ``t``
-(:func:`width_bounds`); both are non-decreasing in ``s``.
+Width statistics (for the error bars, ``dpgate.mechanisms.ladder``). For each query there is a
+statistic ``s`` of global sensitivity 1, ``a_m``, or for k-stars :func:`kstar_shift_statistic`
+``c_k``; ``dpgate.mechanisms.ladder_widths`` gives public ladders with
+``L_t(s) <= I_t(g) <= U_t(s)`` for every graph and every ``t``.
 
 Cost. Triangles, k-triangles: ``O(sum_v d_v^2)`` over wedges, vectorised with numpy
 (the common-neighbour counts are accumulated densely when ``N^2 <= 2^24``, else by sorting).
@@ -191,13 +191,20 @@ def convergence_cap(n_nodes: int) -> int:
 
 
 def width_statistic_name(query: str) -> str:
-    """Which sensitivity-1 statistic bounds the rung widths of ``query``."""
-    return "d_m" if query == "kstar" else "a_m"
+    """Which sensitivity-1 statistic bounds the rung widths of ``query``: a shift statistic ``c_k``
+    for k-stars and k-triangles (:func:`kstar_shift_statistic`, :func:`ktriangle_shift_statistic`),
+    the most common neighbours ``a_m`` otherwise."""
+    return "c_k" if query in ("kstar", "ktriangle") else "a_m"
 
 
-def statistic_range(query: str, n_nodes: int) -> tuple[int, int]:
-    """Public range of the width statistic: ``a_m <= N - 2``, ``d_m <= N - 1``."""
-    return (0, n_nodes - 1) if query == "kstar" else (0, n_nodes - 2)
+def statistic_range(query: str, n_nodes: int, k: int | None = None) -> tuple[int, int]:
+    """Public range of the width statistic: ``a_m <= N - 2``; ``c_k <= N - 1`` for k-stars and
+    ``c_k <= X`` for k-triangles, ``X`` the first ``x`` with ``F(x) >= GS``."""
+    if query == "kstar":
+        return 0, n_nodes - 1
+    if query == "ktriangle":
+        return 0, len(ktriangle_steps_sum(check_query(query, k), n_nodes)) - 1
+    return 0, n_nodes - 2
 
 
 # -- the graph ----------------------------------------------------------------------------------
@@ -519,7 +526,7 @@ class LadderQuantities:
     global_sensitivity: int  # GS on n_nodes nodes
     rungs: tuple[int, ...]  # I_0 .. I_{M-1}; I_t = GS for t >= M
     local_sensitivity: int  # LS(g)
-    statistic: int  # the sensitivity-1 width statistic (a_m, or d_m for k-stars)
+    statistic: int  # the sensitivity-1 width statistic (a_m, or c_k for k-stars)
 
 
 def ladder_quantities(edges: np.ndarray, n_nodes: int, query: str, k: int | None = None) -> LadderQuantities:
@@ -542,7 +549,7 @@ def ladder_quantities(edges: np.ndarray, n_nodes: int, query: str, k: int | None
         value = _count(g, query, k)
         rungs = _kstar_rungs(g, k)
         ls = rungs[0] if rungs else gs
-        stat = g.max_degree()
+        stat = kstar_shift_statistic(rungs, g.n, k)
     elif query == "kclique":
         value, ls = _clique_stats(g, k)
         stat = g.max_common_neighbours()
@@ -550,8 +557,8 @@ def ladder_quantities(edges: np.ndarray, n_nodes: int, query: str, k: int | None
     else:
         value = _count(g, query, k)
         ls = _ktriangle_ls(g, k)
-        stat = g.max_common_neighbours()
-        rungs = _closed_rungs(gs, g.n, _ktriangle_ladder(ls, stat, k))
+        rungs = _closed_rungs(gs, g.n, _ktriangle_ladder(ls, g.max_common_neighbours(), k))
+        stat = ktriangle_shift_statistic(rungs, g.n, k)
     return LadderQuantities(value, gs, tuple(rungs), ls, stat)
 
 
@@ -691,70 +698,70 @@ def _kstar_rungs(g: Graph, k: int, t_max: int | None = None) -> list[int]:
     return _run_ladder(gs, n, values)
 
 
-# -- public width bounds ------------------------------------------------------------------------
-Widths = tuple[list[int], int]  # a ladder's widths until it becomes constant, and that constant
-
-
-def width_bounds(query: str, k: int | None, n_nodes: int, statistic: int) -> tuple[Widths, Widths]:
-    """Public ladders sandwiching the private one: ``L_t(s) <= I_t(g) <= U_t(s)`` when ``s``
-    is the graph's width statistic (``a_m``, or ``d_m`` for k-stars).
-
-    Returns ``((lower_widths, lower_tail), (upper_widths, upper_tail))``: each ladder as its
-    widths until it becomes constant, and that constant. Both are non-decreasing in ``s``.
-
-    - triangles: ``min(s + floor(t / 2), N-2) <= LS(g, t) <= min(s + t, N-2)`` (Lemma 5.2:
-      the pair with ``a_ij = a_m``; ``floor((t + min(t, b)) / 2) <= t``);
-    - k-stars: ``C(min(s - 1 + t, N-2), k-1) <= LS(g, t) <= S_t(s, s)``, where ``S_t(x, y)``
-      is Lemma 5.3's value for a pair with ``d'_i = x``, ``d'_j = y`` (``C(s + t, k-1) + C(s, k-1)``
-      while ``s + t <= N - 2``). Lower: the highest-degree node,
-      whose ``d'`` is ``d_m`` or ``d_m - 1``; upper: Lemma 5.3 is non-decreasing in ``d'_i`` and
-      ``d'_j`` (module docstring), both at most ``d_m``;
-    - k-cliques: ``0 <= LS(g) <= C(a_m, k-2)`` in Theorem 5.6;
-    - k-triangles: ``C(a_m, k) <= LS(g) <= C(a_m, k) + 2 a_m C(a_m, k-1)`` in Theorem 5.7
-      (Lemma 5.5: the pair with ``a_ij = a_m`` contributes ``C(a_m, k)`` plus ``a_ij <= a_m``
-      non-negative terms, each at most ``2 C(a_m, k-1)``).
-    """
-    k = check_query(query, k)
-    n = check_universe(n_nodes)
-    gs = global_sensitivity(query, k, n)
-    s = int(statistic)
-    top = n - 2
-    cap = convergence_cap(n)
-    if query == "triangle" or (query == "kclique" and k == 3):
-        lower = [s + t // 2 for t in range(min(cap, 2 * max(gs - s, 0) + 2))]
-        upper = [s + t for t in range(min(cap, max(gs - s, 0) + 1))]
-    elif query == "kstar":
-        row = _binom_row(k - 1, top)
-        x = min(s, top)  # d' <= N - 2 for every pair
-        lower = list(row[max(s - 1, 0) : top + 1])  # C(min(s - 1 + t, N-2), k-1)
-        # Lemma 5.3 for a pair with d'_i = d'_j = x: B = N-2-x steps fill i, the next B fill j
-        upper = [row[y] + row[x] for y in range(x, top + 1)] + [row[top] + row[y] for y in range(x + 1, top + 1)]
-    elif query == "kclique":
-        row = _binom_row(k - 2, s + cap)
-        lower = [row[s + t] - row[s] for t in range(cap)]
-        upper = [row[s + t] for t in range(cap)]
-    else:
-        steps = list(itertools.accumulate(_ktriangle_steps(s, k, cap), initial=0))[:cap]
-        head = binom(s, k) + 2 * s * binom(s, k - 1)
-        lower = [binom(s, k) + x for x in steps]
-        upper = [head + x for x in steps]
-    limit = binom(top, k - 1) if query == "kstar" else gs
-    return _until_limit(lower, limit, cap), _until_limit(upper, gs, cap)
-
-
+# -- the k-star width statistic ------------------------------------------------------------------
 @functools.lru_cache(maxsize=64)
-def _binom_row(r: int, x_max: int) -> tuple[int, ...]:
+def binom_row(r: int, x_max: int) -> tuple[int, ...]:
     """``C(x, r)`` for ``x = 0 .. x_max``."""
     return tuple(binom(x, r) for x in range(max(x_max, 0) + 1))
 
 
-def _ktriangle_steps(a_m: int, k: int, count: int) -> list[int]:
-    """``U(a_m + i)`` for ``i < count``, ``U(a) = 3 C(a, k-1) + a C(a, k-2)`` (Theorem 5.7)."""
-    r1, r2 = _binom_row(k - 1, a_m + count), _binom_row(k - 2, a_m + count)
-    return [3 * r1[a] + a * r2[a] for a in range(a_m, a_m + count)]
+def kstar_shift_statistic(rungs: tuple[int, ...] | list[int], n_nodes: int, k: int) -> int:
+    """``c_k``: the smallest ``c >= 0`` with ``I_t <= C(c + t, k-1)`` at every ``t`` with
+    ``c + t <= N - 2``, where ``I_t = LS(g, t)`` is the k-star ladder (``rungs``, then ``GS``).
+
+    Its global sensitivity is 1: for a neighbour ``g'``, ``I_t(g') <= I_{t+1}(g) <= C(c + 1 + t, k-1)``
+    whenever ``c + 1 + t <= N - 2`` (Definition 5.6 (b)), so ``c_k(g') <= c_k(g) + 1``, and the
+    same the other way. It lies in ``[0, N - 1]`` (``c = N - 1`` constrains no ``t``). For
+    ``k = 2`` it is ``LS(g)``, the largest ``d'_i + d'_j``. Unlike ``d_m``, it does not let a
+    graph with one high-degree node look like one with two (``dpgate.mechanisms.ladder_widths``).
+
+    >>> import networkx as nx
+    >>> q = ladder_quantities(np.array(nx.karate_club_graph().edges()), 34, "kstar", 3)
+    >>> q.rungs[0], kstar_shift_statistic(q.rungs, 34, 3)  # C(23, 2) = 253 < 256 <= C(24, 2)
+    (256, 24)
+    """
+    top = n_nodes - 2
+    row = binom_row(k - 1, top)  # C(x, k-1) for x = 0 .. N-2, non-decreasing
+    c = max(0, n_nodes - 1 - len(rungs))  # I_t = GS > C(N-2, k-1) from t = len(rungs) on
+    for t, width in enumerate(rungs):
+        x = bisect.bisect_left(row, int(width))  # smallest x with C(x, k-1) >= I_t; N - 1 if none
+        c = max(c, x - t)
+    return c
 
 
-def _until_limit(values: list[int], limit: int, cap: int) -> tuple[list[int], int]:
-    """The widths ``values[t]`` (non-decreasing) until the first that reaches ``limit`` (at
-    most ``cap`` of them: the public convergence step), and ``limit``, the width from there on."""
-    return values[: bisect.bisect_left(values, limit, 0, min(cap, len(values)))], limit
+@functools.lru_cache(maxsize=64)
+def ktriangle_steps_sum(k: int, n_nodes: int) -> tuple[int, ...]:
+    """Public: ``F(x) = sum_{i<x} U(i)``, ``U(a) = 3 C(a, k-1) + a C(a, k-2)`` (Theorem 5.7), for
+    ``x = 0, 1, ..`` up to the first ``x`` with ``F(x) >= GS`` (about ``1.1 N``, within the
+    public cap ``3 N + 3``: ``F(x) >= 3 C(x, k)``)."""
+    gs = global_sensitivity("ktriangle", k, n_nodes)
+    out = [0]
+    while out[-1] < gs:
+        a = len(out) - 1
+        out.append(out[-1] + 3 * binom(a, k - 1) + a * binom(a, k - 2))
+        if len(out) > convergence_cap(n_nodes):
+            raise AssertionError("F must reach GS within the convergence cap: this is a bug in dpgate")
+    return tuple(out)
+
+
+def ktriangle_shift_statistic(rungs: tuple[int, ...] | list[int], n_nodes: int, k: int) -> int:
+    """``c_k`` for k-triangles: the smallest ``c >= 0`` with ``I_t <= min(F(c + t), GS)`` at every
+    ``t``, where ``I_t`` is Theorem 5.7's ladder (``rungs``, then ``GS``) and ``F`` is
+    :func:`ktriangle_steps_sum`.
+
+    Its global sensitivity is 1 for the reason :func:`kstar_shift_statistic` gives
+    (``min(F(c + 1 + t), GS)`` is the ladder for ``c`` shifted by one rung). It lies in
+    ``[0, X]``, ``F(X) >= GS``. Where ``a_m`` bounds ``LS`` by ``C(a_m, k) + 2 a_m C(a_m, k-1)``,
+    which grows like the square of the statistic's noise, ``c_k`` pays for that noise once per rung
+    (``dpgate.mechanisms.ladder_widths``).
+
+    >>> import networkx as nx
+    >>> q = ladder_quantities(np.array(nx.karate_club_graph().edges()), 34, "ktriangle", 2)
+    >>> q.rungs[:2], ktriangle_shift_statistic(q.rungs, 34, 2)  # F(x) = 2x(x - 1); a_m = 10
+    ((57, 97), 10)
+    """
+    f = ktriangle_steps_sum(k, n_nodes)
+    c = max(0, len(f) - 1 - len(rungs))  # I_t = GS from t = len(rungs) on: F(c + t) >= GS
+    for t, width in enumerate(rungs):
+        c = max(c, bisect.bisect_left(f, int(width)) - t)  # the least x with F(x) >= I_t
+    return c

@@ -28,14 +28,17 @@ is at most one edge edit.
 them on each side) ``e^{-h u}``. The ``1 - alpha`` interval is ``X ± m`` where ``m`` is
 computed from public inputs and one DP statistic only:
 
-- [stat] the width statistic ``s`` (``a_m``, or ``d_m`` for k-stars; global sensitivity 1)
-  is released once as ``ŝ = s + DLap(1/epsilon_width)``;
+- [stat] the width statistic ``s`` (``a_m``, the most common neighbours of any pair; for
+  k-stars and k-triangles ``c_k``, the smallest shift ``c`` of a public ladder ``ψ(c + t)`` that
+  lies above the graph's ladder: ``ψ(x) = C(x, k-1)`` while ``x <= N - 2`` for k-stars, the sum
+  ``F(x)`` of Theorem 5.7's steps for k-triangles; global sensitivity 1) is released once as
+  ``ŝ = s + DLap(1/epsilon_width)``;
 - [interval] ``m`` is computed in ``dpgate.mechanisms.ladder_bounds`` from public ladders that
   bound every graph's ladder given a range of ``s`` ([bound]), a bound on the miss probability
   of every ladder between them ([band], [sandwich], [blocks]) and a calibration over the
-  noise of ``ŝ`` ([levels]); its cost is bounded from public numbers whatever ε and alpha.
+  noise of ``ŝ`` ([cells]); its cost is bounded from public numbers whatever ε and alpha.
 
-With ``width_share = 0`` there is one level: the public range ``[0, N-2]`` (``[0, N-1]``)
+With ``width_share = 0`` there is one range: the public range ``[0, N-2]`` (``[0, N-1]``)
 with all of ``alpha``. The interval never reads ``f``, the rungs, ``M`` or ``LS``: only
 ``X``, ``ŝ`` and public numbers. Clamping at zero (the SQL layer,
 ``dpgate.queries.subgraph.clamped_interval``) clamps ``X`` first and takes the interval around
@@ -66,10 +69,11 @@ and the log-ratio is at most ``2h + 22u (cap + 2) + 2.6e-11`` (``cap = 3N + 3 >=
 32u (cap + 2)``, which absorbs all of it, so the release is ε-DP for the requested ε.
 Probabilities below ``1e-300`` (a double's range) are not represented, as in ``noise``.
 (4) The interval is post-processing of ``X`` and of the ``epsilon_width``-DP
-statistic [stat] (discrete Laplace, sensitivity 1: one edge changes any ``a_ij`` or any
-degree by at most 1, so ``a_m`` and ``d_m`` move by at most 1); the levels, the public
-ladders and the band are public functions of ``(query, k, N, ε, alpha)`` and ``ŝ``; the
-budget split is [split].
+statistic [stat] (discrete Laplace, sensitivity 1: one edge changes any ``a_ij`` by at most
+1, so ``a_m`` moves by at most 1; ``c_k`` moves by at most 1 because a neighbour's ladder lies
+below the graph's shifted by one rung, Definition 5.6 (b), and ``ψ(c + 1 + t) = ψ(c + (t + 1))``:
+``graphs.kstar_shift_statistic``); the cells, the public ladders and the band are public
+functions of ``(query, k, N, ε, alpha)`` and ``ŝ``; the budget split is [split].
 """
 
 from __future__ import annotations
@@ -85,9 +89,8 @@ from dpgate.mechanisms import graphs
 from dpgate.mechanisms.graphs import QUERIES, global_sensitivity
 from dpgate.mechanisms.base import Mechanism
 from dpgate.mechanisms.ladder_bounds import (  # the error bars; re-exported for callers of 0.18
-    MAX_LEVEL_MISS,
+    CELL_EDGES,
     SEARCH_PRECISION,
-    WIDTH_LEVELS,
     _Band,
     _logsumexp,
     _Shape,
@@ -96,7 +99,7 @@ from dpgate.mechanisms.ladder_bounds import (  # the error bars; re-exported for
     interval_half_width,
     sampling_epsilon,
     sampling_margin,
-    statistic_levels,
+    statistic_cells,
 )
 
 __all__ = [
@@ -114,7 +117,7 @@ __all__ = [
     "release_interval",
     "release_with_interval",
     "sampling_epsilon",
-    "statistic_levels",
+    "statistic_cells",
 ]
 
 _INT64_SAFE = (1 << 62) - 1
@@ -126,7 +129,7 @@ class LadderFunction:
     """Everything the ladder sampler needs from one private graph (exact ints).
 
     ``rungs`` are ``I_0 .. I_{M-1}``; ``I_t = global_sensitivity`` for ``t >= M``.
-    ``width_statistic`` (``a_m``, or ``d_m`` for k-stars) is private; only
+    ``width_statistic`` (``a_m``, or ``c_k`` for k-stars and k-triangles) is private; only
     :func:`release_interval` reads it, to add noise to it.
     """
 
@@ -380,7 +383,7 @@ def _place(lf: LadderFunction, rung: np.ndarray, rng: np.random.Generator) -> np
 
 # -- error bars ---------------------------------------------------------------------------------
 #: Default share of ε spent on the width statistic by :func:`release_with_interval`.
-DEFAULT_WIDTH_SHARE = 0.1
+DEFAULT_WIDTH_SHARE = 0.2
 
 
 @dataclass(frozen=True)
@@ -393,7 +396,7 @@ class LadderInterval:
     alpha: float
     epsilon: float  # ε of the released count the interval describes
     epsilon_width: float  # ε spent on the width statistic (0: public bound, nothing spent)
-    statistic: str  # "a_m" or "d_m"
+    statistic: str  # "a_m" or "c_k"
     statistic_low: int  # the widest range of the width statistic the bound allows for
     statistic_high: int
     noisy_statistic: int | None = None  # the released ŝ (None: public bound)
@@ -430,14 +433,14 @@ def release_interval(
 ) -> LadderInterval:
     """The ``1 - alpha`` interval of a ladder release ``released`` made at ``epsilon``.
 
-    Spends ``epsilon_width`` on the width statistic and calibrates over its noise [levels],
+    Spends ``epsilon_width`` on the width statistic and calibrates over its noise [cells],
     or nothing with ``epsilon_width = 0`` (public range, all of ``alpha`` to the count's noise).
     """
     if epsilon_width < 0 or not math.isfinite(epsilon_width):
         raise ValueError(f"epsilon_width must be >= 0, got {epsilon_width}")
     name = graphs.width_statistic_name(lf.query)
     if epsilon_width == 0:
-        lo, hi = graphs.statistic_range(lf.query, lf.n_nodes)
+        lo, hi = graphs.statistic_range(lf.query, lf.n_nodes, lf.k)
         m = interval_half_width(lf.query, lf.k, lf.n_nodes, epsilon, lo, hi, alpha)  # [bound]
         noisy = None
     else:

@@ -6,14 +6,15 @@
 width statistic lies in a given range, and :func:`calibrated_half_width` an ``m`` with
 ``P(|X - f| > m(ŝ)) <= alpha`` over the noise of both ``X`` and the noisy statistic ``ŝ``.
 Everything here is a public function of ``(query, k, N, ε, alpha)`` and ``ŝ``: post-processing,
-it spends nothing. **Sensitivity:** the width statistic ``s`` (``a_m``, or ``d_m`` for k-stars)
-has global sensitivity 1; it is noised in ``dpgate.mechanisms.ladder`` (``[stat]`` there).
+it spends nothing. **Sensitivity:** the width statistic ``s`` (``a_m``, or ``c_k`` for k-stars
+and k-triangles) has global sensitivity 1; it is noised in ``dpgate.mechanisms.ladder``
+(``[stat]`` there).
 
 The law of ``X`` (``dpgate.mechanisms.ladder``, Eq 5.3 of Zhang's thesis): the exact answer
 has weight 1, each integer on rung ``u`` (``I_{u-1}`` of them on each side) ``e^{-h u}``,
 ``h = ε'/2``.
 
-- [bound] ``dpgate.mechanisms.graphs.width_bounds`` gives public ladders with
+- [bound] ``dpgate.mechanisms.ladder_widths.width_bounds`` gives public ladders with
   ``L_t(s) <= I_t(g) <= U_t(s)`` for every graph and every ``t``, non-decreasing in ``s``: a
   graph whose statistic lies in ``[lo, hi]`` has its ladder in the band ``L(lo) <= I <= U(hi)``;
 - [band] for one ladder, ``P(|X - f| > m) = T_I(m) / (H_I(m) + T_I(m))`` (``H`` the weight
@@ -52,20 +53,30 @@ has weight 1, each integer on rung ``u`` (``I_{u-1}`` of them on each side) ``e^
   numbers (the crossings at the [sandwich] half-width, the window ``ln(1/β')/h' + 2``). With
   ``b = 1`` nothing changes. The price: ``ln(1/β')`` exceeds ``ln(1/β)`` by about
   ``h(b - 1) <= BLOCK_H``, and the block sums relax the band;
-- [levels] the calibration over ``ŝ``'s noise ``Z``: public levels ``i = 0 .. K-1`` with
-  nested ranges ``R_i = {-c_hi_i <= Z <= c_lo_i}`` and miss probabilities ``β_i``
-  (:func:`statistic_levels`); ``m = max_i band(ŝ - c_lo_i, ŝ + c_hi_i, β_i)`` (ranges
-  clamped to the public one). When ``Z`` is in ``R_i``, ``s`` lies in level ``i``'s range,
-  so the count, independent of ``Z``, misses with probability at most ``β_i``; hence
-  ``P(miss) <= sum_i P(Z in R_i minus R_{i-1}) β_i + P(Z outside R_{K-1}) <= alpha``, computed
-  from the sampler's exact law. Wide ranges get large ``β_i`` (they are rarely needed), so a
-  statistic that is small next to its noise (sparse graphs) no longer forces the interval to
-  the worst case of ``s + ln(8/alpha)/epsilon_width``.
+- [cells] the calibration over ``ŝ``'s noise ``Z = ŝ - s``: public cells partition the
+  integers ``z >= z_0`` into intervals ``[z_j, z_{j+1})`` with miss probabilities ``β_j``
+  (:func:`statistic_cells`, edges ``CELL_EDGES`` in units of the scale of the noise the sampler
+  runs, ``1/(epsilon_width - 1e-10)``);
+  ``m = max_j band(ŝ - z_{j+1} + 1, ŝ - z_j, β_j)`` (ranges clamped to the public one; the last
+  cell's range runs down to the public bottom). When ``Z`` lies in cell ``j``, ``s`` lies in cell
+  ``j``'s range, so the count, independent of ``Z``, misses with probability at most ``β_j``;
+  hence ``P(miss) <= P(Z < z_0) + sum_j P(Z in cell j) β_j <= alpha``, computed from the
+  sampler's exact law, whatever the graph. Cells for ``Z < 0`` (graphs whose statistic lies
+  above ``ŝ``) get miss probabilities growing like ``e^{CELL_TILT |z| epsilon_width}``: the
+  farther above ``ŝ``, the rarer the case and the wider the ladders to cover, so the error bar
+  pays for them in proportion. Each range is narrow (the band of ``L(bottom)`` and ``U(top)`` is
+  tight), and ``m`` is searched once over all cells: a cell whose [sandwich] bound is already
+  below the running ``m``, or whose [band] accepts it, costs one check (every cell is checked
+  again at the final ``m``). With nested ranges and a few levels instead (0.25), every level had
+  to cover the worst graph of a range reaching ``s + ln(8/alpha)/epsilon_width`` at a small
+  miss probability; on sparse graphs, whose statistic is small next to its noise, that made the
+  error bar 6 to 80 times the actual error.
 
-**Cost:** bounded from public numbers, whatever ε and alpha: per half-width, ``O(len(L) +
-len(U))`` per probe of [sandwich] (``len <= 3N + 3``) and at most ``BAND_WORK`` pairs per probe
-of [band], about 40 probes each (a binary search to 0.2%). Floating point (float64, like
-:class:`_Shape`): the levels keep ``1e-9`` of alpha in reserve for rounding.
+**Cost:** bounded from public numbers, whatever ε and alpha: per cell (at most
+``len(CELL_EDGES)``), ``O(len(L) + len(U))`` per probe of [sandwich] (``len <= 3N + 3``) and at
+most ``BAND_WORK`` pairs per probe of [band], about 40 probes each (a binary search to 0.2%).
+Floating point (float64, like :class:`_Shape`): the cells keep ``1e-9`` of alpha in reserve for
+rounding.
 """
 
 from __future__ import annotations
@@ -79,7 +90,7 @@ import numbers
 import numpy as np
 
 from dpgate import noise
-from dpgate.mechanisms import graphs
+from dpgate.mechanisms import graphs, ladder_widths
 from dpgate.mechanisms.graphs import global_sensitivity
 
 __all__ = [
@@ -89,7 +100,7 @@ __all__ = [
     "interval_half_width",
     "sampling_epsilon",
     "sampling_margin",
-    "statistic_levels",
+    "statistic_cells",
 ]
 
 _U = 2.0**-53
@@ -179,14 +190,14 @@ class _Shape:
         return float(np.logaddexp(self.log_within(0, h), self.log_beyond(0, h)))
 
 
-def _smallest(ok, rel: float = 0.0, hi: int | None = None) -> int:
-    """The smallest integer ``m >= 0`` with ``ok(m)``, for a monotone predicate; with ``rel > 0``
-    an ``m`` with ``ok(m)`` at most ``rel · m`` above the smallest. ``hi``: a known ``ok`` value."""
-    if ok(0):
-        return 0
-    lo = 0
+def _smallest(ok, rel: float = 0.0, hi: int | None = None, lo: int = 0) -> int:
+    """The smallest integer ``m >= lo`` with ``ok(m)``, for a monotone predicate; with ``rel > 0``
+    an ``m`` with ``ok(m)`` at most ``rel · m`` above the smallest. ``hi``: a known ``ok`` value;
+    the returned ``m`` always passed ``ok``."""
+    if ok(lo):
+        return lo
     if hi is None:
-        hi = 1
+        hi = max(1, 2 * lo)
         while not ok(hi):
             lo, hi = hi, 2 * hi
     while hi - lo > max(1, rel * hi):
@@ -195,67 +206,61 @@ def _smallest(ok, rel: float = 0.0, hi: int | None = None) -> int:
     return hi
 
 # -- error bars ---------------------------------------------------------------------------------
-#: The levels of the error bar's calibration over the noisy width statistic [levels]. Level
-#: ``i`` is ``(lower tail, upper tail, weight)``: the statistic's range at that level is
-#: ``[ŝ - c_lo, ŝ + c_hi]`` with ``P(Z > c_lo)`` and ``P(Z < -c_hi)`` at most the two tails
-#: (in units of alpha) and a miss probability ``β_i = λ · weight · alpha``, ``λ`` the largest
-#: that keeps the total at alpha. Public constants, tuned on public graphs (karate, WormNet, a
-#: random geometric graph) at ε = 0.5 for the narrowest error bars across them.
-WIDTH_LEVELS = ((0.5, 4.0, 0.5), (0.1, 1.0, 1.5), (0.03, 0.3, 5.0), (0.01, 0.1, 14.0))
+#: The cells of the error bar's calibration over the noisy width statistic [cells]: their edges
+#: in units of the noise's scale, on ``Z = ŝ - s`` (negative: the graph's statistic lies above
+#: ``ŝ``); ``Z`` below the first edge is left uncovered.
+CELL_EDGES = (-4.5, -3.75, -3.0, -2.5, -2.0, -1.5, -1.0, -0.5, -0.25, 0.0, 0.25, 0.5, 1.0, 1.75, 2.75)
+#: A cell whose midpoint lies ``x < 0`` noise scales below 0 gets ``e^{CELL_TILT |x|}`` times the
+#: miss probability of the cells at ``Z >= 0``. Public constants, chosen on road-like, random and
+#: power-law graphs against the best calibration of the same noise (docs/queries/graphs.md).
+CELL_TILT = 0.72
 #: Error bars are searched to this relative precision (any ``m`` the bound accepts is valid).
 SEARCH_PRECISION = 0.002
-#: No level gets a miss probability above this.
-MAX_LEVEL_MISS = 0.75
+#: No cell gets a miss probability above this.
+MAX_CELL_MISS = 0.9
+
 
 @functools.lru_cache(maxsize=256)
-def statistic_levels(epsilon_width: float, alpha: float) -> tuple[tuple[int, int, float], ...]:
-    """Public: the calibration levels ``(c_lo, c_hi, β)`` for a statistic released with
-    ``DLap(1/epsilon_width)`` [levels]: ``sum_i P(Z in R_i \\ R_{i-1}) β_i + P(Z not in R_last)
-    <= alpha`` with ``R_i = [-c_hi_i, c_lo_i]``, computed from the sampler's exact law.
+def statistic_cells(epsilon_width: float, alpha: float) -> tuple[tuple[int, int | None, float], ...]:
+    """Public: the calibration cells ``(z_lo, z_hi, β)`` for a statistic released with
+    ``DLap(1/epsilon_width)`` [cells]: they partition the integers ``z >= z_lo`` of the first
+    (``z_hi = None``: no end), and ``P(Z < z_lo of the first) + sum_j P(Z in cell j) β_j <= alpha``,
+    from the sampler's exact law.
 
-    >>> [(c_lo, c_hi, round(b, 3)) for c_lo, c_hi, b in statistic_levels(0.05, 0.05)]
-    [(60, 18, 0.023), (92, 46, 0.068), (116, 70, 0.227), (138, 92, 0.637)]
+    >>> [(lo, hi, round(b, 3)) for lo, hi, b in statistic_cells(0.2, 0.05)][::4]
+    [(-23, -20, 0.554), (-11, -9, 0.106), (-2, -1, 0.031), (5, 7, 0.025)]
     """
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     a = noise.discrete_laplace_alpha(epsilon_width, 1)
+    rate = -math.log(a) if a > 0.0 else float(epsilon_width)  # the noise the sampler runs, P(z) ∝ e^{-rate |z|}
 
-    def cut(p: float) -> int:  # smallest c >= 0 with P(Z > c) = a^(c+1) / (1 + a) <= p
-        if a <= 0.0:  # a large ε: exp(-ε) underflows, and the noise is 0 with probability 1 in doubles
-            return 0
-        c = max(0, math.ceil(math.log(p * (1 + a)) / math.log(a)) - 1) if p * (1 + a) < 1 else 0
-        while c > 0 and a**c / (1 + a) <= p:
-            c -= 1
-        while a ** (c + 1) / (1 + a) > p:
-            c += 1
-        return c
+    def at_most(z: int) -> float:  # P(Z <= z)
+        return a ** (-z) / (1 + a) if z < 0 else 1 - a ** (z + 1) / (1 + a)
 
-    cuts, outside = [], []
-    for lo_tail, hi_tail, _ in WIDTH_LEVELS:
-        c_lo, c_hi = cut(lo_tail * alpha), cut(hi_tail * alpha)
-        if cuts:  # nested ranges
-            c_lo, c_hi = max(c_lo, cuts[-1][0]), max(c_hi, cuts[-1][1])
-        cuts.append((c_lo, c_hi))
-        outside.append((a ** (c_lo + 1) + a ** (c_hi + 1)) / (1 + a))  # P(Z not in R_i)
-    weights = [w for _, _, w in WIDTH_LEVELS]
+    edges = sorted({math.floor(x / rate) for x in CELL_EDGES})
+    cells, probs, weights = [], [], []
+    for lo, nxt in zip(edges, edges[1:] + [None]):
+        hi = None if nxt is None else nxt - 1
+        probs.append((1.0 if hi is None else at_most(hi)) - at_most(lo - 1))
+        mid = 0.0 if hi is None else (lo + hi) / 2 * rate
+        weights.append(math.exp(min(-CELL_TILT * mid, 700.0)) if mid < 0 else 1.0)  # β is capped anyway
+        cells.append((lo, hi))
+    uncovered = at_most(edges[0] - 1)
 
     def total(lam: float) -> float:
-        spent, before = 0.0, 1.0
-        for out, w in zip(outside, weights):
-            spent += (before - out) * min(MAX_LEVEL_MISS, lam * w * alpha)
-            before = out
-        return spent + before
+        return uncovered + sum(p * min(MAX_CELL_MISS, lam * w * alpha) for p, w in zip(probs, weights))
 
     budget = alpha * (1 - 1e-9)  # covers rounding here and the sampler's 1e-11 deviation from its law
     if total(0.0) >= budget:
-        raise ValueError("the calibration levels leave no miss probability for the noise")  # pragma: no cover
+        raise ValueError("the calibration cells leave no miss probability for the noise")  # pragma: no cover
     lo, hi = 0.0, 1.0
     while total(hi) < budget and hi < 1e6:
         lo, hi = hi, 2 * hi
     for _ in range(60):
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if total(mid) <= budget else (lo, mid)
-    return tuple((c_lo, c_hi, min(MAX_LEVEL_MISS, lo * w * alpha)) for (c_lo, c_hi), w in zip(cuts, weights))
+    return tuple((z_lo, z_hi, min(MAX_CELL_MISS, lo * w * alpha)) for (z_lo, z_hi), w in zip(cells, weights))
 
 
 class _Band:
@@ -346,7 +351,7 @@ def interval_half_width(
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     k = graphs.check_query(query, k)
-    lo_pub, hi_pub = graphs.statistic_range(query, graphs.check_universe(n_nodes))
+    lo_pub, hi_pub = graphs.statistic_range(query, graphs.check_universe(n_nodes), k)
     if not lo_pub <= statistic_low <= statistic_high <= hi_pub:
         raise ValueError(f"the statistic range must lie within [{lo_pub}, {hi_pub}]")
     return _half_width(query, k, int(n_nodes), float(epsilon), int(statistic_low), int(statistic_high), float(alpha))
@@ -376,11 +381,11 @@ def _band_half_width(lower, upper, h: float, beta: float) -> int:
     return _smallest(lambda m: m >= ceiling or band.ok(m, coarse_beta), SEARCH_PRECISION)
 
 
-# The widths of a few public ladders (tuples of up to 3N + 3 ints each): enough for the levels
+# The widths of a few public ladders (tuples of up to 3N + 3 ints each): enough for the cells
 # of a few statements; a larger cache would hold hundreds of MB on a large universe.
 @functools.lru_cache(maxsize=128)
 def _width_bounds(query: str, k: int | None, n_nodes: int, statistic: int):
-    (lw, lt), (uw, ut) = graphs.width_bounds(query, k, n_nodes, statistic)
+    (lw, lt), (uw, ut) = ladder_widths.width_bounds(query, k, n_nodes, statistic)
     return (tuple(lw), lt), (tuple(uw), ut)
 
 
@@ -437,13 +442,82 @@ def _block(lower, h: float, beta: float, ceiling: int) -> int | None:
 def calibrated_half_width(
     query: str, k: int | None, n_nodes: int, epsilon: float, noisy_statistic: int, epsilon_width: float, alpha: float
 ) -> tuple[int, int, int]:
-    """Public given ``ŝ``: ``(m, lo, hi)`` with ``m = max_i interval_half_width(range_i, β_i)``
-    over the levels of :func:`statistic_levels` [levels]; ``[lo, hi]`` is the widest range.
-    Coverage ``P(|X - f| <= m) >= 1 - alpha`` over the noise of both ``X`` and ``ŝ``."""
-    lo_pub, hi_pub = graphs.statistic_range(query, n_nodes)
-    m, lo, hi = 0, lo_pub, hi_pub
-    for c_lo, c_hi, beta in statistic_levels(float(epsilon_width), float(alpha)):
-        lo = min(max(noisy_statistic - c_lo, lo_pub), hi_pub)
-        hi = max(min(noisy_statistic + c_hi, hi_pub), lo)
-        m = max(m, interval_half_width(query, k, n_nodes, epsilon, lo, hi, beta))
-    return m, lo, hi
+    """Public given ``ŝ``: ``(m, lo, hi)`` with ``m`` the largest over the cells of
+    :func:`statistic_cells` of the band half-width for the cell's range of the statistic at the
+    cell's miss probability [cells]; ``[lo, hi]`` spans the ranges. Coverage
+    ``P(|X - f| <= m) >= 1 - alpha`` over the noise of both ``X`` and ``ŝ``."""
+    ranges = cell_ranges(query, k, n_nodes, noisy_statistic, epsilon_width, alpha)
+    m = _max_half_width(query, graphs.check_query(query, k), int(n_nodes), float(epsilon), ranges)
+    return m, min(r[0] for r in ranges), max(r[1] for r in ranges)
+
+
+def cell_ranges(
+    query: str, k: int | None, n_nodes: int, noisy_statistic: int, epsilon_width: float, alpha: float
+) -> tuple[tuple[int, int, float], ...]:
+    """Public given ``ŝ``: the statistic's range ``(bottom, top, β)`` of every cell [cells],
+    clamped to the public range (a cell past it covers the public end instead: more than it
+    needs); cells that clamp to the same range keep the smallest ``β``."""
+    lo_pub, hi_pub = graphs.statistic_range(query, n_nodes, k)
+    strictest: dict[tuple[int, int], float] = {}
+    for z_lo, z_hi, beta in statistic_cells(float(epsilon_width), float(alpha)):
+        top = min(max(noisy_statistic - z_lo, lo_pub), hi_pub)
+        bot = lo_pub if z_hi is None else min(max(noisy_statistic - z_hi, lo_pub), top)
+        strictest[(bot, top)] = min(beta, strictest.get((bot, top), 1.0))
+    return tuple(sorted((bot, top, beta) for (bot, top), beta in strictest.items()))
+
+
+@functools.lru_cache(maxsize=4096)
+def _max_half_width(query: str, k: int | None, n_nodes: int, epsilon: float, ranges) -> int:
+    """The smallest ``m`` (to 0.2% per cell) at which every range's band misses with at most its
+    ``β``. Each cell's answer lies between the exact quantile of its upper ladder (a ladder of
+    the band) and its [sandwich] bound; cells whose sandwich bound is below the running ``m``, or
+    whose [band] accepts it, cost one check, the others a search between the two."""
+    h = sampling_epsilon(epsilon, n_nodes) / 2
+    if global_sensitivity(query, k, n_nodes) == 0:
+        return 0
+    items = []
+    m = 0  # a lower bound on the answer until the searches below
+    for bot, top, beta in ranges:
+        lower, _ = _width_bounds(query, k, n_nodes, bot)
+        _, upper = _width_bounds(query, k, n_nodes, top)
+        ceiling = _sandwich(lower, upper, h, beta)
+        m = max(m, _quantile(upper, h, beta, ceiling))
+        items.append((ceiling, lower, upper, beta))
+    items.sort(key=lambda item: -item[0])
+    checks = []
+    for ceiling, lower, upper, beta in items:
+        if ceiling <= m:
+            continue
+        b = _block(lower, h, beta, ceiling)  # [blocks]
+        if b is None:
+            m = ceiling
+            continue
+        band = _Band(_coarsen(lower, b), _coarsen(upper, b), h * b)  # [band]
+        coarse_beta = _block_miss(beta, h, b)
+        checks.append((ceiling, band, coarse_beta))
+        m = _smallest(lambda x: x >= ceiling or band.ok(x, coarse_beta), SEARCH_PRECISION, hi=ceiling, lo=m)
+    # a cell accepted at a smaller m is checked again at the final one: the bound certifies each
+    # m it accepts, and nothing here assumes it accepts every larger m
+    settled = False
+    while not settled:
+        settled = True
+        for ceiling, band, beta in checks:
+            if m < ceiling and not band.ok(m, beta):
+                m = _smallest(lambda x: x >= ceiling or band.ok(x, beta), SEARCH_PRECISION, hi=ceiling, lo=m)
+                settled = False
+    return m
+
+
+def _quantile(widths, h: float, beta: float, ceiling: int) -> int:
+    """The smallest ``m`` (to 0.2%, rounded down) at which the ladder ``widths`` alone misses with
+    at most ``β``: no ``m`` below it passes a band that holds this ladder."""
+    shape = _Shape(list(widths[0]), widths[1])
+    total = shape.log_total(h)
+    log_beta = math.log(beta)
+    lo, hi = 0, max(ceiling, 1)
+    if shape.log_beyond(lo, h) - total <= log_beta:
+        return 0
+    while hi - lo > max(1, SEARCH_PRECISION * hi):
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if shape.log_beyond(mid, h) - total <= log_beta else (mid, hi)
+    return lo

@@ -168,12 +168,12 @@ def output_bound(query: str, k: int | None, n_nodes: int, epsilon: float, share:
     ``GS``, so distance ``r`` lies on rung ``>= r / GS`` and ``P(|X - f| > m) <= 2 GS e^{-hm/GS} /
     (1 - e^{-h})``, which is below ``β`` from ``m = GS ln(2 GS / (β (1 - e^{-h}))) / h``; the bound
     ``dpgate.mechanisms.ladder_bounds`` computes is at most this (its sandwich bound), up to its
-    0.2% search precision, at the smallest ``β`` of the calibration levels. Clipping the value to
+    0.2% search precision, at the smallest ``β`` of the calibration cells. Clipping the value to
     ``[-B, B]``, with the interval taken around the clipped value, keeps every count the interval
     held, since every count lies in ``[0, B]``."""
     eps_width = epsilon * share
     h = ladder.sampling_epsilon(epsilon - eps_width, n_nodes) / 2
-    beta = min(b for _, _, b in ladder.statistic_levels(eps_width, alpha)) if eps_width else alpha
+    beta = min(b for _, _, b in ladder.statistic_cells(eps_width, alpha)) if eps_width else alpha
     gs = graphs.global_sensitivity(query, k, n_nodes)
     top = graphs.max_count(query, k, n_nodes)
     if gs == 0:
@@ -659,7 +659,7 @@ def explain_rows(plan: SubgraphPlan) -> list[tuple]:
     for c in plan.counts:
         eps_width = c.epsilon * c.interval_share
         eps_count = c.epsilon - eps_width
-        lo, hi = graphs.statistic_range(c.query, plan.n_nodes)
+        lo, hi = graphs.statistic_range(c.query, plan.n_nodes, c.k)
         bound = ladder.interval_half_width(c.query, c.k, plan.n_nodes, eps_count, lo, hi, alpha)
         name = f"{c.query}{'' if c.k is None else f' k={c.k}'}"
         stat = graphs.width_statistic_name(c.query)

@@ -3,20 +3,34 @@
 Not part of the test suite (timings are reported, not asserted). Run:
 
     python tests/benchmarks/bench_ladder.py [--repeat 5]
-    python tests/benchmarks/bench_ladder.py --intervals [--runs 200] [--epsilons 0.1,0.5,1.6]
+    python tests/benchmarks/bench_ladder.py --intervals [--runs 600] [--epsilons 0.1,0.4,1.6]
+        [--graphs road,rgg,er,powerlaw,wormnet,karate] [--share 0.2] [--out after.jsonl]
+    python tests/benchmarks/bench_ladder.py --compare before.jsonl after.jsonl [--long]
     python tests/benchmarks/bench_ladder.py --cost
 
 ``--cost`` prints the seconds and peak memory of one calibrated error bar from ε = 10 down to
 10^-6 on 34 and 2,445 nodes, and the most (rung, window) pairs one probe visited.
 
-``--intervals`` prints, per graph, query and ε, the mean half-width of the 95% error bar
-divided by the mean |X - f| over ``--runs`` releases (``release_with_interval``, 10% of ε on
-the width statistic), the coverage (of the interval as the SQL answer clamps it at zero),
-how often it collapsed to ``[0, 0]`` below a positive count, and the floor: the exact 95%
-quantile of |X - f| divided by its exact mean (what an error bar that knew the private ladder
-would give). Graphs: karate, karate's edges with ``src < 20`` (small counts), a road-like
-55 x 55 grid with 8% of its diagonals, a random geometric graph (3,000 nodes, mean degree 6)
-and WormNet.
+``--intervals`` prints, per graph, query and ε, the mean half-width of the 95% error bar over
+``--runs`` releases (``release_with_interval`` with ``--share`` of ε on the width statistic, as
+the SQL answer makes them) divided by the count's mean |X - f| (exact, from the ladder's law:
+the errors are heavy-tailed, and 600 of them give their mean to about ±6%), the coverage (of the
+interval as the SQL answer clamps it at zero) and, beside it, the 99.9% one-sided binomial
+lower bound on the true coverage given that many hits (Clopper-Pearson), how often the
+interval collapsed to ``[0, 0]`` below a positive count, and the floor: the exact 95% quantile
+of |X - f| divided by its exact mean (what an error bar that knew the private ladder would
+give). It uses only ``ladder_function`` and ``release_with_interval``, so the same script
+measures an earlier release of the package (put it first on ``PYTHONPATH``); ``--out`` writes
+the rows as JSON lines and ``--compare`` prints two such files side by side as a Markdown table
+(with ``--long``, one row per graph, query and ε: both ratios, both coverages with their bounds,
+and the floor).
+
+Graphs (fixed seeds): karate; a road-like 55 x 55 grid with 8% of its diagonals (3,025 nodes,
+mean degree 4.1); a random geometric graph (3,000 nodes, mean degree 5.8); a sparse random
+graph G(3,000, 5/2,999); a power-law graph with clustering (Holme-Kim, 3,000 nodes, 2 edges per
+new node, triangle probability 0.5: mean degree 4, largest degree 137); and WormNet. Queries:
+triangles, 2- and 3-stars, 2-triangles and, where the graph has any, 4-cliques (served on the
+3,000-node graphs only with the owner's ``allow_kclique``).
 
 For triangles and 3-stars it times ``ladder_function``: canonicalising the edges, the exact
 count and every ladder quantity (``I_0 .. I_{M-1}``, ``M``, the width statistic); the target
@@ -24,7 +38,6 @@ is under 10 s each on 2 cores. Beside it: the exact count alone, one release wit
 interval, and networkx 3.6.1 counting triangles only (``sum(nx.triangles(G).values()) // 3``
 on a prebuilt ``nx.Graph``; building the graph is reported separately).
 """
-
 from __future__ import annotations
 
 import argparse
@@ -64,16 +77,25 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--intervals", action="store_true", help="error-bar width against the actual error")
-    ap.add_argument("--runs", type=int, default=200)
-    ap.add_argument("--epsilons", default="0.1,0.5,1.6")
-    ap.add_argument("--graphs", default="karate,karate<20,road,rgg,wormnet")
+    ap.add_argument("--runs", type=int, default=600)
+    ap.add_argument("--epsilons", default="0.1,0.4,1.6")
+    ap.add_argument("--graphs", default="road,rgg,er,powerlaw,wormnet,karate")
+    ap.add_argument("--queries", default="triangle,kstar2,kstar3,ktriangle2,kclique4")
+    ap.add_argument("--share", type=float, default=None, help="interval_share (default: the package's)")
+    ap.add_argument("--out", default=None, help="also write the rows as JSON lines here")
+    ap.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"), help="two --out files as a Markdown table")
+    ap.add_argument("--long", action="store_true", help="with --compare: one row per graph, query and ε")
     ap.add_argument("--cost", action="store_true", help="the error bar's time and memory from ε = 10 to 1e-6")
     args = ap.parse_args()
     if args.cost:
         cost()
         return
+    if args.compare:
+        (compare_long if args.long else compare)(*args.compare)
+        return
     if args.intervals:
-        intervals(args.runs, [float(e) for e in args.epsilons.split(",")], args.graphs.split(","))
+        epsilons = [float(e) for e in args.epsilons.split(",")]
+        intervals(args.runs, epsilons, args.graphs.split(","), args.queries.split(","), args.share, args.out)
         return
 
     t = time.perf_counter()
@@ -130,8 +152,7 @@ def cost() -> None:
     for n in (34, 2445):
         for query, k in (("triangle", None), ("kstar", 3), ("ktriangle", 2)):
             for eps in (10.0, 1.0, 0.1, 0.01, 1e-3, 1e-4, 1e-6):
-                ladder_bounds._half_width.cache_clear()
-                ladder_bounds._width_bounds.cache_clear()
+                _clear_caches()
                 del visits[:]
                 tracemalloc.start()
                 t = time.perf_counter()
@@ -145,40 +166,74 @@ def cost() -> None:
     print(f"process peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024} MB")
 
 
-def interval_graphs() -> dict[str, tuple[np.ndarray, int]]:
-    karate = np.array(sorted((min(u, v), max(u, v)) for u, v in nx.karate_club_graph().edges()), dtype=np.int64)
-    side = 55
-    road = nx.grid_2d_graph(side, side)
-    rng = np.random.default_rng(3)
-    for i in range(side - 1):
-        for j in range(side - 1):
-            if rng.random() < 0.08:
-                road.add_edge((i, j), (i + 1, j + 1))
-    road = nx.convert_node_labels_to_integers(road)
-    n_rgg = 3000
-    rgg = nx.random_geometric_graph(n_rgg, (6.0 / (np.pi * n_rgg)) ** 0.5, seed=7)
-    return {
-        "karate": (karate, 34),
-        "karate<20": (karate[karate[:, 0] < 20], 34),
-        "road": (graphs.simple_edges(*np.array(road.edges()).T), road.number_of_nodes()),
-        "rgg": (graphs.simple_edges(*np.array(rgg.edges()).T), n_rgg),
-        "wormnet": load_gene_network(),
+def _clear_caches() -> None:
+    """Every memo of the error bars' modules (whichever of them this version of the package has)."""
+    import importlib
+
+    for name in ("dpgate.mechanisms.ladder_bounds", "dpgate.mechanisms.ladder_widths", "dpgate.mechanisms.graphs"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        for value in vars(module).values():
+            if callable(getattr(value, "cache_clear", None)):
+                value.cache_clear()
+
+
+def interval_graphs(names: list[str]) -> dict[str, tuple[np.ndarray, int]]:
+    """The benchmark graphs (fixed seeds), built only when asked for."""
+    def karate():
+        return np.array(sorted((min(u, v), max(u, v)) for u, v in nx.karate_club_graph().edges()), dtype=np.int64), 34
+
+    def road():
+        side = 55
+        g = nx.grid_2d_graph(side, side)
+        rng = np.random.default_rng(3)
+        for i in range(side - 1):
+            for j in range(side - 1):
+                if rng.random() < 0.08:
+                    g.add_edge((i, j), (i + 1, j + 1))
+        g = nx.convert_node_labels_to_integers(g)
+        return graphs.simple_edges(*np.array(g.edges()).T), g.number_of_nodes()
+
+    def generated(g, n):
+        return graphs.simple_edges(*np.array(g.edges()).T), n
+
+    makers = {
+        "karate": karate,
+        "road": road,
+        "rgg": lambda: generated(nx.random_geometric_graph(3000, (6.0 / (np.pi * 3000)) ** 0.5, seed=7), 3000),
+        "er": lambda: generated(nx.fast_gnp_random_graph(3000, 5 / 2999, seed=11), 3000),
+        "powerlaw": lambda: generated(nx.powerlaw_cluster_graph(3000, 2, 0.5, seed=5), 3000),
+        "wormnet": load_gene_network,
     }
+    return {name: makers[name]() for name in names}
 
 
-def intervals(runs: int, epsilons: list[float], names: list[str]) -> None:
+QUERY_NAMES = {"triangle": ("triangle", None), "kstar2": ("kstar", 2), "kstar3": ("kstar", 3),
+               "ktriangle2": ("ktriangle", 2), "kclique4": ("kclique", 4)}  # fmt: skip
+
+
+def intervals(runs: int, epsilons: list[float], names: list[str], queries: list[str], share, out) -> None:
+    import json
+
     from dpgate.mechanisms.ladder import LadderMechanism
     from dpgate.queries.subgraph import clamped_interval
 
-    available = interval_graphs()
+    available = interval_graphs(names)
     mech = LadderMechanism()
-    print(f"{'graph':<10} {'query':<12} {'f':>12} {'ε':>4} {'mean |err|':>11} {'± / |err|':>9} {'floor':>6} "
-          f"{'coverage':>8} {'[0, 0]':>6} {'s/release':>9}")  # fmt: skip
+    kwargs = {} if share is None else {"width_share": share}
+    sink = open(out, "a") if out else None
+    import dpgate
+
+    print(f"package: {Path(dpgate.__file__).parent}; {runs} releases per row; interval_share "
+          f"{'the default' if share is None else share}")
+    print(f"{'graph':<9} {'query':<12} {'f':>12} {'ε':>4} {'mean |err|':>11} {'± / |err|':>9} {'floor':>6} "
+          f"{'coverage':>8} {'≥ (99.9%)':>9} {'[0, 0]':>6} {'s/release':>9}")  # fmt: skip
     for name in names:
         edges, n = available[name]
-        for query, k in (("triangle", None), ("kstar", 3), ("ktriangle", 2), ("kclique", 4)):
-            if query == "kclique" and n > 100:
-                continue  # served without the owner's permission up to C(N, 4) <= 10^6 only
+        for label in queries:
+            query, k = QUERY_NAMES[label]
             lf = ladder_function(edges, n, query, k)
             if lf.value == 0:
                 continue
@@ -187,20 +242,103 @@ def intervals(runs: int, epsilons: list[float], names: list[str]) -> None:
                 widths, errors, hits, collapsed = [], [], 0, 0
                 t = time.perf_counter()
                 for _ in range(runs):
-                    r = release_with_interval(lf, eps, rng=rng)
+                    r = release_with_interval(lf, eps, rng=rng, **kwargs)
                     _, low, high = clamped_interval(r.value, r.interval.half_width, True)
                     widths.append(r.interval.half_width)
                     errors.append(abs(r.value - lf.value))
                     hits += low <= lf.value <= high
                     collapsed += low == high == 0
                 seconds = (time.perf_counter() - t) / runs
-                eps_count = eps * 0.9
-                q95 = mech.error_quantile(lf, eps_count, 0.95)
-                floor = q95 / _exact_mean_error(lf, eps_count)
-                label = query if k is None else f"{query} {k}"
-                print(f"{name:<10} {label:<12} {lf.value:>12,} {eps:>4} {np.mean(errors):>11.4g} "
-                      f"{np.mean(widths) / np.mean(errors):>9.1f} {floor:>6.1f} {hits / runs:>8.3f} {collapsed:>6} "
-                      f"{seconds:>9.3f}", flush=True)  # fmt: skip
+                eps_count = r.interval.epsilon
+                mean_error = _exact_mean_error(lf, eps_count)  # E|X - f| from the law: the sample's is heavy-tailed
+                floor = mech.error_quantile(lf, eps_count, 0.95) / mean_error
+                row = {"graph": name, "query": label, "f": lf.value, "epsilon": eps, "share": r.interval.epsilon_width / eps,
+                       "mean_error": mean_error, "sampled_mean_error": float(np.mean(errors)),
+                       "mean_half_width": float(np.mean(widths)), "ratio": float(np.mean(widths)) / mean_error,
+                       "floor": floor, "runs": runs, "hits": hits, "coverage_low": _coverage_bound(hits, runs, 1e-3),
+                       "collapsed": collapsed}  # fmt: skip
+                print(f"{name:<9} {label:<12} {lf.value:>12,} {eps:>4} {mean_error:>11.4g} {row['ratio']:>9.1f} "
+                      f"{floor:>6.1f} {hits / runs:>8.3f} {row['coverage_low']:>9.3f} {collapsed:>6} {seconds:>9.3f}",
+                      flush=True)  # fmt: skip
+                if sink:
+                    sink.write(json.dumps(row) + "\n")
+                    sink.flush()
+    if sink:
+        sink.close()
+
+
+def _coverage_bound(hits: int, runs: int, false_alarm: float) -> float:
+    """One-sided Clopper-Pearson lower bound: the smallest p with P(Bin(runs, p) >= hits) >=
+    false_alarm (bisection on the exact binomial tail)."""
+    import math
+
+    def tail(p: float) -> float:  # P(Bin(runs, p) >= hits)
+        if p <= 0.0:
+            return 0.0 if hits else 1.0
+        if p >= 1.0:
+            return 1.0
+        logs = [math.lgamma(runs + 1) - math.lgamma(j + 1) - math.lgamma(runs - j + 1)
+                + j * math.log(p) + (runs - j) * math.log1p(-p) for j in range(hits, runs + 1)]  # fmt: skip
+        top = max(logs)
+        return math.exp(top) * sum(math.exp(x - top) for x in logs)
+
+    lo, hi = 0.0, hits / runs
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if tail(mid) < false_alarm else (lo, mid)
+    return lo
+
+
+def compare(before_path: str, after_path: str) -> None:
+    """Two --out files as one Markdown table: half-width / mean error before → after per ε, the
+    range of the sampled coverage after (over ε), and how the count's own mean error changed
+    (after / before: a larger share of ε on the error bar leaves less for the count)."""
+    import json
+
+    def load(path):
+        return {(r["graph"], r["query"], r["epsilon"]): r for r in map(json.loads, open(path))}
+
+    before, after = load(before_path), load(after_path)
+    keys = [key for key in after if key in before]
+    epsilons = sorted({key[2] for key in keys})
+    print("| graph | query | " + " | ".join(f"ε = {e:g}" for e in epsilons) + " | coverage | count error × |")
+    print("|---|---|" + "---|" * len(epsilons) + "---|---|")
+    for graph, query in dict.fromkeys((key[0], key[1]) for key in keys):
+        rows = [(before.get((graph, query, e)), after.get((graph, query, e))) for e in epsilons]
+        cells = [f"{b['ratio']:.1f} → {a['ratio']:.1f}" if a and b else "" for b, a in rows]
+        cover = [a["hits"] / a["runs"] for _, a in rows if a]
+        change = [a["mean_error"] / b["mean_error"] for b, a in rows if a and b]
+        print(f"| {graph} | {query} | " + " | ".join(cells) + f" | {min(cover):.3f}–{max(cover):.3f} | "
+              f"{min(change):.2f}–{max(change):.2f} |")  # fmt: skip
+
+
+def compare_long(before_path: str, after_path: str) -> None:
+    """Two --out files as one Markdown row per graph, query and ε: the half-width over the mean
+    error before and after, the floor (after: the exact 95% quantile of |X - f| over its mean at
+    the count's ε), the count's own mean error after over before (a larger share of ε on the
+    error bar leaves less for the count), the half-width itself after over before, and each
+    coverage with its 99.9% binomial lower bound."""
+    import json
+
+    def load(path):
+        return {(r["graph"], r["query"], r["epsilon"]): r for r in map(json.loads, open(path))}
+
+    def cover(r):
+        return f"{r['hits'] / r['runs']:.3f} (≥ {r['coverage_low']:.3f})"
+
+    before, after = load(before_path), load(after_path)
+    print("| graph | subgraph | ε | ± / mean error before | after | floor | count error × | ± × | coverage before | "
+          "coverage after |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for key, a in after.items():
+        b = before.get(key)
+        if b is None:
+            continue
+        graph, query, eps = key
+        change = a["mean_error"] / b["mean_error"]
+        narrower = a["mean_half_width"] / b["mean_half_width"]
+        print(f"| {graph} | {query} | {eps:g} | {b['ratio']:.1f} | {a['ratio']:.1f} | {a['floor']:.1f} | "
+              f"{change:.2f} | {narrower:.2f} | {cover(b)} | {cover(a)} |")  # fmt: skip
 
 
 def _exact_mean_error(lf, epsilon: float) -> float:

@@ -15,7 +15,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from dpgate.mechanisms import graphs
+from dpgate.mechanisms import graphs, ladder_widths
 from dpgate.resources import data_dir
 
 # -- brute force over all graphs on n nodes ------------------------------------------------------
@@ -173,24 +173,24 @@ def test_width_bounds_sandwich_every_ladder(cube5, ladders5, query, k):
     ladder, _, stat = ladders5[(query, k)]
     t_max = ladder.shape[1]
     for s in np.unique(stat).tolist():
-        (lw, lt), (uw, ut) = graphs.width_bounds(query, k, 5, s)
+        (lw, lt), (uw, ut) = ladder_widths.width_bounds(query, k, 5, s)
         lower = np.array((lw + [lt] * t_max)[:t_max])
         upper = np.array((uw + [ut] * t_max)[:t_max])
         rows = ladder[stat == s]
         assert np.all(lower <= rows) and np.all(rows <= upper)
     for x in cube5.neighbours():
         assert np.all(np.abs(stat[x] - stat) <= 1)
-    lo, hi = graphs.statistic_range(query, 5)
+    lo, hi = graphs.statistic_range(query, 5, k)
     assert stat.min() >= lo and stat.max() <= hi
 
 
 @pytest.mark.parametrize("query, k", VARIANTS)
 def test_width_bounds_grow_with_the_statistic(query, k):
     n = 9
-    lo, hi = graphs.statistic_range(query, n)
+    lo, hi = graphs.statistic_range(query, n, k)
     prev = None
     for s in range(lo, hi + 1):
-        (lw, lt), (uw, ut) = graphs.width_bounds(query, k, n, s)
+        (lw, lt), (uw, ut) = ladder_widths.width_bounds(query, k, n, s)
         cur = [np.array((w + [t] * 40)[:40]) for w, t in ((lw, lt), (uw, ut))]
         if prev is not None:
             assert np.all(cur[0] >= prev[0]) and np.all(cur[1] >= prev[1])
@@ -213,7 +213,7 @@ def test_width_bounds_sandwich_real_ladders_and_their_neighbours(query, k):
         q = graphs.ladder_quantities(e, n, query, k)
         t_max = graphs.convergence_cap(n) + 1
         ladder = np.array(list(q.rungs) + [q.global_sensitivity] * (t_max - len(q.rungs)), dtype=object)
-        (lw, lt), (uw, ut) = graphs.width_bounds(query, k, n, q.statistic)
+        (lw, lt), (uw, ut) = ladder_widths.width_bounds(query, k, n, q.statistic)
         lower = np.array((lw + [lt] * t_max)[:t_max], dtype=object)
         upper = np.array((uw + [ut] * t_max)[:t_max], dtype=object)
         assert np.all(lower <= ladder) and np.all(ladder <= upper)

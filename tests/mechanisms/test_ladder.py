@@ -77,7 +77,8 @@ def test_karate_club_ladders(karate, query, k):
     f, gs, first, m = KARATE[(query, k)]
     assert (lf.value, lf.global_sensitivity, lf.rungs[:6], lf.M) == (f, gs, first, m)
     assert gs == global_sensitivity(query, k, 34)
-    assert lf.width_statistic == (17 if query == "kstar" else 10)  # d_m, a_m
+    # a_m = 10; for 3-stars c_k = 24: I_0 = C(17, 2) + C(16, 2) = 256 <= C(24, 2), the binding rung
+    assert lf.width_statistic == (24 if query == "kstar" else 10)
     assert all(isinstance(w, int) for w in lf.rungs) and len(lf.rungs) == lf.M
     assert lf.width(lf.M) == gs and lf.width(lf.M - 1) < gs
 
@@ -355,7 +356,7 @@ def test_interval_bound_holds_for_every_five_node_graph(query, k):
     import itertools
 
     pairs = list(itertools.combinations(range(5), 2))
-    lo_pub, hi_pub = graphs.statistic_range(query, 5)
+    lo_pub, hi_pub = graphs.statistic_range(query, 5, k)
     for mask in range(1 << len(pairs)):
         edges = np.array([p for i, p in enumerate(pairs) if mask >> i & 1], dtype=np.int64).reshape(-1, 2)
         lf = ladder_function(edges, 5, query, k)
@@ -371,7 +372,7 @@ def test_interval_bound_holds_on_real_graphs(karate, lesmis, query, k):
     for edges, n in ((karate, 34), (lesmis, 77)):
         lf = ladder_function(edges, n, query, k)
         s = lf.width_statistic
-        lo_pub, hi_pub = graphs.statistic_range(query, n)
+        lo_pub, hi_pub = graphs.statistic_range(query, n, k)
         for lo, hi in ((s, s), (max(lo_pub, s - 5), min(hi_pub, s + 5))):
             for eps in (0.1, 0.5, 1.6):
                 m = interval_half_width(query, k, n, eps, lo, hi, 0.05)
@@ -396,7 +397,7 @@ def test_public_interval_spends_nothing(karate):
     state = rng.bit_generator.state
     iv = release_interval(lf, 2000, 1.0, epsilon_width=0.0, rng=rng)
     assert rng.bit_generator.state == state  # no randomness, no statistic read
-    assert (iv.statistic, iv.statistic_low, iv.statistic_high, iv.epsilon_width) == ("d_m", 0, 33, 0.0)
+    assert (iv.statistic, iv.statistic_low, iv.statistic_high, iv.epsilon_width) == ("c_k", 0, 33, 0.0)
     assert iv.half_width == interval_half_width("kstar", 3, 34, 1.0, 0, 33, 0.05)
     assert (iv.low, iv.high) == (2000 - iv.half_width, 2000 + iv.half_width)
 

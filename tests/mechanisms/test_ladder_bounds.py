@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 
 from conftest import TEST_SEED
-from dpgate import noise
 from dpgate.mechanisms import graphs, ladder_bounds
 from dpgate.mechanisms.ladder import ladder_function, release_with_interval, sampling_epsilon
 from dpgate.queries.subgraph import clamped_interval
+from ladder_exact import over_the_noise
 
 ALPHA = 0.05
 KARATE = np.array(sorted((min(u, v), max(u, v)) for u, v in nx.karate_club_graph().edges()), dtype=np.int64)
@@ -46,8 +46,10 @@ def bands(monkeypatch):
 
     monkeypatch.setattr(ladder_bounds, "_Band", Recorded)
     ladder_bounds._half_width.cache_clear()
+    ladder_bounds._max_half_width.cache_clear()
     yield built
     ladder_bounds._half_width.cache_clear()
+    ladder_bounds._max_half_width.cache_clear()
 
 
 # -- (a) work ------------------------------------------------------------------------------------
@@ -156,45 +158,20 @@ def test_public_error_bar_covers_exactly_at_small_epsilon(query, k, epsilon):
     """width_share = 0: one half-width from the public range, P(miss) from the sampler's exact
     law on karate. It stays at most alpha and not far below it (the bound is not vacuous)."""
     lf = ladder_function(KARATE, 34, query, k)
-    lo, hi = graphs.statistic_range(query, 34)
+    lo, hi = graphs.statistic_range(query, 34, k)
     m = ladder_bounds.interval_half_width(query, k, 34, epsilon, lo, hi, ALPHA)
     miss = exact_miss(lf, epsilon, m)
     assert miss <= ALPHA
     assert miss >= 0.9 * ALPHA
 
 
-def exact_coverage_miss(lf, epsilon: float, share: float = 0.1, alpha: float = ALPHA) -> float:
-    """P(|X - f| > m(s + Z)) summed exactly over the statistic's noise Z (a window holding all
-    but 1e-9 of its mass; the rest counted as misses). m depends on ŝ only through the clamped
-    ranges of the levels, so the sum is taken per distinct set of ranges."""
-    eps_w = epsilon * share
-    eps_c = epsilon - eps_w
-    levels = ladder_bounds.statistic_levels(eps_w, alpha)
-    lo_pub, hi_pub = graphs.statistic_range(lf.query, lf.n_nodes)
-    reach = int(math.log(2e9) / eps_w) + 1
-    z = np.arange(-reach, reach + 1)
-    pmf = noise.discrete_laplace_pmf(eps_w, 1, z)
-    shat = lf.width_statistic + z
-    keys = []
-    for c_lo, c_hi, _ in levels:
-        lo = np.clip(shat - c_lo, lo_pub, hi_pub)
-        keys += [lo, np.maximum(np.minimum(shat + c_hi, hi_pub), lo)]
-    groups, first, inverse = np.unique(np.stack(keys, axis=1), axis=0, return_index=True, return_inverse=True)
-    mass = np.bincount(inverse.ravel(), weights=pmf, minlength=len(groups))
-    total = 1 - pmf.sum()
-    for i, p in zip(first.tolist(), mass.tolist()):
-        m, _, _ = ladder_bounds.calibrated_half_width(lf.query, lf.k, lf.n_nodes, eps_c, int(shat[i]), eps_w, alpha)
-        total += p * exact_miss(lf, eps_c, m)
-    return total
-
-
 @pytest.mark.parametrize("query, k, epsilon", [("triangle", None, 1e-3), ("kstar", 2, 1e-3), ("triangle", None, 1e-4)])
 def test_calibrated_error_bar_covers_exactly_at_small_epsilon(query, k, epsilon):
-    """Here the statistic's noise (scale 10^3 to 10^4) dwarfs its public range [0, 32]: almost
-    every level sees the whole range, and the strictest level's beta (0.45 alpha) decides, so
-    the miss is about half of alpha."""
-    lf = ladder_function(KARATE, 34, query, k)
-    miss = exact_coverage_miss(lf, epsilon)
+    """Karate's first 16 nodes: the statistic's noise (scale 5·10^3 to 5·10^4) dwarfs its public
+    range [0, 15], so every cell of the calibration sees all of it, and the cells at z >= 0 (half
+    of the noise's mass, at beta = alpha / 2) decide: the miss is about alpha / 2."""
+    lf = ladder_function(KARATE[KARATE[:, 1] < 16], 16, query, k)
+    miss, _ = over_the_noise(lf, epsilon, 0.2, ALPHA)
     assert miss <= ALPHA
     assert miss >= 0.3 * ALPHA
 
@@ -215,9 +192,10 @@ def test_sampled_coverage_at_small_epsilon():
     assert hits / runs >= 0.95 - 3 * math.sqrt(0.95 * 0.05 / runs)
 
 
-def test_statistic_levels_at_an_epsilon_whose_noise_underflows():
-    """exp(-ε) is 0.0 in doubles from ε ≈ 745 on: the cut is 0 (it raised a math domain error, a raw
-    exception from planning TRIANGLE_COUNT at ε = 10,000)."""
-    from dpgate.mechanisms import ladder_bounds
-
-    assert all(c_lo == c_hi == 0 for c_lo, c_hi, _ in ladder_bounds.statistic_levels(1000.0, 0.05))
+def test_statistic_cells_at_an_epsilon_whose_noise_underflows():
+    """exp(-ε) is 0.0 in doubles from ε ≈ 745 on (a math domain error, then a range error, once
+    raised from planning TRIANGLE_COUNT at ε = 10,000): the noise is 0, every cell but the one
+    holding 0 has probability 0, and that one gets all of alpha."""
+    cells = ladder_bounds.statistic_cells(1000.0, 0.05)
+    assert [(lo, hi) for lo, hi, _ in cells] == [(-1, -1), (0, None)]
+    assert cells[-1][2] == pytest.approx(0.05, rel=1e-6)

@@ -66,6 +66,10 @@ EXTRA = {
     "GROUP BY basket_id)",
     "graph_other_counts": "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) KTRIANGLE_COUNT(src, dst, 2) AS kt, "
     "KCLIQUE_COUNT(src, dst, 4) AS k4, KSTAR_COUNT(src, dst, 3) AS s3 FROM karate WHERE src < 20",
+    # the shift statistics of k-stars and k-triangles (the error bars' width statistic) on a dense graph:
+    # the heaviest edge removed and the top-degree node's best absent pair added move them by at most 1
+    "graph_shift_statistics": "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) KSTAR_COUNT(src, dst, 2) AS s2, "
+    "KTRIANGLE_COUNT(src, dst, 1) AS t1, KTRIANGLE_COUNT(src, dst, 2) AS t2 FROM wormnet",
 }
 STATEMENTS = [pytest.param(p.read_text(), id=p.stem) for p in CORPUS] + [
     pytest.param(sql, id=name) for name, sql in EXTRA.items()

@@ -1,0 +1,187 @@
+"""Public ladders that bound every graph's ladder given its width statistic (for the error bars).
+
+**Guarantee:** none by itself, and nothing private is read here: these are public functions of
+``(query, k, N, s)``. Neighbouring graphs differ in one edge (edge-level DP), and the width
+statistic ``s`` has global sensitivity 1: ``a_m`` (the most common neighbours of any pair) for
+triangles and k-cliques, a shift statistic ``c_k`` (``dpgate.mechanisms.graphs``'s
+``kstar_shift_statistic`` and ``ktriangle_shift_statistic``: the smallest shift of a public
+ladder that lies above the graph's) for k-stars and k-triangles. ``dpgate.mechanisms.ladder``
+releases ``s`` with noise; ``dpgate.mechanisms.ladder_bounds`` turns these bounds into error bars.
+
+:func:`width_bounds` returns ladders with ``L_t(s) <= I_t(g) <= U_t(s)`` for every graph ``g``
+whose statistic is ``s`` and every ``t``, both non-decreasing in ``s`` (so a range of ``s``
+is covered by ``L(lo)`` and ``U(hi)``):
+
+- triangles: ``min(s + floor(t / 2), N-2) <= LS(g, t) <= min(s + t, N-2)`` (Lemma 5.2: the pair
+  with ``a_ij = a_m``; ``floor((t + min(t, b)) / 2) <= t``);
+- k-cliques: ``0 <= LS(g) <= C(a_m, k-2)`` in Theorem 5.6;
+- k-triangles, [ktriangle]: Theorem 5.7's ladder ``I_t = min(LS + F(a + t) - F(a), GS)``
+  (``a = a_m``, ``F(x) = sum_{i<x} U(i)``, ``graphs.ktriangle_steps_sum``), with
+  ``C(a, k) <= LS <= G(a) = C(a, k) + 2 a C(a, k-1)`` (Lemma 5.5: the pair with ``a_ij = a_m``
+  contributes ``C(a_m, k)`` plus ``a_ij <= a_m`` non-negative terms, each at most
+  ``2 C(a_m, k-1)``). Upper: ``U_t(c) = min(F(c + t), GS)``, by the definition of ``c = c_k``.
+  Lower: if ``a >= c``, ``I_t >= min(C(c, k) + F(c + t) - F(c), GS)`` (increasing in ``a``). If
+  ``a < c``, ``c - 1`` fails at some ``t0`` (below the cap, since ``F(c - 1 + cap) >= GS``):
+  ``LS + F(a + t0) - F(a) > F(c - 1 + t0)``, and ``F(c - 1 + t) - F(a + t)`` is non-decreasing
+  (``U`` is), so already ``LS > F(c - 1)``; with ``LS <= G(a)``, ``a >= a_lo``, the least ``a``
+  with ``G(a) > F(c - 1)``, and ``I_t >= min(F(c - 1) + 1 + F(a_lo + t) - F(a_lo), GS)``. The
+  lower ladder is the smaller of the two; both grow with ``c``. Where ``a_m`` bounded ``LS`` by
+  ``G(a_m)``, which grows like the square of the noise on ``a_m``, ``c_k`` pays for its noise
+  one rung at a time;
+- k-stars, [kstar]: ``I_t = LS(g, t) = max over pairs of S_t(x, y)`` (Lemma 5.3, ``x >= y`` the
+  pair's ``d'``). Upper: ``U_t(c) = C(c + t, k-1)`` while ``c + t <= N - 2``, then ``GS``, by the
+  definition of ``c = c_k``. Lower: ``c - 1`` fails at some ``t0`` with ``c - 1 + t0 <= N - 2``,
+  and the pair ``(x, y)`` attaining ``I_{t0}`` either has ``x >= c`` (then ``S_t(x, y) >=
+  S_t(c, 0)``), or ``x <= c - 1``, when ``C(c - 1 + t, k-1) - S_t(x, y)`` is non-decreasing on
+  ``t <= N - 1 - c`` (both terms in Lemma 5.3's first case), so it is already negative at
+  ``t = 0``: ``C(x, k-1) + C(y, k-1) > C(c - 1, k-1)``. Hence ``I_t >= min`` of ``S_t(c, 0)``
+  and, over ``x``, ``S_t(x, y_c(x))`` with ``y_c(x)`` the least ``y <= x`` meeting that
+  inequality (``S`` is non-decreasing in ``x`` and ``y``). The ``x`` are pooled in cells of a
+  public grid (``x`` rounded down to the cell's start, ``y`` to its value at the cell's end), which
+  keeps the cost at ``O(cells N)`` and the bound non-decreasing in ``c``: every candidate for
+  ``c + 1`` dominates one for ``c``. Compared with ``d_m`` (``U = S_t(d_m, d_m)``), noise that
+  overstates the statistic no longer counts twice, once per node of the pair.
+
+Floating point: the k-star lower ladder is summed in float64 and rounded down (below ``2^40``
+the sums are exact), so it stays a lower bound.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import itertools
+import math
+
+import numpy as np
+
+from dpgate.mechanisms.graphs import binom, binom_row, check_query, check_universe, convergence_cap, global_sensitivity
+from dpgate.mechanisms.graphs import ktriangle_steps_sum as steps_sum
+
+__all__ = ["Widths", "width_bounds"]
+
+Widths = tuple[list[int], int]  # a ladder's widths until it becomes constant, and that constant
+
+#: The k-star lower ladder pools the candidate ``x`` in cells: every ``x`` below this, then cells
+#: growing by ``_GRID_GROWTH`` [kstar].
+_GRID_EXACT = 64
+_GRID_GROWTH = 1.05
+_EXACT_FLOAT = 2.0**40
+
+
+def width_bounds(query: str, k: int | None, n_nodes: int, statistic: int) -> tuple[Widths, Widths]:
+    """Public ladders sandwiching the private one: ``L_t(s) <= I_t(g) <= U_t(s)`` when ``s`` is
+    the graph's width statistic (module docstring).
+
+    Returns ``((lower_widths, lower_tail), (upper_widths, upper_tail))``: each ladder as its
+    widths until it becomes constant, and that constant. Both are non-decreasing in ``s``.
+
+    >>> (lw, lt), (uw, ut) = width_bounds("kstar", 3, 34, 24)  # karate: I_0 = 256
+    >>> lw[:3], uw[:3], ut
+    ([254, 273, 291], [276, 300, 325], 992)
+    """
+    k = check_query(query, k)
+    n = check_universe(n_nodes)
+    gs = global_sensitivity(query, k, n)
+    s = int(statistic)
+    top = n - 2
+    cap = convergence_cap(n)
+    if query == "kstar":
+        upper = list(binom_row(k - 1, top)[min(s, top + 1) :])  # C(s + t, k-1) while s + t <= N - 2
+        return _kstar_lower(k, n, s), (upper, gs)
+    if query == "triangle" or (query == "kclique" and k == 3):
+        lower = [s + t // 2 for t in range(min(cap, 2 * max(gs - s, 0) + 2))]
+        upper = [s + t for t in range(min(cap, max(gs - s, 0) + 1))]
+    elif query == "kclique":
+        row = binom_row(k - 2, s + cap)
+        lower = [row[s + t] - row[s] for t in range(cap)]
+        upper = [row[s + t] for t in range(cap)]
+    else:
+        return _ktriangle_bounds(k, n, s)
+    return _until_limit(lower, gs, cap), _until_limit(upper, gs, cap)
+
+
+@functools.lru_cache(maxsize=1024)
+def _kstar_lower(k: int, n: int, c: int) -> Widths:
+    """The lower ladder of every graph whose ``c_k`` is ``c`` [kstar]; from ``t = 2(N-2) + 1`` on
+    every pair's ladder is ``GS``."""
+    top = n - 2
+    row = binom_row(k - 1, top)
+    t = np.arange(2 * top + 1, dtype=np.int64)
+    table = np.array([float(v) for v in row])
+    cands = [(min(c, top), 0)] if c <= top else []  # x >= c
+    if c >= 1:
+        threshold = row[min(c - 1, top)]
+        for start, end in _grid_cells(min(c - 1, top)):  # x <= c - 1, pooled per cell
+            y = _least_partner(row, threshold, end)
+            if y is not None:  # every x in the cell has x >= start and y_c(x) >= y_c(end) = y
+                cands.append((max(start, y), min(start, y)))
+    low = np.full(t.size, np.inf)
+    for x, y in cands:
+        low = np.minimum(low, _pair_ladder(table, top, x, y, t))
+    return _until_limit([_round_down(v) for v in low.tolist()], 2 * row[top], convergence_cap(n))
+
+
+def _grid_cells(x_max: int) -> list[tuple[int, int]]:
+    """Public cells ``[start, end]`` covering ``0 .. x_max``: single values below ``_GRID_EXACT``,
+    then growing geometrically; the cell boundaries do not depend on ``x_max``."""
+    cells, start = [], 0
+    while start <= x_max:
+        end = start if start < _GRID_EXACT else max(start, int(start * _GRID_GROWTH) - 1)
+        cells.append((start, min(end, x_max)))
+        start = end + 1
+    return cells
+
+
+def _least_partner(row: tuple[int, ...], threshold: int, x: int) -> int | None:
+    """The least ``y <= x`` with ``C(x, k-1) + C(y, k-1) > threshold`` (None: no such ``y``)."""
+    y = bisect.bisect_right(row, threshold - row[x], 0, x + 1)
+    return y if y <= x else None
+
+
+def _pair_ladder(table: np.ndarray, top: int, x: int, y: int, t: np.ndarray) -> np.ndarray:
+    """Lemma 5.3 for a pair with ``d'_i = x >= d'_j = y``, in float64: ``x`` fills up to ``N - 2``
+    in ``B_x = N-2-x`` steps, then ``y``, then both are full."""
+    bx, by = top - x, top - y
+    first = table[np.minimum(x + t, top)] + table[y]
+    second = table[top] + table[np.clip(y + t - bx, 0, top)]
+    return np.where(t <= bx, first, np.where(t <= bx + by, second, 2 * table[top]))
+
+
+def _round_down(v: float) -> int:
+    """An integer at most the float ``v`` and at most the exact value it rounds (float64 sums of
+    two binomials are exact below ``2^40``)."""
+    if v < _EXACT_FLOAT:
+        return int(v)
+    return int(math.floor(v * (1 - 2.0**-50)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _ktriangle_bounds(k: int, n: int, c: int) -> tuple[Widths, Widths]:
+    """Lower and upper ladders of every graph whose k-triangle ``c_k`` is ``c`` [ktriangle]."""
+    gs = global_sensitivity("ktriangle", k, n)
+    f = list(steps_sum(k, n))
+    top = len(f) - 1  # F(top) >= GS: the upper ladder is GS from t = top - c on
+    c = min(c, top)
+    upper = f[c:top]
+    while f[-1] < f[c] + gs:  # far enough for both lower ladders to reach GS
+        a = len(f) - 1
+        f.append(f[-1] + 3 * binom(a, k - 1) + a * binom(a, k - 2))
+
+    def ladder(head: int, a: int) -> list[int]:  # min(head + F(a + t) - F(a), GS), t = 0 .. until GS
+        return [min(head + f[a + t] - f[a], gs) for t in range(len(f) - a)]
+
+    lower = ladder(binom(c, k), c)  # a >= c
+    if c >= 1:  # a < c: LS > F(c - 1) and a >= a_lo
+        a_lo = 0
+        while binom(a_lo, k) + 2 * a_lo * binom(a_lo, k - 1) <= f[c - 1] and a_lo < c:
+            a_lo += 1
+        other = ladder(f[c - 1] + 1, a_lo)
+        lower = [min(x, y) for x, y in itertools.zip_longest(lower, other, fillvalue=gs)]
+    return _until_limit(lower, gs, convergence_cap(n)), (upper, gs)
+
+
+def _until_limit(values: list[int], limit: int, cap: int) -> tuple[list[int], int]:
+    """The widths ``values[t]`` (non-decreasing) until the first that reaches ``limit`` (at
+    most ``cap`` of them: the public convergence step), and ``limit``, the width from there on."""
+    return values[: bisect.bisect_left(values, limit, 0, min(cap, len(values)))], limit
