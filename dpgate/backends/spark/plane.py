@@ -1,4 +1,4 @@
-"""Apache Spark as the data plane of a protected table (counting queries).
+"""Apache Spark as the data plane of a protected table (counting queries; top-k in ``topk``).
 
 A table declared with a Spark source (``Owner.protect(t, unit=..., spark="db.table")`` or
 ``spark="parquet:/path"``) keeps its rows in Spark. The DuckDB file holds an empty table of the
