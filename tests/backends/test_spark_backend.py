@@ -379,7 +379,7 @@ def test_topk_statements_see_charged_rows_only(spark, spark_db):
         "CASE WHEN t.pid = 5 THEN 'x' ELSE '1' END", read="spark")]), expression=exp.Literal.number(1))
     with dpgate.connect(str(spark_db), analyst="alice", spark=spark) as con:
         sql = "SELECT kind, COUNT(*) AS n FROM t WHERE income >= 0 GROUP BY kind ORDER BY n DESC LIMIT 1"
-        gw, plan, plane = _plan_and_plane(con, sql)
+        _, plan, plane = _plan_and_plane(con, sql)
         assert plan.key_selection is not None
         source = plan.source.copy()
         source.set("where", exp.Where(this=fails_on_5.copy()))
@@ -400,7 +400,7 @@ def test_topk_statements_see_charged_rows_only(spark, spark_db):
             plane.spark.conf.set("spark.sql.ansi.enabled", "true")
             try:
                 others = [u for u in range(3000) if u != 5]
-                rows, (item, length, n), sampled = run_all(others)
+                rows, (_, _, n), sampled = run_all(others)
                 assert sum(r[1] for r in rows) == len(others) == n.sum() == sum(sampled.values())
                 with pytest.raises(Exception, match="CAST_INVALID_INPUT"):
                     run_all([5, 6])

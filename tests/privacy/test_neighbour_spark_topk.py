@@ -10,11 +10,11 @@ new subject with extreme rows added) differ by at most the declared sensitivitie
 
 from __future__ import annotations
 
+import harness
 import pytest
+from conftest import duckdb_and_spark
 
 import dpgate
-import harness
-from conftest import duckdb_and_spark
 
 ROWS = """
 CREATE TABLE t AS SELECT

@@ -39,8 +39,8 @@ from sqlglot import exp
 
 from dpgate import errors
 from dpgate.backends import bounded
-from dpgate.backends.spark.source import _first_line
 from dpgate.backends.spark.plane import GUARD, _position, _source_parts, charged_rows, refuse_variables
+from dpgate.backends.spark.source import _first_line
 from dpgate.backends.spark.translate import _unsupported
 from dpgate.mechanisms import pairs as pairs_mod
 from dpgate.plans import TopKPlan
@@ -213,7 +213,7 @@ class SparkTopK:
         refuse_variables(sql)
         try:
             return self.plane.spark.sql(sql)
-        except Exception as e:  # noqa: BLE001 - pyspark's AnalysisException and friends
+        except Exception as e:  # pyspark's AnalysisException and friends
             if self.charged is not None:
                 raise
             raise errors.ProgrammingError(
