@@ -36,11 +36,11 @@ from dpgate.catalog.tables import ProtectedTable
 SPARK_OPTION = "spark"
 
 #: Query classes each data plane serves; the others are refused for its tables before the debit.
-SERVED = {"spark": ("count",)}
+SERVED = {"spark": ("count", "top_k")}
 
 
 class DataPlane(Protocol):
-    """What the counting class asks of the engine that holds a table's rows.
+    """What the query classes ask of the engine that holds a table's rows.
 
     ``con`` is always the statement's connection to the database file, which holds the ledger's
     charged (unit, part) relation ``charged`` (and ``probe``, an empty one of the same columns,
@@ -63,6 +63,16 @@ class DataPlane(Protocol):
     def interrupt(self) -> bool:
         """Stop the engine work running now; the gateway calls it before the debit only (DuckDB's
         own work stops with the connection's interrupt)."""
+
+    # A plane that serves the top-k class (``SERVED``) also has:
+
+    def check_top_k(self, plan: Any) -> None:
+        """Refuse (free) a top-k plan the engine could not run, before the debit."""
+
+    def top_k(self, con: Any, plan: Any, charged: str) -> Any:
+        """A context manager giving the top-k plan's exact statistics over the charged subjects:
+        ``key_subjects(salt)`` (DP key selection's per-key subject counts, keys as text) and
+        ``pairs(labels)`` (a ``mechanisms.pairs.PairStatistics``)."""
 
 
 @dataclass(frozen=True)
@@ -120,10 +130,10 @@ def require_served(query_class: str, tables: tuple[ProtectedTable, ...], what: s
             continue
         if query_class not in SERVED[engine]:
             raise errors.UnsupportedQueryError(
-                f"{t.name} lives in Spark, and the Spark backend serves counting queries only, not {what}",
+                f"{t.name} lives in Spark, and the Spark backend serves counting and top-k queries only, not {what}",
                 code="DP260",
-                hint="ask COUNT / SUM / AVG / VARIANCE / STDDEV / MEDIAN with WHERE and GROUP BY over "
-                f"{t.name}; nothing was charged",
+                hint="ask COUNT / SUM / AVG / VARIANCE / STDDEV / MEDIAN with WHERE and GROUP BY, or the top k "
+                f"(GROUP BY ... ORDER BY COUNT(*) DESC LIMIT k), over {t.name}; nothing was charged",
             )
 
 

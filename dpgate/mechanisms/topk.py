@@ -62,9 +62,9 @@ quality ``q(l) = -(|#{records of length <= l} - γ n| + l / ε_f)``, ``γ = ε_f
 ``ε_f`` the frequency share (``truncation_level``: a public function of ε). Adding a record moves the count by 0 or 1 and ``γ n`` by ``γ``, so
 ``q`` has sensitivity ``max(γ, 1 - γ) <= 1`` [sens-trunc-q]. ``noisy_counts`` keeps at most
 ``m`` of the requested items per subject (a keyed random sample), so its vector has L1
-sensitivity ``min(#items, m)`` [sens-counts]. The SQL is in ``_stats_from_sql`` and
-``noisy_counts``. Both require the caller's pairs query to be DISTINCT on
-``(__unit, __item)``; neither re-checks it.
+sensitivity ``min(#items, m)`` [sens-counts]. The engine computes both statistics
+(``dpgate.mechanisms.pairs``: DuckDB's SQL there, Spark's in ``dpgate.backends.spark.topk``);
+each requires the pairs relation to be DISTINCT on ``(__unit, __item)`` and does not re-check it.
 
 **Accuracy:** selection returns identifiers, so there are no error bars. Per step:
 
@@ -152,7 +152,7 @@ import duckdb
 import numpy as np
 
 from dpgate import errors, noise
-from dpgate.mechanisms import exponential
+from dpgate.mechanisms import exponential, pairs
 
 METHODS = ("tps_pfm", "tps_em", "em", "laplace", "oneshot")
 #: The default: ``default_method`` picks one of ``METHODS`` from public facts.
@@ -294,35 +294,21 @@ class _Stats:
         return out
 
 
-def _stats_from_sql(
-    con: duckdb.DuckDBPyConnection, pairs_sql: str, params: dict | None, n_items: int, lengths: bool
-) -> _Stats:
-    """One DuckDB query: per-item frequencies, and with ``lengths`` the (item, length) table.
-
-    ``TRY_CAST`` keeps every runtime error independent of the rows: an item that is not an
-    integer is dropped like one outside the universe.
-    """
-    pairs = (
-        f"SELECT * FROM (SELECT __unit, TRY_CAST(__item AS BIGINT) AS __item FROM ({pairs_sql})) "
-        f"WHERE __unit IS NOT NULL AND __item >= 0 AND __item < {int(n_items)}"
-    )
-    if lengths:
-        sql = (
-            f"WITH __p AS ({pairs}), "
-            f"__l AS (SELECT __unit, CAST(count(*) AS INTEGER) AS __len FROM __p GROUP BY __unit) "
-            f"SELECT __p.__item AS item, __l.__len AS len, count(*) AS n "
-            f"FROM __p JOIN __l ON __p.__unit = __l.__unit GROUP BY ALL"
-        )
-    else:
-        sql = f"SELECT __item AS item, count(*) AS n FROM ({pairs}) GROUP BY ALL"
-    res = con.execute(sql, params or {}).fetchnumpy()
-    item = np.asarray(res["item"], dtype=np.int64)
-    n = np.asarray(res["n"], dtype=np.int64)
+def _stats_from(source: pairs.PairStatistics, n_items: int, lengths: bool) -> _Stats:
+    """Per-item frequencies, and with ``lengths`` the (item, length) table, from the engine [sens-freq]."""
+    item, length, n = source.frequencies(int(n_items), lengths)
     counts = np.zeros(n_items, dtype=np.int64)
     np.add.at(counts, item, n)  # [sens-freq] one per distinct (unit, item) row
     if not lengths:
         return _Stats(n_items, counts)
-    return _Stats(n_items, counts, item, np.asarray(res["len"], dtype=np.int64), n)
+    return _Stats(n_items, counts, item, length, n)
+
+
+def _stats_from_sql(
+    con: duckdb.DuckDBPyConnection, pairs_sql: str, params: dict | None, n_items: int, lengths: bool
+) -> _Stats:
+    """``_stats_from`` a DuckDB pairs query (``pairs.SQLPairs``)."""
+    return _stats_from(pairs.SQLPairs(con, pairs_sql, params), n_items, lengths)
 
 
 def _stats_from_records(records, n_items: int) -> _Stats:
@@ -674,14 +660,22 @@ def top_k(
     >>> r.items, r.shares
     ((0,), {'selection': 1.0})
     """
-    return _top_k_sql(con, pairs_sql, params, n_items, k, epsilon, method, rng)[0]
+    return select_top_k(pairs.SQLPairs(con, pairs_sql, params), n_items, k, epsilon, method, rng=rng)
 
 
-def _top_k_sql(con, pairs_sql, params, n_items, k, epsilon, method, rng) -> tuple[TopKRelease, _Stats]:
-    """``top_k``, also returning the exact statistics (for ``top_k_with_counts``; never released)."""
+def select_top_k(
+    source: pairs.PairStatistics, n_items: int, k: int, epsilon: float, method: str = DEFAULT_METHOD, *,
+    rng: np.random.Generator,
+) -> TopKRelease:
+    """``top_k`` over the exact statistics of any engine's pairs relation (``pairs.PairStatistics``)."""
+    return _top_k_stats(source, n_items, k, epsilon, method, rng)[0]
+
+
+def _top_k_stats(source, n_items, k, epsilon, method, rng) -> tuple[TopKRelease, _Stats]:
+    """``select_top_k``, also returning the exact statistics (for the counts; never released)."""
     method = resolve_method(method, n_items, k, epsilon)
     _validate(n_items, k, epsilon, method)
-    stats = _stats_from_sql(con, pairs_sql, params, int(n_items), method in _LENGTH_METHODS)
+    stats = _stats_from(source, int(n_items), method in _LENGTH_METHODS)
     return _select(stats, int(k), float(epsilon), method, rng)[0], stats
 
 
@@ -704,12 +698,20 @@ def top_k_with_counts(
     (``max_items_per_subject >= k``) they come from the frequencies the selection's query
     already computed, without a second pass: the same exact values, fresh noise [counts].
     """
-    release, stats = _top_k_sql(con, pairs_sql, params, n_items, k, epsilon, method, rng)
+    source = pairs.SQLPairs(con, pairs_sql, params)
+    return select_top_k_with_counts(source, n_items, k, epsilon, epsilon_counts, method, rng=rng,
+                                    max_items_per_subject=max_items_per_subject)  # fmt: skip
+
+
+def select_top_k_with_counts(
+    source: pairs.PairStatistics, n_items: int, k: int, epsilon: float, epsilon_counts: float,
+    method: str = DEFAULT_METHOD, *, rng: np.random.Generator, max_items_per_subject: int,
+) -> tuple[TopKRelease, list[int]]:
+    """``top_k_with_counts`` over any engine's pairs relation (``pairs.PairStatistics``)."""
+    release, stats = _top_k_stats(source, n_items, k, epsilon, method, rng)
     items = list(release.items)
     if int(max_items_per_subject) < len(items):
-        return release, noisy_counts(
-            con, pairs_sql, params, items, epsilon_counts, rng=rng, max_items_per_subject=max_items_per_subject
-        )
+        return release, counts_of(source, items, epsilon_counts, rng=rng, max_items_per_subject=max_items_per_subject)
     if not (math.isfinite(epsilon_counts) and epsilon_counts > 10 * _MIN_DRAW_EPSILON):
         raise ValueError(f"epsilon_counts must be positive and finite, got {epsilon_counts!r}")
     z = noise.discrete_laplace(epsilon_counts, len(items), len(items), rng)  # [counts] sensitivity min(k, m) = k
@@ -754,6 +756,15 @@ def noisy_counts(
     last with a XOR, which leaves the order of a subject's items far from uniform.) The noise
     is discrete Laplace with sensitivity ``min(len(items), max_items_per_subject)`` [counts].
     """
+    return counts_of(pairs.SQLPairs(con, pairs_sql, params), items, epsilon, rng=rng,
+                     max_items_per_subject=max_items_per_subject)  # fmt: skip
+
+
+def counts_of(
+    source: pairs.PairStatistics, items: Sequence[int], epsilon: float, *, rng: np.random.Generator,
+    max_items_per_subject: int,
+) -> list[int]:
+    """``noisy_counts`` over any engine's pairs relation (``pairs.PairStatistics``)."""
     item_list = [int(i) for i in items]
     if not item_list:
         raise ValueError("noisy_counts needs at least one item")
@@ -766,19 +777,7 @@ def noisy_counts(
         raise ValueError(f"epsilon must be positive and finite, got {epsilon!r}")
     sensitivity = min(len(item_list), m)
     salt = int(rng.integers(0, 2**62))
-    in_list = ", ".join(str(i) for i in sorted(item_list))
-    pairs = (
-        f"SELECT * FROM (SELECT __unit, TRY_CAST(__item AS BIGINT) AS __item FROM ({pairs_sql})) "
-        f"WHERE __unit IS NOT NULL AND __item IN ({in_list})"
-    )
-    if m < len(item_list):
-        rank = f"hash(xor(hash(__unit, __item), {salt}::UBIGINT))"
-        pairs = (  # [sens-counts]
-            f"SELECT __unit, __item FROM ({pairs}) "
-            f"QUALIFY row_number() OVER (PARTITION BY __unit ORDER BY {rank}, __item) <= {m}"
-        )
-    res = con.execute(f"SELECT __item AS item, count(*) AS n FROM ({pairs}) GROUP BY ALL", params or {}).fetchnumpy()
-    exact = dict(zip((int(i) for i in res["item"]), (int(v) for v in res["n"])))
+    exact = source.sampled_frequencies(item_list, m, salt)  # [sens-counts]
     z = noise.discrete_laplace(epsilon, sensitivity, len(item_list), rng)  # [counts]
     return [exact.get(i, 0) + int(zi) for i, zi in zip(item_list, z)]
 

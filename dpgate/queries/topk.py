@@ -33,7 +33,7 @@ import duckdb
 import numpy as np
 from sqlglot import exp
 
-from dpgate import database, errors, noise
+from dpgate import backends, database, errors, noise
 from dpgate.backends.charged import bind, restrict_to_charged
 from dpgate.catalog.tables import is_numeric_type
 from dpgate.frontend.classify import TOPK_COLUMNS_FUNCTION, Classified, function_name
@@ -42,6 +42,7 @@ from dpgate.mechanisms import pdp
 from dpgate.mechanisms import topk as topk_mech
 from dpgate.mechanisms.base import COUNT_ROWS, COUNT_SUBJECTS, Component, NoisyColumn, metered, spend
 from dpgate.mechanisms.keyselection import KeySelector
+from dpgate.mechanisms.pairs import SQLPairs
 from dpgate.plans import KeySpec, SubjectCharge, TopKPlan
 from dpgate.queries.analysis import Analysis, Syntax, analyse, key_selection_threshold
 from dpgate.queries.base import Context, QueryClass, Run, _subject_rows, personalization_notes
@@ -161,21 +162,59 @@ def bind_check(con: duckdb.DuckDBPyConnection, plan: TopKPlan, charged: str) -> 
 
 
 # -- the run -------------------------------------------------------------------------------------
+class _InFile:
+    """The exact statistics of a top-k plan in the database file (the SQL above); the Spark plane's
+    ``top_k`` offers the same (``backends.DataPlane``)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, plan: TopKPlan, charged: str):
+        self.con, self.plan, self.charged = con, plan, charged
+
+    def __enter__(self) -> _InFile:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def key_subjects(self, salt: int) -> list[tuple]:
+        return self.con.execute(_key_subjects_sql(self.plan, self.charged, salt)).fetchall()
+
+    def pairs(self, labels: list[tuple] | None = None) -> SQLPairs:
+        plan, params = self.plan, {}
+        if plan.columns:
+            return SQLPairs(self.con, _pairs_from_columns(plan, self.charged))
+        if plan.key_selection is None:
+            return SQLPairs(self.con, _pairs_from_domains(plan, self.charged, params), params)
+        return SQLPairs(self.con, _pairs_from_keys(plan, self.charged, params, labels or []), params)
+
+
+def _exact(con: duckdb.DuckDBPyConnection, plan: TopKPlan, charged: str):
+    """Where the plan's rows are: the database file, or the data plane of their engine."""
+    engine = backends.engine_of(plan.table)
+    if engine == "duckdb":
+        return _InFile(con, plan, charged)
+    return backends.plane(engine).top_k(con, plan, charged)
+
+
 def answer(
     con: duckdb.DuckDBPyConnection, plan: TopKPlan, charged: str, subjects: pdp.SubjectPlan | None, *, rng
 ) -> Answer:
     """Select, count (if shown) and post-process; the debit has been made."""
+    with _exact(con, plan, charged) as exact:
+        return _answer(con, plan, exact, subjects, rng=rng)
+
+
+def _answer(con: duckdb.DuckDBPyConnection, plan: TopKPlan, exact, subjects: pdp.SubjectPlan | None, *, rng
+) -> Answer:  # fmt: skip
     factor = _run_factor(plan, subjects)
-    params: dict[str, Any] = {}
     notes: list[str] = []
     if plan.columns:
-        pairs, n_items = _pairs_from_columns(plan, charged), len(plan.columns)
+        n_items = len(plan.columns)
         labels: list[Any] = list(plan.columns)
     elif plan.key_selection is None:
-        pairs, n_items = _pairs_from_domains(plan, charged, params), plan.n_items
+        n_items = plan.n_items
         labels = list(itertools.product(*[k.domain for k in plan.keys]))
     else:
-        labels = _select_keys(con, plan, charged, factor, rng)
+        labels = _select_keys(exact, plan, factor, rng)
         notes.append(f"DP key selection released {len(labels)} key(s) to rank")
         if not labels:
             # Charged and not run (the mechanism's rule for a share it turns out not to need):
@@ -190,18 +229,19 @@ def answer(
             labels = [labels[i] for i in keep.tolist()]
             notes.append(f"{most:,} of them, drawn at random, were ranked: a selection by {plan.method} takes at "
                          f"most {most:,} items at LIMIT {plan.k}")  # fmt: skip
-        pairs, n_items = _pairs_from_keys(plan, charged, params, labels), len(labels)
+        n_items = len(labels)
+    pairs = exact.pairs(labels if plan.key_selection is not None else None)
     k = min(plan.k, n_items)
     if k < plan.k:
         notes.append(f"only {k} item(s) to choose from: fewer than LIMIT + OFFSET = {plan.k}")
     count_eps = plan.counts.epsilon * factor if plan.counts is not None else 0.0
     try:
         if plan.counts is None:
-            chosen = topk_mech.top_k(con, pairs, params, n_items, k, plan.selection_epsilon * factor, plan.method, rng=rng)
+            chosen = topk_mech.select_top_k(pairs, n_items, k, plan.selection_epsilon * factor, plan.method, rng=rng)
             exact_noisy = None
         else:
-            chosen, exact_noisy = topk_mech.top_k_with_counts(
-                con, pairs, params, n_items, k, plan.selection_epsilon * factor, count_eps,
+            chosen, exact_noisy = topk_mech.select_top_k_with_counts(
+                pairs, n_items, k, plan.selection_epsilon * factor, count_eps,
                 plan.method, rng=rng, max_items_per_subject=plan.max_groups,
             )  # fmt: skip
             spend(count_eps, what="top-k counts")
@@ -245,11 +285,10 @@ def answer(
     return Answer(names, types, rows, intervals, columns, notes)
 
 
-def _select_keys(con, plan: TopKPlan, charged: str, factor: float, rng) -> list[tuple]:
+def _select_keys(exact, plan: TopKPlan, factor: float, rng) -> list[tuple]:
     """DP key selection over per-key subject counts; the released keys, in a data-independent order."""
-    
     salt = int(rng.integers(0, 2**62))
-    rows = con.execute(_key_subjects_sql(plan, charged, salt)).fetchall()
+    rows = exact.key_subjects(salt)
     nk = len(plan.keys)
     ks = plan.key_selection
     selection = key_selection_threshold(ks.epsilon * factor, ks.delta, ks.sensitivity)
@@ -375,7 +414,10 @@ class TopKQuery(QueryClass):
                          "'threshold'; nothing was charged")  # fmt: skip
 
     def bind_check(self, con: duckdb.DuckDBPyConnection, plan: TopKPlan, probe: str) -> None:
-        bind_check(con, plan, probe)
+        bind_check(con, plan, probe)  # a Spark table's stub binds too
+        engine = backends.engine_of(plan.table)
+        if engine != "duckdb":  # the rows live elsewhere: that engine must run every statement too
+            backends.plane(engine).check_top_k(plan)
 
     def answer(self, run: Run) -> Answer:
         with metered() as spent:

@@ -17,7 +17,7 @@ a FIXED salt so that the keyed per-subject row sample is drawn identically on D 
   bound = the component's sensitivity; DP key selection adds the per-key subject counts
   (L1 <= ``key_selection.sensitivity``, L∞ <= 1);
 - top-k: per-item subject frequencies from the class's own pairs SQL through the
-  mechanism's own ``_stats_from_sql`` (L∞ <= 1, the monotone "1 per item" of EXPLAIN), the
+  mechanism's own ``_stats_from`` (L∞ <= 1, the monotone "1 per item" of EXPLAIN), the
   exact counts of the shown ``count`` column (L1 <= ``counts.sensitivity`` over the selected
   items), for the TPS / ``laplace`` methods the truncated frequencies (L1 <= θ·2^GRID_BITS)
   and the truncation quality (L∞ <= 1), and for key selection the per-key subject counts;
@@ -275,16 +275,20 @@ class _FixedSalt:
 
 
 def _topk(con, plan: TopKPlan, charged: str, salt: int, hints: dict[str, Any]) -> Exact:
-    params: dict[str, Any] = {}
+    # The query class's own statements, on the engine that holds the rows (a Spark table's on Spark).
+    with topk_mod._exact(con, plan, charged) as exact:
+        return _topk_stats(exact, plan, salt, hints)
+
+
+def _topk_stats(exact, plan: TopKPlan, salt: int, hints: dict[str, Any]) -> Exact:
     stats: dict[str, Statistic] = {}
     if plan.columns:
-        pairs, labels = topk_mod._pairs_from_columns(plan, charged), list(plan.columns)
+        labels = list(plan.columns)
     elif plan.key_selection is None:
-        pairs = topk_mod._pairs_from_domains(plan, charged, params)
         labels = list(itertools.product(*[k.domain for k in plan.keys]))
     else:
         nk = len(plan.keys)
-        rows = con.execute(topk_mod._key_subjects_sql(plan, charged, salt)).fetchall()
+        rows = exact.key_subjects(salt)
         stats["key selection subjects"] = Statistic(
             "key selection subjects", {_key(tuple(r[:nk])): int(r[nk]) for r in rows},
             l1=plan.key_selection.sensitivity, linf=1,
@@ -293,12 +297,12 @@ def _topk(con, plan: TopKPlan, charged: str, salt: int, hints: dict[str, Any]) -
         labels = hints.get("labels") or sorted({tuple(r[:nk]) for r in rows}, key=repr)
         if not labels:
             return Exact("top_k", plan, stats, {"labels": labels})
-        pairs = topk_mod._pairs_from_keys(plan, charged, params, labels)
+    pairs = exact.pairs(labels if plan.key_selection is not None else None)
     n_items = len(labels)
     cells = [_key(lab if isinstance(lab, tuple) else (lab,)) for lab in labels]
     public = plan.key_selection is None
     lengths = plan.method in topk_mech._LENGTH_METHODS
-    st = topk_mech._stats_from_sql(con, pairs, params, n_items, lengths)
+    st = topk_mech._stats_from(pairs, n_items, lengths)
     freq = {c: int(v) for c, v in zip(cells, st.counts)}
     stats["frequency"] = Statistic("frequency", freq, linf=1, fixed_keys=public)
     if lengths:
@@ -320,8 +324,8 @@ def _topk(con, plan: TopKPlan, charged: str, salt: int, hints: dict[str, Any]) -
             selected = [int(i) for i in np.argsort(-np.asarray(st.counts), kind="stable")[:k]]
         if plan.max_groups < len(selected):
             with _no_noise():
-                vals = topk_mech.noisy_counts(con, pairs, params, selected, 1.0, rng=_FixedSalt(salt),
-                                              max_items_per_subject=plan.max_groups)  # fmt: skip
+                vals = topk_mech.counts_of(pairs, selected, 1.0, rng=_FixedSalt(salt),
+                                           max_items_per_subject=plan.max_groups)  # fmt: skip
         else:
             vals = [int(st.counts[i]) for i in selected]
         stats["counts of the selected items"] = Statistic(

@@ -1,4 +1,4 @@
-"""Apache Spark as the data plane of a protected table (counting queries).
+"""Apache Spark as the data plane of a protected table (counting queries; top-k in ``topk``).
 
 A table declared with a Spark source (``Owner.protect(t, unit=..., spark="db.table")`` or
 ``spark="parquet:/path"``) keeps its rows in Spark. The DuckDB file holds an empty table of the
@@ -74,7 +74,7 @@ from dpgate.backends.spark.translate import (
 )
 from dpgate.catalog.tables import ProtectedTable
 from dpgate.mechanisms.base import AVG, QUANTILE, SUM, VARIANCE_KINDS, ExactAnswer
-from dpgate.plans import CountPlan
+from dpgate.plans import CountPlan, TopKPlan
 
 _ids = itertools.count(1)
 
@@ -134,11 +134,11 @@ def check_plan(plan: CountPlan) -> None:
             )
 
 
-def _column_types(plan: CountPlan) -> dict[str, str]:
+def _column_types(plan: CountPlan | TopKPlan) -> dict[str, str]:
     return {c.name: c.type for c in plan.table.columns.values()}
 
 
-def _source_parts(plan: CountPlan) -> tuple[list[tuple[str, str]], str | None]:
+def _source_parts(plan: CountPlan | TopKPlan) -> tuple[list[tuple[str, str]], str | None]:
     """(alias, Spark SQL) of each column of ``plan.source`` and its WHERE, analyst parts rewritten."""
     types = _column_types(plan)
     dates = frozenset(name for name, t in types.items() if t.upper() == "DATE")
@@ -155,6 +155,37 @@ def _source_parts(plan: CountPlan) -> tuple[list[tuple[str, str]], str | None]:
             "times for Spark); nothing was charged",
         )  # fmt: skip
     return cols, where_sql
+
+
+#: Every analyst expression is evaluated under this guard: a data column of the join's other side [charged-only].
+GUARD = "__c.__seen IS NOT NULL"
+
+
+def charged_rows(plan: CountPlan | TopKPlan, view: str, units: str, extra: str = "") -> str:
+    """The Spark SQL of ``plan.source``'s rows (``__unit`` and the source's other columns) of the charged
+    subjects only: ``view`` (the source rows) joined with ``units`` (the charged units, ``__c``), every
+    analyst expression guarded [charged-only]. ``extra``: more columns of dpgate's own, which may use
+    the guard and the source's columns."""
+    cols, where = _source_parts(plan)
+    table = plan.source.args["from_"].this
+    alias = exp.to_identifier(table.alias_or_name, quoted=True).sql("spark")  # the analyst's alias, if any
+    select = ", ".join(
+        f"{sql} AS {name}" if name == "__unit" else f"CASE WHEN {GUARD} THEN {sql} END AS {name}" for name, sql in cols
+    )
+    unit_sql = dict(cols)["__unit"]
+    src = f"SELECT {select}{extra} FROM {view} AS {alias} JOIN {units} AS __c ON {unit_sql} = __c.unit"
+    return src + (f" WHERE CASE WHEN {GUARD} THEN ({where}) ELSE false END" if where else "")
+
+
+def refuse_variables(sql: str) -> None:
+    """Refuse a statement with ``${`` in it, before the debit (the bind check builds the same text).
+
+    Spark substitutes ${env:X}, ${system:X}, ${spark.x} in the whole text, string literals
+    included: '${env:HOME}' = '/root' held on Spark, and its analysis errors printed the values.
+    """
+    if "${" in sql:
+        raise _unsupported("A '${' in the statement (Spark would substitute a variable of its configuration there)")
+    sqlglot.parse_one(sql, read="spark")  # dpgate's own SQL must parse as Spark SQL (a bug check)
 
 
 def statement(plan: CountPlan, view: str, units: str, charged: str, salt: int, n_parts: int,
@@ -175,22 +206,8 @@ def statement(plan: CountPlan, view: str, units: str, charged: str, salt: int, n
                 code="DP261", hint="simplify the expressions; nothing was charged",
             )  # fmt: skip
     else:
-        src = _single_table(plan, view, units)
+        src = charged_rows(plan, view, units)
     return _bounded(plan, src, charged, salt, n_parts)
-
-
-def _single_table(plan: CountPlan, view: str, units: str) -> str:
-    """One table's source rows, joined with the charged units, every analyst expression guarded."""
-    cols, where = _source_parts(plan)
-    table = plan.source.args["from_"].this
-    alias = exp.to_identifier(table.alias_or_name, quoted=True).sql("spark")  # the analyst's alias, if any
-    guard = "__c.__seen IS NOT NULL"  # a data column of the join's other side [charged-only]
-    select = ", ".join(
-        f"{sql} AS {name}" if name == "__unit" else f"CASE WHEN {guard} THEN {sql} END AS {name}" for name, sql in cols
-    )
-    unit_sql = dict(cols)["__unit"]
-    src = f"SELECT {select} FROM {view} AS {alias} JOIN {units} AS __c ON {unit_sql} = __c.unit"
-    return src + (f" WHERE CASE WHEN {guard} THEN ({where}) ELSE false END" if where else "")
 
 
 def _bounded(plan: CountPlan, src: str, charged: str, salt: int, n_parts: int) -> str:
@@ -204,12 +221,7 @@ def _bounded(plan: CountPlan, src: str, charged: str, salt: int, n_parts: int) -
     # Every row is ranked (no split into subjects within and over their bounds, which on DuckDB
     # saves work the table's facts show unneeded); the ranking drops rows outside the domains first.
     out = skeleton.aggregate(skeleton.sampled(rows), filtered=True, key_text=plan.key_selection is not None)
-    if "${" in out:
-        # Spark substitutes ${env:X}, ${system:X}, ${spark.x} in the whole text, string literals
-        # included: '${env:HOME}' = '/root' held on Spark, and its analysis errors printed the values.
-        # Refused before the debit (the bind check builds the same text).
-        raise _unsupported("A '${' in the statement (Spark would substitute a variable of its configuration there)")
-    sqlglot.parse_one(out, read="spark")  # dpgate's own SQL must parse as Spark SQL (a bug check)
+    refuse_variables(out)
     return out
 
 
@@ -370,6 +382,22 @@ class SparkPlane:
         rows = self.bounded_rows(plan, bounded.read_charged(con, charged, n_parts), salt, n_parts)
         positioned = [k.domain is not None for k in plan.keys]
         return bounded.answer(plan, rows, positioned, bounded.labels(plan), 0, None, n_parts)
+
+    def check_top_k(self, plan: TopKPlan) -> None:
+        """Refuse (free) a top-k plan Spark could not run: analyse each of its statements against an
+        empty charged set, before the debit (``dpgate.backends.spark.topk``)."""
+        from dpgate.backends.spark import topk
+
+        topk.check_plan(plan)
+        with topk.SparkTopK(self, plan, None) as statements:
+            statements.check()
+
+    def top_k(self, con: Any, plan: TopKPlan, charged: str) -> Any:
+        """The exact statistics of a top-k plan over the subjects in ``charged`` (the ledger's relation
+        in the database file, read here and sent to Spark): a context manager, a ``SparkTopK``."""
+        from dpgate.backends.spark import topk
+
+        return topk.SparkTopK(self, plan, bounded.read_charged(con, charged, 1))
 
     def bounded_rows(self, plan: CountPlan, charged: Charged, salt: int, n_parts: int) -> list[tuple]:
         """Run the statement on the charged subjects (an Arrow table of unit, part).
