@@ -5,6 +5,10 @@ aggregates it, and only per-item counts (and per (item, record length) counts) c
 mechanism asks for these through ``PairStatistics``; this module implements it for DuckDB
 (``SQLPairs``), ``dpgate.backends.spark.topk`` for Spark. No noise is drawn here.
 
+**Guarantee:** none of its own — it releases nothing and draws no noise; the top-k mechanism's
+guarantee rests on the sensitivities below, under its neighbouring relation (one subject's rows
+added or removed).
+
 **Sensitivity** (the mechanism's proof uses these; an implementation must keep them):
 
 - ``frequencies``: each distinct (unit, item) row counts once, so adding or removing one subject
