@@ -8,7 +8,8 @@ Data: one Parquet file per size, 10 rows per subject, a 10-value department (dec
 100-value city and an income (declared bounds). The DuckDB database loads the same file into a
 table; the Spark twin protects the Parquet path. Two policies: ``max_rows = 10`` (no subject
 exceeds its bound) and ``max_rows = 2`` (every subject is sampled down); ``max_groups = 1`` (each
-subject counts for one item of a top-k). Queries: COUNT and AVG per department, a top-10 of cities
+subject counts for one item of a top-k). Queries: COUNT and AVG per department, the mean of each subject's row count (the per-subject
+subquery), a top-10 of cities
 (DP key selection, one-shot) and a top-3 of departments with counts (declared domain, TPS with PFM:
 record lengths, and counts sampled to one item per subject). ``--only`` runs the queries whose
 names start with it. Reports the medians and the DP / raw ratio per engine.
@@ -32,6 +33,8 @@ QUERIES = {
     "COUNT GROUP BY": ("SELECT dept, COUNT(*) FROM events GROUP BY dept", "SELECT dept, count(*) FROM {t} GROUP BY dept"),
     "AVG GROUP BY": ("SELECT dept, AVG(income) FROM events GROUP BY dept",
                      "SELECT dept, avg(least(greatest(income, 0), 1000)) FROM {t} GROUP BY dept"),
+    "per-subject AVG": ("SELECT AVG(n) FROM (SELECT uid, COUNT(*) AS n FROM events GROUP BY uid) s",
+                        "SELECT avg(n) FROM (SELECT uid, least(count(*), 10) AS n FROM {t} GROUP BY uid)"),
     "top-10 cities": ("SELECT city, COUNT(*) AS n FROM events GROUP BY city ORDER BY n DESC LIMIT 10",
                       "SELECT city, count(*) AS n FROM {t} GROUP BY city ORDER BY n DESC LIMIT 10"),
     "top-3 depts, tps_pfm, counts": (
