@@ -7,11 +7,13 @@ import pytest
 
 import dpgate
 from dpgate import errors
+from dpgate.backends.spark import rows as spark_rows
+from dpgate.backends.spark.translate import MAX_SPARK_SQL
 from conftest import duckdb_and_spark
 
 #: t and v share one subject space under different unit names; a, b, c are other subject spaces.
 ROWS = """
-CREATE TABLE t AS SELECT i // 2 AS pid, CAST(i % 7 AS INTEGER) AS x FROM range(200) r(i);
+CREATE TABLE t AS SELECT i // 2 AS pid, CAST(i % 7 AS INTEGER) AS x, 'c' || (i % 5) AS city FROM range(200) r(i);
 CREATE TABLE v AS SELECT i // 3 AS person, CAST(i % 5 AS INTEGER) AS y FROM range(300) r(i);
 CREATE TABLE a AS SELECT i + 1000 AS pid FROM range(50) r(i);
 CREATE TABLE b AS SELECT i + 2000 AS pid FROM range(50) r(i);
@@ -43,3 +45,38 @@ def test_join_after_the_charged_sets_cache_filled(spark, twin):
         cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (max_rows_contributed = 6) COUNT(*) "
                     "FROM t JOIN v ON t.pid = v.person")  # fmt: skip
         assert cur.fetchall()
+
+
+def test_size_cap_of_a_join_is_decided_before_the_debit(spark, twin):
+    """The cap on a join's Spark SQL is decided on the text the check before the debit sees: the
+    salt (up to 19 digits where the check writes 0) and the views' names must not push a statement
+    over it after the debit, a refusal (DP261, "nothing was charged") after the ε was spent."""
+    lengths: list[int] = []
+    real = spark_rows.source
+
+    def measured(*args, **kwargs):
+        out = real(*args, **kwargs)
+        lengths.append(len(out))
+        return out
+
+    def sql(pad: int) -> str:  # 33 conditions, the last literal padded by ``pad`` characters
+        terms = [f"t.city <> '{'z' * 3000}'"] * 32 + [f"t.city <> '{'z' * pad}'"]
+        return ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (max_rows_contributed = 6) COUNT(*) "
+                f"FROM t JOIN v ON t.pid = v.person WHERE {' AND '.join(terms)}")  # fmt: skip
+
+    with pytest.MonkeyPatch.context() as mp, dpgate.connect(str(twin), analyst="alice", spark=spark,
+                                                            test_seed=1) as con:  # fmt: skip
+        mp.setattr(spark_rows, "source", measured)
+        cur = con.cursor()
+        cur.execute(sql(1)).fetchall()
+        checked = lengths[0]  # the check before the debit: salt 0
+        lengths.clear()
+        left = _remaining(con)
+        try:
+            cur.execute(sql(1 + MAX_SPARK_SQL - checked - 8)).fetchall()  # 8 characters under the cap when checked
+        except errors.Error as e:
+            assert _remaining(con) == left, f"{e.code} after the debit: {e.message}"
+
+
+def _remaining(con) -> float:
+    return [r for r in con.cursor().execute("SHOW BUDGET").fetchall() if r[0] == "analyst alice"][0][1]
