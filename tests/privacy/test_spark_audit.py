@@ -7,6 +7,7 @@ import pytest
 
 import dpgate
 from dpgate import errors
+from dpgate.backends.spark import plane as spark_plane
 from dpgate.backends.spark import rows as spark_rows
 from dpgate.backends.spark.translate import MAX_SPARK_SQL
 from conftest import duckdb_and_spark
@@ -80,3 +81,35 @@ def test_size_cap_of_a_join_is_decided_before_the_debit(spark, twin):
 
 def _remaining(con) -> float:
     return [r for r in con.cursor().execute("SHOW BUDGET").fetchall() if r[0] == "analyst alice"][0][1]
+
+
+BUDGETS = """
+CREATE TABLE p AS SELECT i // 2 AS pid, CAST(i % 7 AS INTEGER) AS x, (i // 2) % 3 * 2 + 0.3 AS eps FROM range(300) r(i)
+"""
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT COUNT(*), AVG(n) FROM (SELECT pid, COUNT(*) AS n FROM p GROUP BY pid) s",
+    "SELECT AVG(m) FROM (SELECT pid, MAX(x) AS m FROM p WHERE x > 1 GROUP BY pid) s WHERE m > 2",
+])  # fmt: skip
+def test_per_subject_under_personalized_budgets(spark, tmp_path_factory, sql):
+    """Subjects with three different budgets, asked at an ε above the smallest: the sample rule runs
+    the per-subject statement over several parts of subjects after the debit, where the check
+    before it wrote one part; the statement answers."""
+    spec = {"p": {"unit": "pid", "max_rows": 2, "budget_column": "eps", "bounds": {"x": (0, 10)}}}
+    twin = duckdb_and_spark(spark, tmp_path_factory.mktemp("budgets") / "b.duckdb", BUDGETS, spec, analysts=ANALYSTS)[1]
+    parts: list[int] = []
+    real = spark_plane.statement
+
+    def counted(*args, **kwargs):
+        parts.append(args[5])
+        return real(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp, dpgate.connect(str(twin), analyst="alice", spark=spark,
+                                                            test_seed=1) as con:  # fmt: skip
+        mp.setattr(spark_plane, "statement", counted)
+        cur = con.cursor()
+        cur.execute(f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, personalization = 'sample') "
+                    + sql.removeprefix("SELECT "))  # fmt: skip
+        assert cur.fetchall()
+    assert parts[0] == 1 and parts[-1] > 1, parts  # checked with one part, run with several
