@@ -34,7 +34,8 @@ ANALYSTS = {"alice": {"epsilon": 1e6, "delta": 1.0, "epsilon_per_query": 100.0, 
 
 @pytest.fixture(scope="module")
 def twin(spark, tmp_path_factory):
-    return duckdb_and_spark(spark, tmp_path_factory.mktemp("audit") / "audit.duckdb", ROWS, PROTECT, analysts=ANALYSTS)[1]
+    path = tmp_path_factory.mktemp("audit") / "audit.duckdb"
+    return duckdb_and_spark(spark, path, ROWS, PROTECT, analysts=ANALYSTS)[1]
 
 
 def test_join_after_the_charged_sets_cache_filled(spark, twin):
@@ -82,7 +83,7 @@ def test_size_cap_of_a_join_is_decided_before_the_debit(spark, twin):
 
 
 def _remaining(con) -> float:
-    return [r for r in con.cursor().execute("SHOW BUDGET").fetchall() if r[0] == "analyst alice"][0][1]
+    return next(r for r in con.cursor().execute("SHOW BUDGET").fetchall() if r[0] == "analyst alice")[1]
 
 
 BUDGETS = """
@@ -111,7 +112,7 @@ def test_per_subject_under_personalized_budgets(spark, tmp_path_factory, sql):
                                                             test_seed=1) as con:  # fmt: skip
         mp.setattr(spark_plane, "statement", counted)
         cur = con.cursor()
-        cur.execute(f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, personalization = 'sample') "
+        cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, personalization = 'sample') "
                     + sql.removeprefix("SELECT "))  # fmt: skip
         assert cur.fetchall()
     assert parts[0] == 1 and parts[-1] > 1, parts  # checked with one part, run with several
