@@ -184,3 +184,39 @@ def test_shapes_spark_does_not_write_are_refused_free(worlds, sql):
         with pytest.raises(errors.Error) as e:
             harness.plan_statement(gw, sql)
     assert e.value.code in ("DP261", "DP250", "DP251", "DP252"), e.value
+
+
+@pytest.mark.parametrize("sql", [JOINS[0], PER_SUBJECT[1]])
+def test_keys_inputs_and_outer_conditions_see_charged_rows_only(spark, worlds, sql):
+    """As above for the parts that test leaves alone: a join's GROUP BY key and aggregate input, and
+    the per-subject subquery's outer WHERE and COUNT input, each failing on subject 5's rows under
+    ANSI mode: clean when 5 is not charged, failing when it is [charged-only]."""
+    from dpgate.backends.spark import translate as spark_translate
+
+    _, twin = worlds["within"]
+    with harness.gateways(twin) as (gw,):
+        plan = harness.plan_statement(gw, sql)[1]
+        source = plan.source.copy()
+        if plan.prebound:
+            source.set("where", exp.Where(this=exp.and_(source.args["where"].this, _fails_on_5("p.pid"))))
+            inner = source.args["from_"].this.this
+            inner.set("expressions", [*inner.expressions, exp.alias_(exp.Count(this=exp.Case(
+                ifs=[exp.If(this=_fails_on_5("t.pid"), true=exp.column("age", "t"))])), "poison")])
+        else:
+            poisoned_columns = [e for e in source.expressions if e.alias != "__unit"]  # the keys and inputs
+            assert len(poisoned_columns) >= 2
+            for e in poisoned_columns:
+                e.set("this", exp.Case(ifs=[exp.If(this=_fails_on_5("t.pid"), true=e.this.copy())]))
+        poisoned = dataclasses.replace(plan, source=source)
+        plane = gw._plane("spark")
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(spark_translate, "_SAFE", (*spark_translate._SAFE, exp.Anonymous, exp.Func))
+            mp.setattr(spark_translate, "_check_semantics", lambda *a, **k: None)  # int(...) has no kind
+            plane.spark.conf.set("spark.sql.ansi.enabled", "true")
+            try:
+                others = [u for u in range(600) if u != 5]
+                assert plane.bounded_rows(poisoned, _charged(others), 1, 1)
+                with pytest.raises(Exception, match="CAST_INVALID_INPUT"):  # the test can fail: 5 charged
+                    plane.bounded_rows(poisoned, _charged([5, 6]), 1, 1)
+            finally:
+                plane.spark.conf.set("spark.sql.ansi.enabled", "false")

@@ -200,9 +200,14 @@ def statement(plan: CountPlan, view: str, units: str, charged: str, salt: int, n
     """
     if plan.joined or plan.prebound:
         src = joined_rows.source(plan, {plan.table.name: (view, units), **(others or {})}, salt)
-        if len(src) > MAX_SPARK_SQL:  # before the debit (the bind check writes the same text)
+        # Measured on the text with salt 0 and fixed view names, the same before and after the debit:
+        # the real salt (up to 19 digits) and the views' numbers made a statement the check before the
+        # debit passed exceed the cap after it, a refusal once its ε was spent.
+        fixed = {t.name: ("__dpgate_src", "__dpgate_units") for t in (plan.table, *plan.joined)}
+        size = len(joined_rows.source(plan, fixed, 0))
+        if size > MAX_SPARK_SQL:  # before the debit (the bind check measures the same text)
             raise errors.UnsupportedQueryError(
-                f"The statement's expressions make {len(src):,} characters of Spark SQL (at most {MAX_SPARK_SQL:,})",
+                f"The statement's expressions make {size:,} characters of Spark SQL (at most {MAX_SPARK_SQL:,})",
                 code="DP261", hint="simplify the expressions; nothing was charged",
             )  # fmt: skip
     else:
@@ -236,7 +241,8 @@ class SparkPlane:
 
     def __init__(self, spark: Any, progress: Any = None):
         self.spark = session_for(spark)
-        self._units: dict[tuple, str] = {}  # charged-set fingerprint -> materialized units view
+        self._units: dict[tuple, str] = {}  # charged-set fingerprint -> materialized units view, oldest first
+        self._pinned: set[str] = set()  # the units views the current statement reads (never evicted)
         # Each piece of a statement's Spark work runs in a job group that an interrupt before the
         # debit cancels (runtime's docstring); ``progress()`` is the statement's progress callback.
         self.jobs = Jobs(self.spark)
@@ -285,8 +291,11 @@ class SparkPlane:
         n = next(_ids)
         drop = []
         key = (table.unit, unit_type.simpleString(), charged.key) if charged is not None else None
-        units = self._units.get(key) if key is not None else None
-        if units is None:
+        units = self._units.pop(key, None) if key is not None else None
+        if units is not None:
+            self._units[key] = units  # the newest again: this statement uses it
+            self._pinned.add(units)
+        else:
             units = f"__dpgate_units_{n}"
             if charged is None or charged.count == 0:
                 schema = T.StructType([T.StructField("unit", unit_type), T.StructField("__seen", T.IntegerType())])
@@ -302,8 +311,14 @@ class SparkPlane:
             rel.createOrReplaceTempView(units)
             if units not in drop:  # kept only once its view exists
                 self._units[key] = units
-                while len(self._units) > _UNITS_KEPT:
-                    self.spark.catalog.dropTempView(self._units.pop(next(iter(self._units))))
+                self._pinned.add(units)
+                # Never the units of a table this statement reads: a join of tables with different unit
+                # columns keeps a set per table, and dropping the first table's view while the second's was
+                # kept failed the charged statement after the debit (DP404)
+                for old in [k for k, v in self._units.items() if v not in self._pinned]:
+                    if len(self._units) <= _UNITS_KEPT:
+                        break
+                    self.spark.catalog.dropTempView(self._units.pop(old))
         pairs = f"__dpgate_charged_{n}"
         schema = T.StructType([T.StructField("unit", unit_type), T.StructField("part", T.IntegerType())])
         if charged is None or charged.pairs is None or charged.pairs.num_rows == 0:
@@ -318,6 +333,7 @@ class SparkPlane:
 
     def _views(self, plan: CountPlan, charged: Charged | None) -> tuple[str, str, str, list[str]]:
         """(source, pairs, units) views, and those to drop after the statement."""
+        self._pinned = set()  # a new statement: the charged sets it uses are kept while it runs
         view, df = self._register(plan.table)
         try:
             pairs, units, drop = self._charged_views(plan.table, df, charged)

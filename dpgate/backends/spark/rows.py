@@ -85,8 +85,9 @@ def _guarded(node: exp.Expr, guard: str, types: dict[str, str], *, predicate: bo
 
 
 def _replace_tables(q: exp.Select, tables: list[ProtectedTable], views: dict[str, tuple[str, str]],
-                    salt: int) -> list[str]:  # fmt: skip
-    """Replace each protected table of ``q`` by its cut charged rows; their ``__seen`` columns."""
+                    salt: int, by_alias: dict[str, str] | None = None) -> list[str]:  # fmt: skip
+    """Replace each protected table of ``q`` by its cut charged rows; their ``__seen`` columns (also
+    put in ``by_alias`` under the table's alias, lower case)."""
     seen = []
     for i, t in enumerate(tables):
         nodes = table_nodes(q, t)
@@ -99,6 +100,8 @@ def _replace_tables(q: exp.Select, tables: list[ProtectedTable], views: dict[str
                                alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))  # fmt: skip
             node.replace(sub)
             seen.append(f"{_q(alias)}.__seen{i}")
+            if by_alias is not None:
+                by_alias[alias.lower()] = seen[-1]
     return seen
 
 
@@ -178,8 +181,13 @@ def source(plan: CountPlan, views: dict[str, tuple[str, str]], salt: int) -> str
     tables = [plan.table, *plan.joined]
     types = _types(tables)
     unit_cols = _unit_columns(q, tables)
-    guard = _all_seen(_replace_tables(q, tables, views, salt))
+    by_alias: dict[str, str] = {}
+    guard = _all_seen(_replace_tables(q, tables, views, salt, by_alias))
+    in_scope = [by_alias[q.args["from_"].this.alias_or_name.lower()]]
     for join in q.args.get("joins") or []:
+        # A join's condition is guarded by the tables joined so far: a later table's __seen is not in
+        # scope there (Spark could not bind the statement), and these are the tables it can refer to.
+        in_scope.append(by_alias[join.this.alias_or_name.lower()])
         on = join.args.get("on")
         if on is None:
             raise _unsupported("A join without ON")
@@ -190,7 +198,7 @@ def source(plan: CountPlan, views: dict[str, tuple[str, str]], salt: int) -> str
             raise _unsupported("A join whose ON does not equate the tables' units")
         terms = [exp.Var(this=_sql(c)) for c in kept]
         if rest:
-            terms.append(_guarded(exp.and_(*rest), guard, types, predicate=True))
+            terms.append(_guarded(exp.and_(*rest), _all_seen(in_scope), types, predicate=True))
         join.set("on", exp.and_(*terms))
     _guard_outer(q, guard, types)
     return _sql(q)
