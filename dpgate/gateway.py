@@ -231,6 +231,8 @@ class Gateway:
                     continue
         finally:
             self._running = False
+            for plane in list(self._planes.values()):  # a Spark statement's progress line ends with it
+                plane.end()
         raise errors.OperationalError(
             "The database's tables or views kept changing while this statement was checked", code="DP405",
             hint="nothing was charged; try again when the data owner has finished changing tables and views",

@@ -27,6 +27,7 @@ SPARK_FILES = (
     "tests/backends/test_spark_runtime.py",
     "tests/privacy/test_neighbour_spark.py",
     "tests/privacy/test_neighbour_spark_topk.py",
+    "tests/privacy/test_spark_audit.py",
     "tests/privacy/test_spark_joins.py",
     "tests/privacy/test_spark_types.py",
     "tests/test_examples.py",

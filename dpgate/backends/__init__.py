@@ -64,6 +64,9 @@ class DataPlane(Protocol):
         """Stop the engine work running now; the gateway calls it before the debit only (DuckDB's
         own work stops with the connection's interrupt)."""
 
+    def end(self) -> None:
+        """The statement is over (the gateway calls it after every statement): end its progress line."""
+
     # A plane that serves the top-k class (``SERVED``) also has:
 
     def check_top_k(self, plan: Any) -> None:

@@ -486,6 +486,9 @@ class DuckDBPlane:
         """Nothing to do: the statement's connection is interrupted by the gateway itself."""
         return False
 
+    def end(self) -> None:
+        """Nothing to do: DuckDB's work shows no progress line."""
+
 
 #: The one DuckDB plane (stateless).
 PLANE = DuckDBPlane()

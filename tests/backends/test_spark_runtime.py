@@ -106,3 +106,24 @@ def test_the_gateway_interrupts_engine_work_before_the_debit_only(con):
     finally:
         gateway._charged = False
         gateway._planes.pop("spark")
+
+
+def test_a_statement_shows_one_progress_line_whatever_its_pieces(spark, monkeypatch):
+    """Every piece of a statement's Spark work reports the seconds since the statement's first one,
+    in the same words, and only the statement's end closes the line: how long each piece took
+    (after the debit, data-dependent) is not shown apart."""
+    monkeypatch.setattr(runtime, "PROGRESS_DELAY", 0.05)
+    monkeypatch.setattr(runtime, "PROGRESS_EVERY", 0.05)
+    jobs = runtime.Jobs(spark)
+    seen, progress = _calls()
+    jobs.progress = lambda: progress
+    for what in ("reading the source's schema", "computing the exact statistics"):
+        with jobs.group(what):
+            time.sleep(0.3)
+    assert seen and all(f == 0.0 and m.startswith("Spark: working, ") for f, m in seen)
+    assert [m for _, m in seen] == sorted((m for _, m in seen), key=lambda m: float(m.split()[2]))  # one clock
+    jobs.end()
+    assert seen[-1][0] == 1.0 and seen[-1][1].startswith("Spark: ")
+    shown = len(seen)
+    jobs.end()  # a statement without Spark work shows nothing
+    assert len(seen) == shown

@@ -253,6 +253,10 @@ class SparkPlane:
         """Cancel the Spark work running now (the gateway calls this before the debit only)."""
         return self.jobs.cancel()
 
+    def end(self) -> None:
+        """The statement is over: its progress line, if one was shown, ends."""
+        self.jobs.end()
+
     def _register(self, table: ProtectedTable) -> tuple[str, Any]:
         """The table's source as a temporary view of dpgate's session; refuses a drifted schema."""
         source = table.options["spark"]

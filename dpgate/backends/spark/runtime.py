@@ -11,15 +11,18 @@ work, and a progress line while Spark starts or a job runs.
   not yet charged, as it interrupts DuckDB: after the debit a statement runs to its end on every
   engine, so whether it beat a deadline cannot become its outcome. A cancelled group raises
   DP267 (nothing was charged).
-- **Progress.** While Spark starts, and while a group has run longer than a second, the statement's
-  ``progress(fraction, message)`` callback (the shell's and ``dpgate query``'s progress line) is
-  told the elapsed seconds every second, and once more at the end. Only the elapsed time is shown:
-  the stages' task counts as they complete would time the parts of a job separately, a finer view
-  of how long the data took than the statement's own duration, which the analyst sees anyway.
+- **Progress.** While Spark starts, and while a statement's Spark work has run longer than a
+  second, the statement's ``progress(fraction, message)`` callback (the shell's and ``dpgate
+  query``'s progress line) is told the seconds since the statement's first Spark work began, every
+  second, in one line with the same words throughout, ended when the statement ends
+  (``Jobs.end``). Only that: the pieces' own times, or the stages' task counts as they complete,
+  would time the parts of the work after the debit separately, a finer view of how long the data
+  took than the statement's own duration, which the analyst sees anyway.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -43,24 +46,30 @@ _START_LOCK = threading.Lock()
 _STARTED: dict[tuple[str, str], Any] = {}  # (master, conf) -> the session dpgate started
 
 
+def _tell(progress: Progress, fraction: float, text: str) -> None:
+    try:
+        progress(fraction, text)
+    except Exception:  # noqa: BLE001 - a progress callback's failure is not the statement's
+        pass
+
+
 @contextmanager
 def ticking(progress: Progress | None, message: Callable[[float], str], done: Callable[[float], str] | None = None,
-            *, delay: float = PROGRESS_DELAY, every: float = PROGRESS_EVERY) -> Iterator[None]:
-    """Tell ``progress`` the elapsed seconds (``message(seconds)``) every ``every`` seconds once
-    ``delay`` has passed, from a thread of its own; at the end, if anything was shown,
-    ``done(seconds)`` at 100%. A failing callback is ignored (it must not fail the work)."""
+            *, delay: float | None = None, every: float | None = None, start: float | None = None,
+            shown: threading.Event | None = None, final: bool = True) -> Iterator[None]:
+    """Tell ``progress`` the elapsed seconds since ``start`` (default: now; ``message(seconds)``)
+    every ``every`` seconds once ``delay`` has passed, from a thread of its own; at the end, if
+    anything was shown and ``final``, ``done(seconds)`` at 100%. ``shown`` is set once a line was
+    shown. A failing callback is ignored (it must not fail the work)."""
     if progress is None:
         yield
         return
-    start = time.monotonic()
+    start = time.monotonic() if start is None else start
+    delay = PROGRESS_DELAY if delay is None else delay
+    every = PROGRESS_EVERY if every is None else every
     stop = threading.Event()
-    shown = threading.Event()
-
-    def tell(fraction: float, text: str) -> None:
-        try:
-            progress(fraction, text)
-        except Exception:  # noqa: BLE001 - a progress callback's failure is not the statement's
-            pass
+    shown = shown if shown is not None else threading.Event()
+    tell = functools.partial(_tell, progress)
 
     def tick() -> None:
         wait = delay
@@ -76,7 +85,7 @@ def ticking(progress: Progress | None, message: Callable[[float], str], done: Ca
     finally:
         stop.set()
         ticker.join()
-        if shown.is_set():
+        if shown.is_set() and final:
             seconds = time.monotonic() - start
             tell(1.0, done(seconds) if done is not None else message(seconds))
 
@@ -136,6 +145,16 @@ class Jobs:
         self._active: str | None = None
         self._cancelled: str | None = None
         self.progress: Callable[[], Progress | None] = lambda: None
+        self._clock: float | None = None  # when this statement's first job group began
+        self._shown = threading.Event()  # whether this statement's progress line was shown
+
+    def end(self) -> None:
+        """The statement is over: end its progress line (at 100%, with its Spark time) if one was shown."""
+        clock, self._clock = self._clock, None
+        progress = self.progress()
+        if self._shown.is_set() and progress is not None and clock is not None:
+            _tell(progress, 1.0, f"Spark: {time.monotonic() - clock:.0f} s")
+        self._shown = threading.Event()
 
     @contextmanager
     def group(self, what: str) -> Iterator[None]:
@@ -144,8 +163,13 @@ class Jobs:
         self.sc.setJobGroup(gid, f"dpgate: {what}", interruptOnCancel=True)
         with self._lock:
             self._active = gid
+        if self._clock is None:
+            self._clock = time.monotonic()
         try:
-            with ticking(self.progress(), lambda s: f"Spark: {what}, {s:.0f} s"):
+            # One line per statement, counting from its first Spark work, the same words throughout:
+            # how long each piece took (after the debit, data-dependent) is not shown apart
+            with ticking(self.progress(), lambda s: f"Spark: working, {s:.0f} s", start=self._clock,
+                         shown=self._shown, final=False):  # fmt: skip
                 yield
         except errors.Error:
             raise
