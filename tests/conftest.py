@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
@@ -179,6 +180,34 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+def fails_on(column: str, unit: int = 5):
+    """A deterministic condition that raises under ANSI mode on ``unit``'s rows only (``int('x')``),
+    as an opaque call: parsed as a CAST, dpgate would make it a TRY_CAST, which never fails."""
+    import sqlglot
+    from sqlglot import exp
+
+    case = sqlglot.parse_one(f"CASE WHEN {column} = {unit} THEN 'x' ELSE '1' END", read="spark")
+    return exp.EQ(this=exp.Anonymous(this="int", expressions=[case]), expression=exp.Literal.number(1))
+
+
+@contextmanager
+def expressions_may_fail(plane) -> Iterator[None]:
+    """The Spark plane's session with ANSI mode on, and its translator letting ``fails_on``'s call
+    through: the one way to see on which rows Spark evaluates an expression [charged-only]."""
+    from sqlglot import exp
+
+    from dpgate.backends.spark import translate
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(translate, "_SAFE", (*translate._SAFE, exp.Anonymous, exp.Func))
+        mp.setattr(translate, "_check_semantics", lambda *a, **k: None)  # int(...) has no kind
+        plane.spark.conf.set("spark.sql.ansi.enabled", "true")
+        try:
+            yield
+        finally:
+            plane.spark.conf.set("spark.sql.ansi.enabled", "false")
 
 
 def spark_twin(spark, duck_path: Path, tables: dict[str, dict], *, analysts: dict | None = None) -> Path:

@@ -25,7 +25,7 @@ from dpgate import backends
 from dpgate.backends.spark import plane as spark_plane
 from dpgate.backends.spark import translate as spark_translate
 from dpgate.catalog.owner import Owner
-from conftest import TEST_SEED
+from conftest import TEST_SEED, expressions_may_fail, fails_on
 
 ROWS = """
 SELECT i // 4 AS pid, ['north', 'south', 'east'][i % 3 + 1] AS region, (i * 37) % 500 AS income,
@@ -344,8 +344,7 @@ def test_analyst_expressions_see_charged_rows_only(spark, spark_db):
     one way to observe on which rows Spark evaluates an expression.
     """
     # int(...) as an opaque call: parsed as a CAST, dpgate would make it a TRY_CAST, which never fails
-    fails_on_5 = exp.EQ(this=exp.Anonymous(this="int", expressions=[sqlglot.parse_one(
-        "CASE WHEN t.pid = 5 THEN 'x' ELSE '1' END", read="spark")]), expression=exp.Literal.number(1))
+    fails_on_5 = fails_on("t.pid")
     with dpgate.connect(str(spark_db), analyst="alice", spark=spark) as con:
         gw, plan, plane = _plan_and_plane(con, "SELECT region, COUNT(*), SUM(income) FROM t WHERE income >= 0 GROUP BY region")
         source = plan.source.copy()
@@ -355,18 +354,12 @@ def test_analyst_expressions_see_charged_rows_only(spark, spark_db):
         key.set("this", exp.Case(ifs=[exp.If(this=fails_on_5.copy(), true=exp.column("region", "t"))]))
         value.set("this", exp.Case(ifs=[exp.If(this=fails_on_5.copy(), true=exp.column("income", "t"))]))
         poisoned = dataclasses.replace(plan, source=source)
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(spark_translate, "_SAFE", (*spark_translate._SAFE, exp.Anonymous, exp.Func))
-            mp.setattr(spark_translate, "_check_semantics", lambda *a, **k: None)  # int(...) has no kind
-            plane.spark.conf.set("spark.sql.ansi.enabled", "true")
-            try:
-                others = [u for u in range(3000) if u != 5]
-                rows = plane.bounded_rows(poisoned, _charged(others), 1, 1)
-                assert sum(r[1] for r in rows) == 2 * len(others)  # every other subject's rows were read
-                with pytest.raises(Exception, match="CAST_INVALID_INPUT"):  # the test can fail: 5 charged
-                    plane.bounded_rows(poisoned, _charged([5, 6]), 1, 1)
-            finally:
-                plane.spark.conf.set("spark.sql.ansi.enabled", "false")
+        with expressions_may_fail(plane):
+            others = [u for u in range(3000) if u != 5]
+            rows = plane.bounded_rows(poisoned, _charged(others), 1, 1)
+            assert sum(r[1] for r in rows) == 2 * len(others)  # every other subject's rows were read
+            with pytest.raises(Exception, match="CAST_INVALID_INPUT"):  # the test can fail: 5 charged
+                plane.bounded_rows(poisoned, _charged([5, 6]), 1, 1)
 
 
 def test_topk_statements_see_charged_rows_only(spark, spark_db):
@@ -375,8 +368,7 @@ def test_topk_statements_see_charged_rows_only(spark, spark_db):
     when 5 is not charged, and fail when it is (the test can fail) [charged-only]."""
     from dpgate.backends.spark import topk as spark_topk
 
-    fails_on_5 = exp.EQ(this=exp.Anonymous(this="int", expressions=[sqlglot.parse_one(
-        "CASE WHEN t.pid = 5 THEN 'x' ELSE '1' END", read="spark")]), expression=exp.Literal.number(1))
+    fails_on_5 = fails_on("t.pid")
     with dpgate.connect(str(spark_db), analyst="alice", spark=spark) as con:
         sql = "SELECT kind, COUNT(*) AS n FROM t WHERE income >= 0 GROUP BY kind ORDER BY n DESC LIMIT 1"
         _, plan, plane = _plan_and_plane(con, sql)
@@ -394,18 +386,12 @@ def test_topk_statements_see_charged_rows_only(spark, spark_db):
                 pairs = exact.pairs([("distinct",), ("dup",)])
                 return rows, pairs.frequencies(2, True), pairs.sampled_frequencies([0, 1], 1, 1)
 
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(spark_translate, "_SAFE", (*spark_translate._SAFE, exp.Anonymous, exp.Func))
-            mp.setattr(spark_translate, "_check_semantics", lambda *a, **k: None)  # int(...) has no kind
-            plane.spark.conf.set("spark.sql.ansi.enabled", "true")
-            try:
-                others = [u for u in range(3000) if u != 5]
-                rows, (_, _, n), sampled = run_all(others)
-                assert sum(r[1] for r in rows) == len(others) == n.sum() == sum(sampled.values())
-                with pytest.raises(Exception, match="CAST_INVALID_INPUT"):
-                    run_all([5, 6])
-            finally:
-                plane.spark.conf.set("spark.sql.ansi.enabled", "false")
+        with expressions_may_fail(plane):
+            others = [u for u in range(3000) if u != 5]
+            rows, (_, _, n), sampled = run_all(others)
+            assert sum(r[1] for r in rows) == len(others) == n.sum() == sum(sampled.values())
+            with pytest.raises(Exception, match="CAST_INVALID_INPUT"):
+                run_all([5, 6])
 
 
 def test_sample_is_uniform_keyed_and_local(spark, spark_db, tmp_path):

@@ -14,12 +14,11 @@ import dataclasses
 
 import pyarrow as pa
 import pytest
-import sqlglot
 from sqlglot import exp
 
 import harness
 from dpgate import backends
-from conftest import duckdb_and_spark
+from conftest import duckdb_and_spark, expressions_may_fail, fails_on
 
 ROWS = """
 CREATE TABLE t AS SELECT
@@ -129,47 +128,33 @@ def _charged(units: list[int]) -> backends.Charged:
     return backends.Charged(lambda: table, None, ("test", tuple(units)), len(units))
 
 
-def _fails_on_5(column: str) -> exp.Expr:
-    """A deterministic condition that raises under ANSI mode on subject 5's rows only (``int('x')``)."""
-    case = sqlglot.parse_one(f"CASE WHEN {column} = 5 THEN 'x' ELSE '1' END", read="spark")
-    return exp.EQ(this=exp.Anonymous(this="int", expressions=[case]), expression=exp.Literal.number(1))
-
-
 @pytest.mark.parametrize("sql", [JOINS[1], PER_SUBJECT[1]])
 def test_analyst_expressions_see_charged_rows_only(spark, worlds, sql):
     """A join's WHERE and ON, and a per-subject subquery's WHERE and aggregate input, that fail on
     subject 5's rows run clean when 5 is not charged, and fail when it is [charged-only]. The
     expressions are put into the plan past the analyst's checks (the one way to see on which rows
     Spark evaluates them), and fail only under ANSI mode, switched on in the plane's session here."""
-    from dpgate.backends.spark import translate as spark_translate
-
     _, twin = worlds["within"]
     with harness.gateways(twin) as (gw,):
         plan = harness.plan_statement(gw, sql)[1]
         source = plan.source.copy()
         if plan.prebound:
             inner = source.args["from_"].this.this
-            inner.set("where", exp.Where(this=_fails_on_5("t.pid")))
+            inner.set("where", exp.Where(this=fails_on("t.pid")))
             value = inner.expressions[1].unalias()  # SUM(LEAST(GREATEST(TRY(income), lo), hi))
-            value.this.this.set("this", exp.Case(ifs=[exp.If(this=_fails_on_5("t.pid"), true=exp.column("income", "t"))]))
+            value.this.this.set("this", exp.Case(ifs=[exp.If(this=fails_on("t.pid"), true=exp.column("income", "t"))]))
         else:
-            source.set("where", exp.Where(this=_fails_on_5("v.pid")))
+            source.set("where", exp.Where(this=fails_on("v.pid")))
             on = source.args["joins"][0].args["on"]
-            source.args["joins"][0].set("on", exp.and_(on, _fails_on_5("t.pid")))
+            source.args["joins"][0].set("on", exp.and_(on, fails_on("t.pid")))
         poisoned = dataclasses.replace(plan, source=source)
         plane = gw._plane("spark")
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(spark_translate, "_SAFE", (*spark_translate._SAFE, exp.Anonymous, exp.Func))
-            mp.setattr(spark_translate, "_check_semantics", lambda *a, **k: None)  # int(...) has no kind
-            plane.spark.conf.set("spark.sql.ansi.enabled", "true")
-            try:
-                others = [u for u in range(600) if u != 5]
-                rows = plane.bounded_rows(poisoned, _charged(others), 1, 1)
-                assert rows  # every other subject's rows were read
-                with pytest.raises(Exception, match="CAST_INVALID_INPUT"):  # the test can fail: 5 charged
-                    plane.bounded_rows(poisoned, _charged([5, 6]), 1, 1)
-            finally:
-                plane.spark.conf.set("spark.sql.ansi.enabled", "false")
+        with expressions_may_fail(plane):
+            others = [u for u in range(600) if u != 5]
+            rows = plane.bounded_rows(poisoned, _charged(others), 1, 1)
+            assert rows  # every other subject's rows were read
+            with pytest.raises(Exception, match="CAST_INVALID_INPUT"):  # the test can fail: 5 charged
+                plane.bounded_rows(poisoned, _charged([5, 6]), 1, 1)
 
 
 @pytest.mark.parametrize("sql", [
@@ -191,32 +176,24 @@ def test_keys_inputs_and_outer_conditions_see_charged_rows_only(spark, worlds, s
     """As above for the parts that test leaves alone: a join's GROUP BY key and aggregate input, and
     the per-subject subquery's outer WHERE and COUNT input, each failing on subject 5's rows under
     ANSI mode: clean when 5 is not charged, failing when it is [charged-only]."""
-    from dpgate.backends.spark import translate as spark_translate
-
     _, twin = worlds["within"]
     with harness.gateways(twin) as (gw,):
         plan = harness.plan_statement(gw, sql)[1]
         source = plan.source.copy()
         if plan.prebound:
-            source.set("where", exp.Where(this=exp.and_(source.args["where"].this, _fails_on_5("p.pid"))))
+            source.set("where", exp.Where(this=exp.and_(source.args["where"].this, fails_on("p.pid"))))
             inner = source.args["from_"].this.this
             inner.set("expressions", [*inner.expressions, exp.alias_(exp.Count(this=exp.Case(
-                ifs=[exp.If(this=_fails_on_5("t.pid"), true=exp.column("age", "t"))])), "poison")])
+                ifs=[exp.If(this=fails_on("t.pid"), true=exp.column("age", "t"))])), "poison")])
         else:
             poisoned_columns = [e for e in source.expressions if e.alias != "__unit"]  # the keys and inputs
             assert len(poisoned_columns) >= 2
             for e in poisoned_columns:
-                e.set("this", exp.Case(ifs=[exp.If(this=_fails_on_5("t.pid"), true=e.this.copy())]))
+                e.set("this", exp.Case(ifs=[exp.If(this=fails_on("t.pid"), true=e.this.copy())]))
         poisoned = dataclasses.replace(plan, source=source)
         plane = gw._plane("spark")
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(spark_translate, "_SAFE", (*spark_translate._SAFE, exp.Anonymous, exp.Func))
-            mp.setattr(spark_translate, "_check_semantics", lambda *a, **k: None)  # int(...) has no kind
-            plane.spark.conf.set("spark.sql.ansi.enabled", "true")
-            try:
-                others = [u for u in range(600) if u != 5]
-                assert plane.bounded_rows(poisoned, _charged(others), 1, 1)
-                with pytest.raises(Exception, match="CAST_INVALID_INPUT"):  # the test can fail: 5 charged
-                    plane.bounded_rows(poisoned, _charged([5, 6]), 1, 1)
-            finally:
-                plane.spark.conf.set("spark.sql.ansi.enabled", "false")
+        with expressions_may_fail(plane):
+            others = [u for u in range(600) if u != 5]
+            assert plane.bounded_rows(poisoned, _charged(others), 1, 1)
+            with pytest.raises(Exception, match="CAST_INVALID_INPUT"):  # the test can fail: 5 charged
+                plane.bounded_rows(poisoned, _charged([5, 6]), 1, 1)
