@@ -335,32 +335,25 @@ class SparkPlane:
         drop.append(pairs)
         return pairs, units, drop
 
-    def _views(self, plan: CountPlan, charged: Charged | None) -> tuple[str, str, str, list[str]]:
-        """(source, pairs, units) views, and those to drop after the statement."""
+    def _views(self, plan: CountPlan | TopKPlan, charged: Charged | None
+               ) -> tuple[str, str, str, dict[str, tuple[str, str]], list[str]]:  # fmt: skip
+        """(source, pairs, units) views of the plan's table, (source, units) of each protected table
+        joined with it on the unit, and the views to drop after the statement."""
         self._pinned = set()  # a new statement: the charged sets it uses are kept while it runs
-        view, df = self._register(plan.table)
-        try:
-            pairs, units, drop = self._charged_views(plan.table, df, charged)
-        except BaseException:
-            self.spark.catalog.dropTempView(view)
-            raise
-        return view, pairs, units, [view, *drop]
-
-    def _joined_views(self, plan: CountPlan, charged: Charged | None) -> tuple[dict[str, tuple[str, str]], list[str]]:
-        """(source, units) views of each protected table joined on the unit, and those to drop after."""
-        others: dict[str, tuple[str, str]] = {}
         drop: list[str] = []
+        found: dict[str, tuple[str, str, str]] = {}
         try:
-            for t in plan.joined:
+            for t in (plan.table, *getattr(plan, "joined", ())):
                 view, df = self._register(t)
                 drop.append(view)
                 pairs, units, dropped = self._charged_views(t, df, charged)
                 drop += dropped
-                others[t.name] = (view, units)
+                found[t.name] = (view, pairs, units)
         except BaseException:
             self._drop(drop)
             raise
-        return others, drop
+        view, pairs, units = found.pop(plan.table.name)
+        return view, pairs, units, {name: (v, u) for name, (v, _, u) in found.items()}, drop
 
     def forget(self) -> None:
         """Drop every charged set kept in Spark."""
@@ -375,10 +368,8 @@ class SparkPlane:
         """Analyse the statement against an empty charged set (Spark reads no row). The database
         file's connection and probe are not needed: the plan carries everything Spark binds."""
         check_plan(plan)
-        view, pairs, units, drop = self._views(plan, None)
+        view, pairs, units, others, drop = self._views(plan, None)
         try:
-            others, more = self._joined_views(plan, None)
-            drop += more
             parts = 2 if plan.charge.rule in ("partition", "t_round") else 1
             sql = statement(plan, view, units, pairs, 0, parts, others)
             try:
@@ -427,13 +418,7 @@ class SparkPlane:
         can name a partition directory, i.e. a value).
         """
         try:
-            view, pairs, units, drop = self._views(plan, charged)
-            try:
-                others, more = self._joined_views(plan, charged)
-            except BaseException:
-                self._drop(drop)
-                raise
-            drop += more
+            view, pairs, units, others, drop = self._views(plan, charged)
         except errors.Error:
             raise errors.OperationalError(
                 "The Spark source changed or could not be read after the query was charged", code="DP404",

@@ -192,7 +192,7 @@ class SparkTopK:
 
     def __enter__(self) -> SparkTopK:
         try:
-            self.view, _, self.units, self.drop = self.plane._views(self.plan, self.charged)
+            self.view, _, self.units, _, self.drop = self.plane._views(self.plan, self.charged)
         except errors.Error:
             if self.charged is None:  # before the debit: the refusal is free and says why
                 raise
