@@ -182,6 +182,16 @@ def spark():
     session.stop()
 
 
+def spark_worlds(spark, factory, rows: str, heavy: str, tables: dict[str, dict], *, analysts: dict
+                 ) -> dict[str, tuple[Path, Path]]:  # fmt: skip
+    """(DuckDB file, Spark twin) pairs: 'within' made by ``rows`` (no subject over its bound) and
+    'heavy' by ``rows + heavy`` (subjects over their bounds, sampled); ``factory``: tmp_path_factory."""
+    return {
+        name: duckdb_and_spark(spark, factory.mktemp(name) / f"{name}.duckdb", sql, tables, analysts=analysts)
+        for name, sql in (("within", rows), ("heavy", rows + heavy))
+    }
+
+
 def fails_on(column: str, unit: int = 5):
     """A deterministic condition that raises under ANSI mode on ``unit``'s rows only (``int('x')``),
     as an opaque call: parsed as a CAST, dpgate would make it a TRY_CAST, which never fails."""

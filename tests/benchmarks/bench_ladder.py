@@ -51,7 +51,9 @@ import networkx as nx
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "mechanisms"))  # the error-bar tests' exact law
 
+from ladder_exact import exact_mean_error  # noqa: E402
 from ladder_utility import load_gene_network  # noqa: E402
 
 from dpgate.mechanisms import graphs  # noqa: E402
@@ -250,7 +252,7 @@ def intervals(runs: int, epsilons: list[float], names: list[str], queries: list[
                     collapsed += low == high == 0
                 seconds = (time.perf_counter() - t) / runs
                 eps_count = r.interval.epsilon
-                mean_error = _exact_mean_error(lf, eps_count)  # E|X - f| from the law: the sample's is heavy-tailed
+                mean_error = exact_mean_error(lf, eps_count)  # E|X - f| from the law: the sample's is heavy-tailed
                 floor = mech.error_quantile(lf, eps_count, 0.95) / mean_error
                 row = {"graph": name, "query": label, "f": lf.value, "epsilon": eps, "share": r.interval.epsilon_width / eps,
                        "mean_error": mean_error, "sampled_mean_error": float(np.mean(errors)),
@@ -339,27 +341,6 @@ def compare_long(before_path: str, after_path: str) -> None:
         narrower = a["mean_half_width"] / b["mean_half_width"]
         print(f"| {graph} | {query} | {eps:g} | {b['ratio']:.1f} | {a['ratio']:.1f} | {a['floor']:.1f} | "
               f"{change:.2f} | {narrower:.2f} | {cover(b)} | {cover(a)} |")  # fmt: skip
-
-
-def _exact_mean_error(lf, epsilon: float) -> float:
-    """E|X - f| from the exact law: rung u holds I_{u-1} integers each side, mean distance
-    D_{u-1} + (I_{u-1} + 1) / 2; past M the rungs have width GS and geometric weights."""
-    import math
-
-    from dpgate.mechanisms.ladder import sampling_epsilon
-
-    h = sampling_epsilon(epsilon, lf.n_nodes) / 2
-    d, c = lf.offsets(), lf.global_sensitivity
-    logs, means = [0.0], [0.0]
-    for u, w in enumerate(lf.rungs, start=1):
-        if w:
-            logs.append(math.log(2 * w) - h * u)
-            means.append(d[u - 1] + (w + 1) / 2)
-    a = math.exp(-h)
-    logs.append(math.log(2 * c) - h * (lf.M + 1) - math.log(1 - a))
-    means.append(d[-1] + c * a / (1 - a) + (c + 1) / 2)
-    weights = np.exp(np.array(logs) - max(logs))
-    return float(np.dot(weights / weights.sum(), np.array(means, dtype=float)))
 
 
 def _through_sql(repeat: int) -> list[tuple[str, float, str]]:

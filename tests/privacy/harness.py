@@ -120,6 +120,10 @@ class Exact:
     stats: dict[str, Statistic]
     hints: dict[str, Any] = field(default_factory=dict)  # passed to the D′ computation (e.g. selected items)
 
+    def values(self) -> dict[str, dict]:
+        """Each statistic's values by cell: what two engines, or two runs, must agree on."""
+        return {name: s.values for name, s in self.stats.items()}
+
 
 @dataclass
 class Violation:

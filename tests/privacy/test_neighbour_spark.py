@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 import harness
-from conftest import duckdb_and_spark
+from conftest import duckdb_and_spark, spark_worlds
 
 ROWS = """
 CREATE TABLE t AS SELECT
@@ -74,18 +74,11 @@ STATEMENTS = [
 ADDED = [sql for sql in STATEMENTS if any(f in sql for f in ("SUM(", "AVG(", "VARIANCE(", "MEDIAN(", "city,"))]
 
 
-def _values(exact: harness.Exact) -> dict:
-    return {name: s.values for name, s in exact.stats.items()}
-
 
 @pytest.fixture(scope="module")
 def worlds(spark, tmp_path_factory):
     """(DuckDB, Spark) file pairs: 'within' (no subject over its bound) and 'heavy' (40 sampled)."""
-    out = {}
-    for name, sql in (("within", ROWS), ("heavy", ROWS + HEAVY)):
-        out[name] = duckdb_and_spark(spark, tmp_path_factory.mktemp(name) / f"{name}.duckdb", sql, PROTECT,
-                                     analysts=ANALYSTS)  # fmt: skip
-    return out
+    return spark_worlds(spark, tmp_path_factory, ROWS, HEAVY, PROTECT, analysts=ANALYSTS)
 
 
 def test_spark_statistics_equal_duckdb_without_sampling(worlds):
@@ -100,7 +93,7 @@ def test_spark_statistics_equal_duckdb_without_sampling(worlds):
                 totals = [sum(x.stats["key selection subjects"].values.values()) for x in (a, b)]
                 assert totals[0] == totals[1] == 500, sql
                 continue
-            assert _values(a) == _values(b), sql
+            assert a.values() == b.values(), sql
 
 
 def test_spark_personalization_parts_equal_duckdb(worlds):
@@ -113,7 +106,7 @@ def test_spark_personalization_parts_equal_duckdb(worlds):
             plan = harness.plan_statement(gw, sql)[1]
             charged = f"(SELECT unit, CAST(unit % 2 AS INTEGER) AS part FROM {plan.table.roster_table_sql})"
             with harness.backends.planes(gw._plane):
-                got.append(_values(harness.exact_statistics(gw._con, plan, charged=charged, n_parts=2)))
+                got.append(harness.exact_statistics(gw._con, plan, charged=charged, n_parts=2).values())
     assert got[0] == got[1]
     assert any(" part 1" in name for name in got[0])
 
@@ -125,9 +118,9 @@ def test_spark_row_counts_equal_duckdb_with_sampling(worlds):
         for sql in ("SELECT COUNT(*) FROM t", "SELECT dept, COUNT(*) FROM t WHERE dept <> 'ops' GROUP BY dept"):
             a, b = harness.statistics_of(gd, sql), harness.statistics_of(gs, sql)
             if "GROUP BY" not in sql:
-                assert _values(a) == _values(b) == {"agg 0 COUNT(*) [count]": {0: 1500}}
+                assert a.values() == b.values() == {"agg 0 COUNT(*) [count]": {0: 1500}}
             else:  # per cell the sample may differ; the total kept rows may not
-                assert sum(next(iter(_values(a).values())).values()) == sum(next(iter(_values(b).values())).values())
+                assert sum(next(iter(a.values().values())).values()) == sum(next(iter(b.values().values())).values())
 
 
 @pytest.fixture(scope="module")
@@ -200,4 +193,4 @@ def edges(spark, tmp_path_factory):
 def test_spark_statistics_equal_duckdb_at_the_edges_of_types(edges, sql):
     duck, spark = edges
     with harness.gateways(duck, spark) as (gd, gs):
-        assert _values(harness.statistics_of(gd, sql)) == _values(harness.statistics_of(gs, sql)), sql
+        assert harness.statistics_of(gd, sql).values() == harness.statistics_of(gs, sql).values(), sql

@@ -18,7 +18,7 @@ from sqlglot import exp
 
 import harness
 from dpgate import backends
-from conftest import duckdb_and_spark, expressions_may_fail, fails_on
+from conftest import duckdb_and_spark, expressions_may_fail, fails_on, spark_worlds
 
 ROWS = """
 CREATE TABLE t AS SELECT
@@ -65,17 +65,10 @@ PER_SUBJECT = [
 ]
 
 
-def _values(exact: harness.Exact) -> dict:
-    return {name: s.values for name, s in exact.stats.items()}
-
 
 @pytest.fixture(scope="module")
 def worlds(spark, tmp_path_factory):
-    out = {}
-    for name, sql in (("within", ROWS), ("heavy", ROWS + HEAVY)):
-        out[name] = duckdb_and_spark(spark, tmp_path_factory.mktemp(name) / f"{name}.duckdb", sql, PROTECT,
-                                     analysts=ANALYSTS)  # fmt: skip
-    return out
+    return spark_worlds(spark, tmp_path_factory, ROWS, HEAVY, PROTECT, analysts=ANALYSTS)
 
 
 @pytest.mark.parametrize("sql", JOINS + PER_SUBJECT)
@@ -84,7 +77,7 @@ def test_statistics_equal_duckdb_without_sampling(worlds, sql):
     with harness.gateways(duck, spark) as (gd, gs):
         a, b = harness.statistics_of(gd, sql), harness.statistics_of(gs, sql)
     assert any(any(v for v in s.values.values()) for s in a.stats.values()), sql  # not all zero
-    assert _values(a) == _values(b), sql
+    assert a.values() == b.values(), sql
 
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
@@ -16,7 +15,7 @@ import pytest
 from dpgate.catalog.owner import Owner
 from dpgate.server.guard import LoginGuard
 from dpgate.web.connections import ConnectionLimits
-from webserver import OWNER_PASSWORD, PASSWORD, ThreadWeb, add_logins
+from webserver import OWNER_PASSWORD, PASSWORD, ThreadWeb, analysts_db
 
 SETUP = ("CREATE TABLE t AS SELECT i AS uid, i % 5 AS g, (i % 50)::DOUBLE AS x FROM range(200) r(i);"
          "CREATE TABLE pub AS SELECT i FROM range(50) r(i);")  # fmt: skip
@@ -25,11 +24,7 @@ COUNT = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = {e}) g, COUNT(*) AS
 
 @pytest.fixture
 def db(make_db):
-    path = make_db(SETUP, protect={"t": {"unit": "uid", "epsilon": 100.0, "domains": {"g": [0, 1, 2, 3, 4]},
-                                         "bounds": {"x": (0, 50)}}},
-                   analysts={"alice": {"epsilon": 1.0}, "bob": {"epsilon": 1.0}}, allow_seed=False)  # fmt: skip
-    add_logins(path, ["alice", "bob"])
-    return path
+    return analysts_db(make_db, SETUP)
 
 
 @pytest.fixture

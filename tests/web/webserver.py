@@ -25,6 +25,16 @@ def add_logins(path: Path, analysts: list[str], owner: str | None = "boss") -> N
             o.set_login(owner, password=OWNER_PASSWORD, owner=True)
 
 
+def analysts_db(make_db, setup: str) -> Path:
+    """``setup``'s table ``t`` (uid, g in 0..4, x in [0, 50]) protected, analysts alice and bob
+    (ε 1 each) with logins, and the owner's login."""
+    path = make_db(setup, protect={"t": {"unit": "uid", "epsilon": 100.0, "domains": {"g": [0, 1, 2, 3, 4]},
+                                         "bounds": {"x": (0, 50)}}},
+                   analysts={"alice": {"epsilon": 1.0}, "bob": {"epsilon": 1.0}}, allow_seed=False)  # fmt: skip
+    add_logins(path, ["alice", "bob"])
+    return path
+
+
 class ThreadWeb:
     """``dpgate web`` (``dpgate.web.serve.Running``) with its event loop in a daemon thread."""
 
