@@ -192,6 +192,16 @@ def spark_worlds(spark, factory, rows: str, heavy: str, tables: dict[str, dict],
     }
 
 
+def spark_neighbours(spark, factory, base_sql: str, changes: dict[str, str], tables: dict[str, dict], *,
+                     analysts: dict) -> list[tuple[str, Path]]:  # fmt: skip
+    """(name, Spark twin) of each neighbour of the database ``base_sql`` makes: ``base_sql; change``."""
+    out = []
+    for name, change in changes.items():
+        path = factory.mktemp(name) / f"{name}.duckdb"
+        out.append((name, duckdb_and_spark(spark, path, f"{base_sql}; {change}", tables, analysts=analysts)[1]))
+    return out
+
+
 def fails_on(column: str, unit: int = 5):
     """A deterministic condition that raises under ANSI mode on ``unit``'s rows only (``int('x')``),
     as an opaque call: parsed as a CAST, dpgate would make it a TRY_CAST, which never fails."""

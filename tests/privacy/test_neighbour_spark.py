@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 import harness
-from conftest import duckdb_and_spark, spark_worlds
+from conftest import duckdb_and_spark, spark_neighbours, spark_worlds
 
 ROWS = """
 CREATE TABLE t AS SELECT
@@ -129,17 +129,12 @@ def neighbours(spark, tmp_path_factory, worlds):
     heavy subject 7 (nine rows, sampled down to three) removed, and a new subject 9999 with eight
     extreme rows (huge and NaN incomes, out-of-bounds ages, a department outside the domain) added."""
     base = worlds["heavy"][1]
-    out = []
-    for name, change in (
-        ("removed", "DELETE FROM t WHERE pid = 7"),
-        ("added", "INSERT INTO t SELECT 9999 AS pid, CASE WHEN i % 2 = 0 THEN 'it' ELSE 'hr' END, 'c99', "
-                  "CASE WHEN i = 3 THEN 'NaN'::DOUBLE ELSE 1e9 END, 200 + i, DATE '2024-01-07', i % 2 = 0, "
-                  "149.99 FROM range(8) r(i)"),
-    ):
-        _, twin = duckdb_and_spark(spark, tmp_path_factory.mktemp(name) / f"{name}.duckdb", ROWS + HEAVY + "; " + change,
-                                   PROTECT, analysts=ANALYSTS)  # fmt: skip
-        out.append((name, twin))
-    return base, out
+    return base, spark_neighbours(spark, tmp_path_factory, ROWS + HEAVY, {
+        "removed": "DELETE FROM t WHERE pid = 7",
+        "added": "INSERT INTO t SELECT 9999 AS pid, CASE WHEN i % 2 = 0 THEN 'it' ELSE 'hr' END, 'c99', "
+                 "CASE WHEN i = 3 THEN 'NaN'::DOUBLE ELSE 1e9 END, 200 + i, DATE '2024-01-07', i % 2 = 0, "
+                 "149.99 FROM range(8) r(i)",
+    }, PROTECT, analysts=ANALYSTS)
 
 
 def test_neighbour_harness_on_spark(neighbours):

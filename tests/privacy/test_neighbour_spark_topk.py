@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import harness
 import pytest
-from conftest import duckdb_and_spark
+from conftest import duckdb_and_spark, spark_neighbours
 
 import dpgate
 
@@ -79,7 +79,6 @@ def world(spark, tmp_path_factory):
     return duckdb_and_spark(spark, tmp_path_factory.mktemp("topk") / "topk.duckdb", ROWS, PROTECT, analysts=ANALYSTS)
 
 
-
 def test_spark_topk_statistics_equal_duckdb_without_sampling(world):
     duck, spark = world
     with harness.gateways(duck, spark) as (gd, gs):
@@ -121,17 +120,12 @@ def test_spark_topk_answers_equal_duckdb(world):
 def neighbours(spark, tmp_path_factory):
     """Spark twins of D and of two neighbours: subject 7 removed, and a subject 9999 with eight
     rows over every department, a new city and NULLs added."""
-    out = []
-    for name, change in (
-        ("base", ""),
-        ("removed", "; DELETE FROM t WHERE pid = 7"),
-        ("added", "; INSERT INTO t SELECT 9999, ['sales', 'ops', 'it', 'hr'][i % 4 + 1], "
-                  "CASE WHEN i < 4 THEN 'c99' END, 1e9, 5 + i, i % 2 = 0, 10 FROM range(8) r(i)"),
-    ):
-        _, twin = duckdb_and_spark(spark, tmp_path_factory.mktemp(name) / f"{name}.duckdb", ROWS + change,
-                                   PROTECT, analysts=ANALYSTS)  # fmt: skip
-        out.append(twin)
-    return out
+    return [twin for _, twin in spark_neighbours(spark, tmp_path_factory, ROWS, {
+        "base": "",
+        "removed": "DELETE FROM t WHERE pid = 7",
+        "added": "INSERT INTO t SELECT 9999, ['sales', 'ops', 'it', 'hr'][i % 4 + 1], "
+                 "CASE WHEN i < 4 THEN 'c99' END, 1e9, 5 + i, i % 2 = 0, 10 FROM range(8) r(i)",
+    }, PROTECT, analysts=ANALYSTS)]
 
 
 def test_neighbour_harness_on_spark_topk(neighbours):

@@ -18,7 +18,7 @@ from sqlglot import exp
 
 import harness
 from dpgate import backends
-from conftest import duckdb_and_spark, expressions_may_fail, fails_on, spark_worlds
+from conftest import expressions_may_fail, fails_on, spark_neighbours, spark_worlds
 
 ROWS = """
 CREATE TABLE t AS SELECT
@@ -86,16 +86,11 @@ def neighbours(spark, tmp_path_factory, worlds):
     """Spark twins of D (heavy) and two neighbours: heavy subject 7 removed from both tables, and a
     new subject 9999 added with extreme rows in both (out-of-bounds values, many visits)."""
     base = worlds["heavy"][1]
-    out = []
-    for name, change in (
-        ("removed", "DELETE FROM t WHERE pid = 7; DELETE FROM v WHERE pid = 7"),
-        ("added", "INSERT INTO t SELECT 9999, 'it', 'c1', 1e9, 200 + i FROM range(6) r(i); "
-                  "INSERT INTO v SELECT 9999, 'a', 10000 + i FROM range(9) r(i)"),
-    ):
-        _, twin = duckdb_and_spark(spark, tmp_path_factory.mktemp(name) / f"{name}.duckdb", ROWS + HEAVY + "; " + change,
-                                   PROTECT, analysts=ANALYSTS)  # fmt: skip
-        out.append((name, twin))
-    return base, out
+    return base, spark_neighbours(spark, tmp_path_factory, ROWS + HEAVY, {
+        "removed": "DELETE FROM t WHERE pid = 7; DELETE FROM v WHERE pid = 7",
+        "added": "INSERT INTO t SELECT 9999, 'it', 'c1', 1e9, 200 + i FROM range(6) r(i); "
+                 "INSERT INTO v SELECT 9999, 'a', 10000 + i FROM range(9) r(i)",
+    }, PROTECT, analysts=ANALYSTS)
 
 
 def test_neighbour_harness_on_spark(neighbours):
