@@ -6,7 +6,6 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
 
 from dpgate import errors
 from dpgate.backends.spark import runtime
