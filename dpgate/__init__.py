@@ -77,9 +77,10 @@ def _spark_sources():
 def _release_coding():
     from types import SimpleNamespace
 
-    from dpgate.queries.synthetic import coding, coding_from_dict
+    from dpgate.queries.synthetic import coding, coding_from_dict, coding_spark
 
-    return SimpleNamespace(coding_from_dict=coding_from_dict, quality=coding.quality)
+    return SimpleNamespace(coding_from_dict=coding_from_dict, quality=coding.quality,
+                           spark_quality=coding_spark.quality)
 
 
 # The owner's API lives in the catalog, below the stages these come from (dpgate.catalog.hooks).

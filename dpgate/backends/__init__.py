@@ -36,7 +36,9 @@ from dpgate.catalog.tables import ProtectedTable
 SPARK_OPTION = "spark"
 
 #: Query classes each data plane serves; the others are refused for its tables before the debit.
-SERVED = {"spark": ("count", "top_k")}
+SERVED = {"spark": ("count", "top_k", "synthetic")}
+#: The synthesizers a data plane runs (``CREATE SYNTHETIC TABLE ... USING name``); the others are refused.
+SYNTHESIZERS_SERVED = {"spark": ("mst", "privbayes", "independent")}
 
 
 class DataPlane(Protocol):
@@ -133,11 +135,23 @@ def require_served(query_class: str, tables: tuple[ProtectedTable, ...], what: s
             continue
         if query_class not in SERVED[engine]:
             raise errors.UnsupportedQueryError(
-                f"{t.name} lives in Spark, and the Spark backend serves counting and top-k queries only, not {what}",
-                code="DP260",
-                hint="ask COUNT / SUM / AVG / VARIANCE / STDDEV / MEDIAN with WHERE and GROUP BY, or the top k "
-                f"(GROUP BY ... ORDER BY COUNT(*) DESC LIMIT k), over {t.name}; nothing was charged",
-            )
+                f"{t.name} lives in Spark, and the Spark backend serves counting, top-k and tabular synthetic "
+                f"releases, not {what}", code="DP260",
+                hint="ask COUNT / SUM / AVG / VARIANCE / STDDEV / MEDIAN with WHERE and GROUP BY, the top k "
+                f"(GROUP BY ... ORDER BY COUNT(*) DESC LIMIT k), or CREATE SYNTHETIC TABLE ... USING "
+                f"{' | '.join(SYNTHESIZERS_SERVED[engine])} over {t.name}; nothing was charged",
+            )  # fmt: skip
+
+
+def require_synthesizer(mechanism: str, table: ProtectedTable) -> None:
+    """Refuse (free) a synthesizer the table's data plane does not run."""
+    engine = engine_of(table)
+    if engine != "duckdb" and mechanism not in SYNTHESIZERS_SERVED[engine]:
+        raise errors.UnsupportedQueryError(
+            f"{table.name} lives in Spark, and the Spark backend runs the tabular synthesizers only, not "
+            f"USING {mechanism}", code="DP260",
+            hint=f"USING {' | '.join(SYNTHESIZERS_SERVED[engine])}; nothing was charged",
+        )  # fmt: skip
 
 
 #: The data planes of the statement being run (set by the gateway around its checks and its run).

@@ -49,6 +49,10 @@ class ReleaseCoding(Protocol):
     def quality(self, con: duckdb.DuckDBPyConnection, source_sql: str, table: str, codings: list[Any]) -> dict:
         """Average TVD of the 1-, 2- and 3-way marginals of the source and the release."""
 
+    def spark_quality(self, con: duckdb.DuckDBPyConnection, spark: Any, df: Any, table: str,
+                      codings: list[Any]) -> dict:  # fmt: skip
+        """``quality`` of a release whose source is the Spark DataFrame ``df`` (coded in Spark)."""
+
 
 #: name -> provider; a provider is called when the hook is first needed, so it may import lazily
 _providers: dict[str, Callable[[], Any]] = {}

@@ -101,6 +101,12 @@ class Reports:
         coder = hooks.release_coding()
         codings = [coder.coding_from_dict(d) for d in rec.parameters["codings"]]
         source = rec.sources[0]
+        spark_source = self._spark_source(source)
+        if spark_source is not None:  # the rows live in Spark (the DuckDB table is an empty stub): coded there
+            sources = hooks.spark()
+            df = sources.read_source(self.spark_session(), spark_source)
+            report = coder.spark_quality(self.con, self.spark_session(), df, rec.name, codings)
+            return {"release": rec.name, "source": source, **report}
         cols = ", ".join(quote(c.name) for c in codings)
         report = coder.quality(self.con, f"SELECT {cols} FROM main.{quote(source)}", rec.name, codings)
         return {"release": rec.name, "source": source, **report}

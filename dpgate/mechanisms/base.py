@@ -184,10 +184,22 @@ class Mechanism:
 
 @dataclass(frozen=True)
 class CodedRows:
-    """A table as integer codes: one row per tuple, column j in ``0 .. sizes[j] - 1`` (public sizes)."""
+    """A table as integer codes: one row per tuple, column j in ``0 .. sizes[j] - 1`` (public sizes).
+
+    ``weights``, when given, says how many tuples each row of ``codes`` stands for (the distinct
+    coded rows and their counts, as an engine that aggregates the rows returns them): every
+    marginal is then a weighted count, equal to the one over the rows repeated (``rows()``).
+    """
 
     codes: np.ndarray
     sizes: tuple[int, ...]
+    weights: np.ndarray | None = None
+
+    def rows(self) -> np.ndarray:
+        """One row per tuple (the weighted rows repeated; a mechanism that reads tuples one by one)."""
+        if self.weights is None:
+            return self.codes
+        return np.repeat(self.codes, np.asarray(self.weights, dtype=np.int64), axis=0)
 
 
 @dataclass

@@ -153,13 +153,22 @@ def _ipf(table: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
     return t
 
 
-def _pair_counts(ccols: list[np.ndarray], csizes: list[int], i: int, j: int) -> np.ndarray:
+def _counts(values: np.ndarray, size: int, weights: np.ndarray | None) -> np.ndarray:
+    """How many tuples hold each value ``0 .. size - 1``: each row counts once, or its weight
+    (integer counts, exact in float64 below 2^53)."""
+    if weights is None:
+        return np.bincount(values, minlength=size)
+    return np.rint(np.bincount(values, weights=weights, minlength=size)).astype(np.int64)
+
+
+def _pair_counts(ccols: list[np.ndarray], csizes: list[int], i: int, j: int,
+                 weights: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
     """The compressed 2-way counts of attributes i and j, flat (row i-major)."""
-    return np.bincount(ccols[i] * csizes[j] + ccols[j], minlength=csizes[i] * csizes[j])
+    return _counts(ccols[i] * csizes[j] + ccols[j], csizes[i] * csizes[j], weights)
 
 
-def selection_scores(ccols: list[np.ndarray], csizes: list[int], mu1: list[np.ndarray],
-                     n1: float) -> tuple[list[tuple[int, int]], np.ndarray]:  # fmt: skip
+def selection_scores(ccols: list[np.ndarray], csizes: list[int], mu1: list[np.ndarray], n1: float,
+                     weights: np.ndarray | None = None) -> tuple[list[tuple[int, int]], np.ndarray]:  # fmt: skip
     """Every pair ``(i, j)`` and its integer score ``Σ |c_ij - round(μ_i μ_jᵀ / n̂)|`` [sens-w]:
     how far the compressed 2-way counts are from what independence predicts. ``μ`` and ``n̂``
     are DP outputs (fixed between neighbours), so one tuple moves each score by at most 1."""
@@ -167,7 +176,7 @@ def selection_scores(ccols: list[np.ndarray], csizes: list[int], mu1: list[np.nd
     pairs = [(i, j) for i in range(len(ccols)) for j in range(i + 1, len(ccols))]
     scores = np.empty(len(pairs), dtype=np.int64)
     for k, (i, j) in enumerate(pairs):
-        c = _pair_counts(ccols, csizes, i, j)
+        c = _pair_counts(ccols, csizes, i, j, weights)
         est = np.rint(np.outer(mu1[i], mu1[j]).reshape(-1) / nn).astype(np.int64)
         scores[k] = int(np.abs(c - est).sum())
     return pairs, scores
@@ -206,8 +215,13 @@ def fit(
     rng: np.random.Generator,
     shares: Sequence[float] | None = None,
     progress: Callable[[float, str], None] | None = None,
+    weights: np.ndarray | None = None,
 ) -> PrivBayesModel:
     """Fit an ε-DP MST model to an integer-coded table (at most one row per subject).
+
+    ``weights``: how many tuples each row of ``codes`` stands for (``CodedRows.weights``); every
+    count is then the weighted one, the same as over the rows repeated, so the model and its
+    noise are the same too (the sensitivities are of the tuples, whichever way they come).
 
     Returns a ``privbayes.PrivBayesModel`` whose network is the tree (each attribute has at most
     one parent), so ``privbayes.sample`` draws from it.
@@ -220,6 +234,11 @@ def fit(
     1
     """
     arr, sizes_t, fixed = _check(codes, sizes, epsilon, shares)
+    if weights is not None:
+        weights = np.asarray(weights, dtype=np.float64)
+        if weights.shape != (arr.shape[0],) or (weights < 0).any() or (weights != np.rint(weights)).any():
+            raise errors.InternalError("weights must be one non-negative integer count per row of codes")
+    n_tuples = arr.shape[0] if weights is None else int(weights.sum())
     d = len(sizes_t)
     charges: list[tuple[str, float]] = []
 
@@ -236,7 +255,7 @@ def fit(
         (s1, s_sel, s2), rest = fixed, epsilon
     else:  # [rows] a noisy row count chooses the split (split_for)
         e_rows = ROWS_SHARE * epsilon
-        noisy_n = float(arr.shape[0] + int(noise.discrete_laplace(e_rows, 1, 1, rng)[0]))
+        noisy_n = float(n_tuples + int(noise.discrete_laplace(e_rows, 1, 1, rng)[0]))
         charges.append(("noisy row count", e_rows))
         rows.append((np.array(noisy_n), np.array(noise.discrete_laplace_std(e_rows, 1) ** 2)))
         rest = epsilon - e_rows
@@ -247,7 +266,7 @@ def fit(
     # 1. [one-way]
     report(0.0, "noisy 1-way marginals")
     cols = [arr[:, j] for j in range(d)]
-    y1 = [_noisy_counts(np.bincount(cols[j], minlength=sizes_t[j]), each1, rng).astype(np.float64) for j in range(d)]
+    y1 = [_noisy_counts(_counts(cols[j], sizes_t[j], weights), each1, rng).astype(np.float64) for j in range(d)]
     charges += [(f"1-way marginal {j + 1}", each1) for j in range(d)]
     var1 = noise.discrete_laplace_std(each1, 1) ** 2
     n1 = _fuse(rows + [(np.array(float(y.sum())), np.array(y.size * var1)) for y in y1])
@@ -273,7 +292,7 @@ def fit(
         # 3. [select] Kruskal with the exponential mechanism on integer scores [sens-w]
         report(0.1, "choosing the tree")
         mu1 = [norm_sub(y, float(n1)) for y in y1c]
-        pairs, scores = selection_scores(ccols, csizes, mu1, float(n1))
+        pairs, scores = selection_scores(ccols, csizes, mu1, float(n1), weights)
         comp = list(range(d))
         edges: list[tuple[int, int]] = []
         k = edge_count(e2, float(n1), [csizes[i] * csizes[j] for i, j in pairs], d)
@@ -293,7 +312,7 @@ def fit(
         var2 = noise.discrete_laplace_std(each2, 1) ** 2
         y2 = {}
         for i, j in edges:
-            c = _pair_counts(ccols, csizes, i, j).reshape(csizes[i], csizes[j])
+            c = _pair_counts(ccols, csizes, i, j, weights).reshape(csizes[i], csizes[j])
             y2[(i, j)] = _noisy_counts(c, each2, rng).astype(np.float64)
         charges += [(f"2-way marginal {i + 1}×{j + 1}", each2) for i, j in edges]
         report(0.7, "making the tables agree")
@@ -396,4 +415,5 @@ class MST(Synthesizer):
     NAME = "mst"
 
     def synthesize(self, data: CodedRows, *, epsilon, delta=0.0, rng, options, progress=None) -> Synthesis:
-        return Synthesis(fit(data.codes, list(data.sizes), epsilon, rng=rng, progress=progress), epsilon)
+        model = fit(data.codes, list(data.sizes), epsilon, rng=rng, progress=progress, weights=data.weights)
+        return Synthesis(model, epsilon)

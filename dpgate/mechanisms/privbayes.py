@@ -494,7 +494,7 @@ class PrivBayes(Synthesizer):
     NAME = "privbayes"
 
     def synthesize(self, data: CodedRows, *, epsilon, delta=0.0, rng, options, progress=None) -> Synthesis:
-        model = fit(data.codes, list(data.sizes), epsilon, rng=rng, progress=progress, **options)
+        model = fit(data.rows(), list(data.sizes), epsilon, rng=rng, progress=progress, **options)
         return Synthesis(model, epsilon)
 
 
@@ -504,4 +504,4 @@ class Independent(Synthesizer):
     NAME = "independent"
 
     def synthesize(self, data: CodedRows, *, epsilon, delta=0.0, rng, options, progress=None) -> Synthesis:
-        return Synthesis(independent_baseline(data.codes, list(data.sizes), epsilon, rng=rng), epsilon)
+        return Synthesis(independent_baseline(data.rows(), list(data.sizes), epsilon, rng=rng), epsilon)

@@ -321,17 +321,20 @@ def _sample_encoded(model: PrivBayesModel, n_rows: int, rng) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 # evaluation (offline only: reads the real table)
 # --------------------------------------------------------------------------------------------
-def marginal_tables(codes: np.ndarray, sizes: Sequence[int], way: int) -> list[np.ndarray]:
+def marginal_tables(codes: np.ndarray, sizes: Sequence[int], way: int,
+                    weights: np.ndarray | None = None) -> list[np.ndarray]:  # fmt: skip
     """Normalised α-way marginals of ``codes`` for every α-subset of attributes (in
-    ``itertools.combinations`` order). Offline evaluation only: never for release."""
+    ``itertools.combinations`` order), each row counted once or ``weights`` times. Offline
+    evaluation only: never for release."""
     arr = np.asarray(codes)
     d = arr.shape[1]
     cols = [arr[:, j].astype(np.int64) for j in range(d)]
-    n = arr.shape[0]
+    n = arr.shape[0] if weights is None else float(np.sum(weights))
     out = []
     for subset in itertools.combinations(range(d), way):
         code, cells = _parent_code(cols, sizes, subset)
-        counts = np.bincount(code, minlength=cells).astype(np.float64) if code is not None else np.array([n], float)
+        counts = (np.bincount(code, weights=weights, minlength=cells).astype(np.float64) if code is not None
+                  else np.array([n], float))  # fmt: skip
         out.append(counts / max(n, 1))
     return out
 

@@ -65,9 +65,8 @@ from dpgate.mechanisms import topk as topk_mech
 from dpgate.mechanisms.base import AVG, COUNT_SUBJECTS
 from dpgate.plans import CountPlan, SubgraphPlan, SynthesisPlan, TopKPlan
 from dpgate.queries import subgraph as subgraph_mod
-from dpgate.queries import synthetic as synthetic_mod
 from dpgate.queries import topk as topk_mod
-from dpgate.queries.synthetic import coding as synthesis
+from dpgate.queries.synthetic import tabular
 
 import set_statistics
 
@@ -429,8 +428,8 @@ def _synthetic(con, plan: SynthesisPlan, charged: str, salt: int, hints: dict[st
             stats[f"{name} counts"] = Statistic(f"{name} counts", dict(zip(family.tolist(), held[family].tolist())),
                                                 l1=plan.max_rows, fixed_keys=True)  # fmt: skip
         return Exact("synthetic", plan, stats, {"rows": len(got), "privtree tree": syn})
-    source = synthetic_mod.source_sql(plan, charged, salt)
-    codes = synthesis.fetch_codes(con, synthesis.encode_query(source, list(plan.codings)))
+    # The release's own exact pass, on the engine that holds the rows (weighted distinct rows from Spark)
+    codes = tabular.coded_rows(con, plan, charged, salt).rows()
     m = plan.max_rows
     names = [c.name for c in plan.codings]
     stats = {"rows": Statistic("rows", _counts(codes), l1=m)}

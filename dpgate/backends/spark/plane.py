@@ -50,6 +50,7 @@ declares it again.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -410,6 +411,51 @@ class SparkPlane:
 
         return topk.SparkTopK(self, plan, bounded.read_charged(con, charged, 1))
 
+    def check_coded(self, plan: Any, grouped: Callable[[str, str], str]) -> None:
+        """Analyse a release's coding statement against an empty charged set, before the debit.
+        ``grouped(rows, guard)``: the statement over the relation ``rows`` (see ``coded_counts``)."""
+        view, _, units, _, drop = self._views(plan, None)
+        try:
+            rows = joined_rows.cut_rows(plan.table, view, units, "__seen", 0, max_rows=plan.max_rows)
+            with self.jobs.group("checking the statement"):
+                self.spark.sql(grouped(rows, "__r.__seen IS NOT NULL"))
+        except errors.Error:
+            raise
+        except Exception as e:  # noqa: BLE001 - pyspark's AnalysisException and friends
+            raise errors.ProgrammingError(
+                f"Spark cannot bind the release's coding: {_first_line(e)}", code="DP230",
+                hint="the data owner checks the table's declarations (dpgate policy apply); nothing was charged",
+            ) from None  # fmt: skip
+        finally:
+            self._drop(drop)
+
+    def coded_counts(self, con: Any, plan: Any, grouped: Callable[[str, str], str], d: int, charged: str,
+                     salt: int) -> tuple[Any, Any]:  # fmt: skip
+        """A tabular release's exact input, aggregated where the rows are: each distinct coded row of
+        the subjects in ``charged`` (at most ``plan.max_rows`` rows each, a keyed random choice
+        [bound]) and how many rows it stands for (``counted_rows``).
+
+        ``grouped(rows, guard)`` writes the statement over the cut rows ``rows``, every expression
+        evaluated under ``guard`` (``__seen`` of the charged units' view [charged-only]); it comes
+        from the release's public codings, never from an analyst. Fails closed after the debit as
+        ``bounded_rows`` does."""
+        try:
+            view, _, units, _, drop = self._views(plan, bounded.read_charged(con, charged, 1))
+        except errors.Error:
+            raise errors.OperationalError(
+                "The Spark source changed or could not be read after the release was charged", code="DP404",
+                hint="the debit stands (fail closed); the data owner checks the source (dpgate policy apply)",
+            ) from None  # fmt: skip
+        try:
+            rows = joined_rows.cut_rows(plan.table, view, units, "__seen", salt, max_rows=plan.max_rows)
+            with self.jobs.group("coding the charged rows"):
+                return counted_rows(self.spark, grouped(rows, "__r.__seen IS NOT NULL"), d)
+        except BaseException:
+            self.forget()
+            raise
+        finally:
+            self._drop(drop)
+
     def bounded_rows(self, plan: CountPlan, charged: Charged, salt: int, n_parts: int) -> list[tuple]:
         """Run the statement on the charged subjects (an Arrow table of unit, part).
 
@@ -433,6 +479,20 @@ class SparkPlane:
         finally:
             self._drop(drop)
         return [tuple(_plain(x) for x in r) for r in rows]
+
+
+def counted_rows(spark: Any, sql: str, d: int) -> tuple[Any, Any]:
+    """Run a statement of ``d`` code columns ``__c0 ..`` and a count ``__n``: the codes (int64, rows in
+    lexicographic order: Spark's group order varies between runs) and the counts (int64)."""
+    import numpy as np
+
+    table = spark.sql(sql).toArrow()
+    codes = np.empty((table.num_rows, d), dtype=np.int64)
+    for j in range(d):
+        codes[:, j] = table.column(f"__c{j}").to_numpy()
+    counts = table.column("__n").to_numpy().astype(np.int64)
+    order = np.lexsort(codes.T[::-1]) if d else np.arange(table.num_rows)
+    return codes[order], counts[order]
 
 
 def _plain(x: Any) -> Any:

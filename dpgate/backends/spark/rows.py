@@ -44,12 +44,14 @@ def _q(name: str) -> str:
     return exp.to_identifier(name, quoted=True).sql("spark")
 
 
-def cut_rows(t: ProtectedTable, view: str, units: str, seen: str, salt: int) -> str:
-    """The charged subjects' rows of ``t`` (its columns and ``seen``), at most ``max_rows`` per subject."""
+def cut_rows(t: ProtectedTable, view: str, units: str, seen: str, salt: int, *, max_rows: int | None = None) -> str:
+    """The charged subjects' rows of ``t`` (its columns and ``seen``), at most ``max_rows`` per subject
+    (default: the table's declared bound)."""
+    max_rows = t.max_rows if max_rows is None else max_rows
     unit = _q(t.unit)
     base = f"SELECT __t.*, __c.__seen AS {seen} FROM {view} AS __t JOIN {units} AS __c ON __t.{unit} = __c.unit"
     cols = [_q(c) for c in t.columns]
-    if t.unique_unit and t.max_rows >= 1:  # one row per subject already
+    if t.unique_unit and max_rows >= 1:  # one row per subject already
         return base
     numbered = f"SELECT *, row_number() OVER (PARTITION BY {', '.join(cols)} ORDER BY {unit}) AS __dup FROM ({base}) __b"
     salted = exp.Cast(this=exp.Literal.number(int(salt)), to=exp.DataType.build("BIGINT"))
@@ -59,7 +61,7 @@ def cut_rows(t: ProtectedTable, view: str, units: str, seen: str, salt: int) -> 
         f"SELECT *, row_number() OVER (PARTITION BY {unit} ORDER BY {rank} NULLS LAST, __dup NULLS LAST) AS __rn "
         f"FROM ({numbered}) __n"
     )
-    return f"SELECT {', '.join(cols)}, {seen} FROM ({ranked}) __x WHERE __rn <= {int(t.max_rows)}"
+    return f"SELECT {', '.join(cols)}, {seen} FROM ({ranked}) __x WHERE __rn <= {int(max_rows)}"
 
 
 def _types(tables: list[ProtectedTable]) -> dict[str, str]:

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 
 import duckdb
 
-from dpgate import errors, mechanisms
+from dpgate import backends, errors, mechanisms
 from dpgate.catalog.tables import Catalog
 from dpgate.frontend.classify import Classified
 from dpgate.frontend.settings import Session
@@ -79,6 +79,7 @@ def plan(classified: Classified, catalog: Catalog, session: Session) -> Synthesi
             f"Unknown synthesizer {name!r}", code="DP221", hint="USING " + " | ".join(SYNTHESIZERS)
         )
     mechanisms.synthesizer(name, allow_unvetted=table.experimental, table=table.name)  # unvetted: the owner's call
+    backends.require_synthesizer(name, table)
     synth_plan = entry.plan(classified, catalog, session)
     dry_run(synth_plan, synth_plan.epsilon)
     return synth_plan

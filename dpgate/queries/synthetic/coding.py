@@ -728,21 +728,28 @@ def quality(
         ``{"columns", "rows_source", "rows_release", "tvd_1way", "tvd_2way", "tvd_3way"}``;
         a TVD is None when there are too few columns or either side has no rows.
     """
-    real = fetch_codes(con, encode_query(source_sql, codings), params)
+    return quality_of(con, fetch_codes(con, encode_query(source_sql, codings), params), None, table, codings)
+
+
+def quality_of(con: duckdb.DuckDBPyConnection, real: np.ndarray, weights: np.ndarray | None, table: str,
+               codings: list[ColumnCoding]) -> dict[str, Any]:  # fmt: skip
+    """``quality`` from the source's codes already read (each row ``weights`` times, when given:
+    the distinct coded rows of a Spark source and their counts)."""
     synth = fetch_codes(con, encode_query(f"SELECT * FROM main.{_q(table)}", codings))
     sizes = [c.size for c in codings]
     d = len(codings)
+    rows_source = int(real.shape[0]) if weights is None else int(np.sum(weights))
 
     def tvd(way: int) -> float | None:
-        if d < way or not len(real) or not len(synth):
+        if d < way or not rows_source or not len(synth):
             return None
         return privbayes.tvd_between(
-            privbayes.marginal_tables(real, sizes, way), privbayes.marginal_tables(synth, sizes, way)
+            privbayes.marginal_tables(real, sizes, way, weights), privbayes.marginal_tables(synth, sizes, way)
         )
 
     return {
         "columns": d,
-        "rows_source": int(real.shape[0]),
+        "rows_source": rows_source,
         "rows_release": int(synth.shape[0]),
         "tvd_1way": tvd(1),
         "tvd_2way": tvd(2),
@@ -776,4 +783,5 @@ def _fmt(x: Any) -> str:
     return f"{x:.15g}" if isinstance(x, float) else str(x)
 
 
-__all__ = ["ColumnCoding", "code_of", "coding_for", "decode", "encode_query", "fetch_codes", "quality", "write_table"]
+__all__ = ["ColumnCoding", "code_of", "coding_for", "decode", "encode_query", "fetch_codes", "quality", "quality_of",
+           "write_table"]

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import duckdb
 import numpy as np
 
-from dpgate import errors, mechanisms
+from dpgate import backends, errors, mechanisms
 from dpgate.backends.charged import bind
 from dpgate.catalog import releases as registry
 from dpgate.frontend.classify import Classified
@@ -200,10 +201,9 @@ def _columns(option: str | None, table) -> list[str]:
     return names
 
 
-def _fit(plan: SynthesisPlan, codes: np.ndarray, epsilon: float, *, population: int, rng, progress=None,
+def _fit(plan: SynthesisPlan, data: CodedRows, epsilon: float, *, population: int, rng, progress=None,
          noisy_rows: float | None = None):  # fmt: skip
     options = MODELS[plan.mechanism].fit_options(plan, population, noisy_rows)
-    data = CodedRows(codes, tuple(c.size for c in plan.codings))
     syn = mechanisms.synthesizer(plan.mechanism).synthesize(data, epsilon=epsilon, rng=rng, options=options,
                                                             progress=progress)  # fmt: skip
     # ε-DP per tuple, and one subject is at most max_rows tuples: group privacy multiplies [bound].
@@ -216,7 +216,7 @@ def dry_run(plan: SynthesisPlan, eps: float) -> None:
     it): every refusal of the mechanism's parameters happens here, free."""
     sizes = [c.size for c in plan.codings]
     try:
-        _fit(plan, np.zeros((0, len(sizes)), dtype=np.int64), eps / plan.max_rows, population=1,
+        _fit(plan, CodedRows(np.zeros((0, len(sizes)), dtype=np.int64), tuple(sizes)), eps / plan.max_rows, population=1,
              rng=np.random.default_rng(0), noisy_rows=1.0)  # fmt: skip
     except (errors.DataError, errors.NotSupportedError, ValueError) as e:
         # a sampler's own refusal (ε per cell below its floor) is a ValueError: free here, not after the debit
@@ -236,7 +236,26 @@ def source_sql(plan: SynthesisPlan, charged: str, salt: int) -> str:
 
 
 def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str) -> None:
-    bind(con, synthesis.encode_query(source_sql(plan, charged, 0), list(plan.codings)))
+    bind(con, synthesis.encode_query(source_sql(plan, charged, 0), list(plan.codings)))  # a Spark table's stub too
+    if backends.engine_of(plan.table) == "spark":  # and Spark must run its own coding statement
+        from dpgate.queries.synthetic.coding_spark import grouped_sql
+
+        backends.plane("spark").check_coded(plan, partial(grouped_sql, list(plan.codings)))
+
+
+def coded_rows(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str, salt: int) -> CodedRows:
+    """The charged subjects' rows as codes, at most ``max_rows`` each [bound], read where the rows
+    are: from the database file one row per tuple; from Spark each distinct coded row and its count
+    (the synthesizers' marginals are the same weighted counts)."""
+    sizes = tuple(c.size for c in plan.codings)
+    if backends.engine_of(plan.table) == "spark":
+        from dpgate.queries.synthetic.coding_spark import grouped_sql
+
+        grouped = partial(grouped_sql, list(plan.codings))
+        codes, counts = backends.plane("spark").coded_counts(con, plan, grouped, len(sizes), charged, salt)
+        return CodedRows(codes, sizes, counts)
+    return CodedRows(synthesis.fetch_codes(con, synthesis.encode_query(source_sql(plan, charged, salt),
+                                                                       list(plan.codings))), sizes)  # fmt: skip
 
 
 def answer(
@@ -255,7 +274,7 @@ def answer(
     fit_eps = run_eps / plan.max_rows
     report(0.0, f"reading {plan.table.name}")
     salt = int(rng.integers(0, 2**62))
-    codes = synthesis.fetch_codes(con, synthesis.encode_query(source_sql(plan, debit.charged, salt), list(plan.codings)))
+    codes = coded_rows(con, plan, debit.charged, salt)
     population = subjects.population  # public: the roster, never the rows
     model = _fit(plan, codes, fit_eps, population=population, rng=rng, progress=lambda f, m: report(0.05 + 0.8 * f, m))
     del codes

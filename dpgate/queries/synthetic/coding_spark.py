@@ -1,0 +1,139 @@
+"""The codes of ``coding.encode_query`` written in Spark SQL, for a table whose rows live in Spark.
+
+A tabular release over a Spark table reads the same codes as over DuckDB, computed where the rows
+are: Spark codes the charged subjects' bounded rows and returns each distinct coded row with its
+count (``SparkPlane.coded_counts``), and the synthesizer reads those weighted rows. Each value gets
+the code DuckDB's encoding gives it (``tests/queries/test_synthetic_spark.py`` compares the two
+engines value by value, edges, NULL, NaN and ±inf included):
+
+- categorical: the 0-based position in the declared values, each value written as the column's
+  type from its text (as ``coding.values_list`` casts it; one that does not convert matches
+  nothing); a value outside them takes the NULL code, or no code;
+- integer (and DATE as days since 1970-01-01): clamped to the bounds, then one code per integer or
+  ``((x - lower) * bins) div (upper - lower)`` in DECIMAL(38, 0), exact for every BIGINT;
+- real (DOUBLE, FLOAT, DECIMAL): a DOUBLE estimate of the bin, corrected by one step against the
+  bin edges written in the column's own type, so the code depends on exact comparisons only.
+
+Spark's session runs with ANSI mode off, and none of these expressions can fail whatever a row
+holds: a cast that does not convert is NULL, ``div`` never divides by zero (``upper > lower``),
+``floor`` of ±inf saturates and is clamped by ``least`` / ``greatest``. Every expression is built
+from the declarations (types, domains, bounds, bins): no analyst text reaches Spark here.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from sqlglot import exp
+
+from dpgate.backends.spark.plane import counted_rows
+from dpgate.queries.synthetic import coding
+from dpgate.queries.synthetic.coding import ColumnCoding, _text
+
+
+def _q(name: str) -> str:
+    return exp.to_identifier(name, quoted=True).sql("spark")
+
+
+def _type(sql_type: str) -> str:
+    """A DuckDB type name as Spark writes it (VARCHAR is STRING, INTEGER is INT)."""
+    return exp.DataType.build(sql_type, dialect="duckdb").sql("spark")
+
+
+def _str(text: str) -> str:
+    return exp.Literal.string(text).sql("spark")
+
+
+def _typed(text: str, sql_type: str) -> str:
+    if sql_type.upper().strip() == "VARCHAR":
+        return _str(text)
+    return f"CAST({_str(text)} AS {_type(sql_type)})"
+
+
+def _array(texts: list[str], sql_type: str) -> str:
+    return f"array({', '.join(_typed(t, sql_type) for t in texts)})"
+
+
+def _edges(c: ColumnCoding) -> str:
+    lay = c._layout
+    texts = [format(e, "f") for e in lay.edges] if lay.decimal_scale is not None else [repr(float(e)) for e in lay.edges]
+    return _array(texts, c.numeric_type)
+
+
+def code_sql(i: int, c: ColumnCoding, x: str) -> tuple[list[tuple[str, str]], str]:
+    """Coding ``i``'s code of the Spark column expression ``x``: the per-row expressions (SQL,
+    alias) of an inner SELECT, and the outer expression over them that is the code (NULL: none)."""
+    nc = str(c.null) if c.null_code else "NULL"
+    if c.kind == "categorical":
+        values = _array([_text(v) for v in c.values], c.sql_type)
+        # array_position is 1-based and 0 when absent
+        code = f"CASE WHEN {x} IS NULL THEN {nc} ELSE coalesce(nullif(array_position({values}, {x}), 0) - 1, {nc}) END"
+        return [(f"CAST({code} AS INT)", f"__c{i}")], f"__c{i}"
+    lay = c._layout
+    top = lay.bins - 1
+    if c.temporal == "date":
+        x = f"CAST(datediff({x}, DATE '1970-01-01') AS BIGINT)"
+    if c.kind == "integer":
+        lo_t, hi_t = _typed(str(lay.lo), c.numeric_type), _typed(str(lay.hi), c.numeric_type)
+        offset = f"(CAST({x} AS DECIMAL(38, 0)) - CAST({lay.lo} AS DECIMAL(38, 0)))"
+        span = f"CAST({lay.hi - lay.lo} AS DECIMAL(38, 0))"
+        inside = offset if c.bins is None else f"(({offset} * {lay.bins}) div {span})"
+        code = (
+            f"CASE WHEN {x} IS NULL THEN {nc} WHEN {x} <= {lo_t} THEN 0 WHEN {x} >= {hi_t} THEN {top} "
+            f"ELSE {inside} END"
+        )
+        return [(f"CAST({code} AS INT)", f"__c{i}")], f"__c{i}"
+    xd = f"CAST({x} AS DOUBLE)"
+    estimate = (
+        f"CASE WHEN {x} IS NULL OR isnan({xd}) THEN NULL ELSE CAST(greatest(0, least({top}, "
+        f"floor(({xd} - CAST({_str(repr(float(lay.estimate_lower)))} AS DOUBLE)) / "
+        f"CAST({_str(repr(float(lay.estimate_width)))} AS DOUBLE)))) AS INT) END"
+    )
+    e, v, edges = f"__e{i}", f"__x{i}", _edges(c)
+    code = (
+        f"CASE WHEN {e} IS NULL THEN {nc} WHEN {e} > 0 AND {v} < element_at({edges}, {e} + 1) THEN {e} - 1 "
+        f"WHEN {e} < {top} AND {v} >= element_at({edges}, {e} + 2) THEN {e} + 1 ELSE {e} END"
+    )
+    return [(x, v), (estimate, e)], f"CAST({code} AS INT)"
+
+
+def spark_codes(codings: list[ColumnCoding], row: str = "__r") -> tuple[list[tuple[str, str]], list[str]]:
+    """Every coding's inner expressions (over the columns of ``row``) and outer codes, in order."""
+    inner: list[tuple[str, str]] = []
+    outer: list[str] = []
+    for i, c in enumerate(codings):
+        ins, out = code_sql(i, c, f"{row}.{_q(c.name)}")
+        inner += ins
+        outer.append(out)
+    return inner, outer
+
+
+def grouped_sql(codings: list[ColumnCoding], rows: str, guard: str | None = None) -> str:
+    """Each distinct coded row of the relation ``rows`` (SQL, aliased ``__r`` inside) and its count
+    (``__n``); rows with a column that has no code are left out. ``guard``: a condition over ``__r``
+    that every inner expression is evaluated under (the charged rows only)."""
+    inner, outer = spark_codes(codings)
+    if guard is not None:
+        inner = [(f"CASE WHEN {guard} THEN {sql} END", alias) for sql, alias in inner]
+    ins = ", ".join(f"{sql} AS {alias}" for sql, alias in inner)
+    codes = ", ".join(f"{sql} AS __c{i}" for i, sql in enumerate(outer))
+    names = ", ".join(f"__c{i}" for i in range(len(outer)))
+    kept = " AND ".join(f"__c{i} IS NOT NULL" for i in range(len(outer)))
+    coded = f"SELECT {codes} FROM (SELECT {ins} FROM ({rows}) __r) __e"
+    return f"SELECT {names}, count(*) AS __n FROM ({coded}) __k WHERE {kept} GROUP BY {names}"
+
+
+def quality(con, spark, df, table: str, codings: list[ColumnCoding]) -> dict:
+    """The owner's quality report of a release whose source lives in Spark (``coding.quality``): the
+    source's rows (the DataFrame ``df``, every row, as the DuckDB report reads them) coded in Spark.
+    Reads the protected rows: for the data owner only."""
+    view = f"__dpgate_quality_{secrets.token_hex(6)}"
+    df.createOrReplaceTempView(view)
+    try:
+        real, counts = counted_rows(spark, grouped_sql(codings, f"SELECT * FROM {view}"), len(codings))
+    finally:
+        spark.catalog.dropTempView(view)
+    return coding.quality_of(con, real, counts, table, codings)
+
+
+__all__ = ["code_sql", "grouped_sql", "quality", "spark_codes"]
