@@ -59,11 +59,13 @@ def _cases() -> list[tuple[ColumnCoding, str, list]]:
     cases.append((wide, "DECIMAL(38,10)", [str(e + d) for e in wide.bin_edges for d in (-unit, 0, unit)]
                   + ["-9999999999999999999999999999.9999999999", "9999999999999999999999999999.9999999999", None]))
     big = coding_for(Column("x", "BIGINT", -(2**63), 2**63 - 1, not_null=True), bins=16)
-    cases.append((big, "BIGINT", sorted({min(max(e + d, -(2**63)), 2**63 - 1) for e in big.bin_edges for d in (-1, 0, 1)})))
+    near_edges = {min(max(e + d, -(2**63)), 2**63 - 1) for e in big.bin_edges for d in (-1, 0, 1)}
+    cases.append((big, "BIGINT", sorted(near_edges)))
     ints = coding_for(Column("x", "INTEGER", 17, 90), bins=16)
     cases.append((ints, "INTEGER", [e + d for e in ints.bin_edges for d in (-1, 0, 1)]
                   + [-(2**31), 2**31 - 1, None]))
-    cases.append((coding_for(Column("x", "TINYINT", -5, 5), bins=16), "TINYINT", list(range(-128, 128, 7)) + [127, None]))
+    tiny = coding_for(Column("x", "TINYINT", -5, 5), bins=16)
+    cases.append((tiny, "TINYINT", list(range(-128, 128, 7)) + [127, None]))
     days = coding_for(Column("x", "DATE", 18262, 18628), bins=16)  # 2020-01-01 .. 2021-01-01 as days
     cases.append((days, "DATE", [f"epoch:{e + d}" for e in days.bin_edges for d in (-1, 0, 1)]
                   + ["1600-01-01", "9999-12-31", None]))

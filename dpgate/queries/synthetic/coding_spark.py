@@ -56,7 +56,10 @@ def _array(texts: list[str], sql_type: str) -> str:
 
 def _edges(c: ColumnCoding) -> str:
     lay = c._layout
-    texts = [format(e, "f") for e in lay.edges] if lay.decimal_scale is not None else [repr(float(e)) for e in lay.edges]
+    if lay.decimal_scale is not None:
+        texts = [format(e, "f") for e in lay.edges]
+    else:
+        texts = [repr(float(e)) for e in lay.edges]
     return _array(texts, c.numeric_type)
 
 

@@ -216,7 +216,8 @@ def dry_run(plan: SynthesisPlan, eps: float) -> None:
     it): every refusal of the mechanism's parameters happens here, free."""
     sizes = [c.size for c in plan.codings]
     try:
-        _fit(plan, CodedRows(np.zeros((0, len(sizes)), dtype=np.int64), tuple(sizes)), eps / plan.max_rows, population=1,
+        empty = CodedRows(np.zeros((0, len(sizes)), dtype=np.int64), tuple(sizes))
+        _fit(plan, empty, eps / plan.max_rows, population=1,
              rng=np.random.default_rng(0), noisy_rows=1.0)  # fmt: skip
     except (errors.DataError, errors.NotSupportedError, ValueError) as e:
         # a sampler's own refusal (ε per cell below its floor) is a ValueError: free here, not after the debit
