@@ -28,6 +28,7 @@ SPARK_FILES = (
     "tests/privacy/test_neighbour_spark.py",
     "tests/privacy/test_neighbour_spark_topk.py",
     "tests/privacy/test_spark_audit.py",
+    "tests/privacy/test_spark_graphs.py",
     "tests/privacy/test_spark_joins.py",
     "tests/privacy/test_spark_synthetic.py",
     "tests/privacy/test_spark_types.py",

@@ -36,7 +36,7 @@ from dpgate.catalog.tables import ProtectedTable
 SPARK_OPTION = "spark"
 
 #: Query classes each data plane serves; the others are refused for its tables before the debit.
-SERVED = {"spark": ("count", "top_k", "synthetic")}
+SERVED = {"spark": ("count", "top_k", "synthetic", "subgraph")}
 #: The synthesizers a data plane runs (``CREATE SYNTHETIC TABLE ... USING name``); the others are refused.
 SYNTHESIZERS_SERVED = {"spark": ("mst", "privbayes", "independent")}
 
@@ -135,8 +135,8 @@ def require_served(query_class: str, tables: tuple[ProtectedTable, ...], what: s
             continue
         if query_class not in SERVED[engine]:
             raise errors.UnsupportedQueryError(
-                f"{t.name} lives in Spark, and the Spark backend serves counting, top-k and tabular synthetic "
-                f"releases, not {what}", code="DP260",
+                f"{t.name} lives in Spark, and the Spark backend serves counting, top-k, subgraph counts and "
+                f"tabular synthetic releases, not {what}", code="DP260",
                 hint="ask COUNT / SUM / AVG / VARIANCE / STDDEV / MEDIAN with WHERE and GROUP BY, the top k "
                 f"(GROUP BY ... ORDER BY COUNT(*) DESC LIMIT k), or CREATE SYNTHETIC TABLE ... USING "
                 f"{' | '.join(SYNTHESIZERS_SERVED[engine])} over {t.name}; nothing was charged",

@@ -328,6 +328,7 @@ class Declarations:
         node_column: str | None = None,
         epsilon: float | None = None,
         allow_kclique: bool = False,
+        spark: str | None = None,
     ) -> None:
         """Declare an edge table as a protected graph, with edge-level DP.
 
@@ -338,11 +339,21 @@ class Declarations:
         edges. ``epsilon`` is the lifetime budget of every potential edge; since every query
         charges all of them alike, it is kept as one shared budget. ``allow_kclique`` lets
         analysts ask for k-cliques with k >= 4 when C(N, k) exceeds a million (their cost
-        grows with the cliques of the graph; see ``dpgate.mechanisms.graphs``).
+        grows with the cliques of the graph; see ``dpgate.mechanisms.graphs``). ``spark``: the edges
+        live in Apache Spark (a catalog table or ``"parquet:/path"``, as for ``protect``); Spark then
+        reads them for each query, and the node universe is ``nodes = N`` or a public table of the
+        database file.
         """
         table = table.lower()
         src, dst = src.lower(), dst.lower()
         self._refuse_release(table)
+        if spark is not None:
+            self._spark_stub(table, spark)
+        elif self._spark_source(table) is not None:
+            raise errors.PolicyError(
+                f"{table} was declared with a Spark source; re-declare it with spark = ... (or drop it first)",
+                code="DP340", hint="unprotect the table and drop its empty DuckDB stub to move it back to DuckDB",
+            )  # fmt: skip
         cols = dict(catalog.table_columns(self.con, table))
         if not cols:
             raise errors.PolicyError(
@@ -429,7 +440,8 @@ class Declarations:
                 "(table_name, kind, unit_column, max_rows, max_groups, budget_source, budget_column, "
                 "budget_table, budget_table_unit, budget_table_column, default_epsilon, subject_delta, "
                 "roster_table, options) VALUES (?, 'graph', ?, 1, 1, 'default', NULL, NULL, NULL, NULL, ?, ?, ?, ?)",
-                [table, src, epsilon, DEFAULT_SUBJECT_DELTA, roster, json.dumps({"graph": graph})],
+                [table, src, epsilon, DEFAULT_SUBJECT_DELTA, roster,
+                 json.dumps({"graph": graph, **({"spark": spark} if spark is not None else {})})],
             )
             ddl = resources.read_sql("roster.sql").format(
                 roster=f"{catalog.SCHEMA}.{quote(roster)}",

@@ -89,7 +89,8 @@ class PolicyFiles:
             )
             done.append(f"protected {tname} (unit {spec['unit']})")
         for gname, spec in policy.get("graphs", {}).items():
-            check_keys(f"[graphs.{gname}]", spec, {"src", "dst", "nodes", "node_column", "epsilon", "allow_kclique"})
+            check_keys(f"[graphs.{gname}]", spec, {"src", "dst", "nodes", "node_column", "epsilon", "allow_kclique",
+                                                   "spark"})
             for key in ("src", "dst", "nodes"):
                 if key not in spec:
                     raise errors.PolicyError(f"[graphs.{gname}] needs {key} = ...", code="DP330")
@@ -101,6 +102,7 @@ class PolicyFiles:
                 node_column=spec.get("node_column"),
                 epsilon=spec.get("epsilon"),
                 allow_kclique=check_flag(f"[graphs.{gname}] allow_kclique", spec.get("allow_kclique", False)),
+                spark=spec.get("spark"),
             )
             done.append(f"protected graph {gname} ({spec['src']} - {spec['dst']})")
         if "answers" in policy:  # how answers are remembered (``catalog.remembered``)

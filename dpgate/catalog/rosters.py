@@ -52,8 +52,8 @@ class Rosters:
         # Every subject of every table in the subject space (the roster is theirs together). A
         # graph's roster is one row: the budget every potential edge shares (edge-level DP).
         rows_of = {t: quote(t) for t, _, _ in members}
-        for t, u, _ in members:  # rows in Spark: their units (and budget column) copied here first
-            src = self._spark_source(t, con)
+        for t, u, kind in members:  # rows in Spark: their units (and budget column) copied here first
+            src = self._spark_source(t, con) if kind != "graph" else None  # a graph's roster is one row
             if src is not None:
                 arrow = hooks.spark().unit_rows(self.spark_session(), src, u, bcol if source == "column" else None)
                 rows_of[t] = quote(f"__dp_spark_units_{t}")

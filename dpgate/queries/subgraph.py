@@ -26,13 +26,14 @@ the analyst and that budget; personalization rules do not apply.
 from __future__ import annotations
 
 import math
+import secrets
 from typing import Any
 
 import duckdb
 import numpy as np
 from sqlglot import exp
 
-from dpgate import errors, noise
+from dpgate import backends, database, errors, noise
 from dpgate.backends.charged import bind
 from dpgate.catalog.tables import Catalog, ProtectedTable, join_exact
 from dpgate.frontend.classify import GRAPH_FUNCTIONS, Classified, function_name
@@ -556,12 +557,16 @@ def _post(q: exp.Select, shape: str, calls) -> tuple[exp.Select, list[OutputColu
 
 
 # -- running ------------------------------------------------------------------------------------
-def edges_sql(plan: SubgraphPlan) -> tuple[str, dict[str, Any]]:
-    """(src index, dst index) of every edge row whose endpoints are in the public universe."""
+def edges_sql(plan: SubgraphPlan, pairs: str | None = None) -> tuple[str, dict[str, Any]]:
+    """(src index, dst index) of every edge row whose endpoints are in the public universe.
+
+    ``pairs``: a relation of endpoint values ``(__a, __b)`` read elsewhere (a Spark graph's, its WHERE
+    applied there) to map to node indices through the node table, instead of the edge table."""
     graph = plan.table.graph
     t = exp.to_table(plan.table.name, quoted=True).sql(dialect="duckdb")
     s, d = (exp.to_identifier(graph[c], quoted=True).sql(dialect="duckdb") for c in ("src", "dst"))
     where = f" WHERE {to_duckdb(plan.edges_where)}" if plan.edges_where is not None else ""
+    edge_rows = f"SELECT {s} AS __a, {d} AS __b FROM main.{t}{where}" if pairs is None else f"SELECT * FROM {pairs}"
     if graph.get("nodes") is not None:
         n = int(graph["nodes"])
         inner = f"SELECT TRY_CAST({s} AS BIGINT) AS __s, TRY_CAST({d} AS BIGINT) AS __d FROM main.{t}{where}"
@@ -573,13 +578,14 @@ def edges_sql(plan: SubgraphPlan) -> tuple[str, dict[str, Any]]:
         f"FROM (SELECT DISTINCT {nc} AS __id FROM main.{nt} WHERE {nc} IS NOT NULL))"
     )
     return (
-        f"SELECT ns.__i AS __s, nd.__i AS __d FROM (SELECT {s} AS __a, {d} AS __b FROM main.{t}{where}) e "
+        f"SELECT ns.__i AS __s, nd.__i AS __d FROM ({edge_rows}) e "
         f"JOIN {nodes} ns ON e.__a = ns.__id JOIN {nodes} nd ON e.__b = nd.__id"
     ), {}
 
 
 def bind_check(con: duckdb.DuckDBPyConnection, plan: SubgraphPlan) -> None:
-    """Bind the edge query and the post-processing (over placeholder counts) before the debit."""
+    """Bind the edge query and the post-processing (over placeholder counts) before the debit; a
+    graph in Spark binds on its stub here and in Spark too."""
     sql, params = edges_sql(plan)
     noisy = ", ".join(
         f"CAST(0 AS BIGINT) AS __a{c.index}, CAST(0 AS BIGINT) AS __a{c.index}_lo, CAST(0 AS BIGINT) AS __a{c.index}_hi"
@@ -587,13 +593,35 @@ def bind_check(con: duckdb.DuckDBPyConnection, plan: SubgraphPlan) -> None:
     )
     bind(con, sql, params)
     bind(con, f"WITH __noisy AS (SELECT {noisy}) {to_duckdb(plan.post)}")
+    if backends.engine_of(plan.table) == "spark":
+        backends.plane("spark").check_graph(plan)
+
+
+def read_edges(con: duckdb.DuckDBPyConnection, plan: SubgraphPlan) -> np.ndarray:
+    """The simple undirected graph the plan counts on (``graphs.simple_edges``), read where the edges
+    are: the database file, or Spark (which returns the distinct edges, or the distinct endpoint
+    pairs that the node table then maps here)."""
+    if backends.engine_of(plan.table) == "spark":
+        found = backends.plane("spark").graph_edges(plan)
+        if plan.table.graph.get("nodes") is not None:
+            s, d = found.column("__s").to_numpy(), found.column("__d").to_numpy()
+            return graphs.simple_edges(np.asarray(s, dtype=np.int64), np.asarray(d, dtype=np.int64))
+        name = f"__dp_spark_edges_{secrets.token_hex(4)}"
+        database.register(con, name, found)
+        try:
+            sql, params = edges_sql(plan, pairs=name)
+            res = con.execute(sql, params).fetchnumpy()
+        finally:
+            con.unregister(name)
+    else:
+        sql, params = edges_sql(plan)
+        res = con.execute(sql, params).fetchnumpy()
+    return graphs.simple_edges(np.asarray(res["__s"], dtype=np.int64), np.asarray(res["__d"], dtype=np.int64))
 
 
 def answer(con: duckdb.DuckDBPyConnection, plan: SubgraphPlan, *, rng: np.random.Generator) -> Answer:
     """Read the edges once, then one ladder release (count and error bar) per count."""
-    sql, params = edges_sql(plan)
-    res = con.execute(sql, params).fetchnumpy()
-    edges = graphs.simple_edges(np.asarray(res["__s"], dtype=np.int64), np.asarray(res["__d"], dtype=np.int64))
+    edges = read_edges(con, plan)
     alpha = plan.settings.alpha
     noisy, columns, notes = [], {}, []
     for c in plan.counts:

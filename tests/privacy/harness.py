@@ -340,9 +340,7 @@ def _topk_stats(exact, plan: TopKPlan, salt: int, hints: dict[str, Any]) -> Exac
 
 
 def _subgraph(con, plan: SubgraphPlan) -> Exact:
-    sql, params = subgraph_mod.edges_sql(plan)
-    res = con.execute(sql, params).fetchnumpy()
-    edges = graphs.simple_edges(np.asarray(res["__s"], dtype=np.int64), np.asarray(res["__d"], dtype=np.int64))
+    edges = subgraph_mod.read_edges(con, plan)  # the class's own read, on the engine that holds the edges
     stats: dict[str, Statistic] = {}
     for c in plan.counts:
         lf = ladder.ladder_function(edges, plan.n_nodes, c.query, c.k)

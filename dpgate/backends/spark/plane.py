@@ -456,6 +456,40 @@ class SparkPlane:
         finally:
             self._drop(drop)
 
+    def check_graph(self, plan: Any) -> None:
+        """Refuse (free) an edge statement Spark could not run: translate the WHERE and analyse the
+        statement, before the debit."""
+        view, _ = self._register(plan.table)
+        try:
+            sql = graph_statement(plan, view)
+            with self.jobs.group("checking the statement"):
+                self.spark.sql(sql)
+        except errors.Error:
+            raise
+        except Exception as e:  # noqa: BLE001 - pyspark's AnalysisException and friends
+            raise errors.ProgrammingError(
+                f"Spark cannot bind this query: {_first_line(e)}", code="DP230", hint="fix the SQL; nothing was charged"
+            ) from None  # fmt: skip
+        finally:
+            self._drop([view])
+
+    def graph_edges(self, plan: Any) -> Any:
+        """The edges of a subgraph plan as an Arrow table (``graph_statement``). A graph's roster is
+        one row (every potential edge shares one budget), so every edge row is read; fails closed
+        after the debit as ``bounded_rows`` does."""
+        try:
+            view, _ = self._register(plan.table)
+        except errors.Error:
+            raise errors.OperationalError(
+                "The Spark source changed or could not be read after the query was charged", code="DP404",
+                hint="the debit stands (fail closed); the data owner checks the source (dpgate policy apply)",
+            ) from None  # fmt: skip
+        try:
+            with self.jobs.group("reading the edges"):
+                return self.spark.sql(graph_statement(plan, view)).toArrow()
+        finally:
+            self._drop([view])
+
     def bounded_rows(self, plan: CountPlan, charged: Charged, salt: int, n_parts: int) -> list[tuple]:
         """Run the statement on the charged subjects (an Arrow table of unit, part).
 
@@ -479,6 +513,42 @@ class SparkPlane:
         finally:
             self._drop(drop)
         return [tuple(_plain(x) for x in r) for r in rows]
+
+
+def graph_statement(plan: Any, view: str) -> str:
+    """The Spark SQL of a subgraph plan's edges, as few rows as give the simple graph.
+
+    With ``nodes = N``: the node indices ``(__s, __d)`` of each distinct edge (smaller first) whose
+    endpoints lie in ``0 .. N-1``, self-loops dropped (integer endpoints, declared so: the cast is
+    exact). With a public node table: each distinct pair of raw endpoint values ``(__a, __b)``, which
+    the subgraph class maps to node indices in the database file, where the node table is. The WHERE
+    is the analyst's, translated (``to_spark``) with the counting class's rules: every operator
+    that could fail on a value is its ``try_*`` form, and what the engines compute differently is
+    refused, before the debit (the bind check writes the same text)."""
+    graph = plan.table.graph
+    types = {c.name: c.type for c in plan.table.columns.values()}
+    dates = frozenset(name for name, t in types.items() if t.upper() == "DATE")
+    where = plan.edges_where
+    if isinstance(where, exp.Anonymous) and where.name.upper() == "TRY":  # DuckDB's wrapper: Spark's try_* instead
+        where = where.expressions[0]
+    cond = f" WHERE {_sql(to_spark(where, dates, types, predicate=True))}" if where is not None else ""
+    s, d = (exp.to_identifier(graph[c], quoted=True).sql("spark") for c in ("src", "dst"))
+    if graph.get("nodes") is not None:
+        n = int(graph["nodes"])
+        inner = f"SELECT CAST({s} AS BIGINT) AS __x, CAST({d} AS BIGINT) AS __y FROM {view}{cond}"
+        sql = (
+            f"SELECT DISTINCT least(__x, __y) AS __s, greatest(__x, __y) AS __d FROM ({inner}) __e "
+            f"WHERE __x BETWEEN 0 AND {n - 1} AND __y BETWEEN 0 AND {n - 1} AND __x <> __y"
+        )
+    else:
+        sql = f"SELECT DISTINCT {s} AS __a, {d} AS __b FROM {view}{cond}"
+    if len(cond) > MAX_SPARK_SQL:  # the analyst's part only: the view's name differs after the debit
+        raise errors.UnsupportedQueryError(
+            f"The statement's expressions make {len(cond):,} characters of Spark SQL (at most {MAX_SPARK_SQL:,})",
+            code="DP261", hint="simplify the WHERE; nothing was charged",
+        )  # fmt: skip
+    refuse_variables(sql)
+    return sql
 
 
 def counted_rows(spark: Any, sql: str, d: int) -> tuple[Any, Any]:
