@@ -1,10 +1,17 @@
-"""Apache Spark as the data plane of a protected table (counting queries; top-k in ``topk``).
+"""Apache Spark as the data plane of a protected table (counting queries; top-k in ``topk``; a tabular
+release's coded rows and a graph's edges here too, at the end).
 
 A table declared with a Spark source (``Owner.protect(t, unit=..., spark="db.table")`` or
 ``spark="parquet:/path"``) keeps its rows in Spark. The DuckDB file holds an empty table of the
 same columns (its *stub*), the roster, the ledger and the declarations, so that planning,
 charging and noise are exactly as for a DuckDB table; only the exact, bounded aggregation of a
 counting query runs in Spark, and only its per-cell integer statistics come back.
+
+A synthetic release (``release_rows``) runs a statement the synthetic class writes from public
+facts over the charged subjects' rows, cut to their bound as below: a tabular release gets each
+distinct coded row and its count, the others their bounded records, points or sequences. A graph's edge table (``graph_edges``) has no charged set (its roster is the one
+budget every potential edge shares): the analyst's WHERE, translated as for counting, selects
+edges, and the distinct edges come back.
 
 What holds on Spark exactly as on DuckDB (docs/privacy-model.md, docs/spark.md):
 
@@ -411,33 +418,33 @@ class SparkPlane:
 
         return topk.SparkTopK(self, plan, bounded.read_charged(con, charged, 1))
 
-    def check_coded(self, plan: Any, grouped: Callable[[str, str], str]) -> None:
-        """Analyse a release's coding statement against an empty charged set, before the debit.
-        ``grouped(rows, guard)``: the statement over the relation ``rows`` (see ``coded_counts``)."""
+    def check_release(self, plan: Any, write: Callable[[str, str], str]) -> None:
+        """Analyse a release's statement against an empty charged set, before the debit (see
+        ``release_rows``)."""
         view, _, units, _, drop = self._views(plan, None)
         try:
-            rows = joined_rows.cut_rows(plan.table, view, units, "__seen", 0, max_rows=plan.max_rows)
+            sql = write(view, units)
+            refuse_variables(sql)
             with self.jobs.group("checking the statement"):
-                self.spark.sql(grouped(rows, "__r.__seen IS NOT NULL"))
+                self.spark.sql(sql)
         except errors.Error:
             raise
         except Exception as e:  # noqa: BLE001 - pyspark's AnalysisException and friends
             raise errors.ProgrammingError(
-                f"Spark cannot bind the release's coding: {_first_line(e)}", code="DP230",
+                f"Spark cannot bind the release's statement: {_first_line(e)}", code="DP230",
                 hint="the data owner checks the table's declarations (dpgate policy apply); nothing was charged",
             ) from None  # fmt: skip
         finally:
             self._drop(drop)
 
-    def coded_counts(self, con: Any, plan: Any, grouped: Callable[[str, str], str], d: int, charged: str,
-                     salt: int) -> tuple[Any, Any]:  # fmt: skip
-        """A tabular release's exact input, aggregated where the rows are: each distinct coded row of
-        the subjects in ``charged`` (at most ``plan.max_rows`` rows each, a keyed random choice
-        [bound]) and how many rows it stands for (``counted_rows``).
+    def release_rows(self, con: Any, plan: Any, write: Callable[[str, str], str], charged: str) -> Any:
+        """A synthetic release's exact input, read where the rows are, as an Arrow table.
 
-        ``grouped(rows, guard)`` writes the statement over the cut rows ``rows``, every expression
-        evaluated under ``guard`` (``__seen`` of the charged units' view [charged-only]); it comes
-        from the release's public codings, never from an analyst. Fails closed after the debit as
+        ``write(source, units)`` is the release's statement over the views of the source rows and of
+        the charged units (``unit``, ``__seen``); the synthetic class writes it from the plan's public
+        facts (codings, declared items or symbols, column names), never from analyst text, and joins
+        the rows with the units first [charged-only], cutting each subject's rows to its bound
+        [bound] (``cut_rows``, or a keyed hash of its own). Fails closed after the debit as
         ``bounded_rows`` does."""
         try:
             view, _, units, _, drop = self._views(plan, bounded.read_charged(con, charged, 1))
@@ -447,9 +454,8 @@ class SparkPlane:
                 hint="the debit stands (fail closed); the data owner checks the source (dpgate policy apply)",
             ) from None  # fmt: skip
         try:
-            rows = joined_rows.cut_rows(plan.table, view, units, "__seen", salt, max_rows=plan.max_rows)
-            with self.jobs.group("coding the charged rows"):
-                return counted_rows(self.spark, grouped(rows, "__r.__seen IS NOT NULL"), d)
+            with self.jobs.group("reading the charged rows"):
+                return self.spark.sql(write(view, units)).toArrow()
         except BaseException:
             self.forget()
             raise
@@ -551,12 +557,11 @@ def graph_statement(plan: Any, view: str) -> str:
     return sql
 
 
-def counted_rows(spark: Any, sql: str, d: int) -> tuple[Any, Any]:
-    """Run a statement of ``d`` code columns ``__c0 ..`` and a count ``__n``: the codes (int64, rows in
+def counted_rows(table: Any, d: int) -> tuple[Any, Any]:
+    """An Arrow table of ``d`` code columns ``__c0 ..`` and a count ``__n``: the codes (int64, rows in
     lexicographic order: Spark's group order varies between runs) and the counts (int64)."""
     import numpy as np
 
-    table = spark.sql(sql).toArrow()
     codes = np.empty((table.num_rows, d), dtype=np.int64)
     for j in range(d):
         codes[:, j] = table.column(f"__c{j}").to_numpy()

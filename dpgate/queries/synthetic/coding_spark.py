@@ -2,7 +2,7 @@
 
 A tabular release over a Spark table reads the same codes as over DuckDB, computed where the rows
 are: Spark codes the charged subjects' bounded rows and returns each distinct coded row with its
-count (``SparkPlane.coded_counts``), and the synthesizer reads those weighted rows. Each value gets
+count (``SparkPlane.release_rows``), and the synthesizer reads those weighted rows. Each value gets
 the code DuckDB's encoding gives it (``tests/queries/test_synthetic_spark.py`` compares the two
 engines value by value, edges, NULL, NaN and ±inf included):
 
@@ -27,6 +27,7 @@ import secrets
 from sqlglot import exp
 
 from dpgate.backends.spark.plane import counted_rows
+from dpgate.backends.spark.rows import cut_rows
 from dpgate.queries.synthetic import coding
 from dpgate.queries.synthetic.coding import ColumnCoding, _text
 
@@ -126,6 +127,14 @@ def grouped_sql(codings: list[ColumnCoding], rows: str, guard: str | None = None
     return f"SELECT {names}, count(*) AS __n FROM ({coded}) __k WHERE {kept} GROUP BY {names}"
 
 
+def coded_rows_sql(plan, salt: int, source: str, units: str) -> str:
+    """A tabular release's statement on Spark (``SparkPlane.release_rows``): the charged subjects'
+    rows cut to ``plan.max_rows`` each (``cut_rows``: a keyed hash of each row) [bound], coded, each
+    distinct coded row with its count; every expression evaluated on charged rows only."""
+    rows = cut_rows(plan.table, source, units, "__seen", salt, max_rows=plan.max_rows)
+    return grouped_sql(list(plan.codings), rows, guard="__r.__seen IS NOT NULL")
+
+
 def quality(con, spark, df, table: str, codings: list[ColumnCoding]) -> dict:
     """The owner's quality report of a release whose source lives in Spark (``coding.quality``): the
     source's rows (the DataFrame ``df``, every row, as the DuckDB report reads them) coded in Spark.
@@ -133,10 +142,10 @@ def quality(con, spark, df, table: str, codings: list[ColumnCoding]) -> dict:
     view = f"__dpgate_quality_{secrets.token_hex(6)}"
     df.createOrReplaceTempView(view)
     try:
-        real, counts = counted_rows(spark, grouped_sql(codings, f"SELECT * FROM {view}"), len(codings))
+        real, counts = counted_rows(spark.sql(grouped_sql(codings, f"SELECT * FROM {view}")).toArrow(), len(codings))
     finally:
         spark.catalog.dropTempView(view)
     return coding.quality_of(con, real, counts, table, codings)
 
 
-__all__ = ["code_sql", "grouped_sql", "quality", "spark_codes"]
+__all__ = ["code_sql", "coded_rows_sql", "grouped_sql", "quality", "spark_codes"]

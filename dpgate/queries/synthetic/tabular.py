@@ -239,9 +239,9 @@ def source_sql(plan: SynthesisPlan, charged: str, salt: int) -> str:
 def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str) -> None:
     bind(con, synthesis.encode_query(source_sql(plan, charged, 0), list(plan.codings)))  # a Spark table's stub too
     if backends.engine_of(plan.table) == "spark":  # and Spark must run its own coding statement
-        from dpgate.queries.synthetic.coding_spark import grouped_sql
+        from dpgate.queries.synthetic.coding_spark import coded_rows_sql
 
-        backends.plane("spark").check_coded(plan, partial(grouped_sql, list(plan.codings)))
+        backends.plane("spark").check_release(plan, partial(coded_rows_sql, plan, 0))
 
 
 def coded_rows(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str, salt: int) -> CodedRows:
@@ -250,10 +250,11 @@ def coded_rows(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str
     (the synthesizers' marginals are the same weighted counts)."""
     sizes = tuple(c.size for c in plan.codings)
     if backends.engine_of(plan.table) == "spark":
-        from dpgate.queries.synthetic.coding_spark import grouped_sql
+        from dpgate.backends.spark.plane import counted_rows
+        from dpgate.queries.synthetic.coding_spark import coded_rows_sql
 
-        grouped = partial(grouped_sql, list(plan.codings))
-        codes, counts = backends.plane("spark").coded_counts(con, plan, grouped, len(sizes), charged, salt)
+        found = backends.plane("spark").release_rows(con, plan, partial(coded_rows_sql, plan, salt), charged)
+        codes, counts = counted_rows(found, len(sizes))
         return CodedRows(codes, sizes, counts)
     return CodedRows(synthesis.fetch_codes(con, synthesis.encode_query(source_sql(plan, charged, salt),
                                                                        list(plan.codings))), sizes)  # fmt: skip
