@@ -30,6 +30,7 @@ SPARK_FILES = (
     "tests/privacy/test_spark_audit.py",
     "tests/privacy/test_spark_graphs.py",
     "tests/privacy/test_spark_joins.py",
+    "tests/privacy/test_spark_releases.py",
     "tests/privacy/test_spark_synthetic.py",
     "tests/privacy/test_spark_types.py",
     "tests/test_examples.py",

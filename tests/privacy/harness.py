@@ -370,7 +370,7 @@ def _synthetic(con, plan: SynthesisPlan, charged: str, salt: int, hints: dict[st
     if plan.mechanism == "diffpart":  # the records (one itemset per subject): one subject moves one record
         from dpgate.queries.synthetic import setvalued
 
-        got = con.execute(setvalued.source_sql(plan, charged, salt)).fetchall()
+        got = zip(*setvalued.read_records(con, plan, charged, salt))  # on the engine that holds the rows
         records: dict[int, list[int]] = {}
         for r, i in got:
             records.setdefault(r, []).append(i)
@@ -385,14 +385,13 @@ def _synthetic(con, plan: SynthesisPlan, charged: str, salt: int, hints: dict[st
     if plan.mechanism == "privtree_markov":  # the sequences: one subject is one sequence
         from dpgate.queries.synthetic import sequences
 
-        got = con.execute(sequences.source_sql(plan, charged)).fetchall()
-        seqs: dict[int, list[int]] = {}
-        for r, _, sym in got:
-            seqs.setdefault(r, []).append(sym)
+        seqs = sequences.read_sequences(con, plan, charged)  # on the engine that holds the rows
         counts: dict = {}
-        for s in seqs.values():
-            counts[tuple(s)] = counts.get(tuple(s), 0) + 1
-        return Exact("synthetic", plan, {"sequences": Statistic("sequences", counts, l1=1)}, {"rows": len(got)})
+        for s in seqs:
+            key = tuple(int(x) for x in s)
+            counts[key] = counts.get(key, 0) + 1
+        rows = sum(len(s) for s in seqs)
+        return Exact("synthetic", plan, {"sequences": Statistic("sequences", counts, l1=1)}, {"rows": rows})
     if plan.mechanism == "supermodular":  # the records as leaf tuples: one subject is one record
         from dpgate.queries.synthetic import generalized
 

@@ -26,14 +26,33 @@ import secrets
 
 from sqlglot import exp
 
+from dpgate.backends import bounded
 from dpgate.backends.spark.plane import counted_rows
 from dpgate.backends.spark.rows import cut_rows
 from dpgate.queries.synthetic import coding
 from dpgate.queries.synthetic.coding import ColumnCoding, _text
 
 
-def _q(name: str) -> str:
+def quoted(name: str) -> str:
+    """A column name as a quoted Spark identifier."""
     return exp.to_identifier(name, quoted=True).sql("spark")
+
+
+_q = quoted
+
+
+def lookup_sql(values, sql_type: str) -> str:
+    """The declared values as a relation ``(v, i)`` of the column's type, numbered from 0, to join a
+    column with (``coding.domain_lookup`` on Spark): each value written as the type from its text;
+    one that does not convert is NULL and joins nothing."""
+    rows = ", ".join(f"({_typed(_text(v), sql_type)}, {i})" for i, v in enumerate(values))
+    return f"SELECT * FROM VALUES {rows} AS __d(v, i)"
+
+
+def rank(columns: list[str], salt: int) -> str:
+    """A keyed hash of ``columns`` (``bounded.rank_tree`` on Spark: ``xxhash64``), keyed with ``salt``."""
+    salted = exp.Cast(this=exp.Literal.number(int(salt)), to=exp.DataType.build("BIGINT"))
+    return bounded.sql(bounded.rank_tree([exp.column(c) for c in columns], salted), "spark")
 
 
 def _type(sql_type: str) -> str:
@@ -148,4 +167,4 @@ def quality(con, spark, df, table: str, codings: list[ColumnCoding]) -> dict:
     return coding.quality_of(con, real, counts, table, codings)
 
 
-__all__ = ["code_sql", "coded_rows_sql", "grouped_sql", "quality", "spark_codes"]
+__all__ = ["code_sql", "coded_rows_sql", "grouped_sql", "lookup_sql", "quality", "quoted", "rank", "spark_codes"]

@@ -18,10 +18,12 @@ the model itself as ``name_model`` (context, next symbol, noisy count). Both are
 
 from __future__ import annotations
 
+from functools import partial
+
 import duckdb
 import numpy as np
 
-from dpgate import errors, mechanisms
+from dpgate import backends, errors, mechanisms
 from dpgate.backends.charged import bind
 from dpgate.catalog import releases as registry
 from dpgate.catalog.tables import Catalog, quote_ident
@@ -131,20 +133,57 @@ def _synthesize(plan: SynthesisPlan, sequences: list, epsilon: float, rng) -> pr
     return syn.release
 
 
+def spark_sql(plan: SynthesisPlan, source: str, units: str) -> str:
+    """``source_sql`` for a table in Spark (``SparkPlane.release_rows``): each charged subject's
+    (unit, position 1.., symbol number) rows, its first l⊤ in position order [bound]; the symbols
+    joined with the declared alphabet, never cast [domain-join]. Spark orders positions as DuckDB
+    does (NULL last, NaN above every number, text by its bytes); equal positions by symbol."""
+    from dpgate.queries.synthetic import coding_spark
+
+    t, o = plan.table, plan.options
+    lookup = coding_spark.lookup_sql(o["symbols"], t.columns[o["symbol"]].type)
+    unit, pos, sym = (coding_spark.quoted(c) for c in (t.unit, o["position"], o["symbol"]))
+    rows = (
+        f"SELECT __s.{unit} AS __unit, __s.{pos} AS __pos, __d.i AS __sym FROM {source} __s "
+        f"JOIN {units} __c ON __s.{unit} = __c.unit JOIN ({lookup}) __d ON __s.{sym} = __d.v"
+    )
+    ranked = (f"SELECT __unit, __sym, row_number() OVER (PARTITION BY __unit ORDER BY __pos NULLS LAST, __sym) "
+              f"AS __k FROM ({rows}) __r")  # fmt: skip
+    return f"SELECT __unit, __k, __sym FROM ({ranked}) __x WHERE __k <= {int(o['max_length'])}"
+
+
+def read_sequences(con, plan: SynthesisPlan, charged: str) -> list[np.ndarray]:
+    """The charged subjects' sequences of symbol numbers (in their units' order), each at most l⊤
+    long, read where the rows are (the database file or Spark)."""
+    if backends.engine_of(plan.table) == "spark":
+        found = backends.plane("spark").release_rows(con, plan, partial(spark_sql, plan), charged)
+        units = found.column("__unit").to_numpy(zero_copy_only=False)
+        if not len(units):
+            return []
+        r = np.asarray(np.unique(units, return_inverse=True)[1], dtype=np.int64).reshape(-1)
+        k, sym = (np.asarray(found.column(c).to_numpy(), dtype=np.int64) for c in ("__k", "__sym"))
+        order = np.lexsort((k, r))  # by unit, then position: Spark returns them in no order
+        r, sym = r[order], sym[order]
+    else:
+        got = con.execute(source_sql(plan, charged)).fetchnumpy()
+        r, sym = np.asarray(got["r"], dtype=np.int64), np.asarray(got["__sym"], dtype=np.int64)
+    cuts = np.flatnonzero(np.diff(r)) + 1 if len(r) else np.array([], dtype=np.int64)
+    return np.split(sym, cuts) if len(r) else []
+
+
 def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str) -> None:
-    bind(con, source_sql(plan, charged))
+    bind(con, source_sql(plan, charged))  # a Spark table's stub too
+    if backends.engine_of(plan.table) == "spark":  # and Spark must run its own statement
+        backends.plane("spark").check_release(plan, partial(spark_sql, plan))
 
 
 def answer(con, plan: SynthesisPlan, debit, analyst: str, *, rng: np.random.Generator,
            sampling: np.random.Generator, progress=None) -> Answer:  # fmt: skip
     eps = run_epsilon(debit, "a sequence model")
     o = plan.options
-    got = con.execute(source_sql(plan, debit.charged)).fetchnumpy()
-    r, sym = np.asarray(got["r"], dtype=np.int64), np.asarray(got["__sym"], dtype=np.int64)
-    cuts = np.flatnonzero(np.diff(r)) + 1 if len(r) else np.array([], dtype=np.int64)
-    sequences = np.split(sym, cuts) if len(r) else []
+    sequences = read_sequences(con, plan, debit.charged)
     model = _synthesize(plan, sequences, eps, rng)
-    del sequences, got
+    del sequences
     n = plan.rows if plan.rows is not None else model.expected_sequences()
     if plan.rows is None:  # one sequence a subject: no more than the roster (public) holds; at a small ε
         n = min(n, debit.subjects.population)  # the noisy estimate ran to millions (30 s of sampling)

@@ -29,11 +29,12 @@ noisy ``measured`` value and its ``noise_sd``). The release registry records the
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import duckdb
 import numpy as np
 
-from dpgate import errors, mechanisms
+from dpgate import backends, errors, mechanisms
 from dpgate.backends.charged import bind
 from dpgate.catalog import releases as registry
 from dpgate.catalog.tables import Catalog, quote_ident
@@ -263,8 +264,43 @@ def _require_records(plan: SynthesisPlan, records: int, epsilon: float) -> None:
         )  # fmt: skip
 
 
+def spark_sql(plan: SynthesisPlan, salt: int, source: str, units: str) -> str:
+    """``source_sql`` for a table in Spark (``SparkPlane.release_rows``): each charged subject's
+    (unit, item number) pairs, at most ``max_rows`` distinct items each by a keyed ``xxhash64`` of the
+    pair [bound]; the items joined with the declared list, never cast [domain-join]."""
+    from dpgate.queries.synthetic import coding_spark
+
+    t = plan.table
+    item = plan.options["item"]
+    lookup = coding_spark.lookup_sql(plan.options["items"], t.columns[item].type)
+    unit, col = coding_spark.quoted(t.unit), coding_spark.quoted(item)
+    rows = (
+        f"SELECT __s.{unit} AS __unit, __d.i AS __item FROM {source} __s JOIN {units} __c ON __s.{unit} = __c.unit "
+        f"JOIN ({lookup}) __d ON __s.{col} = __d.v"
+    )
+    rank = coding_spark.rank(["__unit", "__item"], salt)
+    ranked = (f"SELECT __unit, __item, row_number() OVER (PARTITION BY __unit ORDER BY {rank}, __item) AS __rn "
+              f"FROM (SELECT DISTINCT __unit, __item FROM ({rows}) __r) __x")  # fmt: skip
+    return f"SELECT __unit, __item FROM ({ranked}) __y WHERE __rn <= {int(plan.max_rows)}"
+
+
+def read_records(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str, salt: int
+                 ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """(record number, item number) of the charged subjects, records numbered in their units' order,
+    read where the rows are (the database file or Spark)."""
+    if backends.engine_of(plan.table) == "spark":
+        found = backends.plane("spark").release_rows(con, plan, partial(spark_sql, plan, salt), charged)
+        units = found.column("__unit").to_numpy(zero_copy_only=False)
+        r = np.unique(units, return_inverse=True)[1] if len(units) else np.zeros(0, dtype=np.int64)
+        return np.asarray(r, dtype=np.int64).reshape(-1), np.asarray(found.column("__item").to_numpy(), dtype=np.int64)
+    got = con.execute(source_sql(plan, charged, salt)).fetchnumpy()
+    return np.asarray(got["r"], dtype=np.int64), np.asarray(got["__item"], dtype=np.int64)
+
+
 def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str) -> None:
-    bind(con, source_sql(plan, charged, 0))
+    bind(con, source_sql(plan, charged, 0))  # a Spark table's stub too
+    if backends.engine_of(plan.table) == "spark":  # and Spark must run its own statement
+        backends.plane("spark").check_release(plan, partial(spark_sql, plan, 0))
 
 
 def answer(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, debit, analyst: str, *,
@@ -273,8 +309,7 @@ def answer(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, debit, analyst: 
     n_items = plan.options["taxonomy"].n_items
     path, _ = route(plan, int(debit.subjects.used), eps)
     salt = int(rng.integers(0, 2**62))
-    got = con.execute(source_sql(plan, debit.charged, salt)).fetchnumpy()
-    r, i = np.asarray(got["r"], dtype=np.int64), np.asarray(got["__item"], dtype=np.int64)
+    r, i = read_records(con, plan, debit.charged, salt)
     records = np.zeros((int(r.max()) + 1 if len(r) else 0, n_items), dtype=bool)
     records[r, i] = True
     out = _synthesize(plan, path, records, eps, rng)
