@@ -38,7 +38,7 @@ SPARK_OPTION = "spark"
 #: Query classes each data plane serves; the others are refused for its tables before the debit.
 SERVED = {"spark": ("count", "top_k", "synthetic", "subgraph")}
 #: The synthesizers a data plane runs (``CREATE SYNTHETIC TABLE ... USING name``); the others are refused.
-SYNTHESIZERS_SERVED = {"spark": ("mst", "privbayes", "independent", "diffpart", "privtree_markov")}
+SYNTHESIZERS_SERVED = {"spark": ("mst", "privbayes", "independent", "diffpart", "privtree", "privtree_markov")}
 
 
 class DataPlane(Protocol):

@@ -402,7 +402,8 @@ def _synthetic(con, plan: SynthesisPlan, charged: str, salt: int, hints: dict[st
         from dpgate.mechanisms import privtree
         from dpgate.queries.synthetic import synopsis
 
-        got = con.execute(synopsis.source_sql(plan, charged, salt)).fetchall()
+        pts_raw = synopsis.read_points(con, plan, charged, salt)  # on the engine that holds the rows
+        got = [tuple(float(x) for x in row) for row in pts_raw]
         counts: dict = {}
         for row in got:
             counts[row] = counts.get(row, 0) + 1

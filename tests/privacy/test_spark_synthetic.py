@@ -26,7 +26,6 @@ import pytest
 from conftest import duckdb_and_spark, spark_neighbours
 
 import dpgate
-from dpgate import errors
 from dpgate.backends.spark.source import session_for
 from dpgate.catalog.tables import Column
 from dpgate.queries.synthetic.coding import ColumnCoding, coding_for, encode_query
@@ -174,18 +173,6 @@ def test_spark_release_with_sampling_reads_max_rows_per_subject(world, spark):
     # every row has a code (no column drops one), so both keep one row per subject: 600
     assert sum(a.stats["rows"].values.values()) == sum(b.stats["rows"].values.values()) == 600
     assert a.stats["rows"].values != b.stats["rows"].values  # the engines' hashes differ
-
-
-def test_other_synthesizers_are_refused_on_spark_before_the_debit(world, spark):
-    _, on_spark = world
-    with dpgate.connect(str(on_spark), analyst=harness.ANALYST, test_seed=harness.SEED, spark=spark) as con:
-        cur = con.cursor()
-        budget = cur.execute("SHOW BUDGET").fetchall()
-        for sql in ("CREATE SYNTHETIC TABLE p FROM t USING privtree WITH (columns = 'age, income')",):
-            with pytest.raises(errors.Error) as info:
-                cur.execute(sql)
-            assert info.value.code == "DP260" and "USING mst | privbayes | independent" in info.value.hint
-        assert cur.execute("SHOW BUDGET").fetchall() == budget  # nothing was charged
 
 
 @pytest.fixture(scope="module")

@@ -21,13 +21,14 @@ that many points) and counts with sensitivity ``max_rows`` per family of disjoin
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any
 
 import duckdb
 import numpy as np
 from sqlglot import exp
 
-from dpgate import errors, mechanisms
+from dpgate import backends, errors, mechanisms
 from dpgate.backends.charged import bind
 from dpgate.catalog import releases as registry
 from dpgate.catalog.tables import Catalog, quote_ident
@@ -141,8 +142,58 @@ def _synthesize(plan: SynthesisPlan, points: np.ndarray, epsilon: float, rng) ->
     return syn.release
 
 
+def spark_sql(plan: SynthesisPlan, salt: int, source: str, units: str) -> str:
+    """``source_sql`` for a table in Spark (``SparkPlane.release_rows``): the charged subjects' points
+    as DOUBLEs, a point with a NULL or NaN coordinate dropped, then at most ``max_rows`` a subject by
+    a keyed ``xxhash64`` of the point and its duplicate number [bound]."""
+    from dpgate.queries.synthetic import coding_spark
+
+    t, cols = plan.table, plan.options["columns"]
+    unit = coding_spark.quoted(t.unit)
+    names = [coding_spark.quoted(c) for c in cols]
+    sel = ", ".join(f"CAST(__s.{n} AS DOUBLE) AS {n}" for n in names)
+    # Spark's isnan(NULL) is false, where DuckDB's NOT isnan(NULL) drops the row: NULL is dropped by name
+    where = " AND ".join(f"__s.{n} IS NOT NULL AND NOT isnan(CAST(__s.{n} AS DOUBLE))" for n in names)
+    rows = f"SELECT __s.{unit} AS __unit, {sel} FROM {source} __s JOIN {units} __c ON __s.{unit} = __c.unit WHERE {where}"
+    listed = ", ".join(names)
+    if t.unique_unit:
+        return f"SELECT {listed} FROM ({rows}) __r"
+    dup = f"SELECT *, row_number() OVER (PARTITION BY __unit, {listed} ORDER BY __unit) AS __dup FROM ({rows}) __r"
+    rank = coding_spark.rank(["__unit", *cols, "__dup"], salt)
+    ranked = f"SELECT *, row_number() OVER (PARTITION BY __unit ORDER BY {rank}, __dup) AS __rn FROM ({dup}) __d"
+    return f"SELECT {listed} FROM ({ranked}) __x WHERE __rn <= {int(plan.max_rows)}"
+
+
+def check_spark(plan: SynthesisPlan) -> None:
+    """Refuse, before the debit, a synopsis Spark would read other coordinates for: a DECIMAL of more than
+    15 digits made a DOUBLE (DuckDB rounds it twice, Spark once: one unit in the last place apart)."""
+    for c in plan.options["columns"]:
+        t = plan.table.columns[c].type.upper().replace(" ", "")
+        if t.startswith("DECIMAL(") and int(t[8:].split(",")[0]) > 15:
+            raise errors.UnsupportedQueryError(
+                f"{plan.table.name}.{c} is {t}: on Spark a synopsis covers DECIMALs of at most 15 digits", code="DP261",
+                hint="the data owner protects a Spark view that casts it to DOUBLE; nothing was charged",
+            )  # fmt: skip
+
+
+def read_points(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str, salt: int) -> np.ndarray:
+    """The charged subjects' points ``(n, d)`` as floats, read where the rows are."""
+    cols = plan.options["columns"]
+    if backends.engine_of(plan.table) == "spark":
+        found = backends.plane("spark").release_rows(con, plan, partial(spark_sql, plan, salt), charged)
+        got = {c: found.column(c).to_numpy() for c in cols}
+    else:
+        got = con.execute(source_sql(plan, charged, salt)).fetchnumpy()
+    if not len(got[cols[0]]):
+        return np.zeros((0, len(cols)))
+    return np.column_stack([np.asarray(got[c], dtype=float) for c in cols])
+
+
 def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str) -> None:
-    bind(con, source_sql(plan, charged, 0))
+    bind(con, source_sql(plan, charged, 0))  # a Spark table's stub too
+    if backends.engine_of(plan.table) == "spark":  # and Spark must run its own statement
+        check_spark(plan)
+        backends.plane("spark").check_release(plan, partial(spark_sql, plan, 0))
 
 
 def answer(con, plan: SynthesisPlan, debit, analyst: str, *, rng: np.random.Generator, sampling=None,
@@ -151,9 +202,7 @@ def answer(con, plan: SynthesisPlan, debit, analyst: str, *, rng: np.random.Gene
     eps = run_epsilon(debit, "a synopsis")
     o = plan.options
     salt = int(rng.integers(0, 2**62))
-    got = con.execute(source_sql(plan, debit.charged, salt)).fetchnumpy()
-    points = np.column_stack([np.asarray(got[c], dtype=float) for c in o["columns"]]) if len(got[o["columns"][0]]) \
-        else np.zeros((0, len(o["columns"])))  # fmt: skip
+    points = read_points(con, plan, debit.charged, salt)
     syn = _synthesize(plan, points, eps, rng)
     del points
     alpha = plan.settings.alpha
