@@ -136,7 +136,7 @@ def require_served(query_class: str, tables: tuple[ProtectedTable, ...], what: s
         if query_class not in SERVED[engine]:
             raise errors.UnsupportedQueryError(
                 f"{t.name} lives in Spark, and the Spark backend serves counting, top-k, subgraph counts and "
-                f"tabular synthetic releases, not {what}", code="DP260",
+                f"synthetic releases, not {what}", code="DP260",
                 hint="ask COUNT / SUM / AVG / VARIANCE / STDDEV / MEDIAN with WHERE and GROUP BY, the top k "
                 f"(GROUP BY ... ORDER BY COUNT(*) DESC LIMIT k), or CREATE SYNTHETIC TABLE ... USING "
                 f"{' | '.join(SYNTHESIZERS_SERVED[engine])} over {t.name}; nothing was charged",
@@ -148,7 +148,7 @@ def require_synthesizer(mechanism: str, table: ProtectedTable) -> None:
     engine = engine_of(table)
     if engine != "duckdb" and mechanism not in SYNTHESIZERS_SERVED[engine]:
         raise errors.UnsupportedQueryError(
-            f"{table.name} lives in Spark, and the Spark backend runs the tabular synthesizers only, not "
+            f"{table.name} lives in Spark, and the Spark backend runs the vetted synthesizers only, not "
             f"USING {mechanism}", code="DP260",
             hint=f"USING {' | '.join(SYNTHESIZERS_SERVED[engine])}; nothing was charged",
         )  # fmt: skip
