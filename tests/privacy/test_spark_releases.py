@@ -91,7 +91,7 @@ def neighbours(spark, tmp_path_factory):
         "removed": "DELETE FROM baskets WHERE basket = 7; DELETE FROM trips WHERE uid = 7; DELETE FROM places WHERE pid = 7",
         "added": "INSERT INTO baskets SELECT 9999, unnest(['bread', 'milk', 'eggs', 'tea', 'jam', 'rice', 'rice', "
                  "'soap', 'milk']); INSERT INTO trips SELECT 9999, 12 - i, ['gym', 'park'][i % 2 + 1] FROM range(12) r(i); "
-                 "INSERT INTO places SELECT 9999, 99.9 - i, 96, 100 FROM range(7) r(i)",
+                 "INSERT INTO places SELECT 9999, 99.9 - i, 96, 100, 6000 FROM range(7) r(i)",
     }, PROTECT, analysts=ANALYSTS)]  # fmt: skip
 
 
