@@ -120,6 +120,19 @@ def test_spark_adult_answers_on_both_engines(spark, capsys):
     assert "DuckDB: ε left 4.7 of 5" in out and "Spark: ε left 4.1 of 5" in out
 
 
+def test_spark_graph_counts_equal_on_both_engines(spark, capsys):
+    # In this process, on the suite's Spark session; a test seed on both databases: the same graph,
+    # the same noise, so each count must be printed twice alike
+    spec = importlib.util.spec_from_file_location("spark_graph_example", EXAMPLES / "spark_graph.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    example.run(spark, seed=7)
+    out = capsys.readouterr().out
+    lines = [line.split("(")[0].split()[1:] for line in out.splitlines() if line.startswith(("  DuckDB", "  Spark"))]
+    assert len(lines) == 4 and lines[0] == lines[1] and lines[2] == lines[3], out
+    assert int(lines[0][0].replace(",", "")) > 1_000_000  # WormNet has about two million triangles
+
+
 def test_dashboard_refresh_spends_once(demo_db):
     from dpgate.catalog.owner import Owner
 
