@@ -1,5 +1,5 @@
-"""Apache Spark as the data plane of a protected table (counting queries; top-k in ``topk``; a tabular
-release's coded rows and a graph's edges here too, at the end).
+"""Apache Spark as the data plane of a protected table (counting queries; top-k in ``topk``; a
+release's input and a graph's edges at the end).
 
 A table declared with a Spark source (``Owner.protect(t, unit=..., spark="db.table")`` or
 ``spark="parquet:/path"``) keeps its rows in Spark. The DuckDB file holds an empty table of the
@@ -9,9 +9,10 @@ counting query runs in Spark, and only its per-cell integer statistics come back
 
 A synthetic release (``release_rows``) runs a statement the synthetic class writes from public
 facts over the charged subjects' rows, cut to their bound as below: a tabular release gets each
-distinct coded row and its count, the others their bounded records, points or sequences. A graph's edge table (``graph_edges``) has no charged set (its roster is the one
-budget every potential edge shares): the analyst's WHERE, translated as for counting, selects
-edges, and the distinct edges come back.
+distinct coded row and its count, the others their bounded records, points or sequences. A
+graph's edge table (``graph_edges``) has no charged set (its roster is the one budget every
+potential edge shares): the analyst's WHERE, translated as for counting, selects edges, and the
+distinct edges come back.
 
 What holds on Spark exactly as on DuckDB (docs/privacy-model.md, docs/spark.md):
 
