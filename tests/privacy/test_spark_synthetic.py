@@ -241,3 +241,16 @@ def test_the_owners_quality_report_codes_a_spark_source_in_spark(world, spark):
     a, b = reports
     assert a["rows_source"] == b["rows_source"] == 900 and a["rows_release"] == b["rows_release"]
     assert all(b[k] == pytest.approx(a[k], abs=1e-12) and 0 < a[k] < 1 for k in ("tvd_1way", "tvd_2way", "tvd_3way"))
+
+
+def test_a_key_on_a_spark_stub_proves_nothing(world, tmp_path):
+    """A PRIMARY KEY the owner adds to a Spark table's empty DuckDB stub holds for no row of the
+    source (two rows per subject here): each subject's rows are still cut to max_rows."""
+    _, on_spark = world
+    twin = harness.copy_db(on_spark, tmp_path / "keyed.duckdb")
+    harness.mutate(twin, "ALTER TABLE t ADD PRIMARY KEY (pid)")
+    sql = "CREATE SYNTHETIC TABLE s FROM t WITH (epsilon = 5, max_rows_contributed = 1, columns = 'age, flag')"
+    with harness.gateways(twin) as (g,):
+        st = harness.statistics_of(g, sql)
+    assert not st.plan.table.unique_unit and not st.plan.table.unique_keys
+    assert sum(st.stats["rows"].values.values()) == 600  # 600 subjects, one row each (1,200 without the cut)
