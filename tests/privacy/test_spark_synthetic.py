@@ -17,6 +17,7 @@ Then the neighbour harness on Spark: one subject removed or added moves the code
 
 from __future__ import annotations
 
+import os
 from decimal import Decimal
 
 import duckdb
@@ -74,6 +75,9 @@ def _cases() -> list[tuple[ColumnCoding, str, list]]:
     cases.append((coding_for(Column("x", "VARCHAR", domain=("a", "b", None, "ü")), bins=16), "VARCHAR",
                   ["a", "b", "c", "", "ü", "A", None]))
     cases.append((coding_for(Column("x", "VARCHAR", domain=(1, "x")), bins=16), "VARCHAR", ["1", "x", "1.0", None]))
+    # Spark substitutes ${...} in a statement's text, string literals included, unless told not to
+    cases.append((coding_for(Column("x", "VARCHAR", domain=("${env:HOME}", "${spark.app.name}", "a")), bins=16),
+                  "VARCHAR", ["${env:HOME}", "${spark.app.name}", os.environ.get("HOME", "/"), "dpgate-tests", "a", None]))
     cases.append((coding_for(Column("x", "INTEGER", domain=(1, 5, 7)), bins=16), "INTEGER", [1, 5, 7, 8, -1, None]))
     cases.append((coding_for(Column("x", "BOOLEAN"), bins=16), "BOOLEAN", [True, False, None]))
     cases.append((coding_for(Column("x", "DECIMAL(6,2)", domain=(Decimal("1.5"), 2)), bins=16), "DECIMAL(6,2)",
