@@ -69,7 +69,7 @@ def _cases() -> list[tuple[ColumnCoding, str, list]]:
     cases.append((tiny, "TINYINT", list(range(-128, 128, 7)) + [127, None]))
     days = coding_for(Column("x", "DATE", 18262, 18628), bins=16)  # 2020-01-01 .. 2021-01-01 as days
     cases.append((days, "DATE", [f"epoch:{e + d}" for e in days.bin_edges for d in (-1, 0, 1)]
-                  + ["1600-01-01", "9999-12-31", None]))
+                  + ["1600-01-01", "9999-12-31", "infinity", "-infinity", None]))  # DuckDB's ±infinity: NULL
     few = coding_for(Column("x", "DATE", 18262, 18270), bins=16)
     cases.append((few, "DATE", [f"epoch:{18262 + d}" for d in range(-2, 11)] + [None]))
     cases.append((coding_for(Column("x", "VARCHAR", domain=("a", "b", None, "ü")), bins=16), "VARCHAR",
@@ -79,6 +79,12 @@ def _cases() -> list[tuple[ColumnCoding, str, list]]:
     cases.append((coding_for(Column("x", "VARCHAR", domain=("${env:HOME}", "${spark.app.name}", "a")), bins=16),
                   "VARCHAR", ["${env:HOME}", "${spark.app.name}", os.environ.get("HOME", "/"), "dpgate-tests", "a", None]))
     cases.append((coding_for(Column("x", "INTEGER", domain=(1, 5, 7)), bins=16), "INTEGER", [1, 5, 7, 8, -1, None]))
+    # declared values are read as DuckDB reads their text (Spark's cast reads '1.5' as 1, '1e1' as NULL)
+    cases.append((coding_for(Column("x", "INTEGER", domain=("1e1", 1.5, "0x10", 4)), bins=16), "INTEGER",
+                  [10, 2, 1, 16, 4, None]))
+    cases.append((coding_for(Column("x", "BIGINT", domain=(1e16, 7)), bins=16), "BIGINT", [10**16, 7, 1, None]))
+    cases.append((coding_for(Column("x", "DATE", domain=("2020-01-01", "infinity", "2021-1-2")), bins=16), "DATE",
+                  ["2020-01-01", "infinity", "-infinity", "2021-01-02", None]))
     cases.append((coding_for(Column("x", "BOOLEAN"), bins=16), "BOOLEAN", [True, False, None]))
     cases.append((coding_for(Column("x", "DECIMAL(6,2)", domain=(Decimal("1.5"), 2)), bins=16), "DECIMAL(6,2)",
                   ["1.50", "2.00", "1.49", None]))

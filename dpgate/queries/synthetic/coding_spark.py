@@ -3,13 +3,16 @@
 A tabular release over a Spark table reads the same codes as over DuckDB, computed where the rows
 are: Spark codes the charged subjects' bounded rows and returns each distinct coded row with its
 count (``SparkPlane.coded_counts``), and the synthesizer reads those weighted rows. Each value gets
-the code DuckDB's encoding gives it (``tests/queries/test_synthetic_spark.py`` compares the two
-engines value by value, edges, NULL, NaN and ±inf included):
+the code DuckDB's encoding gives it (the tests compare the two
+engines value by value, edges, NULL, NaN and ±inf included; ``tests/privacy/test_spark_synthetic.py``):
 
-- categorical: the 0-based position in the declared values, each value written as the column's
-  type from its text (as ``coding.values_list`` casts it; one that does not convert matches
-  nothing); a value outside them takes the NULL code, or no code;
-- integer (and DATE as days since 1970-01-01): clamped to the bounds, then one code per integer or
+- categorical: the 0-based position in the declared values, each value the one DuckDB reads
+  from its text (``coding.values_list``'s TRY_CAST, computed by DuckDB here and written exactly:
+  Spark's own cast reads '1.5' as the INTEGER 1 where DuckDB reads 2, '1e+16' as no BIGINT, and
+  no 'infinity' DATE; one that does not convert matches nothing); a value outside them takes the
+  NULL code, or no code;
+- integer (and DATE as days since 1970-01-01; DuckDB's ±infinity, stored as ±2^31 - 1 days, is
+  NULL as in DuckDB's ``date_diff``): clamped to the bounds, then one code per integer or
   ``((x - lower) * bins) div (upper - lower)`` in DECIMAL(38, 0), exact for every BIGINT;
 - real (DOUBLE, FLOAT, DECIMAL): a DOUBLE estimate of the bin, corrected by one step against the
   bin edges written in the column's own type, so the code depends on exact comparisons only.
@@ -23,7 +26,9 @@ from the declarations (types, domains, bounds, bins): no analyst text reaches Sp
 from __future__ import annotations
 
 import secrets
+from decimal import Decimal
 
+import duckdb
 from sqlglot import exp
 
 from dpgate.backends.spark.plane import counted_rows
@@ -54,6 +59,46 @@ def _array(texts: list[str], sql_type: str) -> str:
     return f"array({', '.join(_typed(t, sql_type) for t in texts)})"
 
 
+#: The days DuckDB stores its DATE 'infinity' and '-infinity' as (Parquet's INT32 days too).
+_INFINITE_DAYS = 2**31 - 1
+
+
+def _domain(c: ColumnCoding) -> str:
+    """The declared values of a categorical coding as a Spark array of the column's type: the values
+    DuckDB's encoder compares with (``coding.values_list``), read by DuckDB and written exactly."""
+    t = c.sql_type.upper().strip()
+    texts = [_text(v) for v in c.values]
+    if t == "VARCHAR":
+        return _array(texts, c.sql_type)
+    typed = coding.values_list(c.values, c.sql_type)
+    if t == "DATE":  # as days, ±infinity included (Spark reads neither DuckDB's text nor its BC dates)
+        typed = (f"list_transform({typed}, lambda d: CASE WHEN NOT isinf(d) THEN date_diff('day', DATE '1970-01-01', d) "
+                 f"WHEN d > DATE '1970-01-01' THEN {_INFINITE_DAYS} ELSE -{_INFINITE_DAYS} END)")  # fmt: skip
+    con = duckdb.connect()
+    try:
+        values = con.execute(f"SELECT {typed}").fetchone()[0]
+    finally:
+        con.close()
+    spark_type = _type(c.sql_type)
+    out = []
+    for v in values:
+        if v is None:
+            out.append(f"CAST(NULL AS {spark_type})")
+        elif t == "DATE":
+            out.append(f"date_from_unix_date({int(v)})")
+        elif t == "BOOLEAN":
+            out.append("true" if v else "false")
+        elif t == "FLOAT":  # the FLOAT's exact value as a DOUBLE, narrowed exactly
+            out.append(f"CAST(CAST({_str(repr(float(v)))} AS DOUBLE) AS FLOAT)")
+        elif isinstance(v, Decimal):
+            out.append(f"CAST({_str(format(v, 'f'))} AS {spark_type})")
+        elif isinstance(v, float):
+            out.append(f"CAST({_str(repr(v))} AS {spark_type})")
+        else:
+            out.append(f"CAST({_str(str(int(v)))} AS {spark_type})")
+    return f"array({', '.join(out)})"
+
+
 def _edges(c: ColumnCoding) -> str:
     lay = c._layout
     if lay.decimal_scale is not None:
@@ -68,14 +113,15 @@ def code_sql(i: int, c: ColumnCoding, x: str) -> tuple[list[tuple[str, str]], st
     alias) of an inner SELECT, and the outer expression over them that is the code (NULL: none)."""
     nc = str(c.null) if c.null_code else "NULL"
     if c.kind == "categorical":
-        values = _array([_text(v) for v in c.values], c.sql_type)
+        values = _domain(c)
         # array_position is 1-based and 0 when absent
         code = f"CASE WHEN {x} IS NULL THEN {nc} ELSE coalesce(nullif(array_position({values}, {x}), 0) - 1, {nc}) END"
         return [(f"CAST({code} AS INT)", f"__c{i}")], f"__c{i}"
     lay = c._layout
     top = lay.bins - 1
     if c.temporal == "date":
-        x = f"CAST(datediff({x}, DATE '1970-01-01') AS BIGINT)"
+        days = f"CAST(datediff({x}, DATE '1970-01-01') AS BIGINT)"
+        x = f"nullif(nullif({days}, {_INFINITE_DAYS}), -{_INFINITE_DAYS})"  # DuckDB's ±infinity: NULL
     if c.kind == "integer":
         lo_t, hi_t = _typed(str(lay.lo), c.numeric_type), _typed(str(lay.hi), c.numeric_type)
         offset = f"(CAST({x} AS DECIMAL(38, 0)) - CAST({lay.lo} AS DECIMAL(38, 0)))"
