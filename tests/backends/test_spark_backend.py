@@ -200,7 +200,6 @@ def test_topk_is_answered_and_charged(spark, spark_db):
         # key selection's keys travel back as text, the same on both engines only for text and integers
         ("SELECT CAST(v AS DOUBLE) AS x, COUNT(*) AS n FROM t GROUP BY x ORDER BY n DESC LIMIT 1", "DP261"),
         ("SELECT kind, COUNT(*) AS n FROM t GROUP BY kind, no_such_column ORDER BY n DESC LIMIT 1", "DP218"),
-        ("CREATE SYNTHETIC TABLE s FROM t USING privtree WITH (columns = 'region')", "DP260"),
         ("SELECT COUNT(*) FROM t WHERE income % 7 = 0", "DP261"),
         ("SELECT COUNT(*) FROM t WHERE sqrt(income) > 3", "DP261"),
         ("SELECT region, COUNT(*) FROM t WHERE CAST(income AS TIMESTAMP) IS NULL GROUP BY region", "DP261"),

@@ -17,6 +17,7 @@ Then the neighbour harness on Spark: one subject removed or added moves the code
 
 from __future__ import annotations
 
+import os
 from decimal import Decimal
 
 import duckdb
@@ -67,13 +68,22 @@ def _cases() -> list[tuple[ColumnCoding, str, list]]:
     cases.append((tiny, "TINYINT", list(range(-128, 128, 7)) + [127, None]))
     days = coding_for(Column("x", "DATE", 18262, 18628), bins=16)  # 2020-01-01 .. 2021-01-01 as days
     cases.append((days, "DATE", [f"epoch:{e + d}" for e in days.bin_edges for d in (-1, 0, 1)]
-                  + ["1600-01-01", "9999-12-31", None]))
+                  + ["1600-01-01", "9999-12-31", "infinity", "-infinity", None]))  # DuckDB's ±infinity: NULL
     few = coding_for(Column("x", "DATE", 18262, 18270), bins=16)
     cases.append((few, "DATE", [f"epoch:{18262 + d}" for d in range(-2, 11)] + [None]))
     cases.append((coding_for(Column("x", "VARCHAR", domain=("a", "b", None, "ü")), bins=16), "VARCHAR",
                   ["a", "b", "c", "", "ü", "A", None]))
     cases.append((coding_for(Column("x", "VARCHAR", domain=(1, "x")), bins=16), "VARCHAR", ["1", "x", "1.0", None]))
+    # Spark substitutes ${...} in a statement's text, string literals included, unless told not to
+    cases.append((coding_for(Column("x", "VARCHAR", domain=("${env:HOME}", "${spark.app.name}", "a")), bins=16),
+                  "VARCHAR", ["${env:HOME}", "${spark.app.name}", os.environ.get("HOME", "/"), "dpgate-tests", "a", None]))
     cases.append((coding_for(Column("x", "INTEGER", domain=(1, 5, 7)), bins=16), "INTEGER", [1, 5, 7, 8, -1, None]))
+    # declared values are read as DuckDB reads their text (Spark's cast reads '1.5' as 1, '1e1' as NULL)
+    cases.append((coding_for(Column("x", "INTEGER", domain=("1e1", 1.5, "0x10", 4)), bins=16), "INTEGER",
+                  [10, 2, 1, 16, 4, None]))
+    cases.append((coding_for(Column("x", "BIGINT", domain=(1e16, 7)), bins=16), "BIGINT", [10**16, 7, 1, None]))
+    cases.append((coding_for(Column("x", "DATE", domain=("2020-01-01", "infinity", "2021-1-2")), bins=16), "DATE",
+                  ["2020-01-01", "infinity", "-infinity", "2021-01-02", None]))
     cases.append((coding_for(Column("x", "BOOLEAN"), bins=16), "BOOLEAN", [True, False, None]))
     cases.append((coding_for(Column("x", "DECIMAL(6,2)", domain=(Decimal("1.5"), 2)), bins=16), "DECIMAL(6,2)",
                   ["1.50", "2.00", "1.49", None]))
@@ -227,3 +237,16 @@ def test_the_owners_quality_report_codes_a_spark_source_in_spark(world, spark):
     a, b = reports
     assert a["rows_source"] == b["rows_source"] == 900 and a["rows_release"] == b["rows_release"]
     assert all(b[k] == pytest.approx(a[k], abs=1e-12) and 0 < a[k] < 1 for k in ("tvd_1way", "tvd_2way", "tvd_3way"))
+
+
+def test_a_key_on_a_spark_stub_proves_nothing(world, tmp_path):
+    """A PRIMARY KEY the owner adds to a Spark table's empty DuckDB stub holds for no row of the
+    source (two rows per subject here): each subject's rows are still cut to max_rows."""
+    _, on_spark = world
+    twin = harness.copy_db(on_spark, tmp_path / "keyed.duckdb")
+    harness.mutate(twin, "ALTER TABLE t ADD PRIMARY KEY (pid)")
+    sql = "CREATE SYNTHETIC TABLE s FROM t WITH (epsilon = 5, max_rows_contributed = 1, columns = 'age, flag')"
+    with harness.gateways(twin) as (g,):
+        st = harness.statistics_of(g, sql)
+    assert not st.plan.table.unique_unit and not st.plan.table.unique_keys
+    assert sum(st.stats["rows"].values.values()) == 600  # 600 subjects, one row each (1,200 without the cut)

@@ -131,3 +131,20 @@ def test_a_char_column_is_refused(spark, tmp_path):
         assert e.value.code == "DP342" and "char(5)" in e.value.message and "STRING" in e.value.hint
     finally:
         spark.sql("DROP TABLE IF EXISTS char_ct")
+
+
+def test_declared_values_spark_would_read_otherwise_count_alike(spark, tmp_path):
+    """A GROUP BY key's declared values are what DuckDB reads them as (1e16 as the BIGINT 10^16, '1e1'
+    and '0x10' as the INTEGERs 10 and 16, 1.5 as 2), written for Spark exactly: Spark's own cast of
+    their text read 10^16 and '1e1' as NULL, 1.5 as 1, so those cells counted nothing on Spark."""
+    rows = ("CREATE TABLE k AS SELECT i AS pid, CAST([10000000000000000, 7][i % 2 + 1] AS BIGINT) AS n, "
+            "CAST([10, 16, 2, 5][i % 4 + 1] AS INTEGER) AS m FROM range(200) r(i)")  # fmt: skip
+    protect = {"k": {"unit": "pid", "max_rows": 1, "epsilon": 1e6,
+                     "domains": {"n": [1e16, 7], "m": ["1e1", "0x10", 1.5, 5]}}}  # fmt: skip
+    duck, on_spark = duckdb_and_spark(spark, tmp_path / "k.duckdb", rows, protect, analysts=ANALYSTS)
+    with harness.gateways(duck, on_spark) as (gd, gs):
+        for sql in ("SELECT n, COUNT(*) FROM k GROUP BY n", "SELECT m, COUNT(*) FROM k GROUP BY m"):
+            a, b = harness.statistics_of(gd, sql), harness.statistics_of(gs, sql)
+            counts = next(s for name, s in a.stats.items() if "COUNT" in name).values
+            assert all(v > 0 for v in counts.values()), (sql, counts)  # every declared value holds rows
+            assert a.values() == b.values(), sql

@@ -65,10 +65,11 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
-from dpgate import errors
+from dpgate import database, errors
 from dpgate.backends import Charged, bounded
 from dpgate.backends import statement as statement_mod
 from dpgate.backends.spark import rows as joined_rows
+from dpgate.backends.spark.literals import spark_values
 from dpgate.backends.spark.runtime import Jobs
 from dpgate.backends.spark.source import _first_line, read_source, session_for, stub_columns
 from dpgate.backends.spark.translate import (
@@ -76,7 +77,6 @@ from dpgate.backends.spark.translate import (
     MAX_SPARK_SQL,
     _decimal_type,
     _kind,
-    _literal,
     _sql,
     _unsupported,
     to_spark,
@@ -105,7 +105,9 @@ def _position(j: int, key) -> str | None:
         inside = f"CASE WHEN {k} BETWEEN {values[0]} AND {values[-1]} THEN CAST({k} AS BIGINT) - {values[0] - 1} END"
     else:
         # array_position is 1-based and 0 when absent; a NULL domain entry never matches a value.
-        arr = ", ".join(_literal(v, key.sql_type) for v in values if v is not None)
+        # the values DuckDB's plan compares with (``database.typed_list``), written exactly
+        domain_sql, params = database.typed_list("d", [v for v in values if v is not None], key.sql_type)
+        arr = ", ".join(spark_values(domain_sql, {"d": params}, key.sql_type))
         pos = [i + 1 for i, v in enumerate(values) if v is not None]
         if pos != list(range(1, len(pos) + 1)):  # a NULL entry in the middle: map array indexes back
             arr_pos = f"element_at(array({', '.join(map(str, pos))}), array_position(array({arr}), {k}))"

@@ -54,6 +54,9 @@ def session_for(spark: Any) -> Any:
     own = spark.newSession()
     own.conf.set("spark.sql.ansi.enabled", "false")  # a failed implicit cast gives NULL, never an error
     own.conf.set("spark.sql.session.timeZone", "UTC")
+    # Spark substitutes ${env:X}, ${spark.x} in a statement's whole text, string literals included: a
+    # declared value '${env:HOME}' compared as '/root' (runtime.py turns it off only in a session it starts)
+    own.conf.set("spark.sql.variable.substitute", "false")
     # DECIMAL arithmetic keeps its scale and overflows to NULL, as DuckDB's does; with precision loss
     # allowed Spark rounds a product of two wide DECIMALs to 6 decimals
     own.conf.set("spark.sql.decimalOperations.allowPrecisionLoss", "false")

@@ -3,13 +3,16 @@
 A tabular release over a Spark table reads the same codes as over DuckDB, computed where the rows
 are: Spark codes the charged subjects' bounded rows and returns each distinct coded row with its
 count (``SparkPlane.release_rows``), and the synthesizer reads those weighted rows. Each value gets
-the code DuckDB's encoding gives it (``tests/queries/test_synthetic_spark.py`` compares the two
+the code DuckDB's encoding gives it (``tests/privacy/test_spark_synthetic.py`` compares the two
 engines value by value, edges, NULL, NaN and ±inf included):
 
-- categorical: the 0-based position in the declared values, each value written as the column's
-  type from its text (as ``coding.values_list`` casts it; one that does not convert matches
-  nothing); a value outside them takes the NULL code, or no code;
-- integer (and DATE as days since 1970-01-01): clamped to the bounds, then one code per integer or
+- categorical: the 0-based position in the declared values, each value the one DuckDB reads
+  from its text (``coding.values_list``'s TRY_CAST, computed by DuckDB here and written exactly:
+  Spark's own cast reads '1.5' as the INTEGER 1 where DuckDB reads 2, '1e+16' as no BIGINT, and
+  no 'infinity' DATE; one that does not convert matches nothing); a value outside them takes the
+  NULL code, or no code;
+- integer (and DATE as days since 1970-01-01; DuckDB's ±infinity, stored as ±2^31 - 1 days, is
+  NULL as in DuckDB's ``date_diff``): clamped to the bounds, then one code per integer or
   ``((x - lower) * bins) div (upper - lower)`` in DECIMAL(38, 0), exact for every BIGINT;
 - real (DOUBLE, FLOAT, DECIMAL): a DOUBLE estimate of the bin, corrected by one step against the
   bin edges written in the column's own type, so the code depends on exact comparisons only.
@@ -23,14 +26,14 @@ from the declarations (types, domains, bounds, bins): no analyst text reaches Sp
 from __future__ import annotations
 
 import secrets
-
 from sqlglot import exp
 
 from dpgate.backends import bounded
+from dpgate.backends.spark.literals import INFINITE_DAYS, spark_type, spark_values
 from dpgate.backends.spark.plane import counted_rows
 from dpgate.backends.spark.rows import cut_rows
 from dpgate.queries.synthetic import coding
-from dpgate.queries.synthetic.coding import ColumnCoding, _text
+from dpgate.queries.synthetic.coding import ColumnCoding
 
 
 def quoted(name: str) -> str:
@@ -43,9 +46,10 @@ _q = quoted
 
 def lookup_sql(values, sql_type: str) -> str:
     """The declared values as a relation ``(v, i)`` of the column's type, numbered from 0, to join a
-    column with (``coding.domain_lookup`` on Spark): each value written as the type from its text;
-    one that does not convert is NULL and joins nothing."""
-    rows = ", ".join(f"({_typed(_text(v), sql_type)}, {i})" for i, v in enumerate(values))
+    column with (``coding.domain_lookup`` on Spark): each value the one DuckDB reads from its text
+    (``coding.values_list``), written exactly; one that does not convert is NULL and joins nothing."""
+    typed = spark_values(coding.values_list(values, sql_type), None, sql_type)
+    rows = ", ".join(f"({v}, {i})" for i, v in enumerate(typed))
     return f"SELECT * FROM VALUES {rows} AS __d(v, i)"
 
 
@@ -55,9 +59,7 @@ def rank(columns: list[str], salt: int) -> str:
     return bounded.sql(bounded.rank_tree([exp.column(c) for c in columns], salted), "spark")
 
 
-def _type(sql_type: str) -> str:
-    """A DuckDB type name as Spark writes it (VARCHAR is STRING, INTEGER is INT)."""
-    return exp.DataType.build(sql_type, dialect="duckdb").sql("spark")
+_type = spark_type
 
 
 def _str(text: str) -> str:
@@ -74,6 +76,12 @@ def _array(texts: list[str], sql_type: str) -> str:
     return f"array({', '.join(_typed(t, sql_type) for t in texts)})"
 
 
+def _domain(c: ColumnCoding) -> str:
+    """The declared values of a categorical coding as a Spark array of the column's type: the values
+    DuckDB's encoder compares with (``coding.values_list``), read by DuckDB and written exactly."""
+    return f"array({', '.join(spark_values(coding.values_list(c.values, c.sql_type), None, c.sql_type))})"
+
+
 def _edges(c: ColumnCoding) -> str:
     lay = c._layout
     if lay.decimal_scale is not None:
@@ -88,14 +96,15 @@ def code_sql(i: int, c: ColumnCoding, x: str) -> tuple[list[tuple[str, str]], st
     alias) of an inner SELECT, and the outer expression over them that is the code (NULL: none)."""
     nc = str(c.null) if c.null_code else "NULL"
     if c.kind == "categorical":
-        values = _array([_text(v) for v in c.values], c.sql_type)
+        values = _domain(c)
         # array_position is 1-based and 0 when absent
         code = f"CASE WHEN {x} IS NULL THEN {nc} ELSE coalesce(nullif(array_position({values}, {x}), 0) - 1, {nc}) END"
         return [(f"CAST({code} AS INT)", f"__c{i}")], f"__c{i}"
     lay = c._layout
     top = lay.bins - 1
     if c.temporal == "date":
-        x = f"CAST(datediff({x}, DATE '1970-01-01') AS BIGINT)"
+        days = f"CAST(datediff({x}, DATE '1970-01-01') AS BIGINT)"
+        x = f"nullif(nullif({days}, {INFINITE_DAYS}), -{INFINITE_DAYS})"  # DuckDB's ±infinity: NULL
     if c.kind == "integer":
         lo_t, hi_t = _typed(str(lay.lo), c.numeric_type), _typed(str(lay.hi), c.numeric_type)
         offset = f"(CAST({x} AS DECIMAL(38, 0)) - CAST({lay.lo} AS DECIMAL(38, 0)))"
