@@ -112,9 +112,19 @@ def log_split(b: float, lam: float, theta: float = 0.0) -> tuple[float, float]:
 
 
 #: ε shares of a spatial release: the tree gets ``TREE_SHARE`` (the thesis: one half), the counts the
-#: rest, divided among the three families of ``COUNT_SHARES`` (see the module docstring for why).
+#: rest, divided among the four families of ``COUNT_SHARES`` (see the module docstring for why). When
+#: the middle cut is not measured [middle], its share is split evenly between the leaves and the
+#: refined leaves (0.3 and 0.5 then: the shares of the release before the middle cut).
 TREE_SHARE = 0.1
-COUNT_SHARES = {"upper": 0.2, "leaves": 0.3, "refined": 0.5}
+COUNT_SHARES = {"upper": 0.2, "middle": 0.3, "leaves": 0.15, "refined": 0.35}
+#: The middle cut is the tree's depth with about n'·ε/(x·MIDDLE_C) boxes (the adaptive grid's first
+#: level, Qardaji, Yang and Li: m₁² = nε/(c·16) with c = 10, cells of about 160/ε points), n' the
+#: released noisy total of the upper cut [middle].
+MIDDLE_C = 160.0
+#: ... and is measured only when it has at least this many times the upper cut's boxes (a measured
+#: level every two quadtree levels at most: Qardaji, Yang and Li's hierarchies fare best with a
+#: fan-out of about 16 between measured levels).
+MIDDLE_GAP = 16
 #: A leaf with noisy count N' is refined into about N'·ε_refined/(x·REFINE_C) cells (Qardaji, Yang
 #: and Li's adaptive grid: c₂ = c/2 = 5, cells of about 5/ε points, as many as the noise allows).
 REFINE_C = 5.0
@@ -140,6 +150,7 @@ class Synopsis:
     kappa: float = 1.0
     stopped: bool = False  # growth or refinement stopped at MAX_NODES [cap]
     families: dict[str, np.ndarray] | None = None  # the nodes each family measured (public, as the tree)
+    epsilons: dict[str, float] | None = None  # the ε each step spent: the tree and each family measured [budget]
 
     def range_count(self, qlo: np.ndarray, qhi: np.ndarray) -> float:
         """Σ count · |q ∩ leaf| / |leaf| over the leaves (uniform spreading inside a leaf); the
@@ -320,11 +331,30 @@ def _refine(nodes: _Nodes, leaves: np.ndarray, levels: np.ndarray) -> None:
         frontier = children[nodes.depth[children] < stop[children]]
 
 
+def middle_depth(noisy_total: float, epsilon: float, contributions: int, d: int) -> int | None:
+    """The depth of the middle cut [middle]: the one whose β^k boxes are nearest (geometrically)
+    n'·ε/(x·MIDDLE_C), or None when that is fewer than MIDDLE_GAP times the upper cut's boxes. A
+    function of the released noisy total ``noisy_total`` and public facts (ε, x, d) only."""
+    cells = max(float(noisy_total), 0.0) * epsilon / (contributions * MIDDLE_C)
+    if cells <= 1:
+        return None
+    k = min(MAX_DEPTH, round(math.log(cells) / (d * math.log(2))))
+    upper = upper_depth(d)
+    return k if 2 ** (d * (k - upper)) >= MIDDLE_GAP else None
+
+
+def upper_depth(d: int) -> int:
+    """The depth of the upper cut: about UPPER_BOXES boxes (16 in 2-D)."""
+    return max(1, round(math.log2(UPPER_BOXES) / d))
+
+
 def release(points: np.ndarray, lower, upper, epsilon: float, *, rng: np.random.Generator, contributions: int = 1,
             tree_share: float = TREE_SHARE, integer=None, shares: dict[str, float] | None = None,
             max_nodes: int = MAX_NODES) -> Synopsis:  # fmt: skip
-    """PrivTree at ``tree_share·ε``, then noisy counts of three families of disjoint boxes at the
-    rest (``shares`` of it: the upper cut, the PrivTree leaves, their refinement), made consistent.
+    """PrivTree at ``tree_share·ε``, then noisy counts of up to four families of disjoint boxes at the
+    rest (``shares`` of it: the upper cut, the middle cut, the PrivTree leaves, their refinement),
+    made consistent. The families' ε add up to ``(1 − tree_share)·ε`` whether or not the middle cut
+    is measured [budget] [middle].
 
     Integer dimensions take bounds [lo, hi + 1) from the caller and integer points (cell v is [v, v + 1)).
     ``tree_share = 0.5`` with ``shares = {"leaves": 1}`` is the thesis's release (its leaf counts).
@@ -334,10 +364,14 @@ def release(points: np.ndarray, lower, upper, epsilon: float, *, rng: np.random.
     d = pts.shape[1]
     integer = np.zeros(d, dtype=bool) if integer is None else np.asarray(integer, dtype=bool)
     shares = dict(COUNT_SHARES if shares is None else shares)
-    if set(shares) - set(COUNT_SHARES) or min(shares.values()) < 0 or not shares.get("leaves", 0) + shares.get("refined", 0) > 0:
+    if (set(shares) - set(COUNT_SHARES) or not all(math.isfinite(v) and v >= 0 for v in shares.values())
+            or not shares.get("leaves", 0) + shares.get("refined", 0) > 0):  # fmt: skip
         raise ValueError(f"count shares are among {sorted(COUNT_SHARES)}, non-negative, with leaves or refined > 0")
+    if not (math.isfinite(epsilon) and epsilon > 0 and 0 < tree_share < 1):
+        raise ValueError(f"PrivTree needs ε > 0 and 0 < tree_share < 1, got ε = {epsilon}, tree_share = {tree_share}")
     eps_tree = epsilon * tree_share
-    eps = {k: epsilon * (1 - tree_share) * v / sum(shares.values()) for k, v in shares.items() if v > 0}  # [budget]
+    eps_counts = epsilon * (1 - tree_share)
+    eps = {k: eps_counts * v / sum(shares.values()) for k, v in shares.items() if v > 0}  # [budget]
     if not 1 <= d <= MAX_DIMENSIONS:
         raise ValueError(f"PrivTree takes 1 to {MAX_DIMENSIONS} dimensions, got {d}")
     nodes, stopped = _grow(pts, lower, upper, eps_tree, rng=rng, contributions=contributions, integer=integer,
@@ -353,11 +387,27 @@ def release(points: np.ndarray, lower, upper, epsilon: float, *, rng: np.random.
         families[name] = family
         return noisy
 
+    def cut(k: int) -> np.ndarray:  # the nodes at depth k and the leaves above it: boxes tiling Ω
+        return np.flatnonzero((tree_depth == k) | (nodes.leaf[:n_tree] & (tree_depth < k)))
+
     counts = nodes.counts()
+    noisy_total = None
     if "upper" in eps:
-        k = max(1, round(math.log2(UPPER_BOXES) / d))
-        cut = np.flatnonzero((tree_depth == k) | (nodes.leaf[:n_tree] & (tree_depth < k)))
-        measure(cut, counts[cut], "upper")
+        k_up = cut(upper_depth(d))
+        noisy_total = float(measure(k_up, counts[k_up], "upper").sum())
+    if "middle" in eps:
+        # [middle]: its depth is read from the upper cut's released counts; with no upper cut, or
+        # when the cut would be too shallow to add anything, its ε goes to the finer families (an
+        # adaptive choice of later ε's from released values: the sum stays fixed) [budget]
+        k_mid = middle_depth(noisy_total, epsilon, contributions, d) if noisy_total is not None else None
+        if k_mid is None:
+            extra = eps.pop("middle")
+            finer = [k for k in ("leaves", "refined") if k in eps]
+            for k in finer:
+                eps[k] += extra / len(finer)
+        else:
+            mid = cut(k_mid)
+            measure(mid, counts[mid], "middle")
     noisy_leaves = measure(tree_leaves, counts[tree_leaves], "leaves") if "leaves" in eps else None
     if "refined" in eps:
         if noisy_leaves is not None:  # [refine]: planned from the released leaf counts only
@@ -372,9 +422,9 @@ def release(points: np.ndarray, lower, upper, epsilon: float, *, rng: np.random.
     parent, depth = nodes.parent[:n].copy(), nodes.depth[:n].copy()
     y, var = hierarchy.merge(n, measured)
     estimate, variance = hierarchy.consistent(parent, depth, y, var)  # [gls]
-    kappa = max(hierarchy.laplace_ratio(e, contributions) for e in eps.values())
+    kappa = max(hierarchy.laplace_ratio(eps[k], contributions) for k in families)
     return Synopsis(nodes.lo[:n].copy(), nodes.hi[:n].copy(), depth, parent, nodes.leaf[:n].copy(), estimate, variance,
-                    kappa, stopped, families)  # fmt: skip
+                    kappa, stopped, families, {k: eps[k] for k in families} | {"tree": eps_tree})  # fmt: skip
 
 
 def prepare(points: np.ndarray, lower: np.ndarray, upper: np.ndarray, integer=None) -> np.ndarray:
