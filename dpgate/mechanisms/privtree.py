@@ -11,12 +11,14 @@ inference, ``mechanisms.hierarchy``).
 ε_leaves + ε_refined`` [budget] (sequential composition; each later step may depend on what the
 earlier ones released, its ε included: when the middle cut is not measured, ε_middle = 0 and its
 share is added to the leaves' and refined leaves' ε, so the sum is ε either way; the synopsis
-records each step's ε in ``Synopsis.epsilons``). **Neighbouring relation.** Add or remove one subject, who contributes at most
-``x`` points (``max_rows``); the thesis's proof is for x = 1 and scales λ by x when one tuple can
-touch x leaves (§4.2.5). **Sensitivity.** The tree: each point changes the counts of the nodes on
-its root-to-leaf path by 1; the bias makes their privacy costs a geometric series (below). Each
-count family is a set of disjoint boxes, so a subject's points lie in at most x of its boxes: L1
-sensitivity x per family [families].
+records each step's ε in ``Synopsis.epsilons``). **Neighbouring relation.** Add or remove one
+subject, who contributes at most ``x`` points (``max_rows``); the thesis's proof is for x = 1 and
+scales λ by x when one tuple can touch x leaves (§4.2.5). **Sensitivity.** The tree: each point
+changes the counts of the nodes on its root-to-leaf path by 1; the bias makes their privacy costs
+a geometric series (below). Each count family (the upper cut, the middle cut, the leaves, the
+refined leaves) is a set of disjoint boxes tiling Ω, so a subject's points lie in at most x of its
+boxes: L1 sensitivity x per family [families]; which boxes a family holds is fixed by the tree and
+by counts released before it, not by the data it measures.
 
 **Algorithm (4.2).** The domain Ω is the owner's declared bounds on 1–4 numeric columns (public:
 never the data's own min/max); a node covers a half-open box and splits into β = 2^d equal

@@ -125,7 +125,8 @@ def test_the_epsilons_spent_add_up_to_the_release_whether_or_not_the_middle_cut_
     counts = eps * (1 - privtree.TREE_SHARE)
     assert math.isclose(syn.epsilons["upper"], counts * COUNT_SHARES["upper"])
     if not middle:
-        assert math.isclose(syn.epsilons["leaves"], counts * 0.25) and math.isclose(syn.epsilons["refined"], counts * 0.55)
+        assert math.isclose(syn.epsilons["leaves"], counts * 0.25)
+        assert math.isclose(syn.epsilons["refined"], counts * 0.55)
     else:
         assert all(math.isclose(syn.epsilons[k], counts * v) for k, v in COUNT_SHARES.items())
     # with the thesis's shares (no upper cut) nothing else is measured
@@ -154,5 +155,5 @@ def test_the_middle_cut_depth_is_read_from_the_noisy_total_and_public_facts():
 def test_bad_options_are_refused_before_anything_is_read(kwargs):
     kwargs = {"epsilon": 1.0} | kwargs
     with pytest.raises(ValueError):
-        release(_points(np.random.default_rng(5), 100), LOWER, UPPER, kwargs.pop("epsilon"), rng=np.random.default_rng(5),
-                **kwargs)  # fmt: skip
+        eps = kwargs.pop("epsilon")
+        release(_points(np.random.default_rng(5), 100), LOWER, UPPER, eps, rng=np.random.default_rng(5), **kwargs)

@@ -222,8 +222,8 @@ def explain_rows(plan: SynthesisPlan, subjects=None) -> list[tuple]:
     rest = 1 - o["tree_share"]
     share = {k: rest * v for k, v in privtree.COUNT_SHARES.items()}
     shares = (f"ε×{share['upper']:.3g} for the {privtree.UPPER_BOXES} upper boxes, ε×{share['middle']:.3g} for the "
-              f"middle cut (about n'·ε/{privtree.MIDDLE_C:g} boxes, n' the upper boxes' noisy total; when that is under "
-              f"{privtree.MIDDLE_GAP} times the upper boxes, this ε goes half to each of the next two), "
+              f"middle cut (about n'·ε/{privtree.MIDDLE_C:g} boxes, n' the upper boxes' noisy total; when that "
+              f"is under {privtree.MIDDLE_GAP} times the upper boxes, this ε goes half to each of the next two), "
               f"ε×{share['leaves']:.3g} for the leaves, ε×{share['refined']:.3g} "
               f"for the leaves split by their noisy counts")  # fmt: skip
     return [
