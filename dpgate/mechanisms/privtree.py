@@ -68,13 +68,15 @@ families with discrete Laplace noise of scale x/ε_family [families]:
 The tree's share, the upper cut's and the leaves' and refined leaves' shares without a middle
 cut were chosen on synthetic clustered points; the middle cut's rule (AG's level, the gap of 16)
 and its share were chosen on the demo places (``examples/privtree_cities.py``), the data the
-documentation's comparison uses, which flatters that comparison somewhat. The estimate of every node is the least-squares fit of all
-measurements under parent = sum of children (``hierarchy.consistent``) [gls]: consistent,
-and a range sums its leaves weighted by overlap — the same as summing a minimal cover of nodes.
-For a fixed refinement plan the estimates are unbiased and their variances exact; the plan is
-made from the leaf counts that the fit also uses, which leaves a small bias (measured in
-``tests/mechanisms/test_privtree_counts.py``: +1.8, standard error 0.8, on a 757-point range at
-ε = 1 whose noise has a standard deviation of 10.1; the adaptive grid shares this). Each node's interval (``Synopsis.half_widths``) holds for the released plan [ci].
+documentation's comparison uses, which flatters that comparison somewhat. The estimate of every
+node is the least-squares fit of all measurements under parent = sum of children
+(``hierarchy.consistent``) [gls]: consistent, and a range sums its leaves weighted by overlap —
+the same as summing a minimal cover of nodes. For a fixed refinement plan (and middle depth) the
+estimates are unbiased and their variances exact; the plan is made from the leaf counts that the
+fit also uses, which leaves a small bias (measured in ``tests/mechanisms/test_privtree_counts.py``:
++1.8, standard error 0.8, on a 757-point range at ε = 1 whose noise has a standard deviation of
+10.1; the adaptive grid shares this). Each node's interval (``Synopsis.half_widths``) holds for
+the released plan [ci].
 
 **Range counts.** Points are taken as spread uniformly inside a leaf; that assumption's error is
 unknown, so range answers carry no interval.
