@@ -75,7 +75,8 @@ the same as summing a minimal cover of nodes. For a fixed refinement plan (and m
 estimates are unbiased and their variances exact; the plan is made from the leaf counts that the
 fit also uses, which leaves a small bias (measured in ``tests/mechanisms/test_privtree_counts.py``:
 +1.8, standard error 0.8, on a 757-point range at ε = 1 whose noise has a standard deviation of
-10.1; the adaptive grid shares this). Each node's interval (``Synopsis.half_widths``) holds for
+10.1; the adaptive grid shares this; the middle depth, read from the upper cut's noisy total, is
+a selection of the same kind, not measured separately). Each node's interval (``Synopsis.half_widths``) holds for
 the released plan [ci].
 
 **Range counts.** Points are taken as spread uniformly inside a leaf; that assumption's error is
