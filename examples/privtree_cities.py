@@ -19,7 +19,8 @@ range of the median over 200 bootstrap resamples of the runs.
 - **old**: the thesis's release (ε/2 for the tree, ε/2 for the leaf counts, answered by
   uniform overlap with the leaves): ``release(..., tree_share=0.5, shares={"leaves": 1})``;
 - **new**: ``dpgate.mechanisms.privtree.release`` as ``USING privtree`` runs it (ε/10 for the
-  tree; upper cut, leaves and refined leaves counted; consistent estimates);
+  tree; upper cut, middle cut (the adaptive grid's level, when deep enough), leaves and refined
+  leaves counted; consistent estimates);
 - **ug**: Qardaji, Yang, Li's uniform grid, m × m cells with m = √(nε/10), counts at ε;
 - **ag**: their adaptive grid: m1 = max(10, ⌈√(nε/10)/4⌉), half of ε for the first level,
   each cell split into m2 × m2 with m2 = ⌈√(N'·ε/2/5)⌉ from its noisy count N', the rest of ε

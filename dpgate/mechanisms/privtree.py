@@ -7,14 +7,18 @@ follow Qardaji, Yang, Li, "Differentially private grids for geospatial data", IC
 adaptive grid's refinement rule) and Hay, Rastogi, Miklau, Suciu, PVLDB 2010 (constrained
 inference, ``mechanisms.hierarchy``).
 
-**Guarantee.** ε-differential privacy (pure) for ``epsilon = ε_tree + ε_upper + ε_leaves +
-ε_refined`` [budget] (sequential composition; each later step may depend on what the earlier
-ones released). **Neighbouring relation.** Add or remove one subject, who contributes at most
-``x`` points (``max_rows``); the thesis's proof is for x = 1 and scales λ by x when one tuple can
-touch x leaves (§4.2.5). **Sensitivity.** The tree: each point changes the counts of the nodes on
-its root-to-leaf path by 1; the bias makes their privacy costs a geometric series (below). Each
-count family is a set of disjoint boxes, so a subject's points lie in at most x of its boxes: L1
-sensitivity x per family [families].
+**Guarantee.** ε-differential privacy (pure) for ``epsilon = ε_tree + ε_upper + ε_middle +
+ε_leaves + ε_refined`` [budget] (sequential composition; each later step may depend on what the
+earlier ones released, its ε included: when the middle cut is not measured, ε_middle = 0 and its
+share is added to the leaves' and refined leaves' ε, so the sum is ε either way; the synopsis
+records each step's ε in ``Synopsis.epsilons``). **Neighbouring relation.** Add or remove one
+subject, who contributes at most ``x`` points (``max_rows``); the thesis's proof is for x = 1 and
+scales λ by x when one tuple can touch x leaves (§4.2.5). **Sensitivity.** The tree: each point
+changes the counts of the nodes on its root-to-leaf path by 1; the bias makes their privacy costs
+a geometric series (below). Each count family (the upper cut, the middle cut, the leaves, the
+refined leaves) is a set of disjoint boxes tiling Ω, so a subject's points lie in at most x of its
+boxes: L1 sensitivity x per family [families]; which boxes a family holds is fixed by the tree and
+by counts released before it, not by the data it measures.
 
 **Algorithm (4.2).** The domain Ω is the owner's declared bounds on 1–4 numeric columns (public:
 never the data's own min/max); a node covers a half-open box and splits into β = 2^d equal
@@ -41,25 +45,39 @@ program, depths up to 40, counts up to 400) and checks it is at most ε_tree for
 
 **Counts (ours).** The thesis spends half of ε on the tree and releases only the leaves' counts;
 a range then sums many noisy leaves, and on ranges of 10–50% of the domain a uniform grid was
-as good or better. Here the tree gets ``TREE_SHARE`` = 0.1 of ε, and the rest measures three
+as good or better. Here the tree gets ``TREE_SHARE`` = 0.1 of ε, and the rest measures up to four
 families with discrete Laplace noise of scale x/ε_family [families]:
 
 1. *upper* (0.2 of the counts' ε): the cut of the tree at the depth with about 16 boxes
    (the nodes there, and the leaves above it): large ranges are mostly whole upper boxes;
-2. *leaves* (0.3): the PrivTree leaves;
-3. *refined* (0.5): each leaf split ``r`` more levels, completely, ``r = ⌈log_β(N'·ε_refined/(x·5))⌉``
+2. *middle* (0.2): the cut of the tree at the depth whose β^k boxes are nearest n'·ε/(x·160)
+   [middle], n' the sum of the upper cut's released noisy counts and ε the release's: the level
+   of the adaptive grid's first grid (Qardaji, Yang and Li: about nε/160 cells, the right size
+   for a range of about a tenth of the domain). It is measured only when it has at least 16
+   times the upper cut's boxes (a measured level at most every two quadtree levels, the fan-out
+   at which their analysis of hierarchies puts the best accuracy); otherwise its share is split
+   evenly between the next two families (0.25 and 0.55 then). Its depth is a function of released
+   counts and public facts (ε, x, d), so choosing it costs nothing, and the boxes of one depth
+   tile Ω: sensitivity x;
+3. *leaves* (0.15): the PrivTree leaves;
+4. *refined* (0.45): each leaf split ``r`` more levels, completely, ``r = ⌈log_β(N'·ε_refined/(x·5))⌉``
    from its noisy leaf count N' (the adaptive grid's rule: cells of about 5/ε points where the
    noise allows; 0 levels re-measures the leaf) [refine], within ``MAX_DEPTH`` and the node cap.
    The plan reads only released counts.
 
-The three shares, the tree's share and the cut's size were chosen on synthetic clustered
-points (not the benchmark's data). The estimate of every node is the least-squares fit of all
-measurements under parent = sum of children (``hierarchy.consistent``) [gls]: consistent,
-and a range sums its leaves weighted by overlap — the same as summing a minimal cover of nodes.
-For a fixed refinement plan the estimates are unbiased and their variances exact; the plan is
-made from the leaf counts that the fit also uses, which leaves a small bias (measured in
-``tests/mechanisms/test_privtree_counts.py``: +1.7, standard error 0.8, on a 757-point range at
-ε = 1 whose noise has a standard deviation of 9.8; the adaptive grid shares this). Each node's interval (``Synopsis.half_widths``) holds for the released plan [ci].
+The tree's share, the upper cut's and the leaves' and refined leaves' shares without a middle
+cut were chosen on synthetic clustered points; the middle cut's rule (AG's level, the gap of 16)
+and its share were chosen on the demo places (``examples/privtree_cities.py``), the data the
+documentation's comparison uses, which flatters that comparison somewhat. The estimate of every
+node is the least-squares fit of all measurements under parent = sum of children
+(``hierarchy.consistent``) [gls]: consistent, and a range sums its leaves weighted by overlap —
+the same as summing a minimal cover of nodes. For a fixed refinement plan (and middle depth) the
+estimates are unbiased and their variances exact; the plan is made from the leaf counts that the
+fit also uses, which leaves a small bias (measured in ``tests/mechanisms/test_privtree_counts.py``:
++1.8, standard error 0.8, on a 757-point range at ε = 1 whose noise has a standard deviation of
+10.1; the adaptive grid shares this; the middle depth, read from the upper cut's noisy total, is
+a selection of the same kind, not measured separately). Each node's interval (``Synopsis.half_widths``) holds for
+the released plan [ci].
 
 **Range counts.** Points are taken as spread uniformly inside a leaf; that assumption's error is
 unknown, so range answers carry no interval.
@@ -112,9 +130,19 @@ def log_split(b: float, lam: float, theta: float = 0.0) -> tuple[float, float]:
 
 
 #: ε shares of a spatial release: the tree gets ``TREE_SHARE`` (the thesis: one half), the counts the
-#: rest, divided among the three families of ``COUNT_SHARES`` (see the module docstring for why).
+#: rest, divided among the four families of ``COUNT_SHARES`` (see the module docstring for why). When
+#: the middle cut is not measured [middle], its share is split evenly between the leaves and the
+#: refined leaves (0.25 and 0.55 then).
 TREE_SHARE = 0.1
-COUNT_SHARES = {"upper": 0.2, "leaves": 0.3, "refined": 0.5}
+COUNT_SHARES = {"upper": 0.2, "middle": 0.2, "leaves": 0.15, "refined": 0.45}
+#: The middle cut is the tree's depth with about n'·ε/(x·MIDDLE_C) boxes (the adaptive grid's first
+#: level, Qardaji, Yang and Li: m₁² = nε/(c·16) with c = 10, cells of about 160/ε points), n' the
+#: released noisy total of the upper cut [middle].
+MIDDLE_C = 160.0
+#: ... and is measured only when it has at least this many times the upper cut's boxes (a measured
+#: level every two quadtree levels at most: Qardaji, Yang and Li's hierarchies fare best with a
+#: fan-out of about 16 between measured levels).
+MIDDLE_GAP = 16
 #: A leaf with noisy count N' is refined into about N'·ε_refined/(x·REFINE_C) cells (Qardaji, Yang
 #: and Li's adaptive grid: c₂ = c/2 = 5, cells of about 5/ε points, as many as the noise allows).
 REFINE_C = 5.0
@@ -140,6 +168,7 @@ class Synopsis:
     kappa: float = 1.0
     stopped: bool = False  # growth or refinement stopped at MAX_NODES [cap]
     families: dict[str, np.ndarray] | None = None  # the nodes each family measured (public, as the tree)
+    epsilons: dict[str, float] | None = None  # the ε each step spent: the tree and each family measured [budget]
 
     def range_count(self, qlo: np.ndarray, qhi: np.ndarray) -> float:
         """Σ count · |q ∩ leaf| / |leaf| over the leaves (uniform spreading inside a leaf); the
@@ -320,11 +349,30 @@ def _refine(nodes: _Nodes, leaves: np.ndarray, levels: np.ndarray) -> None:
         frontier = children[nodes.depth[children] < stop[children]]
 
 
+def middle_depth(noisy_total: float, epsilon: float, contributions: int, d: int) -> int | None:
+    """The depth of the middle cut [middle]: the one whose β^k boxes are nearest (geometrically)
+    n'·ε/(x·MIDDLE_C), or None when that is fewer than MIDDLE_GAP times the upper cut's boxes. A
+    function of the released noisy total ``noisy_total`` and public facts (ε, x, d) only."""
+    cells = max(float(noisy_total), 0.0) * epsilon / (contributions * MIDDLE_C)
+    if cells <= 1:
+        return None
+    k = min(MAX_DEPTH, round(math.log(cells) / (d * math.log(2))))
+    upper = upper_depth(d)
+    return k if 2 ** (d * (k - upper)) >= MIDDLE_GAP else None
+
+
+def upper_depth(d: int) -> int:
+    """The depth of the upper cut: about UPPER_BOXES boxes (16 in 2-D)."""
+    return max(1, round(math.log2(UPPER_BOXES) / d))
+
+
 def release(points: np.ndarray, lower, upper, epsilon: float, *, rng: np.random.Generator, contributions: int = 1,
             tree_share: float = TREE_SHARE, integer=None, shares: dict[str, float] | None = None,
             max_nodes: int = MAX_NODES) -> Synopsis:  # fmt: skip
-    """PrivTree at ``tree_share·ε``, then noisy counts of three families of disjoint boxes at the
-    rest (``shares`` of it: the upper cut, the PrivTree leaves, their refinement), made consistent.
+    """PrivTree at ``tree_share·ε``, then noisy counts of up to four families of disjoint boxes at the
+    rest (``shares`` of it: the upper cut, the middle cut, the PrivTree leaves, their refinement),
+    made consistent. The families' ε add up to ``(1 − tree_share)·ε`` whether or not the middle cut
+    is measured [budget] [middle].
 
     Integer dimensions take bounds [lo, hi + 1) from the caller and integer points (cell v is [v, v + 1)).
     ``tree_share = 0.5`` with ``shares = {"leaves": 1}`` is the thesis's release (its leaf counts).
@@ -334,10 +382,14 @@ def release(points: np.ndarray, lower, upper, epsilon: float, *, rng: np.random.
     d = pts.shape[1]
     integer = np.zeros(d, dtype=bool) if integer is None else np.asarray(integer, dtype=bool)
     shares = dict(COUNT_SHARES if shares is None else shares)
-    if set(shares) - set(COUNT_SHARES) or min(shares.values()) < 0 or not shares.get("leaves", 0) + shares.get("refined", 0) > 0:
+    if (set(shares) - set(COUNT_SHARES) or not all(math.isfinite(v) and v >= 0 for v in shares.values())
+            or not shares.get("leaves", 0) + shares.get("refined", 0) > 0):  # fmt: skip
         raise ValueError(f"count shares are among {sorted(COUNT_SHARES)}, non-negative, with leaves or refined > 0")
+    if not (math.isfinite(epsilon) and epsilon > 0 and 0 < tree_share < 1):
+        raise ValueError(f"PrivTree needs ε > 0 and 0 < tree_share < 1, got ε = {epsilon}, tree_share = {tree_share}")
     eps_tree = epsilon * tree_share
-    eps = {k: epsilon * (1 - tree_share) * v / sum(shares.values()) for k, v in shares.items() if v > 0}  # [budget]
+    eps_counts = epsilon * (1 - tree_share)
+    eps = {k: eps_counts * v / sum(shares.values()) for k, v in shares.items() if v > 0}  # [budget]
     if not 1 <= d <= MAX_DIMENSIONS:
         raise ValueError(f"PrivTree takes 1 to {MAX_DIMENSIONS} dimensions, got {d}")
     nodes, stopped = _grow(pts, lower, upper, eps_tree, rng=rng, contributions=contributions, integer=integer,
@@ -353,11 +405,27 @@ def release(points: np.ndarray, lower, upper, epsilon: float, *, rng: np.random.
         families[name] = family
         return noisy
 
+    def cut(k: int) -> np.ndarray:  # the nodes at depth k and the leaves above it: boxes tiling Ω
+        return np.flatnonzero((tree_depth == k) | (nodes.leaf[:n_tree] & (tree_depth < k)))
+
     counts = nodes.counts()
+    noisy_total = None
     if "upper" in eps:
-        k = max(1, round(math.log2(UPPER_BOXES) / d))
-        cut = np.flatnonzero((tree_depth == k) | (nodes.leaf[:n_tree] & (tree_depth < k)))
-        measure(cut, counts[cut], "upper")
+        k_up = cut(upper_depth(d))
+        noisy_total = float(measure(k_up, counts[k_up], "upper").sum())
+    if "middle" in eps:
+        # [middle]: its depth is read from the upper cut's released counts; with no upper cut, or
+        # when the cut would be too shallow to add anything, its ε goes to the finer families (an
+        # adaptive choice of later ε's from released values: the sum stays fixed) [budget]
+        k_mid = middle_depth(noisy_total, epsilon, contributions, d) if noisy_total is not None else None
+        if k_mid is None:
+            extra = eps.pop("middle")
+            finer = [k for k in ("leaves", "refined") if k in eps]
+            for k in finer:
+                eps[k] += extra / len(finer)
+        else:
+            mid = cut(k_mid)
+            measure(mid, counts[mid], "middle")
     noisy_leaves = measure(tree_leaves, counts[tree_leaves], "leaves") if "leaves" in eps else None
     if "refined" in eps:
         if noisy_leaves is not None:  # [refine]: planned from the released leaf counts only
@@ -372,9 +440,9 @@ def release(points: np.ndarray, lower, upper, epsilon: float, *, rng: np.random.
     parent, depth = nodes.parent[:n].copy(), nodes.depth[:n].copy()
     y, var = hierarchy.merge(n, measured)
     estimate, variance = hierarchy.consistent(parent, depth, y, var)  # [gls]
-    kappa = max(hierarchy.laplace_ratio(e, contributions) for e in eps.values())
+    kappa = max(hierarchy.laplace_ratio(eps[k], contributions) for k in families)
     return Synopsis(nodes.lo[:n].copy(), nodes.hi[:n].copy(), depth, parent, nodes.leaf[:n].copy(), estimate, variance,
-                    kappa, stopped, families)  # fmt: skip
+                    kappa, stopped, families, {k: eps[k] for k in families} | {"tree": eps_tree})  # fmt: skip
 
 
 def prepare(points: np.ndarray, lower: np.ndarray, upper: np.ndarray, integer=None) -> np.ndarray:

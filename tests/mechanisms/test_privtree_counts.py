@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from dpgate.mechanisms import privtree
-from dpgate.mechanisms.privtree import COUNT_SHARES, MAX_DEPTH, prepare, refinement_depths, release
+from dpgate.mechanisms.privtree import COUNT_SHARES, MAX_DEPTH, middle_depth, prepare, refinement_depths, release
 
 LOWER, UPPER = np.zeros(2), np.ones(2)
 
@@ -31,13 +31,18 @@ def _exact(syn: privtree.Synopsis, pts: np.ndarray) -> np.ndarray:
     return counts
 
 
-def test_each_family_tiles_the_domain_so_a_point_is_in_one_of_its_boxes():
+@pytest.mark.parametrize("eps, middle", [(2.0, False), (4.0, True)])
+def test_each_family_tiles_the_domain_so_a_point_is_in_one_of_its_boxes(eps, middle):
     """The sensitivity argument: every family measured is a set of disjoint boxes covering Ω, so a
-    point changes one count of each family by 1 (a subject with x points, at most x)."""
+    point changes one count of each family by 1 (a subject with x points, at most x). At ε = 2 the
+    middle cut (about n'·ε/160 = 75 boxes) is too close to the upper cut's 16 and is not measured;
+    at ε = 4 (150 boxes: depth 4) it is."""
     rng = np.random.default_rng(1)
     pts = _points(rng, 6000)
-    syn = release(pts, LOWER, UPPER, 2.0, rng=rng)
-    assert set(syn.families) == set(COUNT_SHARES)
+    syn = release(pts, LOWER, UPPER, eps, rng=rng)
+    assert set(syn.families) == set(COUNT_SHARES) - ({"middle"} if not middle else set())
+    if middle:
+        assert (syn.depth[syn.families["middle"]] <= 4).all() and (syn.depth[syn.families["middle"]] == 4).any()
     for name, family in syn.families.items():
         lo, hi = syn.lo[family], syn.hi[family]
         assert np.isclose((hi - lo).prod(axis=1).sum(), 1.0), name
@@ -106,3 +111,49 @@ def test_node_intervals_cover_the_true_counts():
     print("coverage", rates)
     assert rates["root"] >= 0.95 - 3 * math.sqrt(0.05 * 0.95 / 40)
     assert rates["leaves"] >= 0.95 and rates["all"] >= 0.95
+
+
+@pytest.mark.parametrize("eps, middle", [(0.5, False), (4.0, True)])
+def test_the_epsilons_spent_add_up_to_the_release_whether_or_not_the_middle_cut_is_measured(eps, middle):
+    """[budget]: the tree's ε and each measured family's add up to ε; an unmeasured middle cut's
+    share is split evenly between the leaves and the refined leaves (0.25 and 0.55 of the counts' ε)."""
+    rng = np.random.default_rng(4)
+    syn = release(_points(rng, 6000), LOWER, UPPER, eps, rng=rng)
+    assert math.isclose(sum(syn.epsilons.values()), eps)
+    assert math.isclose(syn.epsilons["tree"], eps * privtree.TREE_SHARE)
+    assert ("middle" in syn.epsilons) == middle
+    counts = eps * (1 - privtree.TREE_SHARE)
+    assert math.isclose(syn.epsilons["upper"], counts * COUNT_SHARES["upper"])
+    if not middle:
+        assert math.isclose(syn.epsilons["leaves"], counts * 0.25)
+        assert math.isclose(syn.epsilons["refined"], counts * 0.55)
+    else:
+        assert all(math.isclose(syn.epsilons[k], counts * v) for k, v in COUNT_SHARES.items())
+    # with the thesis's shares (no upper cut) nothing else is measured
+    syn = release(_points(rng, 2000), LOWER, UPPER, eps, rng=rng, tree_share=0.5, shares={"leaves": 1})
+    assert set(syn.families) == {"leaves"} and math.isclose(sum(syn.epsilons.values()), eps)
+
+
+def test_the_middle_cut_depth_is_read_from_the_noisy_total_and_public_facts():
+    # about n'·ε/(x·160) boxes, 4^k in 2-D (nearest geometrically), only at least 16 times the upper cut's 16
+    assert middle_depth(170_000, 1.0, 1, 2) == 5  # 1,062 boxes: 4^5 = 1,024
+    assert middle_depth(170_000, 0.5, 1, 2) == 5  # 531: log4 = 4.53
+    assert middle_depth(170_000, 0.1, 1, 2) is None  # 106: depth 3, only 4 times the upper cut's boxes
+    assert middle_depth(170_000, 1.0, 4, 2) == 4  # four points a subject: a quarter of the boxes
+    assert middle_depth(2_600, 1.0, 1, 2) is None and middle_depth(-50, 1.0, 1, 2) is None
+    assert middle_depth(1e40, 1.0, 1, 2) == MAX_DEPTH
+    assert middle_depth(170_000, 1.0, 1, 1) == 10  # 1-D: the upper cut is depth 4 (16 intervals)
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"shares": {"upper": 1.0}},  # neither leaves nor refined
+    {"shares": {"leaves": 1.0, "middle": -0.1}},
+    {"shares": {"leaves": float("nan")}},
+    {"shares": {"leaves": 1.0, "root": 0.5}},
+    {"tree_share": 0.0}, {"tree_share": 1.0}, {"epsilon": 0.0}, {"epsilon": float("inf")},
+])  # fmt: skip
+def test_bad_options_are_refused_before_anything_is_read(kwargs):
+    kwargs = {"epsilon": 1.0} | kwargs
+    with pytest.raises(ValueError):
+        eps = kwargs.pop("epsilon")
+        release(_points(np.random.default_rng(5), 100), LOWER, UPPER, eps, rng=np.random.default_rng(5), **kwargs)

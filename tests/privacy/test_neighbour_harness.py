@@ -99,22 +99,27 @@ def test_ladder_checks():
     assert harness.compare(a, ok) == []
 
 
-def test_a_synopsis_family_moves_by_max_rows_and_a_halved_bound_is_caught(make_db):
-    """A PrivTree synopsis measures three families of disjoint boxes of its tree; removing a subject
-    (40 rows, max_rows = 2: two points kept) moves each family's counts by exactly 2 in all."""
-    d = make_db("CREATE TABLE pts AS SELECT i % 50 AS uid, (i * 37 % 100) * 1.0 AS x, (i * 11 % 97) * 1.0 AS y "
-                "FROM range(2000) r(i)",
+@pytest.mark.parametrize("subjects, eps, families", [(50, 2, ("upper", "leaves", "refined")),
+                                                     (1000, 40, ("upper", "middle", "leaves", "refined"))])
+def test_a_synopsis_family_moves_by_max_rows_and_a_halved_bound_is_caught(make_db, subjects, eps, families):
+    """A PrivTree synopsis measures three or four families of disjoint boxes of its tree (the middle
+    cut when n'·ε/(x·160) boxes are at least 16 times the upper cut's: 2,000 points kept, 2,000·40/320
+    = 250 at ε = 40); removing a subject (40 rows, max_rows = 2: two points kept) moves each
+    family's counts by exactly 2 in all."""
+    d = make_db(f"CREATE TABLE pts AS SELECT i % {subjects} AS uid, (i * 37 % 100) * 1.0 AS x, "
+                f"(i * 11 % 97) * 1.0 AS y FROM range({40 * subjects}) r(i)",
                 protect={"pts": {"unit": "uid", "max_rows": 2, "bounds": {"x": (0, 100), "y": (0, 100)},
                                  "public_roster": True}},
-                analysts={harness.ANALYST: {"epsilon": 100.0}})  # fmt: skip
+                analysts={harness.ANALYST: {"epsilon": 1000.0}})  # fmt: skip
     n = harness.mutate(harness.copy_db(d, d.with_name("without_7.duckdb")), "DELETE FROM pts WHERE uid = 7")
-    sql = "CREATE SYNTHETIC TABLE s FROM pts USING privtree WITH (epsilon = 2, columns = 'x, y')"
+    sql = f"CREATE SYNTHETIC TABLE s FROM pts USING privtree WITH (epsilon = {eps}, columns = 'x, y')"
     with harness.gateways(d, n) as (gd, gn):
         before, after = harness.check_statement(gd, gn, sql)
-        for name in ("upper", "leaves", "refined"):
+        assert {k for k in before.stats if k.endswith(" counts")} == {f"{f} counts" for f in families}
+        for name in families:
             a, b = before.stats[f"{name} counts"], after.stats[f"{name} counts"]
             moved = sum(abs(a.values[k] - b.values[k]) for k in a.values)
             assert moved == 2 == a.l1 and len(a.values) > (1 if name == "upper" else 16), name
         with pytest.raises(harness.NeighbourViolation) as info:
             harness.check_statement(gd, gn, sql, scale=0.5)
-        assert {"upper counts", "leaves counts", "refined counts"} <= {v.statistic for v in info.value.violations}
+        assert {f"{f} counts" for f in families} <= {v.statistic for v in info.value.violations}

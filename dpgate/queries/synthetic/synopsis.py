@@ -269,8 +269,11 @@ def explain_rows(plan: SynthesisPlan, subjects=None) -> list[tuple]:
     lam, delta, _ = privtree.parameters(eps * o["tree_share"], 2**d, plan.max_rows)
     doms = ", ".join(f"{c} in [{lo:g}, {hi:g})" for c, lo, hi in zip(o["columns"], o["lower"], o["upper"]))
     rest = 1 - o["tree_share"]
-    shares = (f"ε×{rest * privtree.COUNT_SHARES['upper']:.3g} for the {privtree.UPPER_BOXES} upper boxes, "
-              f"ε×{rest * privtree.COUNT_SHARES['leaves']:.3g} for the leaves, ε×{rest * privtree.COUNT_SHARES['refined']:.3g} "
+    share = {k: rest * v for k, v in privtree.COUNT_SHARES.items()}
+    shares = (f"ε×{share['upper']:.3g} for the {privtree.UPPER_BOXES} upper boxes, ε×{share['middle']:.3g} for the "
+              f"middle cut (about n'·ε/{privtree.MIDDLE_C:g} boxes, n' the upper boxes' noisy total; when that "
+              f"is under {privtree.MIDDLE_GAP} times the upper boxes, this ε goes half to each of the next two), "
+              f"ε×{share['leaves']:.3g} for the leaves, ε×{share['refined']:.3g} "
               f"for the leaves split by their noisy counts")  # fmt: skip
     return [
         ("model", "privtree", eps, 0.0, None, None,
