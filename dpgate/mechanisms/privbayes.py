@@ -450,18 +450,27 @@ def _check_parameters(
 
 
 def independent_baseline(
-    codes: np.ndarray, sizes: Sequence[int], epsilon: float, *, rng: np.random.Generator
+    codes: np.ndarray, sizes: Sequence[int], epsilon: float, *, rng: np.random.Generator,
+    weights: np.ndarray | None = None,
 ) -> PrivBayesModel:
     """The empty network: each attribute's noisy 1-way marginal at ``ε / d`` (sensitivity 1).
 
     Post-processing as in ``fit``: the noisy row count is the inverse-variance mean of the
     noisy marginals' totals, and each marginal is made non-negative by Norm-Sub to that total.
+    ``weights``: how many tuples each row of ``codes`` stands for (``CodedRows.weights``); the
+    marginals are then the weighted counts, the same as over the rows repeated.
     """
     sizes_t = _check_parameters(codes, sizes, epsilon, None, 1.0, "R", 0.5, "vanilla", None, None)
     d = len(sizes_t)
     cols, layout = _encode(np.asarray(codes), sizes_t, "vanilla")
     each = epsilon / d
-    noisy = [_noisy_counts(_joint(cols, sizes_t, j, ()), each, rng) for j in range(d)]  # [noise]
+    if weights is None:
+        counts = [_joint(cols, sizes_t, j, ()) for j in range(d)]
+    else:  # integer counts, exact in float64 below 2^53
+        w = np.asarray(weights, dtype=np.float64)
+        counts = [np.rint(np.bincount(cols[j], weights=w, minlength=sizes_t[j])).astype(np.int64).reshape(-1, 1)
+                  for j in range(d)]  # fmt: skip
+    noisy = [_noisy_counts(c, each, rng) for c in counts]  # [noise]
     cell_var = noise.discrete_laplace_std(each, 1) ** 2
     w = [1.0 / max(v.size * cell_var, 1e-12) for v in noisy]
     total = sum(wi * float(v.sum()) for wi, v in zip(w, noisy)) / sum(w)
@@ -504,4 +513,5 @@ class Independent(Synthesizer):
     NAME = "independent"
 
     def synthesize(self, data: CodedRows, *, epsilon, delta=0.0, rng, options, progress=None) -> Synthesis:
-        return Synthesis(independent_baseline(data.rows(), list(data.sizes), epsilon, rng=rng), epsilon)
+        model = independent_baseline(data.codes, list(data.sizes), epsilon, rng=rng, weights=data.weights)
+        return Synthesis(model, epsilon)
