@@ -246,8 +246,8 @@ def bind_check(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str
 
 def coded_rows(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str, salt: int) -> CodedRows:
     """The charged subjects' rows as codes, at most ``max_rows`` each [bound], read where the rows
-    are: from the database file one row per tuple; from Spark each distinct coded row and its count
-    (the synthesizers' marginals are the same weighted counts)."""
+    are, as each distinct coded row and its count (the synthesizers' marginals are the same weighted
+    counts; rows in lexicographic order on both engines, so the same rows give the same input)."""
     sizes = tuple(c.size for c in plan.codings)
     if backends.engine_of(plan.table) == "spark":
         from dpgate.backends.spark.plane import counted_rows
@@ -256,8 +256,12 @@ def coded_rows(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str
         found = backends.plane("spark").release_rows(con, plan, partial(coded_rows_sql, plan, salt), charged)
         codes, counts = counted_rows(found, len(sizes))
         return CodedRows(codes, sizes, counts)
-    return CodedRows(synthesis.fetch_codes(con, synthesis.encode_query(source_sql(plan, charged, salt),
-                                                                       list(plan.codings))), sizes)  # fmt: skip
+    names = ", ".join(f"__c{j}" for j in range(len(sizes)))
+    encoded = synthesis.encode_query(source_sql(plan, charged, salt), list(plan.codings))
+    grouped = synthesis.fetch_codes(con, f"SELECT {names}, count(*) AS __n FROM ({encoded}) GROUP BY ALL")
+    codes, counts = grouped[:, :-1], grouped[:, -1]  # a row with a NULL code has none: fetch_codes drops it
+    order = np.lexsort(codes.T[::-1]) if len(sizes) else np.arange(len(codes))
+    return CodedRows(np.ascontiguousarray(codes[order]), sizes, counts[order])
 
 
 def answer(
