@@ -2,7 +2,8 @@
 
 Not part of the test suite (timings are reported, not asserted). Run:
 
-    python tests/benchmarks/bench_spark.py [--rows 1000000 10000000] [--repeat 3] [--master local[2]] [--only top]
+    python tests/benchmarks/bench_spark.py [--rows 1000000 10000000] [--repeat 3] [--master local[2]] [--only top MST]
+        [--max-rows 10 2]
 
 Data: one Parquet file per size, 10 rows per subject, a 10-value department (declared domain), a
 100-value city and an income (declared bounds). The DuckDB database loads the same file into a
@@ -85,7 +86,9 @@ def main() -> None:
     ap.add_argument("--rows", type=int, nargs="+", default=[1_000_000])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--master", default="local[2]")
-    ap.add_argument("--only", default="", help="run the queries whose names start with this")
+    ap.add_argument("--only", nargs="*", default=[""], help="run the queries whose names start with one of these")
+    ap.add_argument("--max-rows", nargs="*", type=int, default=[10, 2], help="the regimes: max_rows 10 (nobody "
+                    "over the bound) and / or 2 (everyone sampled)")
     args = ap.parse_args()
     from pyspark.sql import SparkSession
 
@@ -100,9 +103,11 @@ def main() -> None:
         raw_duck = duckdb.connect()
         raw_duck.execute(f"CREATE TABLE events AS SELECT * FROM read_parquet('{parquet}')")
         for max_rows, regime in ((10, "no subject over max_rows"), (2, "every subject sampled")):
+            if max_rows not in args.max_rows:
+                continue
             duck, twin = databases(tmp, parquet, spark, max_rows)
             for name, (dp_sql, raw_sql) in QUERIES.items():
-                if not name.startswith(args.only):
+                if not name.startswith(tuple(args.only)):
                     continue
                 for engine, path in (("DuckDB", duck), ("Spark", twin)):
                     if engine == "DuckDB":
