@@ -102,13 +102,7 @@ class Declarations:
         table = table.lower()
         unit = unit.lower()
         self._refuse_release(table)
-        if spark is not None:
-            self._spark_stub(table, spark)
-        elif self._spark_source(table) is not None:
-            raise errors.PolicyError(
-                f"{table} was declared with a Spark source; re-declare it with spark = ... (or drop it first)",
-                code="DP340", hint="unprotect the table and drop its empty DuckDB stub to move it back to DuckDB",
-            )  # fmt: skip
+        self._rows_where(table, spark)
         cols = dict(catalog.table_columns(self.con, table))
         if not cols:
             raise errors.PolicyError(
@@ -347,13 +341,7 @@ class Declarations:
         table = table.lower()
         src, dst = src.lower(), dst.lower()
         self._refuse_release(table)
-        if spark is not None:
-            self._spark_stub(table, spark)
-        elif self._spark_source(table) is not None:
-            raise errors.PolicyError(
-                f"{table} was declared with a Spark source; re-declare it with spark = ... (or drop it first)",
-                code="DP340", hint="unprotect the table and drop its empty DuckDB stub to move it back to DuckDB",
-            )  # fmt: skip
+        self._rows_where(table, spark)
         cols = dict(catalog.table_columns(self.con, table))
         if not cols:
             raise errors.PolicyError(
@@ -452,6 +440,17 @@ class Declarations:
             )
             con.execute(ddl)
             self._refresh_roster(con, table)
+
+    def _rows_where(self, table: str, spark: str | None) -> None:
+        """The table's rows live in Spark (its empty stub made or re-made here) or in the database file;
+        a table declared with a Spark source stays there until it is unprotected."""
+        if spark is not None:
+            self._spark_stub(table, spark)
+        elif self._spark_source(table) is not None:
+            raise errors.PolicyError(
+                f"{table} was declared with a Spark source; re-declare it with spark = ... (or drop it first)",
+                code="DP340", hint="unprotect the table and drop its empty DuckDB stub to move it back to DuckDB",
+            )  # fmt: skip
 
     def _refuse_release(self, table: str) -> None:
         if registry.active(self.con, table) is not None:

@@ -383,18 +383,21 @@ class SparkPlane:
         try:
             parts = 2 if plan.charge.rule in ("partition", "t_round") else 1
             sql = statement(plan, view, units, pairs, 0, parts, others)
-            try:
-                with self.jobs.group("checking the statement"):
-                    self.spark.sql(sql)  # analysis only: names and types resolved, nothing runs
-            except errors.Error:
-                raise
-            except Exception as e:  # noqa: BLE001 - pyspark's AnalysisException and friends
-                raise errors.ProgrammingError(
-                    f"Spark cannot bind this query: {_first_line(e)}", code="DP230",
-                    hint="fix the SQL; nothing was charged",
-                ) from None  # fmt: skip
+            self._analyse(sql, "this query", "fix the SQL; nothing was charged")
         finally:
             self._drop(drop)
+
+    def _analyse(self, sql: str, what: str, hint: str) -> None:
+        """Have Spark analyse ``sql`` (names and types resolved, nothing runs), before the debit: what
+        it cannot bind is refused free (DP230)."""
+        try:
+            with self.jobs.group("checking the statement"):
+                self.spark.sql(sql)
+        except errors.Error:
+            raise
+        except Exception as e:  # noqa: BLE001 - pyspark's AnalysisException and friends
+            raise errors.ProgrammingError(f"Spark cannot bind {what}: {_first_line(e)}", code="DP230",
+                                          hint=hint) from None  # fmt: skip
 
     def exact(self, con: Any, plan: CountPlan, charged: str, salt: int, n_parts: int = 1, *,
               generation: int | None = None) -> ExactAnswer:
@@ -428,15 +431,8 @@ class SparkPlane:
         try:
             sql = write(view, units)
             refuse_variables(sql)
-            with self.jobs.group("checking the statement"):
-                self.spark.sql(sql)
-        except errors.Error:
-            raise
-        except Exception as e:  # noqa: BLE001 - pyspark's AnalysisException and friends
-            raise errors.ProgrammingError(
-                f"Spark cannot bind the release's statement: {_first_line(e)}", code="DP230",
-                hint="the data owner checks the table's declarations (dpgate policy apply); nothing was charged",
-            ) from None  # fmt: skip
+            self._analyse(sql, "the release's statement",
+                          "the data owner checks the table's declarations (dpgate policy apply); nothing was charged")
         finally:
             self._drop(drop)
 
@@ -452,10 +448,7 @@ class SparkPlane:
         try:
             view, _, units, _, drop = self._views(plan, bounded.read_charged(con, charged, 1))
         except errors.Error:
-            raise errors.OperationalError(
-                "The Spark source changed or could not be read after the release was charged", code="DP404",
-                hint="the debit stands (fail closed); the data owner checks the source (dpgate policy apply)",
-            ) from None  # fmt: skip
+            raise changed_after_debit() from None
         try:
             with self.jobs.group("reading the charged rows"):
                 return self.spark.sql(write(view, units)).toArrow()
@@ -470,15 +463,7 @@ class SparkPlane:
         statement, before the debit."""
         view, _ = self._register(plan.table)
         try:
-            sql = graph_statement(plan, view)
-            with self.jobs.group("checking the statement"):
-                self.spark.sql(sql)
-        except errors.Error:
-            raise
-        except Exception as e:  # noqa: BLE001 - pyspark's AnalysisException and friends
-            raise errors.ProgrammingError(
-                f"Spark cannot bind this query: {_first_line(e)}", code="DP230", hint="fix the SQL; nothing was charged"
-            ) from None  # fmt: skip
+            self._analyse(graph_statement(plan, view), "this query", "fix the SQL; nothing was charged")
         finally:
             self._drop([view])
 
@@ -489,10 +474,7 @@ class SparkPlane:
         try:
             view, _ = self._register(plan.table)
         except errors.Error:
-            raise errors.OperationalError(
-                "The Spark source changed or could not be read after the query was charged", code="DP404",
-                hint="the debit stands (fail closed); the data owner checks the source (dpgate policy apply)",
-            ) from None  # fmt: skip
+            raise changed_after_debit() from None
         try:
             with self.jobs.group("reading the edges"):
                 return self.spark.sql(graph_statement(plan, view)).toArrow()
@@ -509,10 +491,7 @@ class SparkPlane:
         try:
             view, pairs, units, others, drop = self._views(plan, charged)
         except errors.Error:
-            raise errors.OperationalError(
-                "The Spark source changed or could not be read after the query was charged", code="DP404",
-                hint="the debit stands (fail closed); the data owner checks the source (dpgate policy apply)",
-            ) from None  # fmt: skip
+            raise changed_after_debit() from None
         try:
             with self.jobs.group("computing the exact statistics"):
                 rows = self.spark.sql(statement(plan, view, units, pairs, salt, n_parts, others)).collect()
@@ -558,6 +537,16 @@ def graph_statement(plan: Any, view: str) -> str:
         )  # fmt: skip
     refuse_variables(sql)
     return sql
+
+
+def changed_after_debit() -> errors.OperationalError:
+    """A source that became unreadable or changed its columns since the check before the debit (the
+    owner's doing, not a subject's): the statement fails closed, with Spark's text withheld (it can
+    name a partition directory, i.e. a value)."""
+    return errors.OperationalError(
+        "The Spark source changed or could not be read after the statement was charged", code="DP404",
+        hint="the debit stands (fail closed); the data owner checks the source (dpgate policy apply)",
+    )  # fmt: skip
 
 
 def counted_rows(table: Any, d: int) -> tuple[Any, Any]:

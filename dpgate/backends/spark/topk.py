@@ -39,7 +39,14 @@ from sqlglot import exp
 
 from dpgate import errors
 from dpgate.backends import bounded
-from dpgate.backends.spark.plane import GUARD, _position, _source_parts, charged_rows, refuse_variables
+from dpgate.backends.spark.plane import (
+    GUARD,
+    _position,
+    _source_parts,
+    changed_after_debit,
+    charged_rows,
+    refuse_variables,
+)
 from dpgate.backends.spark.source import _first_line
 from dpgate.backends.spark.translate import _unsupported
 from dpgate.mechanisms import pairs as pairs_mod
@@ -196,10 +203,7 @@ class SparkTopK:
         except errors.Error:
             if self.charged is None:  # before the debit: the refusal is free and says why
                 raise
-            raise errors.OperationalError(
-                "The Spark source changed or could not be read after the query was charged", code="DP404",
-                hint="the debit stands (fail closed); the data owner checks the source (dpgate policy apply)",
-            ) from None  # fmt: skip
+            raise changed_after_debit() from None
         return self
 
     def __exit__(self, *exc) -> None:
