@@ -11,6 +11,7 @@ the salt and decided by the subject's own rows.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import math
 import warnings
 
@@ -491,3 +492,26 @@ def test_unreadable_source_is_refused_without_sparks_text(spark, tmp_path):
             con.cursor().execute("SELECT COUNT(*) FROM t")
         assert e.value.code == "DP341" and _spent(con) == 0.0
     assert "PATH_NOT_FOUND" not in str(e.value) and "does not exist" not in str(e.value)
+
+
+def test_dates_are_read_as_stored_whatever_the_clusters_rebase_mode(spark, tmp_path):
+    """dpgate's session reads a Parquet date before 1582-10-15 as DuckDB does, even when the caller's
+    cluster rebases such dates (LEGACY shifts them by days; EXCEPTION fails on one row's date)."""
+    from dpgate.backends.spark.source import session_for
+
+    where = tmp_path / "dates.parquet"
+    duckdb.execute(f"COPY (SELECT i AS pid, CASE WHEN i = 3 THEN DATE '1500-01-01' ELSE DATE '2000-01-01' END AS d "
+                   f"FROM range(10) t(i)) TO '{where}' (FORMAT parquet)")  # fmt: skip
+    conf = spark.sparkContext._conf  # the live SparkConf a new session's settings start from
+    key = "spark.sql.parquet.datetimeRebaseModeInRead"
+    before = conf.get(key)
+    try:
+        for mode in ("LEGACY", "EXCEPTION"):
+            conf.set(key, mode)
+            own = session_for(spark)
+            assert own.read.parquet(str(where)).selectExpr("min(d)").collect()[0][0] == datetime.date(1500, 1, 1), mode
+    finally:
+        if before is None:
+            conf._jconf.remove(key)
+        else:
+            conf.set(key, before)

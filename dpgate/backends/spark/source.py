@@ -64,6 +64,13 @@ def session_for(spark: Any) -> Any:
     # from the values: one subject's value could turn the declared schema into another, and every
     # query into a refusal (DP262). Partition columns are strings.
     own.conf.set("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
+    # Dates as the file stores them (proleptic Gregorian days, as DuckDB reads them), whatever the
+    # caller's cluster says: LEGACY (a migrated cluster's setting) moved a date before 1582-10-15 in a
+    # Parquet file not written by Spark by days, EXCEPTION (Spark 3's default) failed the statement,
+    # after the debit, on one row's date
+    for key in ("spark.sql.parquet.datetimeRebaseModeInRead", "spark.sql.parquet.int96RebaseModeInRead",
+                "spark.sql.avro.datetimeRebaseModeInRead"):
+        own.conf.set(key, "CORRECTED")
     return own
 
 
