@@ -163,3 +163,34 @@ def test_a_policy_file_declares_a_graph_in_spark(world, spark, tmp_path):
     assert n == 1
     sql = STATEMENTS[0]
     assert _answer(path, None, sql) == _answer(duck, spark, sql)  # the same seed, the same graph
+
+
+def test_one_edge_row_never_decides_another_on_spark(spark, tmp_path):
+    """A graph's WHERE is not under a guard, so Spark could push it into the Parquet reader, whose
+    row-group dictionaries and statistics compare DOUBLEs as Java does: a row holding -0.0 failed
+    w = 0 unless another row of its row group held 0.0, and a NaN failed w > 5 unless another row
+    exceeded 5 (the group was skipped). Adding one edge then added two to the filtered graph."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    base = [(0, 1, -0.0), (1, 2, 1.0), (2, 3, 2.0), (3, 4, float("nan")), (4, 5, 3.0)]
+    for where, added in (("w = 0", (5, 6, 0.0)), ("w > 5", (5, 6, 7.0))):
+        sql = _q(f"KSTAR_COUNT(src, dst, 2) AS s FROM g WHERE {where}")
+        found = []
+        for name, rows in (("base", base), ("added", [*base, added])):
+            s, d, w = zip(*rows)
+            parquet = tmp_path / f"{name}_{where[2]}.parquet"  # written by pyarrow: dictionary pages and statistics
+            pq.write_table(pa.table({"src": pa.array(s, pa.int64()), "dst": pa.array(d, pa.int64()),
+                                     "w": pa.array(w, pa.float64())}), parquet)  # fmt: skip
+            duck, twin = tmp_path / f"{name}_{where[2]}.duckdb", tmp_path / f"{name}_{where[2]}_spark.duckdb"
+            duckdb.connect(str(duck)).execute(f"CREATE TABLE g AS SELECT * FROM '{parquet}'").close()
+            for db, source in ((duck, None), (twin, f"parquet:{parquet}")):
+                with Owner(db, spark=spark) as owner:
+                    owner.set_spark("local[2]")
+                    owner.protect_graph("g", src="src", dst="dst", nodes=10, epsilon=1e6, spark=source)
+                    for analyst, spec in ANALYSTS.items():
+                        owner.add_analyst(analyst, **spec)
+                        owner.allow_test_seed(analyst)
+            with harness.gateways(duck, twin) as (gd, gs):
+                found.append((harness.statistics_of(gd, sql).hints["edges"], harness.statistics_of(gs, sql).hints["edges"]))
+        assert found == [(1, 1), (2, 2)], (where, found)
