@@ -100,9 +100,43 @@ class Declarations:
         subjects keep what they have spent. Changing the privacy unit is refused.
         """
         table = table.lower()
+        self._refuse_release(table)  # before a stub could replace the release's table
+        with self._spark_stub_declared(table, spark):
+            self._protect(
+                table, unit=unit, max_rows=max_rows, max_groups=max_groups, epsilon=epsilon,
+                budget_column=budget_column, budget_table=budget_table, budget_table_unit=budget_table_unit,
+                budget_table_column=budget_table_column, subject_delta=subject_delta, domains=domains, bounds=bounds,
+                options=options, subjects=subjects, public_roster=public_roster, hierarchies=hierarchies,
+                experimental=experimental, spark=spark, sample_order=sample_order,
+            )
+
+    def _protect(
+        self,
+        table: str,
+        *,
+        unit: str,
+        max_rows: int = 1,
+        max_groups: int | None = None,
+        epsilon: float | None = None,
+        budget_column: str | None = None,
+        budget_table: str | None = None,
+        budget_table_unit: str | None = None,
+        budget_table_column: str = "epsilon",
+        subject_delta: float = DEFAULT_SUBJECT_DELTA,
+        domains: Mapping[str, Sequence[Any]] | None = None,
+        bounds: Mapping[str, tuple[float, float]] | None = None,
+        options: Mapping[str, Any] | None = None,
+        subjects: str | None = None,
+        public_roster: bool = False,
+        hierarchies: Mapping[str, Any] | None = None,
+        experimental: bool | None = None,
+        spark: str | None = None,
+        sample_order: str | None = None,
+    ) -> None:
+        table = table.lower()
         unit = unit.lower()
         self._refuse_release(table)
-        self._rows_where(table, spark)
+        self._stays_in_spark(table, spark)
         cols = dict(catalog.table_columns(self.con, table))
         if not cols:
             raise errors.PolicyError(
@@ -309,7 +343,7 @@ class Declarations:
                 "(SHOW BUDGET shows it). Pass public_roster=True (policy: public_roster = true) if that count "
                 "is public already.",
                 errors.RosterWarning,
-                stacklevel=2,
+                stacklevel=3,  # the caller of protect (through _protect)
             )
 
     def protect_graph(
@@ -339,9 +373,29 @@ class Declarations:
         database file.
         """
         table = table.lower()
+        self._refuse_release(table)  # before a stub could replace the release's table
+        with self._spark_stub_declared(table, spark):
+            self._protect_graph(
+                table, src=src, dst=dst, nodes=nodes, node_column=node_column, epsilon=epsilon,
+                allow_kclique=allow_kclique, spark=spark,
+            )
+
+    def _protect_graph(
+        self,
+        table: str,
+        *,
+        src: str,
+        dst: str,
+        nodes: int | str,
+        node_column: str | None = None,
+        epsilon: float | None = None,
+        allow_kclique: bool = False,
+        spark: str | None = None,
+    ) -> None:
+        table = table.lower()
         src, dst = src.lower(), dst.lower()
         self._refuse_release(table)
-        self._rows_where(table, spark)
+        self._stays_in_spark(table, spark)
         cols = dict(catalog.table_columns(self.con, table))
         if not cols:
             raise errors.PolicyError(
@@ -441,12 +495,10 @@ class Declarations:
             con.execute(ddl)
             self._refresh_roster(con, table)
 
-    def _rows_where(self, table: str, spark: str | None) -> None:
-        """The table's rows live in Spark (its empty stub made or re-made here) or in the database file;
-        a table declared with a Spark source stays there until it is unprotected."""
-        if spark is not None:
-            self._spark_stub(table, spark)
-        elif self._spark_source(table) is not None:
+    def _stays_in_spark(self, table: str, spark: str | None) -> None:
+        """A table declared with a Spark source stays there until it is unprotected (the stub for a
+        ``spark`` declaration is made by ``_spark_stub_declared``)."""
+        if spark is None and self._spark_source(table) is not None:
             raise errors.PolicyError(
                 f"{table} was declared with a Spark source; re-declare it with spark = ... (or drop it first)",
                 code="DP340", hint="unprotect the table and drop its empty DuckDB stub to move it back to DuckDB",

@@ -7,7 +7,8 @@ source is read through the Spark hook (``dpgate.catalog.hooks``), never by impor
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from dpgate import database, errors
@@ -135,6 +136,30 @@ class Rosters:
             f"SELECT options FROM {catalog.SCHEMA}.protected_tables WHERE table_name = ?", [table]
         ).fetchone()
         return json.loads(row[0]).get("spark") if row and row[0] else None
+
+    @contextmanager
+    def _spark_stub_declared(self, table: str, source: str | None) -> Iterator[None]:
+        """Write ``table``'s stub for the Spark ``source`` (when given), and put the DuckDB table back as it
+        was when the declaration that follows is refused. The declaration's checks read the stub's
+        columns, so the stub comes first; a refused re-declaration (a bad node count, another source's
+        columns, a name protected otherwise) had left the stub of a source nothing declared, and the
+        table as declared was refused at every query until the owner declared it again."""
+        if source is None:
+            yield
+            return
+        before = self.con.execute(
+            "SELECT sql FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'main' "
+            "AND table_name = ?", [table]
+        ).fetchone()
+        self._spark_stub(table, source)  # raises before it writes anything, or writes the new stub
+        try:
+            yield
+        except BaseException:
+            with self._transaction() as con:
+                con.execute(f"DROP TABLE IF EXISTS main.{quote(table)}")
+                if before is not None and before[0]:
+                    con.execute(before[0])  # empty: _spark_stub replaces only an empty table or a stub
+            raise
 
     def _spark_stub(self, table: str, source: str) -> None:
         """Create (or re-create) the empty DuckDB table with the Spark source's columns."""

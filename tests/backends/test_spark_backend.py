@@ -11,6 +11,7 @@ the salt and decided by the subject's own rows.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import math
 import warnings
 
@@ -491,3 +492,56 @@ def test_unreadable_source_is_refused_without_sparks_text(spark, tmp_path):
             con.cursor().execute("SELECT COUNT(*) FROM t")
         assert e.value.code == "DP341" and _spent(con) == 0.0
     assert "PATH_NOT_FOUND" not in str(e.value) and "does not exist" not in str(e.value)
+
+
+def test_dates_are_read_as_stored_whatever_the_clusters_rebase_mode(spark, tmp_path):
+    """dpgate's session reads a Parquet date before 1582-10-15 as DuckDB does, even when the caller's
+    cluster rebases such dates (LEGACY shifts them by days; EXCEPTION fails on one row's date)."""
+    from dpgate.backends.spark.source import session_for
+
+    where = tmp_path / "dates.parquet"
+    duckdb.execute(f"COPY (SELECT i AS pid, CASE WHEN i = 3 THEN DATE '1500-01-01' ELSE DATE '2000-01-01' END AS d "
+                   f"FROM range(10) t(i)) TO '{where}' (FORMAT parquet)")  # fmt: skip
+    conf = spark.sparkContext._conf  # the live SparkConf a new session's settings start from
+    key = "spark.sql.parquet.datetimeRebaseModeInRead"
+    before = conf.get(key)
+    try:
+        for mode in ("LEGACY", "EXCEPTION"):
+            conf.set(key, mode)
+            own = session_for(spark)
+            assert own.read.parquet(str(where)).selectExpr("min(d)").collect()[0][0] == datetime.date(1500, 1, 1), mode
+    finally:
+        if before is None:
+            conf._jconf.remove(key)
+        else:
+            conf.set(key, before)
+
+
+def test_a_refused_spark_declaration_leaves_the_declared_tables_as_they_were(spark, tmp_path):
+    """A declaration with spark = ... writes the stub before its checks (they read its columns); a
+    refused one left the stub of a source nothing declared, and the graph or table already declared
+    under the name was refused at every query until the owner declared it again."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    sources = {
+        "a": pa.table({"src": pa.array([0, 1, 2], pa.int64()), "dst": pa.array([1, 2, 0], pa.int64())}),
+        "b": pa.table({"a": pa.array([0, 1], pa.int64()), "b": pa.array([1, 2], pa.int64()), "w": [1.0, 2.0]}),
+        "t": pa.table({"pid": pa.array([0, 1, 2], pa.int64()), "x": pa.array([1, 2, 3], pa.int64())}),
+    }
+    for name, rows in sources.items():
+        pq.write_table(rows, tmp_path / f"{name}.parquet")
+    db = tmp_path / "declared.duckdb"
+    with Owner(db, spark=spark) as owner:
+        owner.protect_graph("g", src="src", dst="dst", nodes=10, epsilon=100, spark=f"parquet:{tmp_path / 'a.parquet'}")
+        owner.protect("t", unit="pid", public_roster=True, spark=f"parquet:{tmp_path / 't.parquet'}")
+        owner.add_analyst("alice", epsilon=100, delta=1e-3)
+        other = f"parquet:{tmp_path / 'b.parquet'}"
+        for refused in (lambda: owner.protect_graph("g", src="a", dst="b", nodes=1, spark=other),  # too few nodes
+                        lambda: owner.protect_graph("t", src="a", dst="b", nodes=10, spark=other),  # an ordinary table
+                        lambda: owner.protect("g", unit="a", spark=other),  # a graph
+                        lambda: owner.protect("t", unit="nope", spark=other)):  # no such column  # fmt: skip
+            with pytest.raises(dpgate.Error):
+                refused()
+    with dpgate.connect(str(db), analyst="alice", spark=spark) as con:
+        cur = con.cursor()
+        cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) TRIANGLE_COUNT(src, dst) FROM g")
+        cur.execute("SELECT COUNT(*) FROM t")

@@ -163,3 +163,56 @@ def test_a_policy_file_declares_a_graph_in_spark(world, spark, tmp_path):
     assert n == 1
     sql = STATEMENTS[0]
     assert _answer(path, None, sql) == _answer(duck, spark, sql)  # the same seed, the same graph
+
+
+def _pair(spark, tmp_path, name: str, rows) -> tuple:
+    """A graph (nodes = 10) of the Arrow table ``rows`` in a DuckDB file and in Spark (a Parquet file
+    written by pyarrow: dictionary pages and statistics)."""
+    import pyarrow.parquet as pq
+
+    parquet = tmp_path / f"{name}.parquet"
+    pq.write_table(rows, parquet)
+    duck, twin = tmp_path / f"{name}.duckdb", tmp_path / f"{name}_spark.duckdb"
+    duckdb.connect(str(duck)).execute(f"CREATE TABLE g AS SELECT * FROM '{parquet}'").close()
+    for db, source in ((duck, None), (twin, f"parquet:{parquet}")):
+        with Owner(db, spark=spark) as owner:
+            owner.set_spark("local[2]")
+            owner.protect_graph("g", src="src", dst="dst", nodes=10, epsilon=1e6, spark=source)
+            for analyst, spec in ANALYSTS.items():
+                owner.add_analyst(analyst, **spec)
+                owner.allow_test_seed(analyst)
+    return duck, twin
+
+
+def test_one_edge_row_never_decides_another_on_spark(spark, tmp_path):
+    """A graph's WHERE is not under a guard, so Spark could push it into the Parquet reader, whose
+    row-group dictionaries and statistics compare DOUBLEs as Java does: a row holding -0.0 failed
+    w = 0 unless another row of its row group held 0.0, and a NaN failed w > 5 unless another row
+    exceeded 5 (the group was skipped). Adding one edge then added two to the filtered graph."""
+    import pyarrow as pa
+
+    base = [(0, 1, -0.0), (1, 2, 1.0), (2, 3, 2.0), (3, 4, float("nan")), (4, 5, 3.0)]
+    for where, added in (("w = 0", (5, 6, 0.0)), ("w > 5", (5, 6, 7.0))):
+        sql = _q(f"KSTAR_COUNT(src, dst, 2) AS s FROM g WHERE {where}")
+        found = []
+        for name, rows in (("base", base), ("added", [*base, added])):
+            s, d, w = zip(*rows)
+            table = pa.table({"src": pa.array(s, pa.int64()), "dst": pa.array(d, pa.int64()), "w": pa.array(w, pa.float64())})
+            with harness.gateways(*_pair(spark, tmp_path, f"{name}_{where[2]}", table)) as (gd, gs):
+                found.append((harness.statistics_of(gd, sql).hints["edges"], harness.statistics_of(gs, sql).hints["edges"]))
+        assert found == [(1, 1), (2, 2)], (where, found)
+
+
+def test_date_shifts_keep_duckdbs_infinities_on_spark(spark, tmp_path):
+    """DuckDB's DATE 'infinity' + n is 'infinity' (and '-infinity' - n '-infinity'); Spark reads them as
+    days ±(2^31 - 1), where try_add overflowed 'infinity' + 1 to NULL. A shift past DuckDB's finite dates
+    is NULL on both."""
+    rows = duckdb.sql(
+        "SELECT CAST(i AS BIGINT) AS src, CAST(i + 1 AS BIGINT) AS dst, [DATE 'infinity', DATE '-infinity', "
+        "DATE '2020-01-01', DATE '5881580-07-09', DATE '-5877641-06-26', NULL][i + 1] AS day FROM range(6) t(i)"
+    ).to_arrow_table()  # fmt: skip
+    with harness.gateways(*_pair(spark, tmp_path, "days", rows)) as (gd, gs):
+        for where in ("day + 1 > DATE '2000-01-01'", "3 + day > DATE '2000-01-01'", "day - 1 < DATE '2000-01-01'",
+                      "day + 2 > DATE '2000-01-01'", "day - 2 < DATE '2000-01-01'", "day + 0 = day", "(day + 1) - 1 = day"):  # fmt: skip
+            sql = _q(f"TRIANGLE_COUNT(src, dst) AS t FROM g WHERE {where}")
+            assert harness.statistics_of(gd, sql).hints["edges"] == harness.statistics_of(gs, sql).hints["edges"], where

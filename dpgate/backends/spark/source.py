@@ -64,6 +64,19 @@ def session_for(spark: Any) -> Any:
     # from the values: one subject's value could turn the declared schema into another, and every
     # query into a refusal (DP262). Partition columns are strings.
     own.conf.set("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
+    # Dates as the file stores them (proleptic Gregorian days, as DuckDB reads them), whatever the
+    # caller's cluster says: LEGACY (a migrated cluster's setting) moved a date before 1582-10-15 in a
+    # Parquet file not written by Spark by days, EXCEPTION (Spark 3's default) failed the statement,
+    # after the debit, on one row's date
+    # No filter inside the file reader: Parquet's and ORC's row-group statistics and dictionaries compare
+    # DOUBLEs as Java does (-0.0 <> 0.0, NaN left out of min / max), and skip a whole row group on that.
+    # A filter Spark can push there (a graph's WHERE: it has no charged set to guard it) then dropped a
+    # row holding -0.0 from w = 0 unless another row of its group held 0.0: one edge row decided others
+    for key in ("spark.sql.parquet.filterPushdown", "spark.sql.orc.filterPushdown", "spark.sql.avro.filterPushdown.enabled"):
+        own.conf.set(key, "false")
+    for key in ("spark.sql.parquet.datetimeRebaseModeInRead", "spark.sql.parquet.int96RebaseModeInRead",
+                "spark.sql.avro.datetimeRebaseModeInRead"):
+        own.conf.set(key, "CORRECTED")
     return own
 
 

@@ -378,17 +378,20 @@ def _check_semantics(root: exp.Expr, types: dict[str, str], predicate: bool) -> 
         if isinstance(x, (exp.And, exp.Paren)) or _is_try(x):
             top_chain.add(id(x))
             stack.extend(x.iter_expressions())
-    # How many divisions, ABS or casts each node sits under (top down, once).
-    above: dict[int, int] = {id(root): sum(isinstance(a, _COPIES) for a in _ancestors(root))}
+    def copies(x: exp.Expr) -> bool:  # written with its operand several times (a date shift: _date_shift)
+        return isinstance(x, _COPIES) or (isinstance(x, (exp.Add, exp.Sub)) and "date" in (kind(x.this), kind(x.expression)))
+
+    # How many divisions, ABS, casts or date shifts each node sits under (top down, once).
+    above: dict[int, int] = {id(root): sum(copies(a) for a in _ancestors(root))}
     for n in root.walk():
-        below = above[id(n)] + isinstance(n, _COPIES)
+        below = above[id(n)] + copies(n)
         for c in n.iter_expressions():
             above[id(c)] = below
     for n in root.walk():
-        if isinstance(n, _COPIES) and above[id(n)] >= MAX_NESTING:
+        if copies(n) and above[id(n)] >= MAX_NESTING:
             # nine nested divisions made 21 MB of Spark SQL in 208 s, ten nested casts failed after
             # the debit
-            raise _semantic_refusal(f"More than {MAX_NESTING} nested divisions, ABS or casts", n,
+            raise _semantic_refusal(f"More than {MAX_NESTING} nested divisions, ABS, casts or date shifts", n,
                                     "simplify the expression")
         if isinstance(n, exp.Literal) and not n.is_string and sum(c.isdigit() for c in re.split("[eE]", n.name)[0]) > 18:
             # beyond BIGINT, DuckDB reads an integer as a HUGEINT and fits a decimal into the other
@@ -486,6 +489,8 @@ def to_spark(node: exp.Expr, dates: frozenset[str] = frozenset(), types: dict[st
             return exp.DateDiff(this=n.this, expression=n.expression)
         if isinstance(n, exp.Div):
             return _divide(n.this, n.expression)
+        if n.meta.get("dp_date_shift"):
+            return _date_shift(n)
         if type(n) in _TRY_OPS:
             return exp.Anonymous(this=_TRY_OPS[type(n)], expressions=[n.this, n.expression])
         if isinstance(n, exp.Neg):
@@ -527,9 +532,13 @@ def to_spark(node: exp.Expr, dates: frozenset[str] = frozenset(), types: dict[st
             n.meta["dp_integer"] = _kind(n.this, types, memo) == "int"
         if isinstance(n, exp.Sub):  # DuckDB's DATE - DATE is days, Spark's an interval: datediff
             n.meta["dp_days_between"] = _kind(n.this, types, memo) == _kind(n.expression, types, memo) == "date"
+        if isinstance(n, (exp.Add, exp.Sub)):  # DATE ± days, days + DATE: DuckDB's infinities and range
+            kinds = (_kind(n.this, types, memo), _kind(n.expression, types, memo))
+            n.meta["dp_date_shift"] = kinds == ("date", "int") or (isinstance(n, exp.Add) and kinds == ("int", "date"))
+            n.meta["dp_days_first"] = kinds == ("int", "date")
     out = bottom_up(copy)
     for n in out.walk():
-        if isinstance(n, exp.Anonymous) and n.name in (*_TRY_OPS.values(), *_ROUNDING, "atan2", "isnan"):
+        if isinstance(n, exp.Anonymous) and n.name in (*_TRY_OPS.values(), *_ROUNDING, "atan2", "isnan", *_DAYS):
             continue
         if isinstance(n, exp.TryCast) and n.to.this not in _CASTABLE:
             raise _unsupported(f"CAST to {n.to.sql('duckdb')}")
@@ -565,6 +574,38 @@ def _like(n: exp.Expr) -> exp.Expr:
         raise _unsupported("A LIKE pattern that uses every candidate escape character")
     n.meta["dp_escape"] = True  # dpgate's own ESCAPE, told apart from one the analyst wrote
     return exp.Escape(this=n, expression=exp.Literal.string(escape))
+
+
+#: Spark's functions between a DATE and its day number (``_date_shift``).
+_DAYS = ("unix_date", "date_from_unix_date", "nullif")
+#: DuckDB's finite dates are days -(2^31 - 2) .. 2^31 - 2; ±(2^31 - 1) are its DATE '±infinity'
+#: (``literals.INFINITE_DAYS``, as Parquet stores them and Spark reads them).
+_FINITE_DAYS = 2**31 - 2
+
+
+def _date_shift(n: exp.Expr) -> exp.Expr:
+    """DuckDB's ``DATE ± days`` (or ``days + DATE``) for Spark: 'infinity' and '-infinity' stay what they
+    are, and a result outside DuckDB's finite dates is NULL (TRY). Spark's ``try_add`` overflowed
+    'infinity' + 1 to NULL (DuckDB: 'infinity'), and gave a date where DuckDB's overflows. The date is
+    written three times (``copies`` counts a shift as a nesting level)."""
+    date, days = (n.expression, n.this) if n.meta.get("dp_days_first") else (n.this, n.expression)
+    number = exp.TryCast(this=exp.Anonymous(this="unix_date", expressions=[date.copy()]),
+                         to=exp.DataType.build("BIGINT"), safe=True)  # fmt: skip
+    shifted = exp.Anonymous(this="try_subtract" if isinstance(n, exp.Sub) else "try_add", expressions=[number, days])
+    days_int = exp.TryCast(this=shifted, to=exp.DataType.build("INT"), safe=True)  # NULL outside 32 bits
+    for edge in (_FINITE_DAYS + 1, -_FINITE_DAYS - 1, -_FINITE_DAYS - 2):  # DuckDB's infinities, and below them
+        days_int = exp.Anonymous(this="nullif", expressions=[days_int, _number(edge)])
+    infinite = exp.EQ(
+        this=exp.Abs(this=exp.TryCast(this=exp.Anonymous(this="unix_date", expressions=[date.copy()]),
+                                      to=exp.DataType.build("BIGINT"), safe=True)),
+        expression=_number(_FINITE_DAYS + 1),
+    )  # fmt: skip
+    back = exp.Anonymous(this="date_from_unix_date", expressions=[days_int])
+    return exp.Case(ifs=[exp.If(this=infinite, true=date)], default=back)
+
+
+def _number(v: int) -> exp.Expr:
+    return exp.Literal(this=str(v), is_string=False)  # a negative literal as one node (not a NEG)
 
 
 def _divide(a: exp.Expr, b: exp.Expr) -> exp.Expr:
