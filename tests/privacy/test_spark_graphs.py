@@ -203,6 +203,28 @@ def test_one_edge_row_never_decides_another_on_spark(spark, tmp_path):
         assert found == [(1, 1), (2, 2)], (where, found)
 
 
+def test_a_reader_that_pushes_filters_still_sees_every_edge_row(spark, tmp_path):
+    """The WHERE is guarded by a data column of another relation, so Spark cannot push it into a
+    source's reader: with Parquet's pushdown turned back on (as another format's reader would push),
+    one edge row still decides nothing about another."""
+    import pyarrow as pa
+
+    base = [(0, 1, -0.0), (1, 2, 1.0), (2, 3, 2.0), (3, 4, float("nan")), (4, 5, 3.0)]
+    sql = _q("KSTAR_COUNT(src, dst, 2) AS s FROM g WHERE w = 0")
+    found = []
+    for name, rows in (("base", base), ("added", [*base, (5, 6, 0.0)])):
+        s, d, w = zip(*rows)
+        table = pa.table({"src": pa.array(s, pa.int64()), "dst": pa.array(d, pa.int64()), "w": pa.array(w, pa.float64())})
+        with harness.gateways(*_pair(spark, tmp_path, f"pushed_{name}", table)) as (gd, gs):
+            plane = gs._plane("spark")
+            plane.spark.conf.set("spark.sql.parquet.filterPushdown", "true")
+            try:
+                found.append(harness.statistics_of(gs, sql).hints["edges"])
+            finally:
+                plane.spark.conf.set("spark.sql.parquet.filterPushdown", "false")
+    assert found == [1, 2], found
+
+
 def test_date_shifts_keep_duckdbs_infinities_on_spark(spark, tmp_path):
     """DuckDB's DATE 'infinity' + n is 'infinity' (and '-infinity' - n '-infinity'); Spark reads them as
     days ±(2^31 - 1), where try_add overflowed 'infinity' + 1 to NULL. A shift past DuckDB's finite dates

@@ -170,6 +170,8 @@ def _source_parts(plan: CountPlan | TopKPlan) -> tuple[list[tuple[str, str]], st
 
 #: Every analyst expression is evaluated under this guard: a data column of the join's other side [charged-only].
 GUARD = "__c.__seen IS NOT NULL"
+#: The column of the one-row view that guards a graph's WHERE (``graph_statement``).
+GRAPH_GUARD = "__dpgate_seen"
 
 
 def charged_rows(plan: CountPlan | TopKPlan, view: str, units: str, extra: str = "") -> str:
@@ -254,6 +256,7 @@ class SparkPlane:
         self.spark = session_for(spark)
         self._units: dict[tuple, str] = {}  # charged-set fingerprint -> materialized units view, oldest first
         self._pinned: set[str] = set()  # the units views the current statement reads (never evicted)
+        self._guard: str | None = None  # the one-row view that guards a graph's WHERE (``_graph_guard``)
         # Each piece of a statement's Spark work runs in a job group that an interrupt before the
         # debit cancels (runtime's docstring); ``progress()`` is the statement's progress callback.
         self.jobs = Jobs(self.spark)
@@ -367,9 +370,12 @@ class SparkPlane:
         return view, pairs, units, {name: (v, u) for name, (v, _, u) in found.items()}, drop
 
     def forget(self) -> None:
-        """Drop every charged set kept in Spark."""
+        """Drop every charged set (and the graph guard) kept in Spark."""
         while self._units:
             self.spark.catalog.dropTempView(self._units.popitem()[1])
+        if self._guard is not None:
+            self.spark.catalog.dropTempView(self._guard)
+            self._guard = None
 
     def _drop(self, views) -> None:
         for v in views:
@@ -458,12 +464,27 @@ class SparkPlane:
         finally:
             self._drop(drop)
 
+    def _graph_guard(self) -> str:
+        """A view of one row whose nullable ``GRAPH_GUARD`` column, sent as data and checkpointed, guards
+        a graph's WHERE (``graph_statement``); made once per plane."""
+        if self._guard is None:
+            from pyspark.sql import types as T
+
+            schema = T.StructType([T.StructField(GRAPH_GUARD, T.IntegerType(), nullable=True)])
+            with self.jobs.group("preparing the statement"):
+                rel = self.spark.createDataFrame([(1,)], schema=schema).localCheckpoint()
+            name = f"__dpgate_guard_{next(_ids)}"
+            rel.createOrReplaceTempView(name)
+            self._guard = name
+        return self._guard
+
     def check_graph(self, plan: Any) -> None:
         """Refuse (free) an edge statement Spark could not run: translate the WHERE and analyse the
         statement, before the debit."""
         view, _ = self._register(plan.table)
         try:
-            self._analyse(graph_statement(plan, view), "this query", "fix the SQL; nothing was charged")
+            self._analyse(graph_statement(plan, view, self._graph_guard()), "this query",
+                          "fix the SQL; nothing was charged")
         finally:
             self._drop([view])
 
@@ -477,7 +498,10 @@ class SparkPlane:
             raise changed_after_debit() from None
         try:
             with self.jobs.group("reading the edges"):
-                return self.spark.sql(graph_statement(plan, view)).toArrow()
+                return self.spark.sql(graph_statement(plan, view, self._graph_guard())).toArrow()
+        except BaseException:
+            self.forget()  # e.g. an executor lost the checkpointed guard: the next statement makes it again
+            raise
         finally:
             self._drop([view])
 
@@ -503,7 +527,7 @@ class SparkPlane:
         return [tuple(_plain(x) for x in r) for r in rows]
 
 
-def graph_statement(plan: Any, view: str) -> str:
+def graph_statement(plan: Any, view: str, guard: str) -> str:
     """The Spark SQL of a subgraph plan's edges, as few rows as give the simple graph.
 
     With ``nodes = N``: the node indices ``(__s, __d)`` of each distinct edge (smaller first) whose
@@ -512,24 +536,33 @@ def graph_statement(plan: Any, view: str) -> str:
     the subgraph class maps to node indices in the database file, where the node table is. The WHERE
     is the analyst's, translated (``to_spark``) with the counting class's rules: every operator
     that could fail on a value is its ``try_*`` form, and what the engines compute differently is
-    refused, before the debit (the bind check writes the same text)."""
+    refused, before the debit (the bind check writes the same text). A graph has no charged set, yet
+    the WHERE is guarded as a counting query's is, by a data column of ``guard`` (one row, opaque to
+    the optimizer): a filter pushed into a source's reader is decided there by the file's statistics
+    and dictionaries, which compare -0.0 and NaN otherwise, so one edge row could decide whether
+    others in its row group are read; guarded, Spark's own filter decides every row, whatever the
+    source's format."""
     graph = plan.table.graph
     types = {c.name: c.type for c in plan.table.columns.values()}
     dates = frozenset(name for name, t in types.items() if t.upper() == "DATE")
     where = plan.edges_where
     if isinstance(where, exp.Anonymous) and where.name.upper() == "TRY":  # DuckDB's wrapper: Spark's try_* instead
         where = where.expressions[0]
-    cond = f" WHERE {_sql(to_spark(where, dates, types, predicate=True))}" if where is not None else ""
+    cond = ""
+    if where is not None:
+        analyst = _sql(to_spark(where, dates, types, predicate=True))
+        cond = f" WHERE CASE WHEN __g.{GRAPH_GUARD} IS NOT NULL THEN ({analyst}) ELSE false END"
+    source = f"{view} CROSS JOIN {guard} AS __g" if where is not None else view
     s, d = (exp.to_identifier(graph[c], quoted=True).sql("spark") for c in ("src", "dst"))
     if graph.get("nodes") is not None:
         n = int(graph["nodes"])
-        inner = f"SELECT CAST({s} AS BIGINT) AS __x, CAST({d} AS BIGINT) AS __y FROM {view}{cond}"
+        inner = f"SELECT CAST({s} AS BIGINT) AS __x, CAST({d} AS BIGINT) AS __y FROM {source}{cond}"
         sql = (
             f"SELECT DISTINCT least(__x, __y) AS __s, greatest(__x, __y) AS __d FROM ({inner}) __e "
             f"WHERE __x BETWEEN 0 AND {n - 1} AND __y BETWEEN 0 AND {n - 1} AND __x <> __y"
         )
     else:
-        sql = f"SELECT DISTINCT {s} AS __a, {d} AS __b FROM {view}{cond}"
+        sql = f"SELECT DISTINCT {s} AS __a, {d} AS __b FROM {source}{cond}"
     if len(cond) > MAX_SPARK_SQL:  # the analyst's part only: the view's name differs after the debit
         raise errors.UnsupportedQueryError(
             f"The statement's expressions make {len(cond):,} characters of Spark SQL (at most {MAX_SPARK_SQL:,})",
