@@ -39,6 +39,7 @@ from typing import Any
 from sqlglot import exp
 
 from dpgate import errors
+from dpgate.frontend.nodes import DPOptions
 
 #: A row expression's text: at most this many times its longest input value ...
 MAX_TEXT_FACTOR = 8
@@ -425,11 +426,12 @@ def check(statement: exp.Expr) -> RowCost:
 
 
 def row_work(statement: exp.Expr) -> Linear:
-    """The work of one row of ``statement``: the sum over its top-level row expressions."""
+    """The work of one row of ``statement``: the sum over its top-level row expressions. The DP
+    options (``OPTIONS (epsilon = 1, ...)``) are read once, at planning, not per row."""
     cost = RowCost()
     total: Linear = (0.0, 0.0)
     for node in statement.walk():
-        if isinstance(node, exp.Expr) and not isinstance(node, _SKIP) and isinstance(node.parent, _SKIP + (exp.Where, exp.Group, exp.Having, exp.Order, exp.Alias, exp.Ordered)):
+        if isinstance(node, exp.Expr) and not isinstance(node, (*_SKIP, DPOptions)) and isinstance(node.parent, _SKIP + (exp.Where, exp.Group, exp.Having, exp.Order, exp.Alias, exp.Ordered)):
             total = _plus(total, cost.work(node))
     return total
 

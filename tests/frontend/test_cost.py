@@ -93,6 +93,15 @@ def test_statement_work_over_the_public_row_bound():
     assert e.value.code == "DP258" and "rows" in e.value.message
 
 
+def test_dp_options_are_no_work_per_row():
+    """OPTIONS (...) is read once, at planning: a top-k over 100M rows was refused (DP258) for the
+    per-row cost of its topk_method option's text."""
+    plain = "SELECT dept, COUNT(*) AS n FROM t GROUP BY dept ORDER BY n DESC LIMIT 3"
+    with_options = plain.replace("SELECT", "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, topk_method = "
+                                 "'tps_pfm', max_groups_contributed = 3)")  # fmt: skip
+    assert cost.row_work(parse_one(with_options)) == cost.row_work(parse_one(plain))
+
+
 def test_statement_size_and_tokens_are_bounded_before_parsing():
     with pytest.raises(errors.ParseError) as e:
         parse_one("SELECT 1 WHERE " + " OR ".join(["a = 1"] * (MAX_TOKENS // 2)))
