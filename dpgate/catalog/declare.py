@@ -8,10 +8,11 @@ transaction with the table's roster.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import duckdb
@@ -32,10 +33,26 @@ def roster_name(subjects: str) -> str:
     return f"roster_{subjects.lower()}"
 
 
+def _stub_restored(declare: Callable[..., None]) -> Callable[..., None]:
+    """A declaration whose ``spark`` source gets its stub first (its checks read the stub's columns),
+    put back as it was when the declaration is refused (``_spark_stub_declared``); a published
+    release is refused before any stub could replace its table."""
+
+    @functools.wraps(declare)
+    def declared(self, table: str, *args: Any, spark: str | None = None, **kwargs: Any) -> None:
+        table = table.lower()
+        self._refuse_release(table)
+        with self._spark_stub_declared(table, spark):
+            declare(self, table, *args, spark=spark, **kwargs)
+
+    return declared
+
+
 class Declarations:
     """Part of ``Owner``: protected tables, graphs and column facts (needs ``con`` and ``_transaction``)."""
 
     # -- protected tables ----------------------------------------------------------------
+    @_stub_restored
     def protect(
         self,
         table: str,
@@ -99,43 +116,7 @@ class Declarations:
         Re-declaring an existing protected table updates its bounds and declarations; its
         subjects keep what they have spent. Changing the privacy unit is refused.
         """
-        table = table.lower()
-        self._refuse_release(table)  # before a stub could replace the release's table
-        with self._spark_stub_declared(table, spark):
-            self._protect(
-                table, unit=unit, max_rows=max_rows, max_groups=max_groups, epsilon=epsilon,
-                budget_column=budget_column, budget_table=budget_table, budget_table_unit=budget_table_unit,
-                budget_table_column=budget_table_column, subject_delta=subject_delta, domains=domains, bounds=bounds,
-                options=options, subjects=subjects, public_roster=public_roster, hierarchies=hierarchies,
-                experimental=experimental, spark=spark, sample_order=sample_order,
-            )
-
-    def _protect(
-        self,
-        table: str,
-        *,
-        unit: str,
-        max_rows: int = 1,
-        max_groups: int | None = None,
-        epsilon: float | None = None,
-        budget_column: str | None = None,
-        budget_table: str | None = None,
-        budget_table_unit: str | None = None,
-        budget_table_column: str = "epsilon",
-        subject_delta: float = DEFAULT_SUBJECT_DELTA,
-        domains: Mapping[str, Sequence[Any]] | None = None,
-        bounds: Mapping[str, tuple[float, float]] | None = None,
-        options: Mapping[str, Any] | None = None,
-        subjects: str | None = None,
-        public_roster: bool = False,
-        hierarchies: Mapping[str, Any] | None = None,
-        experimental: bool | None = None,
-        spark: str | None = None,
-        sample_order: str | None = None,
-    ) -> None:
-        table = table.lower()
         unit = unit.lower()
-        self._refuse_release(table)
         self._stays_in_spark(table, spark)
         cols = dict(catalog.table_columns(self.con, table))
         if not cols:
@@ -343,9 +324,10 @@ class Declarations:
                 "(SHOW BUDGET shows it). Pass public_roster=True (policy: public_roster = true) if that count "
                 "is public already.",
                 errors.RosterWarning,
-                stacklevel=3,  # the caller of protect (through _protect)
+                stacklevel=3,  # the caller of protect (through _stub_restored)
             )
 
+    @_stub_restored
     def protect_graph(
         self,
         table: str,
@@ -372,29 +354,7 @@ class Declarations:
         reads them for each query, and the node universe is ``nodes = N`` or a public table of the
         database file.
         """
-        table = table.lower()
-        self._refuse_release(table)  # before a stub could replace the release's table
-        with self._spark_stub_declared(table, spark):
-            self._protect_graph(
-                table, src=src, dst=dst, nodes=nodes, node_column=node_column, epsilon=epsilon,
-                allow_kclique=allow_kclique, spark=spark,
-            )
-
-    def _protect_graph(
-        self,
-        table: str,
-        *,
-        src: str,
-        dst: str,
-        nodes: int | str,
-        node_column: str | None = None,
-        epsilon: float | None = None,
-        allow_kclique: bool = False,
-        spark: str | None = None,
-    ) -> None:
-        table = table.lower()
         src, dst = src.lower(), dst.lower()
-        self._refuse_release(table)
         self._stays_in_spark(table, spark)
         cols = dict(catalog.table_columns(self.con, table))
         if not cols:
