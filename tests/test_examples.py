@@ -114,7 +114,7 @@ def test_spark_adult_answers_on_both_engines(spark, capsys):
     out = capsys.readouterr().out
     assert out.count("Spark ") >= 11 and out.count("ms on Spark") == 3  # every cell, every query, both engines
     assert "on Spark: " in out  # a top-k answered on the Spark table
-    assert "[DP260]" in out and "[DP261]" in out  # a PrivTree release and % refused on the Spark table
+    assert out.count("[DP261]") == 2  # lower() and % refused on the Spark table (the engines compute them apart)
     assert re.search(r"on Spark: [\d,]+ rows in", out) and out.count("    income ") == 2  # an MST release
     # three queries at ε 0.1 on each; the top-k (ε 0.1) and the release (ε 0.5) on Spark only
     assert "DuckDB: ε left 4.7 of 5" in out and "Spark: ε left 4.1 of 5" in out
