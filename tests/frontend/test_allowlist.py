@@ -94,6 +94,9 @@ REFUSED = [
     ("for_system_time", DP + "COUNT(*) FROM adult FOR SYSTEM_TIME AS OF '2020-01-01'", "DP250"),
     ("with_ordinality", DP + "COUNT(*) FROM adult WITH ORDINALITY", "DP250"),
     ("table_hint", DP + "COUNT(*) FROM adult WITH (NOLOCK)", "DP250"),
+    # a subquery's own OPTIONS (...) would be ignored, and sqlglot cannot write it for the engine
+    ("nested_options", DP + "SUM(n) FROM (SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 5) person_id, "
+     "COUNT(*) AS n FROM adult GROUP BY person_id) s", "DP252"),
     ("only", DP + "COUNT(*) FROM ONLY adult", "DP250"),
     ("lateral", DP + "COUNT(*) FROM adult a, LATERAL (SELECT a.age) l", "DP250"),
     ("subquery_in_from", DP + "COUNT(*) FROM (SELECT * FROM adult) s", "DP250"),

@@ -89,6 +89,10 @@ def check(statement: exp.Expr) -> None:
             f"{statement.key.upper()} over protected data is not supported: a DP query is one SELECT",
             "write one SELECT ... FROM <protected table> with aggregates; combine answers afterwards",
         )
+    for options in statement.find_all(DPOptions):
+        if options is not statement.args.get("hint"):  # a subquery's OPTIONS (...) would be ignored
+            raise _refuse(NODE, "OPTIONS (...) belongs to the outer SELECT only",
+                          "move WITH DIFFERENTIAL_PRIVACY OPTIONS (...) to the outermost SELECT")  # fmt: skip
     _Checker().select(statement)
     cost.check(statement)  # the text and work of each row expression [cost]
 
