@@ -154,6 +154,8 @@ class Rosters:
         self._spark_stub(table, source)  # raises before it writes anything, or writes the new stub
         try:
             yield
+        except errors.RosterWarning:  # a warnings filter "error": raised once the declaration is committed
+            raise
         except BaseException:
             with self._transaction() as con:
                 con.execute(f"DROP TABLE IF EXISTS main.{quote(table)}")

@@ -545,3 +545,21 @@ def test_a_refused_spark_declaration_leaves_the_declared_tables_as_they_were(spa
         cur = con.cursor()
         cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) TRIANGLE_COUNT(src, dst) FROM g")
         cur.execute("SELECT COUNT(*) FROM t")
+
+
+def test_a_roster_warning_raised_as_an_error_keeps_the_committed_spark_declaration(spark, tmp_path):
+    """The RosterWarning comes after the declaration is committed; under a warnings filter "error" it
+    was taken for a refusal and the stub was dropped, so the declared table failed every query
+    (DP230: no table t) until the owner declared it again."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    pq.write_table(pa.table({"pid": pa.array([0, 1, 2], pa.int64()), "x": pa.array([1, 2, 3], pa.int64())}),
+                   tmp_path / "t.parquet")  # fmt: skip
+    db = tmp_path / "warned.duckdb"
+    with Owner(db, spark=spark) as owner:
+        owner.add_analyst("alice", epsilon=100, delta=1e-3)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", dpgate.RosterWarning)
+            with pytest.raises(dpgate.RosterWarning):
+                owner.protect("t", unit="pid", spark=f"parquet:{tmp_path / 't.parquet'}")
+    with dpgate.connect(str(db), analyst="alice", spark=spark) as con:
+        con.cursor().execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) COUNT(*) FROM t")
