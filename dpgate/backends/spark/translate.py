@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime
 import re
-from typing import Any
 
 from sqlglot import exp
 
@@ -644,18 +643,3 @@ def _divide(a: exp.Expr, b: exp.Expr) -> exp.Expr:
 
 def _sql(node: exp.Expr) -> str:
     return node.sql(dialect="spark")
-
-
-def _literal(value: Any, sql_type: str) -> str:
-    """A domain value as a Spark literal of the key's type."""
-    if value is None:
-        return "NULL"
-    t = sql_type.upper()
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and value != value:
-        return "CAST('NaN' AS DOUBLE)"
-    node = exp.Literal.string(str(value)) if isinstance(value, str) else exp.Literal.number(str(value))
-    if t.startswith(("DECIMAL", "DATE", "FLOAT", "DOUBLE")) or t in ("TINYINT", "SMALLINT", "INTEGER", "BIGINT"):
-        node = exp.Cast(this=exp.Literal.string(str(value)), to=exp.DataType.build(t, dialect="duckdb"))
-    return _sql(node)
