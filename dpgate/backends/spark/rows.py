@@ -28,6 +28,8 @@ COUNT) or ``DOUBLE`` (SUM, AVG, MIN, MAX of clamped inputs, integers or DOUBLEs 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sqlglot import exp
 
 from dpgate.backends import bounded
@@ -44,6 +46,13 @@ def _q(name: str) -> str:
     return exp.to_identifier(name, quoted=True).sql("spark")
 
 
+def keyed_rank(columns: Sequence[str | exp.Expr], salt: int) -> str:
+    """The keyed hash of ``columns`` on Spark (``bounded.rank_tree``: ``xxhash64``), keyed with the
+    62-bit ``salt``: a row's rank depends on its own columns and the salt only [bound]."""
+    salted = exp.Cast(this=exp.Literal.number(int(salt)), to=exp.DataType.build("BIGINT"))
+    return bounded.sql(bounded.rank_tree(list(columns), salted), "spark")
+
+
 def cut_rows(t: ProtectedTable, view: str, units: str, seen: str, salt: int, *, max_rows: int | None = None) -> str:
     """The charged subjects' rows of ``t`` (its columns and ``seen``), at most ``max_rows`` per subject
     (default: the table's declared bound)."""
@@ -54,9 +63,8 @@ def cut_rows(t: ProtectedTable, view: str, units: str, seen: str, salt: int, *, 
     if t.unique_unit and max_rows >= 1:  # one row per subject already
         return base
     numbered = f"SELECT *, row_number() OVER (PARTITION BY {', '.join(cols)} ORDER BY {unit}) AS __dup FROM ({base}) __b"
-    salted = exp.Cast(this=exp.Literal.number(int(salt)), to=exp.DataType.build("BIGINT"))
     columns = [exp.column(exp.to_identifier(c, quoted=True)) for c in t.columns]
-    rank = bounded.sql(bounded.rank_tree([*columns, "__dup"], salted), "spark")
+    rank = keyed_rank([*columns, "__dup"], salt)
     ranked = (
         f"SELECT *, row_number() OVER (PARTITION BY {unit} ORDER BY {rank} NULLS LAST, __dup NULLS LAST) AS __rn "
         f"FROM ({numbered}) __n"

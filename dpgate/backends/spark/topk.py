@@ -38,7 +38,6 @@ import numpy as np
 from sqlglot import exp
 
 from dpgate import errors
-from dpgate.backends import bounded
 from dpgate.backends.spark.plane import (
     GUARD,
     _position,
@@ -47,6 +46,7 @@ from dpgate.backends.spark.plane import (
     charged_rows,
     refuse_variables,
 )
+from dpgate.backends.spark.rows import keyed_rank
 from dpgate.backends.spark.source import _first_line
 from dpgate.backends.spark.translate import _unsupported
 from dpgate.mechanisms import pairs as pairs_mod
@@ -71,12 +71,6 @@ def check_plan(plan: TopKPlan) -> None:
                 raise _unsupported(f"A GROUP BY key of type {key.sql_type} in a top-k query with DP key selection")
     if not plan.columns:
         _source_parts(plan)  # the analyst's expressions translate, within the size cap
-
-
-def _rank(columns: list[str], salt: int) -> str:
-    """The keyed hash of ``columns`` on Spark (``bounded.rank_tree``) [sens-counts] [bound]."""
-    salted = exp.Cast(this=exp.Literal.number(int(salt)), to=exp.DataType.build("BIGINT"))
-    return bounded.sql(bounded.rank_tree(columns, salted), "spark")
 
 
 def _columns_rows(plan: TopKPlan, view: str, units: str) -> str:
@@ -130,7 +124,7 @@ def key_subjects_statement(plan: TopKPlan, held: str, salt: int) -> str:
     ``max_groups`` distinct keys chosen by the keyed hash [bound] (DP key selection's input);
     ``held``: the ``held_keys_statement`` relation."""
     keys = [f"__k{j}" for j in range(len(plan.keys))]
-    order = ", ".join([f"{_rank(['__unit', *keys], salt)} NULLS LAST", *(f"{k} NULLS LAST" for k in keys)])
+    order = ", ".join([f"{keyed_rank(['__unit', *keys], salt)} NULLS LAST", *(f"{k} NULLS LAST" for k in keys)])
     as_text = ", ".join(f"CAST({k} AS STRING) AS __t{j}" for j, k in enumerate(keys))
     return (
         f"SELECT {as_text}, count(*) AS __n FROM (SELECT *, row_number() OVER (PARTITION BY __unit ORDER BY "
@@ -155,7 +149,7 @@ def sampled_statement(pairs: str, items: Sequence[int], m: int, salt: int) -> st
     wanted = ", ".join(str(int(i)) for i in sorted(items))
     inside = f"SELECT __unit, __item FROM ({pairs}) __a WHERE __unit IS NOT NULL AND __item IN ({wanted})"
     if m < len(items):
-        order = f"{_rank(['__unit', '__item'], salt)} NULLS LAST, __item"
+        order = f"{keyed_rank(['__unit', '__item'], salt)} NULLS LAST, __item"
         inside = (
             f"SELECT __unit, __item FROM (SELECT *, row_number() OVER (PARTITION BY __unit ORDER BY {order}) AS __r "
             f"FROM ({inside}) __b) __c WHERE __r <= {int(m)}"

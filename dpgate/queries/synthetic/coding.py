@@ -410,13 +410,17 @@ def domain_lookup(values: Sequence[Any], sql_type: str) -> str:
     return f"SELECT unnest({values_list(values, sql_type)}) AS v, unnest(range({len(values)})) AS i"
 
 
-def _edges_list(c: ColumnCoding) -> str:
+def edge_texts(c: ColumnCoding) -> list[str]:
+    """A numeric coding's bin edges as text that reads back as exactly the same values of its type
+    (a DECIMAL's digits, a float's ``repr``), for the encoding SQL of either engine."""
     lay = c._layout
     if lay.decimal_scale is not None:
-        texts = [format(e, "f") for e in lay.edges]
-    else:
-        texts = [repr(float(e)) for e in lay.edges]
-    return _typed_list(texts, c.numeric_type)
+        return [format(e, "f") for e in lay.edges]
+    return [repr(float(e)) for e in lay.edges]
+
+
+def _edges_list(c: ColumnCoding) -> str:
+    return _typed_list(edge_texts(c), c.numeric_type)
 
 
 def _column_sql(i: int, c: ColumnCoding, x: str) -> tuple[list[str], str]:

@@ -26,9 +26,10 @@ from the declarations (types, domains, bounds, bins): no analyst text reaches Sp
 from __future__ import annotations
 
 import secrets
+
+import numpy as np
 from sqlglot import exp
 
-from dpgate.backends import bounded
 from dpgate.backends.spark.literals import INFINITE_DAYS, spark_type, spark_values
 from dpgate.backends.spark.plane import counted_rows
 from dpgate.backends.spark.rows import cut_rows
@@ -41,25 +42,26 @@ def quoted(name: str) -> str:
     return exp.to_identifier(name, quoted=True).sql("spark")
 
 
-_q = quoted
+def _declared(values, sql_type: str) -> list[str]:
+    """Declared values as Spark literals of the column's type: each the one DuckDB reads from its text
+    (``coding.values_list``'s TRY_CAST), written exactly; one that does not convert is NULL."""
+    return spark_values(coding.values_list(values, sql_type), None, sql_type)
 
 
 def lookup_sql(values, sql_type: str) -> str:
     """The declared values as a relation ``(v, i)`` of the column's type, numbered from 0, to join a
-    column with (``coding.domain_lookup`` on Spark): each value the one DuckDB reads from its text
-    (``coding.values_list``), written exactly; one that does not convert is NULL and joins nothing."""
-    typed = spark_values(coding.values_list(values, sql_type), None, sql_type)
-    rows = ", ".join(f"({v}, {i})" for i, v in enumerate(typed))
+    column with (``coding.domain_lookup`` on Spark); a value that does not convert joins nothing."""
+    rows = ", ".join(f"({v}, {i})" for i, v in enumerate(_declared(values, sql_type)))
     return f"SELECT * FROM VALUES {rows} AS __d(v, i)"
 
 
-def rank(columns: list[str], salt: int) -> str:
-    """A keyed hash of ``columns`` (``bounded.rank_tree`` on Spark: ``xxhash64``), keyed with ``salt``."""
-    salted = exp.Cast(this=exp.Literal.number(int(salt)), to=exp.DataType.build("BIGINT"))
-    return bounded.sql(bounded.rank_tree([exp.column(c) for c in columns], salted), "spark")
-
-
-_type = spark_type
+def record_numbers(units) -> np.ndarray:
+    """Each row's record number, 0.., records in their units' order (an Arrow column of units, as
+    Spark returns a release's rows): DuckDB's ``dense_rank() OVER (ORDER BY unit) - 1``."""
+    values = units.to_numpy(zero_copy_only=False)
+    if not len(values):
+        return np.zeros(0, dtype=np.int64)
+    return np.asarray(np.unique(values, return_inverse=True)[1], dtype=np.int64).reshape(-1)
 
 
 def _str(text: str) -> str:
@@ -69,7 +71,7 @@ def _str(text: str) -> str:
 def _typed(text: str, sql_type: str) -> str:
     if sql_type.upper().strip() == "VARCHAR":
         return _str(text)
-    return f"CAST({_str(text)} AS {_type(sql_type)})"
+    return f"CAST({_str(text)} AS {spark_type(sql_type)})"
 
 
 def _array(texts: list[str], sql_type: str) -> str:
@@ -79,16 +81,11 @@ def _array(texts: list[str], sql_type: str) -> str:
 def _domain(c: ColumnCoding) -> str:
     """The declared values of a categorical coding as a Spark array of the column's type: the values
     DuckDB's encoder compares with (``coding.values_list``), read by DuckDB and written exactly."""
-    return f"array({', '.join(spark_values(coding.values_list(c.values, c.sql_type), None, c.sql_type))})"
+    return f"array({', '.join(_declared(c.values, c.sql_type))})"
 
 
 def _edges(c: ColumnCoding) -> str:
-    lay = c._layout
-    if lay.decimal_scale is not None:
-        texts = [format(e, "f") for e in lay.edges]
-    else:
-        texts = [repr(float(e)) for e in lay.edges]
-    return _array(texts, c.numeric_type)
+    return _array(coding.edge_texts(c), c.numeric_type)
 
 
 def code_sql(i: int, c: ColumnCoding, x: str) -> tuple[list[tuple[str, str]], str]:
@@ -134,7 +131,7 @@ def spark_codes(codings: list[ColumnCoding], row: str = "__r") -> tuple[list[tup
     inner: list[tuple[str, str]] = []
     outer: list[str] = []
     for i, c in enumerate(codings):
-        ins, out = code_sql(i, c, f"{row}.{_q(c.name)}")
+        ins, out = code_sql(i, c, f"{row}.{quoted(c.name)}")
         inner += ins
         outer.append(out)
     return inner, outer
@@ -176,4 +173,5 @@ def quality(con, spark, df, table: str, codings: list[ColumnCoding]) -> dict:
     return coding.quality_of(con, real, counts, table, codings)
 
 
-__all__ = ["code_sql", "coded_rows_sql", "grouped_sql", "lookup_sql", "quality", "quoted", "rank", "spark_codes"]
+__all__ = ["code_sql", "coded_rows_sql", "grouped_sql", "lookup_sql", "quality", "quoted", "record_numbers",
+           "spark_codes"]

@@ -157,10 +157,11 @@ def read_sequences(con, plan: SynthesisPlan, charged: str) -> list[np.ndarray]:
     long, read where the rows are (the database file or Spark)."""
     if backends.engine_of(plan.table) == "spark":
         found = backends.plane("spark").release_rows(con, plan, partial(spark_sql, plan), charged)
-        units = found.column("__unit").to_numpy(zero_copy_only=False)
-        if not len(units):
+        from dpgate.queries.synthetic.coding_spark import record_numbers
+
+        r = record_numbers(found.column("__unit"))
+        if not len(r):
             return []
-        r = np.asarray(np.unique(units, return_inverse=True)[1], dtype=np.int64).reshape(-1)
         k, sym = (np.asarray(found.column(c).to_numpy(), dtype=np.int64) for c in ("__k", "__sym"))
         order = np.lexsort((k, r))  # by unit, then position: Spark returns them in no order
         r, sym = r[order], sym[order]

@@ -268,6 +268,7 @@ def spark_sql(plan: SynthesisPlan, salt: int, source: str, units: str) -> str:
     """``source_sql`` for a table in Spark (``SparkPlane.release_rows``): each charged subject's
     (unit, item number) pairs, at most ``max_rows`` distinct items each by a keyed ``xxhash64`` of the
     pair [bound]; the items joined with the declared list, never cast [domain-join]."""
+    from dpgate.backends.spark.rows import keyed_rank
     from dpgate.queries.synthetic import coding_spark
 
     t = plan.table
@@ -278,7 +279,7 @@ def spark_sql(plan: SynthesisPlan, salt: int, source: str, units: str) -> str:
         f"SELECT __s.{unit} AS __unit, __d.i AS __item FROM {source} __s JOIN {units} __c ON __s.{unit} = __c.unit "
         f"JOIN ({lookup}) __d ON __s.{col} = __d.v"
     )
-    rank = coding_spark.rank(["__unit", "__item"], salt)
+    rank = keyed_rank(["__unit", "__item"], salt)
     ranked = (f"SELECT __unit, __item, row_number() OVER (PARTITION BY __unit ORDER BY {rank}, __item) AS __rn "
               f"FROM (SELECT DISTINCT __unit, __item FROM ({rows}) __r) __x")  # fmt: skip
     return f"SELECT __unit, __item FROM ({ranked}) __y WHERE __rn <= {int(plan.max_rows)}"
@@ -290,9 +291,10 @@ def read_records(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: s
     read where the rows are (the database file or Spark)."""
     if backends.engine_of(plan.table) == "spark":
         found = backends.plane("spark").release_rows(con, plan, partial(spark_sql, plan, salt), charged)
-        units = found.column("__unit").to_numpy(zero_copy_only=False)
-        r = np.unique(units, return_inverse=True)[1] if len(units) else np.zeros(0, dtype=np.int64)
-        return np.asarray(r, dtype=np.int64).reshape(-1), np.asarray(found.column("__item").to_numpy(), dtype=np.int64)
+        from dpgate.queries.synthetic.coding_spark import record_numbers
+
+        r = record_numbers(found.column("__unit"))
+        return r, np.asarray(found.column("__item").to_numpy(), dtype=np.int64)
     got = con.execute(source_sql(plan, charged, salt)).fetchnumpy()
     return np.asarray(got["r"], dtype=np.int64), np.asarray(got["__item"], dtype=np.int64)
 

@@ -146,6 +146,7 @@ def spark_sql(plan: SynthesisPlan, salt: int, source: str, units: str) -> str:
     """``source_sql`` for a table in Spark (``SparkPlane.release_rows``): the charged subjects' points
     as DOUBLEs, a point with a NULL or NaN coordinate dropped, then at most ``max_rows`` a subject by
     a keyed ``xxhash64`` of the point and its duplicate number [bound]."""
+    from dpgate.backends.spark.rows import keyed_rank
     from dpgate.queries.synthetic import coding_spark
 
     t, cols = plan.table, plan.options["columns"]
@@ -159,7 +160,7 @@ def spark_sql(plan: SynthesisPlan, salt: int, source: str, units: str) -> str:
     if t.unique_unit:
         return f"SELECT {listed} FROM ({rows}) __r"
     dup = f"SELECT *, row_number() OVER (PARTITION BY __unit, {listed} ORDER BY __unit) AS __dup FROM ({rows}) __r"
-    rank = coding_spark.rank(["__unit", *cols, "__dup"], salt)
+    rank = keyed_rank([exp.column(c) for c in ("__unit", *cols, "__dup")], salt)
     ranked = f"SELECT *, row_number() OVER (PARTITION BY __unit ORDER BY {rank}, __dup) AS __rn FROM ({dup}) __d"
     return f"SELECT {listed} FROM ({ranked}) __x WHERE __rn <= {int(plan.max_rows)}"
 
