@@ -182,6 +182,14 @@ class Mechanism:
     STATUS: ClassVar[str] = ""
 
 
+def tuple_counts(values: np.ndarray, size: int, weights: np.ndarray | None = None) -> np.ndarray:
+    """How many tuples hold each value ``0 .. size - 1`` (int64): each row counts once, or its weight
+    (``CodedRows.weights``; integer counts, exact in float64 below 2^53)."""
+    if weights is None:
+        return np.bincount(values, minlength=size)
+    return np.rint(np.bincount(values, weights=weights, minlength=size)).astype(np.int64)
+
+
 @dataclass(frozen=True)
 class CodedRows:
     """A table as integer codes: one row per tuple, column j in ``0 .. sizes[j] - 1`` (public sizes).

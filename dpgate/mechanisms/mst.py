@@ -77,7 +77,7 @@ import numpy as np
 
 from dpgate import errors, noise
 from dpgate.mechanisms import exponential
-from dpgate.mechanisms.base import CodedRows, Synthesis, Synthesizer
+from dpgate.mechanisms.base import CodedRows, Synthesis, Synthesizer, tuple_counts
 from dpgate.mechanisms.privbayes_model import PrivBayesModel, _noisy_counts, norm_sub
 
 #: Share of ε for the noisy row count that chooses the split (``split_for``).
@@ -153,18 +153,10 @@ def _ipf(table: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
     return t
 
 
-def _counts(values: np.ndarray, size: int, weights: np.ndarray | None) -> np.ndarray:
-    """How many tuples hold each value ``0 .. size - 1``: each row counts once, or its weight
-    (integer counts, exact in float64 below 2^53)."""
-    if weights is None:
-        return np.bincount(values, minlength=size)
-    return np.rint(np.bincount(values, weights=weights, minlength=size)).astype(np.int64)
-
-
 def _pair_counts(ccols: list[np.ndarray], csizes: list[int], i: int, j: int,
                  weights: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
     """The compressed 2-way counts of attributes i and j, flat (row i-major)."""
-    return _counts(ccols[i] * csizes[j] + ccols[j], csizes[i] * csizes[j], weights)
+    return tuple_counts(ccols[i] * csizes[j] + ccols[j], csizes[i] * csizes[j], weights)
 
 
 def selection_scores(ccols: list[np.ndarray], csizes: list[int], mu1: list[np.ndarray], n1: float,
@@ -266,7 +258,7 @@ def fit(
     # 1. [one-way]
     report(0.0, "noisy 1-way marginals")
     cols = [arr[:, j] for j in range(d)]
-    y1 = [_noisy_counts(_counts(cols[j], sizes_t[j], weights), each1, rng).astype(np.float64) for j in range(d)]
+    y1 = [_noisy_counts(tuple_counts(cols[j], sizes_t[j], weights), each1, rng).astype(np.float64) for j in range(d)]
     charges += [(f"1-way marginal {j + 1}", each1) for j in range(d)]
     var1 = noise.discrete_laplace_std(each1, 1) ** 2
     n1 = _fuse(rows + [(np.array(float(y.sum())), np.array(y.size * var1)) for y in y1])

@@ -126,7 +126,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from dpgate import errors, noise
-from dpgate.mechanisms.base import CodedRows, Synthesis, Synthesizer
+from dpgate.mechanisms.base import CodedRows, Synthesis, Synthesizer, tuple_counts
 from dpgate.mechanisms.privbayes_model import (  # the model, its fitting and sampling
     DEFAULT_ENCODING,
     ENCODINGS,
@@ -145,7 +145,6 @@ from dpgate.mechanisms.privbayes_model import (  # the model, its fitting and sa
 from dpgate.mechanisms.privbayes_network import (  # network selection
     MAX_CANDIDATES,
     SCORES,
-    _joint,
     _learn_network,
     _Plan,
     f_score,
@@ -464,12 +463,8 @@ def independent_baseline(
     d = len(sizes_t)
     cols, layout = _encode(np.asarray(codes), sizes_t, "vanilla")
     each = epsilon / d
-    if weights is None:
-        counts = [_joint(cols, sizes_t, j, ()) for j in range(d)]
-    else:  # integer counts, exact in float64 below 2^53
-        w = np.asarray(weights, dtype=np.float64)
-        counts = [np.rint(np.bincount(cols[j], weights=w, minlength=sizes_t[j])).astype(np.int64).reshape(-1, 1)
-                  for j in range(d)]  # fmt: skip
+    # each attribute's counts over its full domain, a tuple adding 1 to one cell [sens-counts]
+    counts = [tuple_counts(cols[j].astype(np.int64), sizes_t[j], weights).reshape(-1, 1) for j in range(d)]
     noisy = [_noisy_counts(c, each, rng) for c in counts]  # [noise]
     cell_var = noise.discrete_laplace_std(each, 1) ** 2
     w = [1.0 / max(v.size * cell_var, 1e-12) for v in noisy]

@@ -255,12 +255,12 @@ def coded_rows(con: duckdb.DuckDBPyConnection, plan: SynthesisPlan, charged: str
 
         found = backends.plane("spark").release_rows(con, plan, partial(coded_rows_sql, plan, salt), charged)
         codes, counts = counted_rows(found, len(sizes))
-        return CodedRows(codes, sizes, counts)
-    names = ", ".join(f"__c{j}" for j in range(len(sizes)))
-    encoded = synthesis.encode_query(source_sql(plan, charged, salt), list(plan.codings))
-    grouped = synthesis.fetch_codes(con, f"SELECT {names}, count(*) AS __n FROM ({encoded}) GROUP BY ALL")
-    codes, counts = grouped[:, :-1], grouped[:, -1]  # a row with a NULL code has none: fetch_codes drops it
-    order = np.lexsort(codes.T[::-1]) if len(sizes) else np.arange(len(codes))
+    else:
+        names = ", ".join(f"__c{j}" for j in range(len(sizes)))
+        encoded = synthesis.encode_query(source_sql(plan, charged, salt), list(plan.codings))
+        grouped = synthesis.fetch_codes(con, f"SELECT {names}, count(*) AS __n FROM ({encoded}) GROUP BY ALL")
+        codes, counts = grouped[:, :-1], grouped[:, -1]  # a row with a NULL code has none: fetch_codes drops it
+    order = np.lexsort(codes.T[::-1]) if len(sizes) else np.arange(len(codes))  # engines group in no fixed order
     return CodedRows(np.ascontiguousarray(codes[order]), sizes, counts[order])
 
 
