@@ -253,7 +253,24 @@ def spark_twin(spark, duck_path: Path, tables: dict[str, dict], *, analysts: dic
         for name, spec in (analysts or {"alice": {"epsilon": 100.0, "delta": 1e-3}}).items():
             owner.add_analyst(name, **spec)
             owner.allow_test_seed(name)
+    couple_sample_keys(twin)
     return twin
+
+
+#: The sample key every Spark twin's tables get (``couple_sample_keys``).
+TEST_SAMPLE_KEY = 0x2D5A_17C3_9E04_B6F1
+
+
+def couple_sample_keys(path: Path, key: int = TEST_SAMPLE_KEY) -> None:
+    """Give every Spark table of ``path`` the same kept sample key. Each file's key is drawn from the
+    OS, so two neighbouring worlds would sample every sampled subject apart; the privacy argument
+    holds key by key, and the neighbour checks couple the worlds' keys as they couple their salts."""
+    con = duckdb.connect(str(path))
+    try:
+        if con.execute("SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'dpgate' AND table_name = 'sample_keys'").fetchone()[0]:
+            con.execute("UPDATE dpgate.sample_keys SET sample_key = ?", [key])
+    finally:
+        con.close()
 
 
 def duckdb_and_spark(spark, path: Path, setup_sql: str, tables: dict[str, dict], *, analysts: dict) -> tuple[Path, Path]:

@@ -75,6 +75,7 @@ class Skeleton:
     n_parts: int = 1
     ordered: bool = False  # rows carry ``__rank``, their stored sample order [order]
     row_key: tuple[str, ...] = ()  # [key] columns that tell a subject's rows apart
+    row_salt: exp.Expr | None = None  # [key] the key of their hash, when it is not ``salt`` (a kept sample key)
     keys: list[str] = field(init=False)
     cols: list[str] = field(init=False)
 
@@ -121,7 +122,8 @@ class Skeleton:
             # [key] A unique, non-NULL key tells the subject's rows apart: each row's rank is a keyed
             # hash of its key, a function of that row alone; no duplicate numbers are needed.
             pk = [f"__pk{i}" for i in range(len(self.row_key))]
-            order = _order(bounded.for_engine(bounded.rank_tree(pk, self.salt), self.engine), *pk, *self.cols)
+            salt = self.salt if self.row_salt is None else self.row_salt
+            order = _order(bounded.for_engine(bounded.rank_tree(pk, salt), self.engine), *pk, *self.cols)
         else:
             # Rows equal in every column used get distinct duplicate numbers, so that each row, not
             # each distinct value, has its own pseudo-random rank [dup]. Equal rows need no order

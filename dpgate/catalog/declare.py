@@ -109,9 +109,11 @@ class Declarations:
         the best-ranked of its rows that a query selects, the same rows for every query until the
         table changes, instead of a fresh hash-ranked sample per query; sampling becomes a filter
         (``dpgate.catalog.sample_order``). That is the default for a base table of the database file;
-        a view, a Spark source and a table with a column named ``__dp_rank`` sample per query
-        (``"per_query"``: a fresh hash-ranked sample for each query). ``None`` keeps what the table
-        had (or the default, the first time); ``"default"`` asks for the default.
+        for a Spark source it keeps a random key instead, with which Spark ranks each row by a hash
+        of the row (the same rows for every query until ``refresh_roster`` draws a new key). A view
+        and a table with a column named ``__dp_rank`` sample per query (``"per_query"``: a fresh
+        hash-ranked sample for each query). ``None`` keeps what the table had (or the default, the
+        first time); ``"default"`` asks for the default.
 
         Re-declaring an existing protected table updates its bounds and declarations; its
         subjects keep what they have spent. Changing the privacy unit is refused.
@@ -231,13 +233,6 @@ class Declarations:
             options["sample_order"] = sample_order_mod.default_for(self.con, table, cols, spark)
         elif sample_order is not None:
             options["sample_order"] = sample_order
-        elif spark is not None:  # a kept order cannot follow the rows to Spark, which samples per query
-            options["sample_order"] = sample_order_mod.PER_QUERY
-        if options.get("sample_order") == sample_order_mod.STORED and spark is not None:  # asked now
-            raise errors.PolicyError(
-                f"sample_order = 'stored' is kept for tables in DuckDB; a Spark table ({table!r}) samples per query",
-                code="DP312", hint="leave sample_order out, or set it to 'per_query', for a Spark source",
-            )  # fmt: skip
         if spark is not None:
             options["spark"] = spark
         if existing and existing[1] == "graph":
@@ -315,7 +310,7 @@ class Declarations:
             self._revalidate_hierarchies(con, table, cols, skip=set(hierarchies or {}))
             n = self._refresh_roster(con, table)
             if options.get("sample_order") == sample_order_mod.STORED:
-                sample_order_mod.build(con, table, unit)
+                sample_order_mod.keep(con, table, unit, spark)
             else:
                 sample_order_mod.drop(con, table)
         if not public_roster:

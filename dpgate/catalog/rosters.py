@@ -36,8 +36,9 @@ class Rosters:
             unit, options = con.execute(
                 f"SELECT unit_column, options FROM {catalog.SCHEMA}.protected_tables WHERE table_name = ?", [table]
             ).fetchone()
-            if json.loads(options or "{}").get("sample_order") == sample_order_mod.STORED:
-                sample_order_mod.build(con, table, unit)  # a fresh draw for the rows as they are now
+            options = json.loads(options or "{}")
+            if options.get("sample_order") == sample_order_mod.STORED:  # a fresh draw for the rows as they are now
+                sample_order_mod.keep(con, table, unit, options.get("spark"))
             return n
 
     def _refresh_roster(self, con, table: str) -> int:

@@ -48,6 +48,16 @@ fingerprint of ``unit_stats``). Any insert, delete or unit change breaks it; upd
 columns keep it, and the order stays a uniformly random permutation of each subject's rows.
 While the check holds, the table's multiset of units is the order's, so the table facts of
 ``unit_stats`` are cached under the order's ``build_id`` instead of the fingerprint.
+
+**A Spark table** has no rows in the file to keep an order beside, and no version dpgate could
+check one against. Its equivalent is a kept **sample key** (``dpgate.sample_keys``): 62 bits drawn
+from the OS (``draw_key``) by ``Owner.protect`` and ``refresh_roster``, with which Spark ranks each
+row by a keyed hash of all its declared columns (equal rows numbered apart:
+``dpgate.backends.spark.plane``). The same argument holds draw by draw: a row's rank is a
+function of that row (and of how many equal rows its subject has) and of a key independent of the
+data. Stable: every query keeps the same rows of a subject (of those that pass it) until the key is
+drawn again — rows added to the source keep their ranks, so nothing in the source makes the key
+stale; the owner's ``refresh_roster`` draws a new one.
 """
 
 from __future__ import annotations
@@ -81,10 +91,10 @@ CHOICES = (PER_QUERY, STORED)
 def default_for(con: duckdb.DuckDBPyConnection, name: str, columns, spark: str | None) -> str:
     """The sample order a table gets when its owner does not choose: stored for a base table of the
     database file, which samples a subject's rows by a filter instead of two window passes (12-15x
-    faster at 10M rows when subjects exceed their bound); per query for a Spark source and a view
-    (no rows of their own in the file to keep an order beside), and for a table with a column named
-    like the order's rank."""
-    if spark is None and RANK not in columns and definition(con, name):
+    faster at 10M rows when subjects exceed their bound), and for a Spark source (a kept key:
+    stable samples); per query for a view (no rows of its own in the file to keep an order beside)
+    and for a table with a column named like the order's rank."""
+    if spark is not None or (RANK not in columns and definition(con, name)):
         return STORED
     return PER_QUERY
 
@@ -150,13 +160,64 @@ def build(
     return build_id
 
 
+def keep(con: duckdb.DuckDBPyConnection, table: str, unit: str, spark: str | None) -> None:
+    """Draw what a stored sample order keeps, inside the caller's transaction: the order of a table
+    in the file, the sample key of a Spark table (the other one is dropped)."""
+    if spark is None:
+        _drop_key(con, table)
+        build(con, table, unit)
+    else:
+        con.execute(f"DROP TABLE IF EXISTS {table_sql(table)}")
+        _forget(con, table)
+        draw_key(con, table)
+
+
 def drop(con: duckdb.DuckDBPyConnection, name: str) -> None:
     con.execute(f"DROP TABLE IF EXISTS {table_sql(name)}")
-    if con.execute(
-        "SELECT count(*) FROM duckdb_tables() WHERE schema_name = ? AND table_name = 'sample_orders' "
-        "AND database_name = current_database()", [SCHEMA],
-    ).fetchone()[0]:  # fmt: skip
+    _forget(con, name)
+    _drop_key(con, name)
+
+
+def _exists(con: duckdb.DuckDBPyConnection, table: str) -> bool:
+    return bool(con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE schema_name = ? AND table_name = ? "
+        "AND database_name = current_database()", [SCHEMA, table],
+    ).fetchone()[0])  # fmt: skip
+
+
+def _forget(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    if _exists(con, "sample_orders"):
         con.execute(f"DELETE FROM {REGISTRY} WHERE table_name = ?", [name])
+
+
+#: A Spark table's sample key (see the module's docstring).
+KEYS = f"{SCHEMA}.sample_keys"
+
+
+def draw_key(con: duckdb.DuckDBPyConnection, name: str) -> int:
+    """Draw the sample key of a Spark table from the OS and keep it (in the caller's transaction)."""
+    key = secrets.randbits(62)
+    con.execute(f"CREATE TABLE IF NOT EXISTS {KEYS} (table_name VARCHAR PRIMARY KEY, sample_key BIGINT NOT NULL, "
+                "drawn_at TIMESTAMP NOT NULL)")  # fmt: skip
+    con.execute(f"INSERT OR REPLACE INTO {KEYS} VALUES (?, ?, current_timestamp)", [name, key])
+    return key
+
+
+def kept_key(con: duckdb.DuckDBPyConnection, table: ProtectedTable) -> int | None:
+    """The sample key a Spark table's queries rank its rows with, or None: the table samples per
+    query (not declared stored, or declared before keys were kept: ``refresh_roster`` draws one)."""
+    if not wanted(table):
+        return None
+    try:
+        row = con.execute(f"SELECT sample_key FROM {KEYS} WHERE table_name = ?", [table.name]).fetchone()
+    except duckdb.CatalogException:
+        return None
+    return None if row is None else int(row[0])
+
+
+def _drop_key(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    if _exists(con, "sample_keys"):
+        con.execute(f"DELETE FROM {KEYS} WHERE table_name = ?", [name])
 
 
 def mismatches(con: duckdb.DuckDBPyConnection, name: str, unit: str) -> int:

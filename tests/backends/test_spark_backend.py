@@ -394,13 +394,24 @@ def test_topk_statements_see_charged_rows_only(spark, spark_db):
                 run_all([5, 6])
 
 
-def test_sample_is_uniform_keyed_and_local(spark, spark_db, tmp_path):
+#: The sampling tests' rows: four per subject, the 'dup' subjects' first three equal.
+DUP_ROWS = f"SELECT pid, region, income, CASE WHEN kind = 'dup' AND v < 4 THEN 1 ELSE v END AS v, kind FROM ({ROWS})"
+
+
+def _assert_uniform(counts) -> None:
     """max_rows = 1 of four rows: each row kept with probability 1/4 (3/4 for a value held three
-    times), a fresh salt draws afresh, the same salt repeats, and a subject's draw does not move
-    when other subjects' rows change."""
+    times). Cells (distinct, 1..4), (dup, 1..4); 1,500 subjects of each kind; 4.5σ of a Binomial(1500, p)."""
+    for cell, p in zip(range(8), [0.25] * 4 + [0.75, 0, 0, 0.25]):
+        tol = 4.5 * math.sqrt(1500 * p * (1 - p))
+        assert abs(counts[cell] - 1500 * p) <= tol, (cell, counts[cell])
+
+
+def test_sample_is_uniform_keyed_and_local(spark, spark_db, tmp_path):
+    """Per query: each row kept with its share, a fresh salt draws afresh, the same salt repeats,
+    and a subject's draw does not move when other subjects' rows change."""
     sql = "SELECT kind, v, COUNT(*) FROM t GROUP BY kind, v"
-    rows = f"SELECT pid, region, income, CASE WHEN kind = 'dup' AND v < 4 THEN 1 ELSE v END AS v, kind FROM ({ROWS})"
-    path = _protect(tmp_path / "u.duckdb", spark, _parquet(tmp_path, rows, "u"),
+    rows = DUP_ROWS
+    path = _protect(tmp_path / "u.duckdb", spark, _parquet(tmp_path, rows, "u"), sample_order="per_query",
                     max_rows=1, domains={"v": [1, 2, 3, 4], "kind": ["distinct", "dup"]})  # fmt: skip
     with dpgate.connect(str(path), analyst="alice", spark=spark) as con:
         gw, plan, plane = _plan_and_plane(con, sql)
@@ -408,16 +419,13 @@ def test_sample_is_uniform_keyed_and_local(spark, spark_db, tmp_path):
         draws = [plane.exact(gw._con, plan, charged, salt).components[(0, "count")][0]
                  for salt in (11, 12, 11)]  # fmt: skip
     assert list(draws[0]) == list(draws[2]) and list(draws[0]) != list(draws[1])
-    # cells: (distinct, 1..4), (dup, 1..4); 1,500 subjects of each kind; 4.5σ of a Binomial(1500, p)
     for counts in draws[:2]:
-        for cell, p in zip(range(8), [0.25] * 4 + [0.75, 0, 0, 0.25]):
-            tol = 4.5 * math.sqrt(1500 * p * (1 - p))
-            assert abs(counts[cell] - 1500 * p) <= tol, (cell, counts[cell])
+        _assert_uniform(counts)
     # locality: subject 16's draw, alone, with the others' rows changed and more subjects added
     other = _protect(tmp_path / "o.duckdb", spark,
                      _parquet(tmp_path, f"SELECT * FROM ({rows}) WHERE pid = 16 UNION ALL SELECT pid + 100000, region, "
                                         f"income + 1, v % 4 + 1, kind FROM ({rows}) WHERE pid <> 16", "o"),
-                     max_rows=1, domains={"v": [1, 2, 3, 4], "kind": ["distinct", "dup"]})  # fmt: skip
+                     max_rows=1, domains={"v": [1, 2, 3, 4], "kind": ["distinct", "dup"]}, sample_order="per_query")  # fmt: skip
     one = "SELECT kind, v, COUNT(*) FROM t WHERE pid = 16 GROUP BY kind, v"
     got = []
     for p in (path, other):
@@ -428,6 +436,56 @@ def test_sample_is_uniform_keyed_and_local(spark, spark_db, tmp_path):
                         for s in range(1, 6)])  # fmt: skip
     assert got[0] == got[1]
     assert len({tuple(g) for g in got[0]}) > 1  # the salts do move subject 16's draw (fixed salts; 4 rows: P(all 5 equal) < 0.004)
+
+
+def _set_key(path, key: int) -> None:
+    con = duckdb.connect(str(path))
+    con.execute("UPDATE dpgate.sample_keys SET sample_key = ?", [key])
+    con.close()
+
+
+def test_kept_key_samples_the_same_rows_uniformly_and_locally(spark, tmp_path):
+    """A Spark table's stored sample order (the default) is a kept key: every salt keeps the same
+    rows, a WHERE keeps the kept rows it passes, a redrawn key (refresh_roster) draws afresh, each
+    draw is uniform over the subjects, and a subject's kept rows do not move when other subjects'
+    rows change (the same key)."""
+    domains = {"v": [1, 2, 3, 4], "kind": ["distinct", "dup"]}
+    path = _protect(tmp_path / "k.duckdb", spark, _parquet(tmp_path, DUP_ROWS, "k"), max_rows=1, domains=domains)
+    sql = "SELECT kind, v, COUNT(*) FROM t GROUP BY kind, v"
+    fewer = "SELECT kind, v, COUNT(*) FROM t WHERE v <> 4 GROUP BY kind, v"
+
+    def counts(p, query, salts):
+        with dpgate.connect(str(p), analyst="alice", spark=spark) as con:
+            gw, plan, plane = _plan_and_plane(con, query)
+            charged = f"(SELECT unit, 0 AS part FROM {plan.table.roster_table_sql})"
+            return [list(plane.exact(gw._con, plan, charged, s).components[(0, "count")][0]) for s in salts]
+
+    first = counts(path, sql, (11, 12, 13))
+    assert first[0] == first[1] == first[2]  # the salt does not choose the rows
+    _assert_uniform(first[0])
+    # every subject whose kept row passes v <> 4 keeps it; those whose kept row had v = 4 keep another
+    (selected,) = counts(path, fewer, (14,))
+    for cell in (0, 1, 2, 4, 5, 6):
+        assert selected[cell] >= first[0][cell], (cell, selected, first[0])
+    assert sum(selected) == 3000 and selected[3] == selected[7] == 0
+    with Owner(path, spark=spark) as owner:
+        owner.refresh_roster("t")
+    (redrawn,) = counts(path, sql, (11,))
+    assert redrawn != first[0]  # a new key (62 bits): P(the same 8 counts) is negligible
+    _assert_uniform(redrawn)
+    # locality under one key: subject 16 alone, beside other subjects' changed and added rows
+    other = _protect(tmp_path / "ko.duckdb", spark,
+                     _parquet(tmp_path, f"SELECT * FROM ({DUP_ROWS}) WHERE pid = 16 UNION ALL SELECT pid + 100000, "
+                                        f"region, income + 1, v % 4 + 1, kind FROM ({DUP_ROWS}) WHERE pid <> 16", "ko"),
+                     max_rows=1, domains=domains)  # fmt: skip
+    one = "SELECT kind, v, COUNT(*) FROM t WHERE pid = 16 GROUP BY kind, v"
+    got = []
+    for key in range(1, 6):
+        for p in (path, other):
+            _set_key(p, key)
+        got.append([counts(p, one, (key + 40,))[0] for p in (path, other)])
+    assert all(a == b for a, b in got)
+    assert len({tuple(a) for a, _ in got}) > 1  # the keys do move subject 16's draw (fixed keys; P(all 5 equal) < 0.004)
 
 
 def test_statement_is_valid_spark_sql_from_the_ast(spark, spark_db):

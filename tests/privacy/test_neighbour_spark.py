@@ -10,6 +10,8 @@ changed, or removed) differ by at most the declared sensitivities, with a fixed 
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 import harness
@@ -146,6 +148,23 @@ def test_neighbour_harness_on_spark(neighbours):
                 if name == "added" and sql not in ADDED:
                     continue  # the added subject's extreme values matter for the value statements
                 harness.check_statement(gd, gn, sql, context=f"spark, {name}: {sql}", before=before)
+
+
+def test_neighbour_harness_on_spark_per_query(neighbours, tmp_path):
+    """The same worlds sampling per query (``sample_order = 'per_query'``): the statement's salt, not
+    the tables' kept key, ranks the rows (the harness above runs on the kept key, coupled)."""
+    base, pairs = neighbours
+    copies = []
+    for path in (base, *(p for _, p in pairs)):
+        copy = tmp_path / path.name
+        shutil.copy(path, copy)
+        harness.sample_per_query(copy)
+        copies.append(copy)
+    with harness.gateways(*copies) as (gd, *gns):
+        for sql in STATEMENTS[:4]:
+            before = harness.statistics_of(gd, sql)
+            for (name, _), gn in zip(pairs, gns):
+                harness.check_statement(gd, gn, sql, context=f"spark per query, {name}: {sql}", before=before)
 
 
 def test_neighbour_harness_on_spark_can_fail(neighbours):

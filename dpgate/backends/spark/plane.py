@@ -32,8 +32,11 @@ contribution bounding
     A subject keeps at most ``max_rows`` rows (and ``max_groups`` groups when the plan bounds
     groups): a uniformly random choice, ranked by ``xxhash64(xxhash64(row, dup) ^ salt)``, with the
     62-bit ``salt`` drawn from the OS for each query and equal rows numbered apart (``dup``) so that
-    each row, not each distinct value, has its own rank. The ranking of a subject's rows depends on
-    that subject's rows only; no ``rand()``, no partition order. The salt is the same value
+    each row, not each distinct value, has its own rank. A table declared with a stored sample order
+    ranks a single-table plan's rows with its kept key instead of the salt (``row_hash``; the key is
+    drawn from the OS by the owner: ``catalog.sample_order``), so every query keeps the same rows.
+    The ranking of a subject's rows depends on that subject's rows only; no ``rand()``, no partition
+    order. The salt is the same value
     DuckDB's plan would use, but the hash differs, so a sampled answer on Spark is not the DuckDB
     answer for the same salt; without sampling (no subject over its bound) the statistics are the
     same (tested).
@@ -81,6 +84,7 @@ from dpgate.backends.spark.translate import (
     _unsupported,
     to_spark,
 )
+from dpgate.catalog import sample_order
 from dpgate.catalog.tables import ProtectedTable
 from dpgate.mechanisms.base import AVG, QUANTILE, SUM, VARIANCE_KINDS, ExactAnswer
 from dpgate.plans import CountPlan, TopKPlan
@@ -202,14 +206,15 @@ def refuse_variables(sql: str) -> None:
 
 
 def statement(plan: CountPlan, view: str, units: str, charged: str, salt: int, n_parts: int,
-              others: dict[str, tuple[str, str]] | None = None) -> str:  # fmt: skip
+              others: dict[str, tuple[str, str]] | None = None, key: int | None = None) -> str:  # fmt: skip
     """The Spark SQL of the exact bounded statistics of ``plan``.
 
     ``view`` holds the source rows, ``units`` the charged units (column ``unit``), ``charged`` the
-    charged (unit, part) rows; ``others``: (view, units) of each protected table joined on the unit.
-    Returns one row per non-empty cell: [part,] each key's position (or value as text, with key
-    selection), the statistics in ``bounded.labels``' order, and the per-key subject count with key
-    selection.
+    charged (unit, part) rows; ``others``: (view, units) of each protected table joined on the unit;
+    ``key``: the table's kept sample key (a single-table plan: ``sampled_by_key``), else rows are
+    ranked with the statement's ``salt``. Returns one row per non-empty cell: [part,] each key's
+    position (or value as text, with key selection), the statistics in ``bounded.labels``' order,
+    and the per-key subject count with key selection.
     """
     if plan.joined or plan.prebound:
         src = joined_rows.source(plan, {plan.table.name: (view, units), **(others or {})}, salt)
@@ -224,11 +229,28 @@ def statement(plan: CountPlan, view: str, units: str, charged: str, salt: int, n
                 code="DP261", hint="simplify the expressions; nothing was charged",
             )  # fmt: skip
     else:
-        src = charged_rows(plan, view, units)
-    return _bounded(plan, src, charged, salt, n_parts)
+        src = charged_rows(plan, view, units, row_hash(plan) if key is not None else "")
+    return _bounded(plan, src, charged, salt, n_parts, None if plan.joined or plan.prebound else key)
 
 
-def _bounded(plan: CountPlan, src: str, charged: str, salt: int, n_parts: int) -> str:
+def sampled_by_key(plan: CountPlan) -> bool:
+    """Whether the plan's rows are ranked with its table's kept sample key, when it has one: a
+    single-table plan, as a stored order serves on DuckDB (a join or the per-subject subquery cuts
+    each table's rows with the statement's salt, ``rows.cut_rows``)."""
+    return not (plan.joined or plan.prebound)
+
+
+def row_hash(plan: CountPlan) -> str:
+    """The column ``__pk0`` of ``charged_rows``: a hash of every declared column of the source row,
+    computed before the analyst's WHERE selects it. With the duplicate number ``__pk1`` it tells a
+    subject's rows apart, as a stored order's rank does on DuckDB [key]."""
+    table = plan.source.args["from_"].this
+    alias = exp.to_identifier(table.alias_or_name, quoted=True).sql("spark")
+    cols = ", ".join(f"{alias}.{exp.to_identifier(c, quoted=True).sql('spark')}" for c in plan.table.columns)
+    return f", CASE WHEN {GUARD} THEN xxhash64({cols}) END AS __pk0"
+
+
+def _bounded(plan: CountPlan, src: str, charged: str, salt: int, n_parts: int, key: int | None = None) -> str:
     """The source rows bounded per subject and aggregated per cell (``statement.Skeleton``)."""
     # One shuffle by subject: every window of the sampling partitions by __unit (first), so Spark
     # reuses it instead of shuffling again for each (measured: 4.2 -> 2.7 s at 1M rows without sampling).
@@ -236,6 +258,16 @@ def _bounded(plan: CountPlan, src: str, charged: str, salt: int, n_parts: int) -
     salted = exp.Cast(this=exp.Literal.number(int(salt)), to=exp.DataType.build("BIGINT"))
     positions = [_position(j, k) for j, k in enumerate(plan.keys)]
     skeleton = statement_mod.Skeleton(plan, "spark", salted, positions, statement_mod.stats(plan), charged, n_parts)
+    if key is not None:
+        # [key] A subject's rows are told apart by the hash of the whole row (``row_hash``) and a number
+        # among its rows of that hash; rows of one hash are ordered by the statement's columns, so two
+        # rows that could swap numbers are equal in everything the statement reads. The WHERE and the
+        # domains select rows with all their equal copies (they read the row only), so the numbers
+        # are those of all the subject's rows. Ranked with the kept key: the same rows every query.
+        skeleton.row_key = ("__pk0", "__pk1")
+        skeleton.row_salt = exp.Cast(this=exp.Literal.number(int(key)), to=exp.DataType.build("BIGINT"))
+        order = ", ".join(f"{c} NULLS LAST" for c in ("__pk0", *skeleton.cols))
+        rows = f"SELECT *, row_number() OVER (PARTITION BY __unit, __pk0 ORDER BY {order}) AS __pk1 FROM ({rows}) __h"
     # Every row is ranked (no split into subjects within and over their bounds, which on DuckDB
     # saves work the table's facts show unneeded); the ranking drops rows outside the domains first.
     out = skeleton.aggregate(skeleton.sampled(rows), filtered=True, key_text=plan.key_selection is not None)
@@ -385,10 +417,11 @@ class SparkPlane:
         """Analyse the statement against an empty charged set (Spark reads no row). The database
         file's connection and probe are not needed: the plan carries everything Spark binds."""
         check_plan(plan)
+        key = None if self.sample_key(con, plan) is None else 0
         view, pairs, units, others, drop = self._views(plan, None)
         try:
             parts = 2 if plan.charge.rule in ("partition", "t_round") else 1
-            sql = statement(plan, view, units, pairs, 0, parts, others)
+            sql = statement(plan, view, units, pairs, 0, parts, others, key)
             self._analyse(sql, "this query", "fix the SQL; nothing was charged")
         finally:
             self._drop(drop)
@@ -410,7 +443,8 @@ class SparkPlane:
         """The plan's exact statistics over the subjects in ``charged`` (the ledger's relation in the
         database file, read here and sent to Spark). Nothing is counted about heavy or unused
         subjects (0 and None)."""
-        rows = self.bounded_rows(plan, bounded.read_charged(con, charged, n_parts), salt, n_parts)
+        key = self.sample_key(con, plan)
+        rows = self.bounded_rows(plan, bounded.read_charged(con, charged, n_parts), salt, n_parts, key)
         positioned = [k.domain is not None for k in plan.keys]
         return bounded.answer(plan, rows, positioned, bounded.labels(plan), 0, None, n_parts)
 
@@ -505,7 +539,13 @@ class SparkPlane:
         finally:
             self._drop([view])
 
-    def bounded_rows(self, plan: CountPlan, charged: Charged, salt: int, n_parts: int) -> list[tuple]:
+    @staticmethod
+    def sample_key(con: Any, plan: CountPlan) -> int | None:
+        """The kept sample key the plan's rows are ranked with (``catalog.sample_order``), or None."""
+        return sample_order.kept_key(con, plan.table) if sampled_by_key(plan) else None
+
+    def bounded_rows(self, plan: CountPlan, charged: Charged, salt: int, n_parts: int,
+                     key: int | None = None) -> list[tuple]:  # fmt: skip
         """Run the statement on the charged subjects (an Arrow table of unit, part).
 
         This runs after the debit: a source that became unreadable or changed its columns since the
@@ -518,7 +558,7 @@ class SparkPlane:
             raise changed_after_debit() from None
         try:
             with self.jobs.group("computing the exact statistics"):
-                rows = self.spark.sql(statement(plan, view, units, pairs, salt, n_parts, others)).collect()
+                rows = self.spark.sql(statement(plan, view, units, pairs, salt, n_parts, others, key)).collect()
         except BaseException:
             self.forget()  # e.g. an executor lost the checkpointed units: the next statement sends them again
             raise
