@@ -354,7 +354,7 @@ class Gateway:
             return None, qc, plan
         allowlist.for_engine(classified.statement, self.facts)  # its rewrite, as planning made it: the work bound reads it
         tables = backends.protected_tables(classified, cat)
-        cost_mod.check_rows(self._con, classified.statement, tables, planned.plan.rows_per_subject)
+        cost_mod.check_rows(self._con, classified.statement, tables, planned.plan.rows_per_subject, self._cores(tables))
         return None, planned.qc, planned.plan
 
     def cost(self, sql: str, params: Any = None) -> tuple[float, float] | None:
@@ -388,8 +388,15 @@ class Gateway:
         qc = queries.for_statement(classified, ctx)
         backends.require_served(qc.name, tables, qc.title)
         plan = qc.plan(classified, ctx)
-        cost_mod.check_rows(self._con, classified.statement, tables, plan.rows_per_subject)
+        cost_mod.check_rows(self._con, classified.statement, tables, plan.rows_per_subject, self._cores(tables))
         return qc, plan
+
+    def _cores(self, tables) -> Any:
+        """For a statement whose tables are all in Spark, a function of the cores Spark gives this
+        gateway's session (the work bound is a minute of each: ``cost.check_rows``); else None."""
+        if not tables or any(backends.engine_of(t) != "spark" for t in tables):
+            return None
+        return lambda: self._plane("spark").cores()
 
     def _cost(self, plan, sql: str, private: bool) -> Cost:
         return Cost(

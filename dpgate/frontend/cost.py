@@ -16,7 +16,8 @@ work
     per-character factor (1 for a scan; the needle for a search; the pattern's length for a LIKE
     that backtracks; the compiled program for a regular expression), plus the text it builds.
     dpgate refuses ``A > MAX_WORK_FACTOR`` or ``B > MAX_WORK_CONSTANT`` (DP258), and a statement
-    whose ``B`` times its public bound on rows exceeds ``MAX_STATEMENT_WORK``.
+    whose ``B`` times its public bound on rows exceeds ``MAX_STATEMENT_WORK`` (times Spark's cores,
+    for a statement whose tables are all in Spark: ``check_rows``).
 patterns
     A regular expression's program, with every counted repetition expanded as RE2 compiles it,
     has at most ``MAX_REGEX_PROGRAM`` instructions (RE2 is linear in the text, but its time per
@@ -54,8 +55,11 @@ MAX_WORK_CONSTANT = 2**19
 #: Units per character and instruction of a regular expression: RE2's worst case, a DFA state built
 #: for each character of varied text when the pattern's states overflow its cache (about 25 ns).
 REGEX_UNITS = 64
-#: A statement's constant work over its public bound on rows (about a minute of one core).
+#: A statement's constant work over its public bound on rows (about a minute of one core) ...
 MAX_STATEMENT_WORK = 2**37
+#: ... times the cores Spark gives dpgate's session, for a statement that reads Spark tables only
+#: (the work runs there, not on dpgate's server), up to this many.
+MAX_SPARK_CORES = 256
 
 SIZE = "DP255"
 WORK = "DP258"
@@ -436,23 +440,30 @@ def row_work(statement: exp.Expr) -> Linear:
     return total
 
 
-def check_statement(b: float, rows: int) -> None:
+def check_statement(b: float, rows: int, cores: int = 1) -> None:
     """Refuse a statement whose constant work per row ``b`` (``row_work``'s second part) times ``rows``
-    (a public bound on the rows it reads) exceeds ``MAX_STATEMENT_WORK``: it would hold a core for
-    minutes whatever the data."""
+    (a public bound on the rows it reads) exceeds ``MAX_STATEMENT_WORK`` per core of ``cores``: it
+    would hold them for minutes whatever the data."""
     total = b * max(rows, 1)
-    if total > MAX_STATEMENT_WORK:
+    bound = MAX_STATEMENT_WORK * max(1, min(int(cores), MAX_SPARK_CORES))
+    if total > bound:
+        where = "" if cores <= 1 else f", {min(int(cores), MAX_SPARK_CORES)} Spark cores"
         raise refuse(
             WORK,
             f"This statement may do {b:,.0f} steps on each of up to {rows:,} rows ({total:,.0f} in all; "
-            f"at most {MAX_STATEMENT_WORK:,})",
+            f"at most {bound:,}{where})",
             "do less per row (shorter built text, fewer patterns), or ask the data owner about a smaller table",
         )
 
 
-def check_rows(con: Any, statement: exp.Expr, tables: tuple, rows_per_subject: Callable[[Any], int]) -> None:
+def check_rows(con: Any, statement: exp.Expr, tables: tuple, rows_per_subject: Callable[[Any], int],
+               cores: Callable[[], int] | None = None) -> None:  # fmt: skip
     """The statement's constant work per row times a public bound on its rows (each table's roster
-    times the rows one of its subjects adds), refused free when it would hold a core for minutes."""
+    times the rows one of its subjects adds), refused free when it would hold a core for minutes.
+
+    ``cores``: for a statement that reads Spark tables only, the cores Spark gives dpgate's session
+    (asked only when one core's bound is not enough: it may start Spark). Its work runs there, so
+    the bound is a minute of each; what one row may cost (``MAX_WORK_CONSTANT``) is unchanged."""
     _, per_row = row_work(statement)
     if not tables or per_row * 2**26 <= MAX_STATEMENT_WORK:
         return  # within the bound for any roster below 67 million subjects: no count needed
@@ -460,4 +471,7 @@ def check_rows(con: Any, statement: exp.Expr, tables: tuple, rows_per_subject: C
     for table in tables:
         (subjects,) = con.execute(f"SELECT count(*) FROM {table.roster_sql}").fetchone()
         rows += subjects * max(rows_per_subject(table), 1)
+    if cores is not None and per_row * max(rows, 1) > MAX_STATEMENT_WORK:
+        check_statement(per_row, rows, cores())
+        return
     check_statement(per_row, rows)

@@ -488,6 +488,31 @@ def test_kept_key_samples_the_same_rows_uniformly_and_locally(spark, tmp_path):
     assert len({tuple(a) for a, _ in got}) > 1  # the keys do move subject 16's draw (fixed keys; P(all 5 equal) < 0.004)
 
 
+def test_work_bound_is_a_minute_per_spark_core(spark, tmp_path):
+    """A statement over Spark tables only may do a minute of work per core Spark gives dpgate's
+    session (2 here): accepted there, refused free over the same table in the database file, and
+    refused on Spark too at twice the rows."""
+    sql = f"SELECT COUNT(*) FROM t WHERE contains(lpad(region, 4096, 'x'), '{'ab' * 50}')"
+    duck = tmp_path / "wd.duckdb"
+    raw = duckdb.connect(str(duck))
+    raw.execute(f"CREATE TABLE t AS {ROWS}")
+    raw.close()
+    with Owner(duck) as owner:
+        owner.protect("t", unit="pid", max_rows=1000, public_roster=True)
+        owner.add_analyst("alice", epsilon=10.0, delta=1e-3)
+    with dpgate.connect(str(duck), analyst="alice") as con, pytest.raises(dpgate.errors.UnsupportedQueryError) as e:
+        con.gateway.cost(sql)  # 3,000 subjects x 1,000 rows x 68,810 steps: over one core's minute
+    assert e.value.code == "DP258"
+    source = _parquet(tmp_path, ROWS, "w")
+    with dpgate.connect(str(_protect(tmp_path / "ws.duckdb", spark, source, max_rows=1000)), analyst="alice",
+                        spark=spark) as con:  # fmt: skip
+        assert con.gateway.cost(sql) is not None
+    with dpgate.connect(str(_protect(tmp_path / "ws2.duckdb", spark, source, max_rows=2000)), analyst="alice",
+                        spark=spark) as con, pytest.raises(dpgate.errors.UnsupportedQueryError) as e:  # fmt: skip
+        con.gateway.cost(sql)
+    assert e.value.code == "DP258" and "2 Spark cores" in e.value.message
+
+
 def test_statement_is_valid_spark_sql_from_the_ast(spark, spark_db):
     """The analyst's parts are generated from the AST with try_* operators; no TRY() reaches Spark."""
     with dpgate.connect(str(spark_db), analyst="alice", spark=spark) as con:

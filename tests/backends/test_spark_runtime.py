@@ -126,3 +126,21 @@ def test_a_statement_shows_one_progress_line_whatever_its_pieces(spark, monkeypa
     shown = len(seen)
     jobs.end()  # a statement without Spark work shows nothing
     assert len(seen) == shown
+
+
+def test_dpgates_session_keeps_sparks_parser_defaults_whatever_the_cluster_sets(spark):
+    """A cluster-wide legacy setting reaches every new session (1e2 read as a DECIMAL); dpgate's own
+    session pins Spark's defaults, so its text parses and types as the tests compare with DuckDB."""
+    from dpgate.backends.spark import source
+
+    conf = spark.sparkContext._jsc.sc().conf()
+    key = "spark.sql.legacy.exponentLiteralAsDecimal.enabled"
+    conf.set(key, "true")
+    try:
+        assert spark.newSession().sql("SELECT typeof(1e2)").first()[0].startswith("decimal")
+        assert source.session_for(spark).sql("SELECT typeof(1e2)").first()[0] == "double"
+    finally:
+        conf.remove(key)
+    fresh = spark.newSession()
+    for name, value in source.PINNED.items():
+        assert fresh.conf.get(name).lower() == value.lower(), name  # each pin is Spark's own default

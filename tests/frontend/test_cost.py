@@ -93,6 +93,41 @@ def test_statement_work_over_the_public_row_bound():
     assert e.value.code == "DP258" and "rows" in e.value.message
 
 
+def test_statement_work_bound_scales_with_spark_cores_up_to_a_cap():
+    """A statement that reads only Spark tables may do a minute of work per core Spark gives
+    dpgate's session, up to MAX_SPARK_CORES; the cores are asked only past one core's bound."""
+    per_row = 2**19
+    rows = 3 * cost.MAX_STATEMENT_WORK // per_row  # three cores' worth
+    with pytest.raises(errors.UnsupportedQueryError):
+        cost.check_statement(per_row, rows, cores=2)
+    cost.check_statement(per_row, rows, cores=3)
+    with pytest.raises(errors.UnsupportedQueryError) as e:
+        cost.check_statement(per_row, cost.MAX_SPARK_CORES * rows, cores=10**6)
+    assert f"{cost.MAX_SPARK_CORES} Spark cores" in e.value.message
+
+    class Roster:
+        def __init__(self, n):
+            self.n = n
+
+        def execute(self, sql):
+            return self
+
+        def fetchone(self):
+            return (self.n,)
+
+    asked = []
+    table = type("T", (), {"roster_sql": "r"})()
+    statement = parse_one(DP + "regexp_matches(lpad(s, 4096, 'x'), '(x|y){1,50}z')")
+    _, b = cost.row_work(statement)
+    within = int(cost.MAX_STATEMENT_WORK // b)
+    cost.check_rows(Roster(within), statement, (table,), lambda t: 1, lambda: asked.append(1) or 1)
+    assert asked == []
+    cost.check_rows(Roster(3 * within), statement, (table,), lambda t: 1, lambda: asked.append(1) or 4)
+    assert asked == [1]
+    with pytest.raises(errors.UnsupportedQueryError):
+        cost.check_rows(Roster(3 * within), statement, (table,), lambda t: 1)
+
+
 def test_dp_options_are_no_work_per_row():
     """OPTIONS (...) is read once, at planning: a top-k over 100M rows was refused (DP258) for the
     per-row cost of its topk_method option's text."""

@@ -295,6 +295,13 @@ class SparkPlane:
         if progress is not None:
             self.jobs.progress = progress
 
+    def cores(self) -> int:
+        """The cores Spark gives this session's jobs (``defaultParallelism``; 1 if Spark does not say)."""
+        try:
+            return max(1, int(self.spark.sparkContext.defaultParallelism))
+        except Exception:  # noqa: BLE001 - e.g. Spark Connect, which has no SparkContext
+            return 1
+
     def interrupt(self) -> bool:
         """Cancel the Spark work running now (the gateway calls this before the debit only)."""
         return self.jobs.cancel()
