@@ -397,9 +397,9 @@ def add_parsers(sub) -> None:
     pr.add_argument("--bounds", action="append", metavar="COL=LO,HI", help="repeatable; numbers or dates")
     pr.add_argument("--domain", action="append", metavar="COL=V1,V2,...", help="repeatable")
     pr.add_argument("--sample-order", choices=["per_query", "stored"],
-                    help="stored: keep a random order of each subject's rows, so sampling is a filter "
-                    "(the same rows for every query until the table changes; the default for a table of the "
-                    "database file); per_query: a fresh sample for each query")
+                    help="stored (the default for a table of the database file or in Spark): the same rows "
+                    "of each subject for every query, from a kept random order (until the table changes) or, "
+                    "for a Spark table, a kept key (until it is protected again); per_query: a fresh sample for each query")
     pr.set_defaults(owner_command=cmd_protect)
 
     an = sub.add_parser("analyst", help="owner: add, change or list analysts")
