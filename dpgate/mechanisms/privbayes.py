@@ -11,6 +11,12 @@ Privacy", PhD thesis, Nanyang Technological University, 2016, chapter 3 (PrivBay
 Zhang, Cormode, Procopiuc, Srivastava, Xiao, SIGMOD 2014, DOI 10.1145/2588555.2588573, and
 ACM TODS 42(4), 2017, DOI 10.1145/3134428).
 
+**Input:** the rows one per tuple, or weighted (``weights``: how many tuples each row stands for,
+the distinct coded rows and their counts of ``CodedRows``). Every count below is then the
+weighted one, the same integers as over the rows repeated, so the model, noise included, is the
+same for the same generator, and everything here holds unchanged; memory and work follow the
+rows read, not the tuples.
+
 **Guarantee:** ε-DP for neighbouring tables that differ by adding or removing one tuple (the
 gateway hands over at most one row per subject, so this is dpgate's "all rows of one
 subject"). The number of rows ``n`` is *not* public: it is released with noise [rows] or
@@ -199,12 +205,13 @@ def fit(
     row_bound: int | None = None,
     rng: np.random.Generator,
     progress: Callable[[float, str], None] | None = None,
+    weights: np.ndarray | None = None,
 ) -> PrivBayesModel:
     """Fit an ε-DP PrivBayes model to an integer-coded table.
 
     Args:
-        codes: ``(n, d)`` integer codes, column ``j`` in ``0 .. sizes[j] - 1``; at most one row
-            per subject (neighbours add or remove one row).
+        codes: ``(rows, d)`` integer codes, column ``j`` in ``0 .. sizes[j] - 1``; at most one
+            tuple per subject (neighbours add or remove one tuple).
         sizes: the public domain size of each attribute.
         epsilon: total ε of the model (all shares included).
         degree: a fixed degree k (Algorithm 3.2 + 3.1); ``None`` chooses by θ-usefulness
@@ -220,13 +227,16 @@ def fit(
             [work]; None: no work cap beyond ``MAX_CANDIDATES``.
         rng: the release's noise generator (``noise.fresh().rng``).
         progress: called with (fraction done, message).
+        weights: how many tuples each row of ``codes`` stands for (``CodedRows.weights``: whole
+            counts ≥ 0); the row count ``n`` is their sum and every count the weighted one, so the
+            model and the generator's draws are those of the rows repeated.
 
     Returns:
         The model; ``sample(model, model.noisy_rows, rng=sampling)`` draws a synthetic table
         (``sampling``: the release's post-processing stream, ``noise.fresh().sampling``).
 
     Raises:
-        errors.DataError: a bad parameter (before any data is read).
+        errors.DataError: a bad parameter (before any data is read), or bad ``weights``.
         errors.NotSupportedError: a combination the thesis does not define (F on non-binary
             attributes, hierarchical encoding).
 
@@ -237,7 +247,9 @@ def fit(
     >>> sample(m, 5, rng=rng).shape
     (5, 3)
     """
-    sizes_t = _check_parameters(codes, sizes, epsilon, degree, theta, score, beta, encoding, noisy_rows, max_rows)
+    sizes_t, weights = _check_parameters(
+        codes, sizes, epsilon, degree, theta, score, beta, encoding, noisy_rows, max_rows, weights
+    )
     d = len(sizes_t)
     sensitivity = score_sensitivity(score, max_rows=max_rows)
     if encoding != "vanilla":
@@ -277,7 +289,9 @@ def fit(
     charges: list[tuple[str, float]] = []
 
     codes = np.asarray(codes)
-    n = codes.shape[0]
+    if weights is not None and not weights.all():  # a row of weight 0 stands for no tuple
+        codes, weights = codes[weights > 0], weights[weights > 0]
+    n = codes.shape[0] if weights is None else int(weights.sum())  # exact: _check_weights
     if noisy_rows is None:
         noisy_rows = n + int(noise.discrete_laplace(epsilon_rows, 1, 1, rng)[0])  # [rows]
         charges.append(("noisy row count", epsilon_rows))
@@ -291,7 +305,7 @@ def fit(
         charges += [(f"network step {i}", plan.epsilon_step) for i in range(1, de)]
 
     cols, _ = _encode(codes, sizes_t, encoding)
-    network = _learn_network(cols, plan, rng, progress)
+    network = _learn_network(cols, plan, rng, progress, weights=weights)
 
     noisy_from = k if (k is not None and not skip) else 0  # Algorithm 3.1 vs 3.3
     m = de - noisy_from
@@ -301,7 +315,7 @@ def fit(
         progress(0.85, f"noisy conditionals: {m} marginals")
     rows_variance = noise.discrete_laplace_std(epsilon_rows, 1) ** 2 if epsilon_rows > 0 else None
     conds, rows_estimate = _noisy_conditionals(
-        cols, esizes, network, noisy_from, epsilon_each, float(noisy_rows), rows_variance, rng
+        cols, esizes, network, noisy_from, epsilon_each, float(noisy_rows), rows_variance, rng, weights
     )
     for c in conds:
         c.setflags(write=False)
@@ -394,9 +408,12 @@ def _any_parent_fits(sizes: Sequence[int], max_cells: float) -> bool:
 
 
 def _check_parameters(
-    codes, sizes, epsilon, degree, theta, score, beta, encoding, noisy_rows, max_rows
-) -> tuple[int, ...]:
-    """Refusals that depend only on public parameters and the table's shape (never on values)."""
+    codes, sizes, epsilon, degree, theta, score, beta, encoding, noisy_rows, max_rows, weights=None
+) -> tuple[tuple[int, ...], np.ndarray | None]:
+    """Refusals that depend only on public parameters and the table's shape (never on values),
+    and the caller's slips: codes outside their domains, bad ``weights`` (``_check_weights``).
+
+    Returns the sizes and the weights as ``_check_weights`` returns them."""
     if not (isinstance(epsilon, numbers.Real) and math.isfinite(epsilon) and epsilon > 0):
         raise errors.DataError(f"epsilon must be a positive finite number, got {epsilon!r}", code="DP275")
     if not (isinstance(beta, numbers.Real) and 0 < beta < 1):
@@ -440,12 +457,31 @@ def _check_parameters(
         raise errors.InternalError(
             f"codes must be an integer array of shape (rows, {len(sizes_t)}), got {arr.dtype} {arr.shape[1:]}"
         )
+    w = _check_weights(weights, arr.shape[0])
     if arr.shape[0] and (arr.min() < 0 or np.any(arr.max(axis=0) >= np.array(sizes_t))):
         # the caller encodes to declared domains; a code outside them is a caller bug
         raise errors.InternalError("PrivBayes received a code outside its declared domain")
-    if max_rows is not None and arr.shape[0] > max_rows:
+    if max_rows is not None and (arr.shape[0] if w is None else int(w.sum())) > max_rows:
         raise errors.InternalError("PrivBayes received more rows than the declared bound max_rows")
-    return sizes_t
+    return sizes_t, w
+
+
+def _check_weights(weights, rows: int) -> np.ndarray | None:
+    """``weights`` as float64 (what ``bincount`` reads), refused unless they are one whole count
+    ≥ 0 per row, adding up to less than 2^53 (so every weighted count is an exact integer)."""
+    if weights is None:
+        return None
+    w = np.asarray(weights)
+    if w.shape != (rows,) or not (np.issubdtype(w.dtype, np.integer) or np.issubdtype(w.dtype, np.floating)):
+        raise errors.DataError(
+            f"weights must be one count per row of codes ({rows}), got {w.dtype} {w.shape}", code="DP287"
+        )
+    w = w.astype(np.float64)
+    if not np.isfinite(w).all() or (w < 0).any() or (w != np.rint(w)).any() or w.sum() >= 2.0**53:
+        raise errors.DataError(
+            "weights must be whole, non-negative counts of tuples (adding up to less than 2^53)", code="DP287"
+        )
+    return w
 
 
 def independent_baseline(
@@ -459,7 +495,7 @@ def independent_baseline(
     ``weights``: how many tuples each row of ``codes`` stands for (``CodedRows.weights``); the
     marginals are then the weighted counts, the same as over the rows repeated.
     """
-    sizes_t = _check_parameters(codes, sizes, epsilon, None, 1.0, "R", 0.5, "vanilla", None, None)
+    sizes_t, weights = _check_parameters(codes, sizes, epsilon, None, 1.0, "R", 0.5, "vanilla", None, None, weights)
     d = len(sizes_t)
     cols, layout = _encode(np.asarray(codes), sizes_t, "vanilla")
     each = epsilon / d
@@ -493,12 +529,14 @@ def independent_baseline(
 
 
 class PrivBayes(Synthesizer):
-    """``USING privbayes``: ``fit`` on ``CodedRows``; options are ``fit``'s keyword arguments."""
+    """``USING privbayes``: ``fit`` on ``CodedRows``, weighted rows read as they are (not repeated);
+    options are ``fit``'s keyword arguments."""
 
     NAME = "privbayes"
 
     def synthesize(self, data: CodedRows, *, epsilon, delta=0.0, rng, options, progress=None) -> Synthesis:
-        model = fit(data.rows(), list(data.sizes), epsilon, rng=rng, progress=progress, **options)
+        model = fit(data.codes, list(data.sizes), epsilon, rng=rng, progress=progress, weights=data.weights,
+                    **options)  # fmt: skip
         return Synthesis(model, epsilon)
 
 

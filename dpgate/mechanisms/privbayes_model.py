@@ -8,7 +8,8 @@ from the fitted ``PrivBayesModel`` (post-processing).
 **Guarantee:** the noisy marginals are ε_conditionals-DP together for neighbouring tables that
 add or remove one tuple (``privbayes``); everything after the noise is post-processing.
 
-**Sensitivity:** one tuple changes each count table by 1 in one cell (L1 sensitivity 1).
+**Sensitivity:** one tuple changes each count table by 1 in one cell (L1 sensitivity 1), whether
+the rows come one per tuple or weighted (the counts are the same integers).
 """
 
 from __future__ import annotations
@@ -234,10 +235,13 @@ def _combined_rows(
 
 
 def _noisy_conditionals(
-    cols, sizes, network, noisy_from: int, epsilon_each: float, noisy_rows: float, rows_variance: float | None, rng
+    cols, sizes, network, noisy_from: int, epsilon_each: float, noisy_rows: float, rows_variance: float | None, rng,
+    weights: np.ndarray | None = None,
 ) -> tuple[list[np.ndarray], float]:
     """Noisy marginals for the entries ``noisy_from ..`` of the network; entries before it
     (Algorithm 3.1's first k) are derived from entry ``noisy_from``'s noisy marginal [post].
+    ``weights``: how many tuples each row stands for; the counts, hence the noisy marginals for
+    the same generator, are those of the rows repeated.
 
     Returns the conditionals and the combined row-count estimate used for Norm-Sub.
     """
@@ -247,7 +251,7 @@ def _noisy_conditionals(
     noisy = {}
     for i in range(noisy_from, len(network)):
         x, parents = network[i]
-        counts = _joint(cols, sizes, x, parents)  # [full-domain]
+        counts = _joint(cols, sizes, x, parents, weights=weights)  # [full-domain]
         noisy[i] = _noisy_counts(counts, epsilon_each, rng)  # [noise]
     cell_var = noise.discrete_laplace_std(epsilon_each, 1) ** 2
     total = _combined_rows(

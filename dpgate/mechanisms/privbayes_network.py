@@ -10,6 +10,11 @@ the ``d - 1`` steps compose to ``ε_network`` (``privbayes``).
 **Sensitivity:** of each score on count tables (``score_sensitivity``): R is computed as ``n·R``
 at sensitivity ``2`` plus a rounding margin [float]; F at 1; MI at ``mi_sensitivity_substitution``
 with a public bound on the rows.
+
+Rows may come weighted (``weights``: how many tuples each row stands for, ``CodedRows.weights``):
+every count is then the weighted one, the same integers as over the rows repeated, and each score
+is the same number on every path (dense, empty columns dropped, non-empty cells only), so which
+path runs may depend on the rows read (their work) without changing the search.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import numpy as np
 
 from dpgate import errors
 from dpgate.mechanisms import exponential
+from dpgate.mechanisms.base import tuple_counts
 
 #: Score functions (Definition 3.1 / Equations 3.2, 3.4, 3.7).
 SCORES = ("R", "F", "MI")
@@ -113,7 +119,8 @@ def _mi_counts(c: np.ndarray) -> float:
     a = c.sum(axis=1)
     b = c.sum(axis=0)
     nz = c > 0
-    ratio = c[nz] * n / np.outer(a, b)[nz]
+    # a·b as one rounded double, as ``_score_sparse`` computes it (no int64 overflow either)
+    ratio = c[nz] * n / np.outer(a.astype(np.float64), b.astype(np.float64))[nz]
     return max(0.0, float((c[nz] * np.log2(ratio)).sum()))
 
 
@@ -259,14 +266,15 @@ def _parent_code(cols: list[np.ndarray], sizes: Sequence[int], parents: Sequence
     return code, cells
 
 
-def _joint(cols, sizes, x: int, parents: Sequence[int], pcode=None, pcells=None) -> np.ndarray:
-    """Counts ``c[x, π]`` over the full public domain of (X, Π) [full-domain]."""
+def _joint(cols, sizes, x: int, parents: Sequence[int], pcode=None, pcells=None, weights=None) -> np.ndarray:
+    """Counts ``c[x, π]`` over the full public domain of (X, Π) [full-domain], each row counted
+    once or ``weights`` times (int64 either way)."""
     if pcells is None:
         pcode, pcells = _parent_code(cols, sizes, parents)
     xv = cols[x].astype(np.int64)
     flat = xv if pcode is None else xv * pcells + pcode
-    # one row adds exactly 1 to exactly one cell [sens-counts]
-    return np.bincount(flat, minlength=sizes[x] * pcells).reshape(sizes[x], pcells)
+    # one tuple adds exactly 1 to exactly one cell [sens-counts]
+    return tuple_counts(flat, sizes[x] * pcells, weights).reshape(sizes[x], pcells)
 
 
 def _score_counts(c: np.ndarray, score: str) -> float:
@@ -370,60 +378,70 @@ def _candidates(placed, rest, plan: _Plan, rng) -> list[tuple[int, tuple]]:
     return _theta_candidates(placed, rest, plan, rng)
 
 
-def _score_candidates(cols, plan: _Plan, cands, cache: dict) -> np.ndarray:
-    """Count-unit scores of the candidates, computed once per (X, Π) and cached."""
+def _score_candidates(cols, plan: _Plan, cands, cache: dict, weights=None) -> np.ndarray:
+    """Count-unit scores of the candidates, computed once per (X, Π) and cached.
+
+    Each score is the same number on every path, so the path is chosen by the rows read
+    (``rows``: the distinct rows when weighted) and the work follows them, not the tuples.
+    """
     todo: dict[tuple, list[int]] = {}
     for x, parents in cands:
         if (x, parents) not in cache:
             todo.setdefault(parents, []).append(x)
-    n = cols[0].shape[0] if cols else 0
+    rows = cols[0].shape[0] if cols else 0
     for parents, xs in todo.items():
         pcode, pcells = _parent_code(cols, plan.sizes, parents)
         seen = None  # the parent values that occur, numbered 0..: computed once per parent set
         for x in xs:
-            if plan.score == "F" or plan.sizes[x] * pcells <= 2 * n + 64:
-                cache[(x, parents)] = _score_counts(_joint(cols, plan.sizes, x, parents, pcode, pcells), plan.score)
+            if plan.score == "F" or plan.sizes[x] * pcells <= 2 * rows + 64:
+                joint = _joint(cols, plan.sizes, x, parents, pcode, pcells, weights)
+                cache[(x, parents)] = _score_counts(joint, plan.score)
                 continue
             if seen is None:
                 seen = np.unique(pcode, return_inverse=True)[1].reshape(-1) if pcode is not None else None
                 width = int(seen.max()) + 1 if seen is not None and seen.size else 1
-            if plan.sizes[x] * width <= 32 * n + 1024:
+            if plan.sizes[x] * width <= 32 * rows + 1024:
                 # the table without its empty parent columns: they add nothing to R or I
                 flat = cols[x].astype(np.int64) * width + (0 if seen is None else seen)
-                joint = np.bincount(flat, minlength=plan.sizes[x] * width).reshape(plan.sizes[x], width)
+                joint = tuple_counts(flat, plan.sizes[x] * width, weights).reshape(plan.sizes[x], width)
                 cache[(x, parents)] = _score_counts(joint, plan.score)
             else:
-                cache[(x, parents)] = _score_sparse(cols[x], pcode, pcells, plan.score)
+                cache[(x, parents)] = _score_sparse(cols[x], pcode, pcells, plan.score, weights)
     return np.array([cache[c] for c in cands], dtype=np.float64)
 
 
-def _score_sparse(xcol: np.ndarray, pcode: np.ndarray | None, pcells: int, score: str) -> float:
-    """``n·R`` or ``n·I`` from the non-empty cells only, for tables much larger than ``n``.
+def _score_sparse(xcol: np.ndarray, pcode: np.ndarray | None, pcells: int, score: str, weights=None) -> float:
+    """``n·R`` or ``n·I`` from the non-empty cells only, for tables much larger than the rows.
 
     Every cell's product term ``a[x] b[π] / n`` adds up to ``n``, so the empty cells of R
-    contribute ``n - Σ_non-empty a b / n`` (a sparse identity).
+    contribute ``n - Σ_non-empty a b / n`` (a sparse identity). Both are the dense table's
+    numbers exactly: R in integers, I with the same doubles in the same (row-major) order.
     """
-    n = xcol.shape[0]
+    flat = xcol.astype(np.int64) * pcells + (0 if pcode is None else pcode)
+    cells, inv = np.unique(flat, return_inverse=True)
+    c = tuple_counts(inv.reshape(-1), cells.size, weights)
+    cells, c = cells[c > 0], c[c > 0]  # a row of weight 0 fills no cell
+    n = int(c.sum())
     if n == 0:
         return 0.0
-    flat = xcol.astype(np.int64) * pcells + (0 if pcode is None else pcode)
-    cells, c = np.unique(flat, return_counts=True)
     xi = cells // pcells
     _, pinv = np.unique(cells % pcells, return_inverse=True)
     a = np.bincount(xi, weights=c).astype(np.int64)[xi]
-    b = np.bincount(pinv, weights=c).astype(np.int64)[pinv]
-    if score == "R" and n <= _EXACT_ROWS:  # exact: Σ_non-empty |c n - a b| + n² - Σ_non-empty a b
-        ab = a * b
-        return (int(np.abs(c * n - ab).sum()) + n * n - int(ab.sum())) / (2 * n)
+    b = np.bincount(pinv.reshape(-1), weights=c).astype(np.int64)[pinv.reshape(-1)]
+    if score == "R":  # exact: Σ_non-empty |c n - a b| + n² - Σ_non-empty a b
+        if n <= _EXACT_ROWS:
+            ab = a * b
+            return (int(np.abs(c * n - ab).sum()) + n * n - int(ab.sum())) / (2 * n)
+        ab_all = [int(ai) * int(bi) for ai, bi in zip(a.tolist(), b.tolist())]
+        total = sum(abs(int(ci) * n - ab) for ci, ab in zip(c.tolist(), ab_all))
+        return (total + n * n - sum(ab_all)) / (2 * n)
     cf, af, bf = c.astype(np.float64), a.astype(np.float64), b.astype(np.float64)
-    if score == "R":
-        prod = af * bf / n
-        return 0.5 * float(np.abs(cf - prod).sum() + n - prod.sum())
     return max(0.0, float((cf * np.log2(cf * n / (af * bf))).sum()))
 
 
-def _learn_network(cols, plan: _Plan, rng, progress=None) -> list[tuple[int, tuple[int, ...]]]:
-    """GreedyBayes with one exponential mechanism per step (Algorithms 3.2 / 3.4)."""
+def _learn_network(cols, plan: _Plan, rng, progress=None, weights=None) -> list[tuple[int, tuple[int, ...]]]:
+    """GreedyBayes with one exponential mechanism per step (Algorithms 3.2 / 3.4); ``weights``
+    as in ``_joint`` (the scores, hence every draw, are those of the rows repeated)."""
     d = len(plan.sizes)
     if d == 0:
         return []
@@ -436,7 +454,7 @@ def _learn_network(cols, plan: _Plan, rng, progress=None) -> list[tuple[int, tup
     cache: dict = {}
     for step in range(1, d):
         cands = _candidates(placed, rest, plan, rng)
-        scores = _score_candidates(cols, plan, cands, cache)
+        scores = _score_candidates(cols, plan, cands, cache, weights=weights)
         pick = exponential.exponential_mechanism(scores, plan.epsilon_step, plan.sensitivity, rng=rng)  # [em]
         x, parents = cands[pick]
         network.append((x, parents))

@@ -254,9 +254,9 @@ def test_the_network_search_stays_within_its_public_work_cap():
     steps = []
     original = pbn._score_candidates
 
-    def counted(cols, plan, cands, cache):
+    def counted(cols, plan, cands, cache, **kwargs):
         steps.append((plan.cap, len(cands), max(len(p) for _, p in cands)))
-        return original(cols, plan, cands, cache)
+        return original(cols, plan, cands, cache, **kwargs)
 
     try:
         pbn._score_candidates = counted
