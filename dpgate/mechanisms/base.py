@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 
+from dpgate import errors
+
 if TYPE_CHECKING:
     from sqlglot import exp
 
@@ -180,6 +182,21 @@ class Mechanism:
 
     #: Why an unvetted mechanism is not vetted, for the refusal (``mechanisms.lookup``).
     STATUS: ClassVar[str] = ""
+
+
+def checked_weights(weights, rows: int) -> np.ndarray | None:
+    """``weights`` (``CodedRows.weights``) as float64, what ``bincount`` reads: one whole count ≥ 0
+    per row, adding up to less than 2^53 so that every weighted count is an exact integer. dpgate
+    makes them (an engine's counts of distinct coded rows), never an analyst: anything else is a bug."""
+    if weights is None:
+        return None
+    w = np.asarray(weights)
+    if w.shape != (rows,) or not (np.issubdtype(w.dtype, np.integer) or np.issubdtype(w.dtype, np.floating)):
+        raise errors.InternalError(f"weights must be one count per row of codes ({rows}), got {w.dtype} {w.shape}")
+    w = w.astype(np.float64)
+    if not np.isfinite(w).all() or (w < 0).any() or (w != np.rint(w)).any() or w.sum() >= 2.0**53:
+        raise errors.InternalError("weights must be whole, non-negative counts of tuples (adding up to less than 2^53)")
+    return w
 
 
 def tuple_counts(values: np.ndarray, size: int, weights: np.ndarray | None = None) -> np.ndarray:

@@ -77,7 +77,7 @@ import numpy as np
 
 from dpgate import errors, noise
 from dpgate.mechanisms import exponential
-from dpgate.mechanisms.base import CodedRows, Synthesis, Synthesizer, tuple_counts
+from dpgate.mechanisms.base import CodedRows, Synthesis, Synthesizer, checked_weights, tuple_counts
 from dpgate.mechanisms.privbayes_model import PrivBayesModel, _noisy_counts, norm_sub
 
 #: Share of ε for the noisy row count that chooses the split (``split_for``).
@@ -226,10 +226,7 @@ def fit(
     1
     """
     arr, sizes_t, fixed = _check(codes, sizes, epsilon, shares)
-    if weights is not None:
-        weights = np.asarray(weights, dtype=np.float64)
-        if weights.shape != (arr.shape[0],) or (weights < 0).any() or (weights != np.rint(weights)).any():
-            raise errors.InternalError("weights must be one non-negative integer count per row of codes")
+    weights = checked_weights(weights, arr.shape[0])
     n_tuples = arr.shape[0] if weights is None else int(weights.sum())
     d = len(sizes_t)
     charges: list[tuple[str, float]] = []

@@ -132,7 +132,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from dpgate import errors, noise
-from dpgate.mechanisms.base import CodedRows, Synthesis, Synthesizer, tuple_counts
+from dpgate.mechanisms.base import CodedRows, Synthesis, Synthesizer, checked_weights, tuple_counts
 from dpgate.mechanisms.privbayes_model import (  # the model, its fitting and sampling
     DEFAULT_ENCODING,
     ENCODINGS,
@@ -236,7 +236,7 @@ def fit(
         (``sampling``: the release's post-processing stream, ``noise.fresh().sampling``).
 
     Raises:
-        errors.DataError: a bad parameter (before any data is read), or bad ``weights``.
+        errors.DataError: a bad parameter (before any data is read).
         errors.NotSupportedError: a combination the thesis does not define (F on non-binary
             attributes, hierarchical encoding).
 
@@ -291,7 +291,7 @@ def fit(
     codes = np.asarray(codes)
     if weights is not None and not weights.all():  # a row of weight 0 stands for no tuple
         codes, weights = codes[weights > 0], weights[weights > 0]
-    n = codes.shape[0] if weights is None else int(weights.sum())  # exact: _check_weights
+    n = codes.shape[0] if weights is None else int(weights.sum())  # exact: checked_weights
     if noisy_rows is None:
         noisy_rows = n + int(noise.discrete_laplace(epsilon_rows, 1, 1, rng)[0])  # [rows]
         charges.append(("noisy row count", epsilon_rows))
@@ -411,9 +411,9 @@ def _check_parameters(
     codes, sizes, epsilon, degree, theta, score, beta, encoding, noisy_rows, max_rows, weights=None
 ) -> tuple[tuple[int, ...], np.ndarray | None]:
     """Refusals that depend only on public parameters and the table's shape (never on values),
-    and the caller's slips: codes outside their domains, bad ``weights`` (``_check_weights``).
+    and the caller's slips: codes outside their domains, bad ``weights`` (``base.checked_weights``).
 
-    Returns the sizes and the weights as ``_check_weights`` returns them."""
+    Returns the sizes and the weights as ``checked_weights`` returns them."""
     if not (isinstance(epsilon, numbers.Real) and math.isfinite(epsilon) and epsilon > 0):
         raise errors.DataError(f"epsilon must be a positive finite number, got {epsilon!r}", code="DP275")
     if not (isinstance(beta, numbers.Real) and 0 < beta < 1):
@@ -457,31 +457,13 @@ def _check_parameters(
         raise errors.InternalError(
             f"codes must be an integer array of shape (rows, {len(sizes_t)}), got {arr.dtype} {arr.shape[1:]}"
         )
-    w = _check_weights(weights, arr.shape[0])
+    w = checked_weights(weights, arr.shape[0])
     if arr.shape[0] and (arr.min() < 0 or np.any(arr.max(axis=0) >= np.array(sizes_t))):
         # the caller encodes to declared domains; a code outside them is a caller bug
         raise errors.InternalError("PrivBayes received a code outside its declared domain")
     if max_rows is not None and (arr.shape[0] if w is None else int(w.sum())) > max_rows:
         raise errors.InternalError("PrivBayes received more rows than the declared bound max_rows")
     return sizes_t, w
-
-
-def _check_weights(weights, rows: int) -> np.ndarray | None:
-    """``weights`` as float64 (what ``bincount`` reads), refused unless they are one whole count
-    ≥ 0 per row, adding up to less than 2^53 (so every weighted count is an exact integer)."""
-    if weights is None:
-        return None
-    w = np.asarray(weights)
-    if w.shape != (rows,) or not (np.issubdtype(w.dtype, np.integer) or np.issubdtype(w.dtype, np.floating)):
-        raise errors.DataError(
-            f"weights must be one count per row of codes ({rows}), got {w.dtype} {w.shape}", code="DP287"
-        )
-    w = w.astype(np.float64)
-    if not np.isfinite(w).all() or (w < 0).any() or (w != np.rint(w)).any() or w.sum() >= 2.0**53:
-        raise errors.DataError(
-            "weights must be whole, non-negative counts of tuples (adding up to less than 2^53)", code="DP287"
-        )
-    return w
 
 
 def independent_baseline(

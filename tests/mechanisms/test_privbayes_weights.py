@@ -9,6 +9,7 @@ import pytest
 
 from conftest import TEST_SEED
 from dpgate import errors
+from dpgate.mechanisms import mst
 from dpgate.mechanisms import privbayes as pb
 from dpgate.mechanisms import privbayes_network as pbn
 from dpgate.mechanisms.base import CodedRows
@@ -127,7 +128,8 @@ def test_the_synthesizer_reads_weighted_rows_without_repeating_them(monkeypatch)
 
 
 def test_bad_weights_are_refused_before_any_noise(recorded):
-    """One whole count ≥ 0 per row (PrivBayes and the independent baseline), else DP287 and no noise."""
+    """One whole count ≥ 0 per row (PrivBayes, the independent baseline, MST), else no noise: dpgate
+    makes the weights (an engine's counts), so anything else is a bug (DP500)."""
     _, codes, weights = weighted_table(n=500, pool=30)
     bad = {
         "negative": np.where(np.arange(len(weights)) == 0, -1, weights),
@@ -140,10 +142,10 @@ def test_bad_weights_are_refused_before_any_noise(recorded):
         "too many tuples": np.full(len(weights), 2.0**53),
     }
     for what, w in bad.items():
-        for run in (pb.fit, pb.independent_baseline):
-            with pytest.raises(errors.DataError) as e:
+        for run in (pb.fit, pb.independent_baseline, mst.fit):
+            with pytest.raises(errors.InternalError) as e:
                 run(codes, SIZES, 1.0, rng=np.random.default_rng(1), weights=w)
-            assert e.value.code == "DP287", what
+            assert e.value.code == "DP500", what
     assert recorded == []
     with pytest.raises(errors.InternalError):  # max_rows bounds the tuples, not the rows given
         pb.fit(codes, SIZES, 1.0, score="MI", max_rows=int(weights.sum()) - 1, rng=np.random.default_rng(1),
