@@ -392,11 +392,12 @@ class Gateway:
         return qc, plan
 
     def _cores(self, tables) -> Any:
-        """For a statement whose tables are all in Spark, a function of the cores Spark gives this
-        gateway's session (the work bound is a minute of each: ``cost.check_rows``); else None."""
+        """For a statement whose tables are all in Spark, a function of the cores its Spark work may
+        count on (the work bound is a minute of each: ``cost.check_rows``); else None. Asked of the
+        running session, else of the policy's ``[backends.spark]``: planning never starts Spark."""
         if not tables or any(backends.engine_of(t) != "spark" for t in tables):
             return None
-        return lambda: self._plane("spark").cores()
+        return lambda: backends.spark_cores(self._spark, lambda: self.catalog().settings)
 
     def _cost(self, plan, sql: str, private: bool) -> Cost:
         return Cost(

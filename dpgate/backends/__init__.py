@@ -190,6 +190,23 @@ def plane_for(engine: str, *, spark: Any = None, settings: Callable[[], dict[str
     raise errors.InternalError(f"no data plane for engine {engine!r}")
 
 
+def spark_cores(spark: Any, settings: Callable[[], dict[str, str]]) -> int:
+    """The cores a statement's Spark work may count on (``SparkPlane.cores``), from the caller's
+    running session, else from the policy's ``[backends.spark]`` master and conf: starts nothing."""
+    import json
+
+    from dpgate.backends.spark import plane as spark_plane
+
+    if spark is not None:
+        return spark_plane.statement_cores(spark)
+    given = settings()
+    try:
+        conf = json.loads(given.get("spark_conf") or "{}")
+    except ValueError:
+        conf = {}
+    return spark_plane.cores_of(given.get("spark_master") or "", conf.get(spark_plane.CORES_SETTING))
+
+
 def plane(engine: str) -> DataPlane:
     """The statement's data plane for ``engine``. The database file's is always there; the others
     come from the gateway (``planes``), made on first use."""

@@ -18,6 +18,7 @@ from typing import Any
 import duckdb
 
 from dpgate import errors, resources
+from dpgate.catalog import hooks
 from dpgate.catalog import releases as registry
 from dpgate.catalog import sample_order as sample_order_mod
 from dpgate.catalog import tables as catalog
@@ -233,6 +234,18 @@ class Declarations:
             options["sample_order"] = sample_order_mod.default_for(self.con, table, cols, spark)
         elif sample_order is not None:
             options["sample_order"] = sample_order
+        if spark is not None and options.get("sample_order") == sample_order_mod.STORED:
+            # A kept key hashes every column of each row; a view's or a text file's column could fail on
+            # one value, and would then fail every statement after the debit, on any row
+            if not hooks.spark().reads_every_column_safely(self.spark_session(), spark):
+                if sample_order == sample_order_mod.STORED:  # asked for now
+                    raise errors.PolicyError(
+                        f"sample_order = 'stored' needs a Spark source whose every column reads without failing "
+                        f"(a Parquet path, or a Parquet, ORC, Delta or Iceberg table); {spark!r} is a view or "
+                        "another format", code="DP312",
+                        hint="leave sample_order out (it then samples per query), or protect the table the view reads",
+                    )  # fmt: skip
+                options["sample_order"] = sample_order_mod.PER_QUERY
         if spark is not None:
             options["spark"] = spark
         if existing and existing[1] == "graph":

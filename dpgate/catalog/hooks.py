@@ -33,6 +33,9 @@ class SparkSources(Protocol):
     def read_source(self, spark: Any, source: str) -> Any:
         """The source's DataFrame (reads no row)."""
 
+    def reads_every_column_safely(self, spark: Any, source: str) -> bool:
+        """Whether no value of the source can fail to be read (what a kept sample key needs)."""
+
     def stub_columns(self, df: Any, source: str) -> list[tuple[str, str]]:
         """(column, DuckDB type) of the source, or a refusal naming what cannot be served."""
 

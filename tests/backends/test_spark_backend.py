@@ -488,6 +488,64 @@ def test_kept_key_samples_the_same_rows_uniformly_and_locally(spark, tmp_path):
     assert len({tuple(a) for a, _ in got}) > 1  # the keys do move subject 16's draw (fixed keys; P(all 5 equal) < 0.004)
 
 
+def test_kept_key_tells_apart_rows_that_differ_in_where_their_nulls_are(spark, tmp_path):
+    """(NULL, 5) and (5, NULL) get hashes of their own (Spark's multi-argument hash skips NULLs), so a
+    WHERE that passes a subject's kept row keeps it, subject by subject (``g`` names the subject)."""
+    n = 300
+    rows = f"SELECT pid, pid AS g, a, b FROM range({n}) r(pid), (VALUES (NULL::INT, 5::INT), (5, NULL), (7, 7)) v(a, b)"
+    path = _protect(tmp_path / "n.duckdb", spark, _parquet(tmp_path, rows, "n"), max_rows=1,
+                    domains={"g": list(range(n))}, bounds={})  # fmt: skip
+
+    def kept(where=""):
+        """Each subject's kept row: r1 (NULL, 5), r2 (5, NULL) or r3 (7, 7), by its COUNT(a), COUNT(b)."""
+        with dpgate.connect(str(path), analyst="alice", spark=spark) as con:
+            gw, plan, plane = _plan_and_plane(con, f"SELECT g, COUNT(a), COUNT(b) FROM t {where} GROUP BY g")
+            got = plane.exact(gw._con, plan, f"(SELECT unit, 0 AS part FROM {plan.table.roster_table_sql})", 3)
+        pairs = zip(got.components[(0, "count")][0], got.components[(1, "count")][0])
+        return [{(0, 1): "r1", (1, 0): "r2", (1, 1): "r3"}[(int(x), int(y))] for x, y in pairs]
+
+    every = kept()
+    assert min(every.count(r) for r in ("r1", "r2", "r3")) > 0  # each row kept by some subjects
+    for where, passing in (("WHERE b IS NOT NULL", ("r1", "r3")), ("WHERE a IS NOT NULL", ("r2", "r3"))):
+        selected = kept(where)
+        moved = [g for g in range(n) if every[g] in passing and selected[g] != every[g]]
+        assert moved == [], (where, moved[:5])
+
+
+def test_a_view_or_a_text_table_samples_per_query(spark, tmp_path):
+    """A kept key hashes every column, and a view computes its columns: a view (or a CSV table) gets
+    per-query sampling by default, and stored is refused for it (DP312); a Parquet table keeps a key.
+    A view's cast that fails on one value under the ANSI mode the view was made with gives NULL in
+    dpgate's session (views read with dpgate's settings), so no row fails a statement after the debit."""
+    raw = tmp_path / "raw.parquet"
+    rows = f"SELECT i // 2 AS pid, CASE WHEN i = 15 THEN 'n/a' ELSE CAST(i % 50 AS VARCHAR) END AS amount_text FROM range(400) r(i)"
+    con = duckdb.connect()
+    con.execute(f"COPY ({rows}) TO '{raw}' (FORMAT parquet)")
+    con.close()
+    maker = spark.newSession()
+    maker.conf.set("spark.sql.ansi.enabled", "true")  # Spark 4's default, kept with the view
+    maker.sql(f"CREATE TABLE raw_keyed USING parquet LOCATION '{raw}'")
+    maker.sql("CREATE OR REPLACE VIEW v_keyed AS SELECT pid, CAST(amount_text AS INT) AS amount FROM raw_keyed")
+    maker.sql(f"CREATE TABLE csv_keyed (pid BIGINT, amount_text STRING) USING csv LOCATION '{tmp_path / 'csv'}'")
+    with pytest.raises(Exception):
+        maker.sql("SELECT sum(amount) FROM v_keyed").collect()  # the view's own cast fails on 'n/a'
+    path = tmp_path / "v.duckdb"
+    with Owner(path, spark=spark) as owner:
+        for source in ("v_keyed", "csv_keyed"):
+            with pytest.raises(dpgate.PolicyError) as e:
+                owner.protect("t", unit="pid", spark=source, public_roster=True, sample_order="stored")
+            assert e.value.code == "DP312" and "view" in e.value.message
+        owner.protect("k", unit="pid", spark="raw_keyed", public_roster=True)
+        owner.protect("t", unit="pid", spark="v_keyed", public_roster=True, max_rows=1, bounds={"amount": (0, 50)})
+        options = dict(owner.con.execute("SELECT table_name, options FROM dpgate.protected_tables").fetchall())
+        owner.add_analyst("alice", epsilon=10.0, delta=1e-3)
+    assert '"sample_order": "stored"' in options["k"] and '"sample_order": "per_query"' in options["t"]
+    with dpgate.connect(str(path), analyst="alice", spark=spark) as con:
+        for sql in ("SELECT COUNT(*) FROM t", "SELECT SUM(amount) FROM t"):
+            assert con.cursor().execute(sql).fetchall()  # answered: the malformed value is NULL here
+    maker.sql("DROP VIEW v_keyed")
+
+
 def test_work_bound_is_a_minute_per_spark_core(spark, tmp_path):
     """A statement over Spark tables only may do a minute of work per core Spark gives dpgate's
     session (2 here): accepted there, refused free over the same table in the database file, and

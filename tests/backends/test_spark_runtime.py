@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 
 from dpgate import errors
 from dpgate.backends.spark import runtime
@@ -134,13 +135,41 @@ def test_dpgates_session_keeps_sparks_parser_defaults_whatever_the_cluster_sets(
     from dpgate.backends.spark import source
 
     conf = spark.sparkContext._jsc.sc().conf()
-    key = "spark.sql.legacy.exponentLiteralAsDecimal.enabled"
-    conf.set(key, "true")
+    flipped = {"spark.sql.legacy.exponentLiteralAsDecimal.enabled": "true", "spark.sql.parser.escapedStringLiterals": "true"}
+    sql = "SELECT typeof(1e2), length('a\\\\b')"  # Spark SQL 'a\\b': a backslash escaped, 3 characters
+    for key, value in flipped.items():
+        conf.set(key, value)
     try:
-        assert spark.newSession().sql("SELECT typeof(1e2)").first()[0].startswith("decimal")
-        assert source.session_for(spark).sql("SELECT typeof(1e2)").first()[0] == "double"
+        assert spark.newSession().sql(sql).first() == ("decimal(3,0)", 4)
+        assert source.session_for(spark).sql(sql).first() == ("double", 3)
     finally:
-        conf.remove(key)
-    fresh = spark.newSession()
-    for name, value in source.PINNED.items():
-        assert fresh.conf.get(name).lower() == value.lower(), name  # each pin is Spark's own default
+        for key in flipped:
+            conf.remove(key)
+    defaults = source.sql_defaults(spark)
+    assert len(defaults) > 50 and "spark.sql.legacy.exponentLiteralAsDecimal.enabled" in defaults
+    own = source.session_for(spark)
+    for name, value in {**defaults, **source.PINNED}.items():
+        assert own.conf.get(name).lower() == value.lower(), name
+
+
+def test_the_cores_a_statement_may_count_on():
+    """Local threads from the master URL; on a cluster what the owner declared, else 1."""
+    from dpgate.backends.spark.plane import cores_of
+
+    assert cores_of("local[2]", None) == 2 and cores_of("local[3, 2]", "64") == 3 and cores_of("local", None) == 1
+    assert cores_of("local[*]", None) >= 1
+    assert cores_of("spark://h:7077", None) == 1 and cores_of("spark://h:7077", "64") == 64
+    assert cores_of("yarn", "many") == 1 and cores_of("yarn", "0") == 1
+
+
+def test_a_spark_that_cannot_start_is_a_dpgate_error(monkeypatch):
+    """No Java, a bad master URL: pyspark's start-up error becomes DP263 (nothing was charged)."""
+    SparkSession = pytest.importorskip("pyspark.sql").SparkSession
+
+    def fail(self):
+        raise RuntimeError("[JAVA_GATEWAY_EXITED] Java gateway process exited")
+
+    monkeypatch.setattr(SparkSession.Builder, "getOrCreate", fail)
+    with pytest.raises(errors.InterfaceError) as e:
+        runtime.started({"spark_master": "local[1]", "spark_conf": '{"spark.app.id": "no-java-test"}'})
+    assert e.value.code == "DP263" and "JAVA_GATEWAY_EXITED" in e.value.message

@@ -14,11 +14,12 @@ from dpgate.backends.spark.plane import SparkPlane
 from dpgate.backends.spark.source import (
     parse_source,
     read_source,
+    reads_every_column_safely,
     session_for,
     session_from_settings,
     stub_columns,
     unit_rows,
 )
 
-__all__ = ["SparkPlane", "parse_source", "read_source", "session_for", "session_from_settings", "stub_columns",
-           "unit_rows"]
+__all__ = ["SparkPlane", "parse_source", "read_source", "reads_every_column_safely", "session_for",
+           "session_from_settings", "stub_columns", "unit_rows"]

@@ -61,6 +61,8 @@ declares it again.
 from __future__ import annotations
 
 import itertools
+import os
+import re
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
@@ -246,7 +248,9 @@ def row_hash(plan: CountPlan) -> str:
     subject's rows apart, as a stored order's rank does on DuckDB [key]."""
     table = plan.source.args["from_"].this
     alias = exp.to_identifier(table.alias_or_name, quoted=True).sql("spark")
-    cols = ", ".join(f"{alias}.{exp.to_identifier(c, quoted=True).sql('spark')}" for c in plan.table.columns)
+    # each column hashed alone first: Spark's multi-argument hash skips NULLs without marking where they
+    # were, so (NULL, 5) and (5, NULL) would share a hash, and their numbers would depend on the WHERE
+    cols = ", ".join(f"xxhash64({alias}.{exp.to_identifier(c, quoted=True).sql('spark')})" for c in plan.table.columns)
     return f", CASE WHEN {GUARD} THEN xxhash64({cols}) END AS __pk0"
 
 
@@ -296,11 +300,12 @@ class SparkPlane:
             self.jobs.progress = progress
 
     def cores(self) -> int:
-        """The cores Spark gives this session's jobs (``defaultParallelism``; 1 if Spark does not say)."""
-        try:
-            return max(1, int(self.spark.sparkContext.defaultParallelism))
-        except Exception:  # noqa: BLE001 - e.g. Spark Connect, which has no SparkContext
-            return 1
+        """The cores a statement's Spark work may count on (the work bound: ``cost.check_rows``): a local
+        master's threads (``local[N]``, ``local[*]``: this machine's), else what the owner declared in
+        the session's ``spark.dpgate.statementCores`` (``[backends.spark]`` conf), else 1.
+        ``spark.default.parallelism`` is not asked: it is a partitioning hint, often set to a few
+        times the real cores."""
+        return statement_cores(self.spark)
 
     def interrupt(self) -> bool:
         """Cancel the Spark work running now (the gateway calls this before the debit only)."""
@@ -572,6 +577,36 @@ class SparkPlane:
         finally:
             self._drop(drop)
         return [tuple(_plain(x) for x in r) for r in rows]
+
+
+#: The session setting in which an owner declares the cores a statement may count on (a cluster).
+CORES_SETTING = "spark.dpgate.statementCores"
+
+
+def statement_cores(spark: Any) -> int:
+    """``SparkPlane.cores`` of a running session: local threads, else the owner's ``CORES_SETTING``, else 1."""
+    try:
+        master = str(spark.sparkContext.master)
+    except Exception:  # noqa: BLE001 - e.g. Spark Connect, which has no SparkContext
+        master = ""
+    try:
+        declared = spark.conf.get(CORES_SETTING, None)
+    except Exception:  # noqa: BLE001
+        declared = None
+    return cores_of(master, declared)
+
+
+def cores_of(master: str, declared: Any) -> int:
+    """The cores of a master URL's local threads (``local[N]``, ``local[*]``), else ``declared``
+    (the owner's ``CORES_SETTING``), else 1 (also for anything that is not a whole number)."""
+    m = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\s*\d+)?\])?", str(master or "").strip())
+    if m:
+        n = m.group(1) or "1"
+        return (os.cpu_count() or 1) if n == "*" else max(1, int(n))
+    try:
+        return max(1, int(str(declared))) if declared is not None else 1
+    except ValueError:
+        return 1
 
 
 def graph_statement(plan: Any, view: str, guard: str) -> str:

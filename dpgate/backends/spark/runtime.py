@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from dpgate import errors
+from dpgate.backends.spark.source import _first_line
 
 Progress = Callable[[float, str], None]
 
@@ -120,13 +121,23 @@ def started(settings: dict[str, str], progress: Progress | None = None) -> Any:
         # Spark's warnings (its host name, native libraries, task sizes) would interleave with the
         # shell's output; the policy's conf may set another level
         builder = builder.config("spark.log.level", "ERROR")
+        # No cap on a statement's result at the driver: the rows a statement returns depend on the data
+        # (distinct keys, edges), so a cap would fail some statements after the debit on the data's
+        # say; what a statement may return is bounded from public sizes instead (the policy may set one)
+        builder = builder.config("spark.driver.maxResultSize", "0")
         for name, value in json.loads(conf).items():
             builder = builder.config(name, value)
         with ticking(progress, lambda s: f"starting Spark ({master}): {s:.0f} s",
                      lambda s: f"Spark started in {s:.0f} s"):  # fmt: skip
             with warnings.catch_warnings():  # pyspark's note on pandas versions: dpgate hands Spark Arrow, not pandas
                 warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
-                session = builder.getOrCreate()
+                try:
+                    session = builder.getOrCreate()
+                except Exception as e:  # noqa: BLE001 - pyspark's start-up errors (no Java, a bad master URL)
+                    raise errors.InterfaceError(
+                        f"Spark could not start ({master}): {_first_line(e)}", code="DP263",
+                        hint="Spark needs Java 17 or later and a reachable master; nothing was charged",
+                    ) from None  # fmt: skip
         _STARTED[key] = session
         return session
 

@@ -54,6 +54,13 @@ def session_from_settings(settings: dict[str, str], progress: Any = None) -> Any
 def session_for(spark: Any) -> Any:
     """dpgate's own session on the caller's Spark: same catalog and cluster, its own settings."""
     own = spark.newSession()
+    # How Spark parses and types dpgate's text is part of what the tests compare with DuckDB, value by
+    # value: a cluster's legacy setting would change it under the analyst's expressions (1e2 read as
+    # a DECIMAL, 'O\'Brien' kept with its backslash, names compared by case). Every parser, legacy and
+    # ANSI setting Spark registers is put back to its default first; dpgate's own settings follow.
+    for key, value in {**sql_defaults(own), **PINNED}.items():
+        with contextlib.suppress(Exception):  # a static or unknown key keeps what it has
+            own.conf.set(key, value)
     own.conf.set("spark.sql.ansi.enabled", "false")  # a failed implicit cast gives NULL, never an error
     own.conf.set("spark.sql.session.timeZone", "UTC")
     # Spark substitutes ${env:X}, ${spark.x} in a statement's whole text, string literals included: a
@@ -79,17 +86,38 @@ def session_for(spark: Any) -> Any:
     for key in ("spark.sql.parquet.datetimeRebaseModeInRead", "spark.sql.parquet.int96RebaseModeInRead",
                 "spark.sql.avro.datetimeRebaseModeInRead"):
         own.conf.set(key, "CORRECTED")
-    # How Spark parses and types dpgate's text is part of what the tests compare with DuckDB, value by
-    # value: a cluster's legacy setting would change it under the analyst's expressions (1e2 read as
-    # a DECIMAL, names compared by case, a negative DECIMAL scale)
-    for key, value in PINNED.items():
-        with contextlib.suppress(Exception):  # a key this Spark does not know keeps its default
-            own.conf.set(key, value)
     return own
 
 
-#: Parser and type-coercion settings dpgate's session keeps at Spark's defaults, whatever the cluster says.
+#: The settings whose defaults ``session_for`` restores (besides those it sets itself).
+RESET_PREFIXES = ("spark.sql.legacy.", "spark.sql.parser.", "spark.sql.ansi.")
+
+
+def sql_defaults(spark: Any) -> dict[str, str]:
+    """Spark's own default of each parser, legacy and ANSI setting it registers (none without a JVM,
+    e.g. Spark Connect: then ``PINNED`` only)."""
+    try:
+        conf_object = getattr(getattr(spark.sparkContext._jvm.org.apache.spark.sql.internal, "SQLConf$"), "MODULE$")
+        entries = conf_object.getConfigEntries().iterator()
+        out = {}
+        while entries.hasNext():
+            entry = entries.next()
+            key, default = entry.key(), entry.defaultValueString()
+            if key.startswith(RESET_PREFIXES) and default not in (None, "<undefined>") and key != "spark.sql.ansi.enabled":
+                out[key] = default
+        return out
+    except Exception:  # noqa: BLE001 - no JVM, or a Spark whose internals differ
+        return {}
+
+
+#: Settings dpgate's session pins whatever the cluster says: parser and type-coercion settings at
+#: Spark's defaults (also when Spark does not list its defaults), and a view's own expressions
+#: evaluated under dpgate's settings (ANSI off: a cast that fails gives NULL), not those kept with the
+#: view when it was made (Spark 4 keeps ANSI on), where one malformed value would fail every
+#: statement reading the view's column, after the debit.
 PINNED = {
+    "spark.sql.legacy.useCurrentConfigsForView": "true",
+    "spark.sql.parser.escapedStringLiterals": "false",
     "spark.sql.caseSensitive": "false",
     "spark.sql.legacy.exponentLiteralAsDecimal.enabled": "false",
     "spark.sql.legacy.allowNegativeScaleOfDecimal": "false",
@@ -104,6 +132,29 @@ PINNED = {
     "spark.sql.ansi.enforceReservedKeywords": "false",
     "spark.sql.ansi.doubleQuotedIdentifiers": "false",
 }
+
+
+#: Catalog table providers whose columns are read as stored (a value cannot fail to be read).
+STORED_FORMATS = ("parquet", "orc", "delta", "iceberg")
+
+
+def reads_every_column_safely(spark: Any, source: str) -> bool:
+    """Whether reading any column of ``source`` cannot fail on a value: a Parquet path, or a catalog
+    table (not a view) stored as Parquet, ORC, Delta or Iceberg. A view computes its columns, and a
+    text format parses them; a kept sample key hashes every column of each row (``plane.row_hash``),
+    so such a source samples per query, reading only the columns a statement names."""
+    kind, where = parse_source(source)
+    if kind == "parquet":
+        return True
+    try:
+        table = spark.catalog.getTable(where)
+        if table.isTemporary or str(table.tableType).upper() in ("VIEW", "TEMPORARY", "MATERIALIZED_VIEW"):
+            return False
+        rows = spark.sql(f"DESCRIBE TABLE EXTENDED {where}").collect()
+    except Exception:  # noqa: BLE001 - a source Spark cannot describe: the cautious answer
+        return False
+    provider = next((str(r[1]).strip().lower() for r in rows if str(r[0]).strip() == "Provider"), "")
+    return provider in STORED_FORMATS
 
 
 def read_source(spark: Any, source: str, *, owner: bool = True) -> Any:
