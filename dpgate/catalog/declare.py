@@ -110,10 +110,11 @@ class Declarations:
         the best-ranked of its rows that a query selects, the same rows for every query until the
         table changes, instead of a fresh hash-ranked sample per query; sampling becomes a filter
         (``dpgate.catalog.sample_order``). That is the default for a base table of the database file;
-        for a Spark source it keeps a random key instead, with which Spark ranks each row by a hash
-        of the row (the same rows for every query until ``refresh_roster`` draws a new key). A view
-        and a table with a column named ``__dp_rank`` sample per query (``"per_query"``: a fresh
-        hash-ranked sample for each query). ``None`` keeps what the table had (or the default, the
+        for a Spark source stored as Parquet (a path, or a Parquet, ORC, Delta or Iceberg table) it
+        keeps a random key instead, with which Spark ranks each row by a hash of the row (the same
+        rows for every query until ``protect`` or ``refresh_roster`` draws a new key). A view (in
+        the file or in Spark), a Spark table of a text format and a table with a column named
+        ``__dp_rank`` sample per query (``"per_query"``: a fresh hash-ranked sample for each query). ``None`` keeps what the table had (or the default, the
         first time); ``"default"`` asks for the default.
 
         Re-declaring an existing protected table updates its bounds and declarations; its
