@@ -142,7 +142,9 @@ class CountPlan(Plan):
                     )
 
     def rows_per_subject(self, table: ProtectedTable) -> int:
-        return self.max_rows
+        # The WHERE runs on a subject's rows before they are sampled: an analyst's smaller
+        # max_rows_contributed does not make them fewer than the table's declared bound
+        return max(self.max_rows, table.max_rows)
 
     @property
     def delta(self) -> float:
@@ -265,6 +267,11 @@ class SubgraphPlan(Plan):
     mechanism: str = "ladder"
     keys: tuple = ()
 
+    def rows_per_subject(self, table: ProtectedTable) -> int:
+        """The edge table's rows are not public, its potential edges are: C(n, 2) (the graph's one
+        budget is its roster's one row)."""
+        return max(1, self.n_nodes * (self.n_nodes - 1) // 2)
+
     def __post_init__(self) -> None:
         spent = sum(c.epsilon for c in self.counts)
         if not self.counts or not math.isclose(spent, self.settings.epsilon, rel_tol=1e-9, abs_tol=1e-15):
@@ -299,7 +306,7 @@ class SynthesisPlan(Plan):
         return self.charge.delta  # 0 but for the experimental supermodular release
 
     def rows_per_subject(self, table: ProtectedTable) -> int:
-        return self.max_rows
+        return max(self.max_rows, table.max_rows)  # as ``CountPlan``'s: the source's rows are read before the cut
 
     @property
     def writes(self) -> str | None:

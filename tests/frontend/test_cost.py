@@ -163,3 +163,33 @@ def test_spark_like_has_at_most_one_percent_before_its_end(where, refused):
         assert e.value.code == "DP258"
     else:
         spark.to_spark(node)
+
+
+def test_the_row_bound_is_not_the_analysts_to_lower(tmp_path):
+    """The WHERE runs on a subject's rows before the sample, so max_rows_contributed = 1 does not lower
+    the public bound below the table's max_rows; a graph's WHERE runs on every edge row, bounded by
+    its C(n, 2) potential edges (not by its roster's one row)."""
+    import duckdb
+
+    import dpgate
+    from dpgate.catalog.owner import Owner
+
+    path = tmp_path / "w.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE t AS SELECT i // 4 AS pid, 'x' AS s FROM range(12000) r(i)")
+    con.execute("CREATE TABLE e AS SELECT i AS a, i + 1 AS b, 'x' AS s FROM range(100) r(i)")
+    con.close()
+    with Owner(path) as owner:
+        owner.protect("t", unit="pid", max_rows=1000, public_roster=True)
+        owner.protect_graph("e", src="a", dst="b", nodes=3000, epsilon=1e6)
+        owner.add_analyst("alice", epsilon=10.0, delta=1e-3)
+    heavy = f"contains(lpad(s, 4096, 'x'), '{'ab' * 50}')"  # about 69,000 steps a row
+    with dpgate.connect(str(path), analyst="alice") as c:
+        for sql in (f"SELECT COUNT(*) FROM t WHERE {heavy}",  # 3,000 subjects x 1,000 rows
+                    f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (max_rows_contributed = 1) COUNT(*) FROM t WHERE {heavy}",
+                    f"SELECT TRIANGLE_COUNT(a, b) FROM e WHERE {heavy}"):  # C(3000, 2) = 4.5M potential edges
+            with pytest.raises(errors.UnsupportedQueryError) as e:
+                c.gateway.cost(sql)
+            assert e.value.code == "DP258", sql
+        assert c.gateway.cost("SELECT TRIANGLE_COUNT(a, b) FROM e WHERE s = 'x'") is not None
+
