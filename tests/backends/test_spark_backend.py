@@ -512,38 +512,56 @@ def test_kept_key_tells_apart_rows_that_differ_in_where_their_nulls_are(spark, t
         assert moved == [], (where, moved[:5])
 
 
-def test_a_view_or_a_text_table_samples_per_query(spark, tmp_path):
-    """A kept key hashes every column, and a view computes its columns: a view (or a CSV table) gets
-    per-query sampling by default, and stored is refused for it (DP312); a Parquet table keeps a key.
-    A view's cast that fails on one value under the ANSI mode the view was made with gives NULL in
-    dpgate's session (views read with dpgate's settings), so no row fails a statement after the debit."""
+def test_sources_that_could_fail_on_a_value(spark, tmp_path):
+    """A view's expressions and a text format's parser run below the join with the charged subjects,
+    on every row. A view kept with ANSI mode on (its cast fails on one value) and a CSV table read in
+    FAILFAST mode are refused (DP342); a view made with ANSI off, and a CSV table, sample per query
+    (a kept key reads every column: stored is refused, DP312); a Parquet table keeps a key, until it
+    becomes a view: then its statements sample per query."""
     raw = tmp_path / "raw.parquet"
-    rows = f"SELECT i // 2 AS pid, CASE WHEN i = 15 THEN 'n/a' ELSE CAST(i % 50 AS VARCHAR) END AS amount_text FROM range(400) r(i)"
+    rows = "SELECT i // 2 AS pid, CASE WHEN i = 15 THEN 'n/a' ELSE CAST(i % 50 AS VARCHAR) END AS amount_text FROM range(400) r(i)"
     con = duckdb.connect()
     con.execute(f"COPY ({rows}) TO '{raw}' (FORMAT parquet)")
+    con.execute(f"COPY ({rows}) TO '{tmp_path / 'f.csv'}' (FORMAT csv, HEADER false)")
     con.close()
     maker = spark.newSession()
     maker.conf.set("spark.sql.ansi.enabled", "true")  # Spark 4's default, kept with the view
     maker.sql(f"CREATE TABLE raw_keyed USING parquet LOCATION '{raw}'")
+    maker.sql("CREATE OR REPLACE VIEW v_ansi AS SELECT pid, CAST(amount_text AS INT) AS amount FROM raw_keyed")
+    maker.sql(f"CREATE TABLE csv_fast (pid BIGINT, amount_text STRING) USING csv OPTIONS (mode 'FAILFAST') "
+              f"LOCATION '{tmp_path / 'f.csv'}'")  # fmt: skip
+    maker.sql(f"CREATE TABLE csv_keyed (pid BIGINT, amount_text STRING) USING csv LOCATION '{tmp_path / 'f.csv'}'")
+    maker.conf.set("spark.sql.ansi.enabled", "false")
     maker.sql("CREATE OR REPLACE VIEW v_keyed AS SELECT pid, CAST(amount_text AS INT) AS amount FROM raw_keyed")
-    maker.sql(f"CREATE TABLE csv_keyed (pid BIGINT, amount_text STRING) USING csv LOCATION '{tmp_path / 'csv'}'")
-    with pytest.raises(Exception):
-        maker.sql("SELECT sum(amount) FROM v_keyed").collect()  # the view's own cast fails on 'n/a'
     path = tmp_path / "v.duckdb"
-    with Owner(path, spark=spark) as owner:
-        for source in ("v_keyed", "csv_keyed"):
-            with pytest.raises(dpgate.PolicyError) as e:
-                owner.protect("t", unit="pid", spark=source, public_roster=True, sample_order="stored")
-            assert e.value.code == "DP312" and "view" in e.value.message
-        owner.protect("k", unit="pid", spark="raw_keyed", public_roster=True)
-        owner.protect("t", unit="pid", spark="v_keyed", public_roster=True, max_rows=1, bounds={"amount": (0, 50)})
-        options = dict(owner.con.execute("SELECT table_name, options FROM dpgate.protected_tables").fetchall())
-        owner.add_analyst("alice", epsilon=10.0, delta=1e-3)
-    assert '"sample_order": "stored"' in options["k"] and '"sample_order": "per_query"' in options["t"]
-    with dpgate.connect(str(path), analyst="alice", spark=spark) as con:
-        for sql in ("SELECT COUNT(*) FROM t", "SELECT SUM(amount) FROM t"):
-            assert con.cursor().execute(sql).fetchall()  # answered: the malformed value is NULL here
-    maker.sql("DROP VIEW v_keyed")
+    try:
+        with Owner(path, spark=spark) as owner:
+            for source in ("v_ansi", "csv_fast"):
+                with pytest.raises(dpgate.PolicyError) as e:
+                    owner.protect("t", unit="pid", spark=source, public_roster=True)
+                assert e.value.code == "DP342", source
+            for source in ("v_keyed", "csv_keyed"):
+                with pytest.raises(dpgate.PolicyError) as e:
+                    owner.protect("t", unit="pid", spark=source, public_roster=True, sample_order="stored")
+                assert e.value.code == "DP312" and "view" in e.value.message
+            owner.protect("k", unit="pid", spark="raw_keyed", public_roster=True, max_rows=1)
+            owner.protect("t", unit="pid", spark="v_keyed", public_roster=True, max_rows=1, bounds={"amount": (0, 50)})
+            options = dict(owner.con.execute("SELECT table_name, options FROM dpgate.protected_tables").fetchall())
+            owner.add_analyst("alice", epsilon=10.0, delta=1e-3)
+        assert '"sample_order": "stored"' in options["k"] and '"sample_order": "per_query"' in options["t"]
+        with dpgate.connect(str(path), analyst="alice", spark=spark) as con:
+            for sql in ("SELECT COUNT(*) FROM t", "SELECT SUM(amount) FROM t", "SELECT COUNT(*) FROM k"):
+                assert con.cursor().execute(sql).fetchall()  # answered: the malformed value is NULL in v_keyed
+            _, plan, plane = _plan_and_plane(con, "SELECT COUNT(*) FROM k")
+            assert plane.sample_key(con.gateway._con, plan) is not None
+            maker.sql("DROP TABLE raw_keyed")  # the Parquet table becomes a view of the same columns
+            maker.sql(f"CREATE TABLE raw_file USING parquet LOCATION '{raw}'")
+            maker.sql("CREATE VIEW raw_keyed AS SELECT pid, amount_text FROM raw_file")
+            assert plane.sample_key(con.gateway._con, plan) is None
+            assert con.cursor().execute("SELECT COUNT(*) FROM k").fetchall()
+    finally:
+        for view in ("v_ansi", "v_keyed", "raw_keyed"):
+            maker.sql(f"DROP VIEW IF EXISTS {view}")
 
 
 def test_work_bound_is_a_minute_per_spark_core(spark, tmp_path):

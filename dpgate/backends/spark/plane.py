@@ -76,7 +76,7 @@ from dpgate.backends import statement as statement_mod
 from dpgate.backends.spark import rows as joined_rows
 from dpgate.backends.spark.literals import spark_values
 from dpgate.backends.spark.runtime import Jobs
-from dpgate.backends.spark.source import _first_line, read_source, session_for, stub_columns
+from dpgate.backends.spark.source import _first_line, read_source, reads_every_column_safely, session_for, stub_columns
 from dpgate.backends.spark.translate import (
     EXACT_DOUBLE_DIGITS,
     MAX_SPARK_SQL,
@@ -551,10 +551,18 @@ class SparkPlane:
         finally:
             self._drop([view])
 
-    @staticmethod
-    def sample_key(con: Any, plan: CountPlan) -> int | None:
-        """The kept sample key the plan's rows are ranked with (``catalog.sample_order``), or None."""
-        return sample_order.kept_key(con, plan.table) if sampled_by_key(plan) else None
+    def sample_key(self, con: Any, plan: CountPlan) -> int | None:
+        """The kept sample key the plan's rows are ranked with (``catalog.sample_order``), or None.
+
+        Asked of the source as it is now, in this session, at each statement: a table declared as
+        Parquet can have become a view since, and a kept key reads every column of every row
+        (``row_hash``), which a view's expressions could fail on. Such a source samples per query."""
+        if not sampled_by_key(plan):
+            return None
+        key = sample_order.kept_key(con, plan.table)
+        if key is None or not reads_every_column_safely(self.spark, plan.table.options["spark"]):
+            return None
+        return key
 
     def bounded_rows(self, plan: CountPlan, charged: Charged, salt: int, n_parts: int,
                      key: int | None = None) -> list[tuple]:  # fmt: skip

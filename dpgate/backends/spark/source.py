@@ -55,9 +55,10 @@ def session_for(spark: Any) -> Any:
     """dpgate's own session on the caller's Spark: same catalog and cluster, its own settings."""
     own = spark.newSession()
     # How Spark parses and types dpgate's text is part of what the tests compare with DuckDB, value by
-    # value: a cluster's legacy setting would change it under the analyst's expressions (1e2 read as
-    # a DECIMAL, 'O\'Brien' kept with its backslash, names compared by case). Every parser, legacy and
-    # ANSI setting Spark registers is put back to its default first; dpgate's own settings follow.
+    # value: a cluster's setting would change it under the analyst's expressions (1e2 read as a
+    # DECIMAL, 'O\'Brien' kept with its backslash, names compared by case). Every parser and ANSI
+    # setting Spark registers, and the legacy ones of ``PINNED``, are put back to their defaults
+    # first; dpgate's own settings follow.
     for key, value in {**sql_defaults(own), **PINNED}.items():
         with contextlib.suppress(Exception):  # a static or unknown key keeps what it has
             own.conf.set(key, value)
@@ -89,13 +90,15 @@ def session_for(spark: Any) -> Any:
     return own
 
 
-#: The settings whose defaults ``session_for`` restores (besides those it sets itself).
-RESET_PREFIXES = ("spark.sql.legacy.", "spark.sql.parser.", "spark.sql.ansi.")
+#: The settings whose defaults ``session_for`` restores (besides those it sets itself): how text
+#: parses. Not every legacy setting: some make Spark more lenient than its default (a cluster's
+#: ``codingErrorAction``), and put back they would make a source fail where the owner's session reads it.
+RESET_PREFIXES = ("spark.sql.parser.", "spark.sql.ansi.")
 
 
 def sql_defaults(spark: Any) -> dict[str, str]:
-    """Spark's own default of each parser, legacy and ANSI setting it registers (none without a JVM,
-    e.g. Spark Connect: then ``PINNED`` only)."""
+    """Spark's own default of each parser and ANSI setting it registers (none without a JVM, e.g.
+    Spark Connect: then ``PINNED`` only)."""
     try:
         conf_object = getattr(getattr(spark.sparkContext._jvm.org.apache.spark.sql.internal, "SQLConf$"), "MODULE$")
         entries = conf_object.getConfigEntries().iterator()
@@ -110,13 +113,12 @@ def sql_defaults(spark: Any) -> dict[str, str]:
         return {}
 
 
-#: Settings dpgate's session pins whatever the cluster says: parser and type-coercion settings at
-#: Spark's defaults (also when Spark does not list its defaults), and a view's own expressions
-#: evaluated under dpgate's settings (ANSI off: a cast that fails gives NULL), not those kept with the
-#: view when it was made (Spark 4 keeps ANSI on), where one malformed value would fail every
-#: statement reading the view's column, after the debit.
+#: Parser and type-coercion settings dpgate's session keeps at Spark's defaults whatever the cluster
+#: says (also when Spark does not list its defaults: ``sql_defaults``). Views keep the settings they
+#: were made with, as Spark reads them (read under dpgate's, a view's text could mean something else:
+#: "region" a string, not a column); a view whose settings let one value fail it is refused
+#: (``source_problem``).
 PINNED = {
-    "spark.sql.legacy.useCurrentConfigsForView": "true",
     "spark.sql.parser.escapedStringLiterals": "false",
     "spark.sql.caseSensitive": "false",
     "spark.sql.legacy.exponentLiteralAsDecimal.enabled": "false",
@@ -138,6 +140,59 @@ PINNED = {
 STORED_FORMATS = ("parquet", "orc", "delta", "iceberg")
 
 
+def source_problem(spark: Any, source: str) -> str | None:
+    """Why Spark could fail to read a value of ``source`` (None: it cannot). A view's expressions and
+    a text format's parser run below the join with the charged subjects, on every row: a failure
+    there would fail a statement after its debit on one row's say, even an uncharged subject's. So a
+    view kept with ANSI mode on (Spark 4's default: a cast or an overflow in it fails on one value)
+    and a CSV or JSON table read in FAILFAST mode are refused. Other functions that fail on a value
+    in a view (``encode`` of a character the charset lacks, ``from_json`` in FAILFAST mode,
+    ``raise_error``...) are the owner's to leave out (docs/spark.md)."""
+    kind, where = parse_source(source)
+    if kind == "parquet":
+        return None
+    try:
+        table = spark.catalog.getTable(where)
+    except Exception:  # noqa: BLE001 - read_source says why it cannot be read
+        return None
+    if str(table.tableType).upper() in ("VIEW", "TEMPORARY") or table.isTemporary:
+        configs = _view_configs(spark, where)
+        if configs is not None and str(configs.get("spark.sql.ansi.enabled", "false")).lower() == "true":
+            return (f"{source} is a view made with ANSI mode on, where a cast or an overflow fails on one value; "
+                    "re-create it with spark.sql.ansi.enabled = false (or try_cast)")
+        return None
+    rows = _described(spark, where)
+    provider = rows.get("Provider", "").lower()
+    if provider in ("csv", "json") and "failfast" in rows.get("Storage Properties", "").lower().replace(" ", ""):
+        return f"{source} is a {provider.upper()} table read in FAILFAST mode, which fails on one malformed value"
+    return None
+
+
+def _view_configs(spark: Any, where: str) -> dict[str, str] | None:
+    """The SQL settings Spark keeps with a persistent view (None: not known here)."""
+    try:
+        jvm = spark.sparkContext._jvm
+        parts = where.split(".")
+        ident = jvm.org.apache.spark.sql.catalyst.TableIdentifier(parts[-1], jvm.scala.Option.apply(
+            parts[-2] if len(parts) > 1 else None))
+        meta = spark._jsparkSession.sessionState().catalog().getTempViewOrPermanentTableMetadata(ident)
+        configs = meta.viewSQLConfigs()
+        out, it = {}, configs.iterator()
+        while it.hasNext():
+            pair = it.next()
+            out[str(pair._1())] = str(pair._2())
+        return out
+    except Exception:  # noqa: BLE001 - Spark Connect, or internals that differ
+        return None
+
+
+def _described(spark: Any, where: str) -> dict[str, str]:
+    try:
+        return {str(r[0]).strip(): str(r[1]) for r in spark.sql(f"DESCRIBE TABLE EXTENDED {where}").collect()}
+    except Exception:  # noqa: BLE001
+        return {}
+
+
 def reads_every_column_safely(spark: Any, source: str) -> bool:
     """Whether reading any column of ``source`` cannot fail on a value: a Parquet path, or a catalog
     table (not a view) stored as Parquet, ORC, Delta or Iceberg. A view computes its columns, and a
@@ -150,11 +205,9 @@ def reads_every_column_safely(spark: Any, source: str) -> bool:
         table = spark.catalog.getTable(where)
         if table.isTemporary or str(table.tableType).upper() in ("VIEW", "TEMPORARY", "MATERIALIZED_VIEW"):
             return False
-        rows = spark.sql(f"DESCRIBE TABLE EXTENDED {where}").collect()
     except Exception:  # noqa: BLE001 - a source Spark cannot describe: the cautious answer
         return False
-    provider = next((str(r[1]).strip().lower() for r in rows if str(r[0]).strip() == "Provider"), "")
-    return provider in STORED_FORMATS
+    return _described(spark, where).get("Provider", "").strip().lower() in STORED_FORMATS
 
 
 def read_source(spark: Any, source: str, *, owner: bool = True) -> Any:
@@ -165,13 +218,18 @@ def read_source(spark: Any, source: str, *, owner: bool = True) -> Any:
     """
     kind, where = parse_source(source)
     try:
-        return spark.read.parquet(where) if kind == "parquet" else spark.table(where)
+        df = spark.read.parquet(where) if kind == "parquet" else spark.table(where)
     except Exception as e:  # noqa: BLE001 - Spark's analysis errors have no common public base class
         raise errors.PolicyError(
             f"Spark cannot read {source!r}" + (f": {_first_line(e)}" if owner else ""), code="DP341",
             hint="check the table name or path from the same Spark session; nothing was charged" if owner
             else "the data owner checks the source and declares it again; nothing was charged",
         ) from None
+    problem = source_problem(spark, source)
+    if problem is not None:
+        raise errors.PolicyError(problem, code="DP342", hint="nothing was charged" if not owner else
+                                 "fix the source in Spark, then declare the table again")  # fmt: skip
+    return df
 
 
 def stub_columns(df: Any, source: str) -> list[tuple[str, str]]:
