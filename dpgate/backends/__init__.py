@@ -186,7 +186,15 @@ def plane_for(engine: str, *, spark: Any = None, settings: Callable[[], dict[str
 
         if spark is None:
             spark = session_from_settings(settings() if settings else {}, progress() if progress else None)
-        return SparkPlane(spark, progress)
+        try:
+            return SparkPlane(spark, progress)
+        except errors.Error:
+            raise
+        except Exception as e:  # noqa: BLE001 - py4j's errors: a stopped session, a driver that is gone
+            raise errors.InterfaceError(
+                f"The Spark session cannot run work ({type(e).__name__})", code="DP263",
+                hint="start Spark again (or restart the process); nothing was charged",
+            ) from None
     raise errors.InternalError(f"no data plane for engine {engine!r}")
 
 

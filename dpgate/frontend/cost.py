@@ -465,7 +465,7 @@ def check_rows(con: Any, statement: exp.Expr, tables: tuple, rows_per_subject: C
     (asked only when one core's bound is not enough: it may start Spark). Its work runs there, so
     the bound is a minute of each; what one row may cost (``MAX_WORK_CONSTANT``) is unchanged."""
     _, per_row = row_work(statement)
-    if not tables or per_row * 2**26 <= MAX_STATEMENT_WORK:
+    if not tables or per_row * 2**26 * max(max(rows_per_subject(t), 1) for t in tables) <= MAX_STATEMENT_WORK:
         return  # within the bound for any roster below 67 million subjects: no count needed
     rows = 0
     for table in tables:

@@ -3,6 +3,7 @@ line, one session per process (``dpgate.backends.spark.runtime``)."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -161,7 +162,10 @@ def test_the_cores_a_statement_may_count_on():
     """Local threads from the master URL; on a cluster what the owner declared, else 1."""
     from dpgate.backends.spark.plane import cores_of
 
-    assert cores_of("local[2]", None) == 2 and cores_of("local[3, 2]", "64") == 3 and cores_of("local", None) == 1
+    machine = os.cpu_count() or 1
+    assert cores_of("local[1]", None) == 1 and cores_of("local", None) == 1
+    assert cores_of("local[2]", None) == min(2, machine) and cores_of("local[3, 2]", "64") == min(3, machine)
+    assert cores_of("local[1000]", None) == machine  # threads beyond the machine's cores are no more cores
     assert cores_of("local[*]", None) >= 1
     assert cores_of("spark://h:7077", None) == 1 and cores_of("spark://h:7077", "64") == 64
     assert cores_of("yarn", "many") == 1 and cores_of("yarn", "0") == 1
@@ -178,3 +182,33 @@ def test_a_spark_that_cannot_start_is_a_dpgate_error(monkeypatch):
     with pytest.raises(errors.InterfaceError) as e:
         runtime.started({"spark_master": "local[1]", "spark_conf": '{"spark.app.id": "no-java-test"}'})
     assert e.value.code == "DP263" and "JAVA_GATEWAY_EXITED" in e.value.message
+
+
+def test_a_session_that_cannot_run_work_is_refused_free(spark, monkeypatch):
+    """A driver that is gone (py4j cannot reach it) or a stopped session: the statement's checks
+    before the debit refuse it as DP263, and a started session found stopped is not handed out."""
+    from dpgate.backends.spark import plane as spark_plane
+
+    plane = spark_plane.SparkPlane(spark)
+
+    def unreachable(*args, **kwargs):
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    monkeypatch.setattr(plane.jobs.sc, "setJobGroup", unreachable)
+    from types import SimpleNamespace
+
+    plan = SimpleNamespace(table=SimpleNamespace(options={"spark": "parquet:/nowhere"}))
+    with pytest.raises(errors.InterfaceError) as e:
+        plane.check_graph(plan)
+    assert e.value.code == "DP263"
+
+    class Gone:
+        def sc(self):
+            raise ConnectionRefusedError(111, "Connection refused")
+
+    dead = type("Session", (), {"sparkContext": type("Context", (), {"_jsc": Gone()})()})()
+    assert runtime._stopped(dead) and not runtime._stopped(spark)
+    monkeypatch.setitem(runtime._STARTED, ("local[9]", "{}"), dead)
+    with pytest.raises(errors.InterfaceError) as e:
+        runtime.started({"spark_master": "local[9]"})
+    assert e.value.code == "DP263" and "restart" in e.value.hint

@@ -124,6 +124,10 @@ def test_statement_work_bound_scales_with_spark_cores_up_to_a_cap():
     assert asked == []
     cost.check_rows(Roster(3 * within), statement, (table,), lambda t: 1, lambda: asked.append(1) or 4)
     assert asked == [1]
+    # a light statement skips the count only while roster x rows per subject could not pass the bound
+    light = parse_one(DP + "s = 'x'")
+    with pytest.raises(errors.UnsupportedQueryError):
+        cost.check_rows(Roster(1000), light, (table,), lambda t: 10**9)
     with pytest.raises(errors.UnsupportedQueryError):
         cost.check_rows(Roster(3 * within), statement, (table,), lambda t: 1)
 

@@ -60,6 +60,7 @@ declares it again.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import re
@@ -279,6 +280,27 @@ def _bounded(plan: CountPlan, src: str, charged: str, salt: int, n_parts: int, k
     return out
 
 
+def _before_debit(check: Callable[..., Any]) -> Callable[..., Any]:
+    """A check that runs before the debit: an error of Spark's own runtime (a stopped session, a
+    driver that is gone: py4j's errors) refuses the statement free, as DP263, not as a traceback."""
+
+    @functools.wraps(check)
+    def checked(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return check(self, *args, **kwargs)
+        except errors.Error:
+            raise
+        except Exception as e:  # noqa: BLE001
+            if isinstance(e, (OSError, EOFError)) or type(e).__module__.startswith("py4j"):
+                raise errors.InterfaceError(
+                    f"Spark cannot run work now ({type(e).__name__})", code="DP263",
+                    hint="start Spark again (or restart the process); nothing was charged",
+                ) from None
+            raise
+
+    return checked
+
+
 #: Charged sets kept materialized in Spark per plane (a few rosters / generations).
 _UNITS_KEPT = 4
 
@@ -425,6 +447,7 @@ class SparkPlane:
         for v in views:
             self.spark.catalog.dropTempView(v)
 
+    @_before_debit
     def bind_check(self, con: Any, plan: CountPlan, probe: str) -> None:
         """Analyse the statement against an empty charged set (Spark reads no row). The database
         file's connection and probe are not needed: the plan carries everything Spark binds."""
@@ -460,6 +483,7 @@ class SparkPlane:
         positioned = [k.domain is not None for k in plan.keys]
         return bounded.answer(plan, rows, positioned, bounded.labels(plan), 0, None, n_parts)
 
+    @_before_debit
     def check_top_k(self, plan: TopKPlan) -> None:
         """Refuse (free) a top-k plan Spark could not run: analyse each of its statements against an
         empty charged set, before the debit (``dpgate.backends.spark.topk``)."""
@@ -476,6 +500,7 @@ class SparkPlane:
 
         return topk.SparkTopK(self, plan, bounded.read_charged(con, charged, 1))
 
+    @_before_debit
     def check_release(self, plan: Any, write: Callable[[str, str], str]) -> None:
         """Analyse a release's statement against an empty charged set, before the debit (see
         ``release_rows``)."""
@@ -524,6 +549,7 @@ class SparkPlane:
             self._guard = name
         return self._guard
 
+    @_before_debit
     def check_graph(self, plan: Any) -> None:
         """Refuse (free) an edge statement Spark could not run: translate the WHERE and analyse the
         statement, before the debit."""
@@ -605,12 +631,13 @@ def statement_cores(spark: Any) -> int:
 
 
 def cores_of(master: str, declared: Any) -> int:
-    """The cores of a master URL's local threads (``local[N]``, ``local[*]``), else ``declared``
+    """The cores of a master URL's local threads (``local[N]``, ``local[*]``: at most this machine's), else ``declared``
     (the owner's ``CORES_SETTING``), else 1 (also for anything that is not a whole number)."""
     m = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\s*\d+)?\])?", str(master or "").strip())
     if m:
         n = m.group(1) or "1"
-        return (os.cpu_count() or 1) if n == "*" else max(1, int(n))
+        machine = os.cpu_count() or 1  # local[64] on 2 cores runs 64 threads on 2 cores
+        return machine if n == "*" else max(1, min(int(n), machine))
     try:
         return max(1, int(str(declared))) if declared is not None else 1
     except ValueError:

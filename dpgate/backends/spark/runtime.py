@@ -81,14 +81,18 @@ def ticking(progress: Progress | None, message: Callable[[float], str], done: Ca
 
     ticker = threading.Thread(target=tick, name="dpgate-spark-progress", daemon=True)
     ticker.start()
+    failed = False
     try:
         yield
+    except BaseException:
+        failed = True  # "done" would say it worked ("Spark started in 60 s" for a master never reached)
+        raise
     finally:
         stop.set()
         ticker.join()
         if shown.is_set() and final:
             seconds = time.monotonic() - start
-            tell(1.0, done(seconds) if done is not None else message(seconds))
+            tell(1.0, done(seconds) if done is not None and not failed else message(seconds))
 
 
 def started(settings: dict[str, str], progress: Progress | None = None) -> Any:
@@ -116,6 +120,11 @@ def started(settings: dict[str, str], progress: Progress | None = None) -> Any:
         session = _STARTED.get(key)
         if session is not None and not _stopped(session):
             return session
+        if session is not None:  # its driver is gone: this process cannot start another one
+            raise errors.InterfaceError(
+                f"Spark ({master}) stopped in this process and cannot be started again in it", code="DP263",
+                hint="restart the process (dpgate serve, the shell); nothing was charged",
+            )  # fmt: skip
         # No ${...} substitution in the SQL dpgate sends (the statement builders refuse it anyway).
         builder = SparkSession.builder.master(master).appName("dpgate").config("spark.sql.variable.substitute", "false")
         # Spark's warnings (its host name, native libraries, task sizes) would interleave with the
@@ -143,8 +152,14 @@ def started(settings: dict[str, str], progress: Progress | None = None) -> Any:
 
 
 def _stopped(session: Any) -> bool:
+    """Whether a started session can no longer run work: stopped, or its driver's JVM is gone (asked)."""
     sc = getattr(session, "sparkContext", None)
-    return sc is None or getattr(sc, "_jsc", None) is None
+    if sc is None or getattr(sc, "_jsc", None) is None:
+        return True
+    try:
+        return bool(sc._jsc.sc().isStopped())
+    except Exception:  # noqa: BLE001 - py4j cannot reach the JVM
+        return True
 
 
 class Jobs:
