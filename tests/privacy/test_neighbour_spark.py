@@ -55,6 +55,9 @@ STATEMENTS = [
     "SELECT flag, AVG(amount) FROM t WHERE income IS NULL OR dept IN ('sales', 'it') GROUP BY flag",
     # division by zero as IEEE 754: NaN (income holds NaN) and -0.0 divisors (income * 0 for income < 0)
     "SELECT dept, COUNT(*) FROM t WHERE income / 0 <> 1 / 0 OR 1 / (income * 0) < 0 GROUP BY dept",
+    # alone: the other disjunct above already counts the rows whose income * 0 is -0.0
+    "SELECT dept, COUNT(*) FROM t WHERE 1 / (income * 0) < 0 GROUP BY dept",
+    "SELECT dept, COUNT(*) FROM t WHERE income / (income * 0) > 0 GROUP BY dept",
     "SELECT dept, SUM(CASE WHEN age > 40 THEN income ELSE -income END) FROM t GROUP BY dept",
     # DuckDB's LIKE has no escape character: a backslash is itself (Spark's default escape would
     # make '\2' malformed, a failure Spark can raise on the first row it evaluates)

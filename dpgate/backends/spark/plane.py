@@ -250,8 +250,14 @@ def row_hash(plan: CountPlan) -> str:
     table = plan.source.args["from_"].this
     alias = exp.to_identifier(table.alias_or_name, quoted=True).sql("spark")
     # each column hashed alone first: Spark's multi-argument hash skips NULLs without marking where they
-    # were, so (NULL, 5) and (5, NULL) would share a hash, and their numbers would depend on the WHERE
-    cols = ", ".join(f"xxhash64({alias}.{exp.to_identifier(c, quoted=True).sql('spark')})" for c in plan.table.columns)
+    # were, so (NULL, 5) and (5, NULL) would share a hash, and their numbers would depend on the WHERE.
+    # A floating-point column by its text: xxhash64 and Spark's sort take -0.0 for 0.0, which a WHERE
+    # tells apart (1 / x < 0)
+    def one(name: str, sql_type: str) -> str:
+        col = f"{alias}.{exp.to_identifier(name, quoted=True).sql('spark')}"
+        return f"xxhash64(CAST({col} AS STRING))" if sql_type.upper() in ("DOUBLE", "FLOAT", "REAL") else f"xxhash64({col})"
+
+    cols = ", ".join(one(c.name, c.type) for c in plan.table.columns.values())
     return f", CASE WHEN {GUARD} THEN xxhash64({cols}) END AS __pk0"
 
 

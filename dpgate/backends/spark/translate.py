@@ -537,7 +537,7 @@ def to_spark(node: exp.Expr, dates: frozenset[str] = frozenset(), types: dict[st
             n.meta["dp_days_first"] = kinds == ("int", "date")
     out = bottom_up(copy)
     for n in out.walk():
-        if isinstance(n, exp.Anonymous) and n.name in (*_TRY_OPS.values(), *_ROUNDING, "atan2", "isnan", *_DAYS):
+        if isinstance(n, exp.Anonymous) and n.name in (*_TRY_OPS.values(), *_ROUNDING, "startswith", "isnan", *_DAYS):
             continue
         if isinstance(n, exp.TryCast) and n.to.this not in _CASTABLE:
             raise _unsupported(f"CAST to {n.to.sql('duckdb')}")
@@ -618,14 +618,15 @@ def _divide(a: exp.Expr, b: exp.Expr) -> exp.Expr:
 
     zero = exp.EQ(this=b.copy(), expression=exp.Literal.number(0))
     # IEEE 754, as DuckDB: NaN or 0 over ±0 is NaN (Spark orders NaN above every number, so the sign
-    # tests come after it); otherwise ±Infinity by the signs of both, the divisor's read from
-    # atan2(b, -1), which is -π for -0.0 and π for 0.0 (1 / (x * 0) for x < 0).
+    # tests come after it); otherwise ±Infinity by the signs of both, the divisor's read from its
+    # text, '-0.0' for -0.0 (1 / (x * 0) for x < 0). Not atan2(b, -1): Spark 4 adds 0.0 to atan2's
+    # arguments, which makes -0.0 a 0.0.
     a_double = double(a.copy())
+    b_text = exp.TryCast(this=double(b.copy()), to=exp.DataType.build("VARCHAR"), safe=True)
     positive = exp.EQ(
         this=exp.Paren(this=exp.GT(this=a.copy(), expression=exp.Literal.number(0))),
-        expression=exp.Paren(this=exp.GT(
-            this=exp.Anonymous(this="atan2", expressions=[double(b.copy()), special("-1")]),
-            expression=exp.Literal.number(0))),
+        expression=exp.Paren(this=exp.Not(
+            this=exp.Anonymous(this="startswith", expressions=[b_text, exp.Literal.string("-")]))),
     )  # fmt: skip
     by_sign = exp.Case(
         ifs=[
