@@ -271,6 +271,18 @@ def backtracks(node: exp.Expr, escape: str | None) -> bool:
     return isinstance(node, exp.ILike) or "_" in pattern or bool(escape)
 
 
+#: Spark's LikeSimplification: equality, startsWith, endsWith, startsWith and endsWith, contains.
+_SPARK_LINEAR = (r"[^_%\\]*", r"[^_%\\]+%", r"%[^_%\\]+", r"[^_%\\]+%[^_%\\]+", r"%[^_%\\]+%", r"%")
+
+
+def spark_linear(pattern: str) -> bool:
+    """Whether Spark matches this LIKE pattern without a regular expression: its optimizer turns
+    ``abc``, ``abc%``, ``%abc``, ``%abc%`` and ``abc%def`` into comparisons and searches; any other
+    pattern runs as a Java regular expression, which backtracks over ``%`` (``x%aaa%``: the text's
+    length times the pattern's per row)."""
+    return any(re.fullmatch(shape, pattern, re.S) for shape in _SPARK_LINEAR)
+
+
 def check_like(node: exp.Expr, escape: str | None = None, *, backtracking: bool | None = None) -> None:
     pattern = _string(node.expression)
     if pattern is None:
@@ -375,9 +387,12 @@ class RowCost:
             program = regex_program(pattern, regex_options(node)) if pattern is not None else MAX_REGEX_PROGRAM
             return REGEX_UNITS * program
         if isinstance(node, (exp.Like, exp.ILike)):
+            # charged as backtracking where either engine backtracks (the statement's engine is not
+            # known here): DuckDB's matcher by its own rule, Spark's regular expression by its shape
             pattern = _string(node.expression) or ""
             escape = isinstance(node.parent, exp.Escape)
-            return 4.0 * max(len(pattern), 1) if backtracks(node, "!" if escape else None) else 2.0
+            slow = backtracks(node, "!" if escape else None) or not spark_linear(pattern)
+            return 4.0 * max(len(pattern), 1) if slow else 2.0
         if isinstance(node, (exp.Contains, exp.StrPosition, exp.StartsWith, exp.EndsWith)):
             needle = node.args.get("substr") if isinstance(node, exp.StrPosition) else node.expression
             return 1.0 + _literal_length(needle) / 16.0

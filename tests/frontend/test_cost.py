@@ -197,3 +197,17 @@ def test_the_row_bound_is_not_the_analysts_to_lower(tmp_path):
             assert e.value.code == "DP258", sql
         assert c.gateway.cost("SELECT TRIANGLE_COUNT(a, b) FROM e WHERE s = 'x'") is not None
 
+
+def test_a_like_spark_runs_as_a_regular_expression_is_charged_as_backtracking():
+    """Spark turns abc, abc%, %abc, %abc% and abc%def into comparisons and searches; any other LIKE
+    runs as a Java regular expression that backtracks over '%' (x%aaa...b%: text length times pattern
+    length per row), so it is charged so on either engine."""
+    needle = "a" * 40 + "b"
+    cheap = parse_one(DP + f"lpad(s, 4000, 'x') LIKE '%{needle}%'")
+    allowlist.check(cheap)
+    for shape in (f"x%{needle}%", f"%{needle}%x", f"x%{needle}%y"):
+        with pytest.raises(errors.UnsupportedQueryError) as e:
+            allowlist.check(parse_one(DP + f"lpad(s, 4000, 'x') LIKE '{shape}'"))
+        assert e.value.code == "DP258", shape
+    assert cost.spark_linear("abc%def") and not cost.spark_linear("abc%%") and not cost.spark_linear("a_c")
+
