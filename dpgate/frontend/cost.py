@@ -482,10 +482,13 @@ def check_rows(con: Any, statement: exp.Expr, tables: tuple, rows_per_subject: C
     _, per_row = row_work(statement)
     if not tables or per_row * 2**26 * max(max(rows_per_subject(t), 1) for t in tables) <= MAX_STATEMENT_WORK:
         return  # within the bound for any roster below 67 million subjects: no count needed
-    rows = 0
+    rows, most, product = 0, 0, 1
     for table in tables:
         (subjects,) = con.execute(f"SELECT count(*) FROM {table.roster_sql}").fetchone()
         rows += subjects * max(rows_per_subject(table), 1)
+        most, product = max(most, subjects), product * max(rows_per_subject(table), 1)
+    if len(tables) > 1:  # tables joined on the unit: a subject's joined rows are the product of its rows
+        rows = max(rows, most * product)
     if cores is not None and per_row * max(rows, 1) > MAX_STATEMENT_WORK:
         check_statement(per_row, rows, cores())
         return

@@ -128,6 +128,11 @@ def test_statement_work_bound_scales_with_spark_cores_up_to_a_cap():
     light = parse_one(DP + "s = 'x'")
     with pytest.raises(errors.UnsupportedQueryError):
         cost.check_rows(Roster(1000), light, (table,), lambda t: 10**9)
+    # two tables joined on the unit: a subject's joined rows are the product of its rows in each
+    assert 1000 <= within < 1100  # 1,044 rows of this statement's work fit the bound
+    cost.check_rows(Roster(10), statement, (table, table), lambda t: 10)  # 10 subjects x 10 x 10 rows
+    with pytest.raises(errors.UnsupportedQueryError):
+        cost.check_rows(Roster(11), statement, (table, table), lambda t: 10)  # 1,100 (the sum: 220)
     with pytest.raises(errors.UnsupportedQueryError):
         cost.check_rows(Roster(3 * within), statement, (table,), lambda t: 1)
 
