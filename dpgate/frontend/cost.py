@@ -280,6 +280,7 @@ def spark_linear(pattern: str) -> bool:
     ``abc``, ``abc%``, ``%abc``, ``%abc%`` and ``abc%def`` into comparisons and searches; any other
     pattern runs as a Java regular expression, which backtracks over ``%`` (``x%aaa%``: the text's
     length times the pattern's per row)."""
+    pattern = re.sub("%+", "%", pattern)  # as dpgate writes a LIKE for Spark (translate._like)
     return any(re.fullmatch(shape, pattern, re.S) for shape in _SPARK_LINEAR)
 
 

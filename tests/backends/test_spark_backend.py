@@ -514,8 +514,10 @@ def test_kept_key_tells_apart_rows_that_differ_in_where_their_nulls_are(spark, t
 
 def test_sources_that_could_fail_on_a_value(spark, tmp_path):
     """A view's expressions and a text format's parser run below the join with the charged subjects,
-    on every row. A view kept with ANSI mode on (its cast fails on one value) and a CSV table read in
-    FAILFAST mode are refused (DP342); a view made with ANSI off, and a CSV table, sample per query
+    on every row. A source whose plan casts or adds in ANSI mode (a view kept so, a view over one, a
+    global temporary view made so), raises an error, or reads a CSV file in FAILFAST mode (however
+    the format is spelled) is refused (DP342); try_cast is fine. A view made with ANSI off, and a CSV
+    table (its nullValue may be the word 'failfast'), sample per query
     (a kept key reads every column: stored is refused, DP312); a Parquet table keeps a key, until it
     becomes a view: then its statements sample per query."""
     raw = tmp_path / "raw.parquet"
@@ -530,16 +532,26 @@ def test_sources_that_could_fail_on_a_value(spark, tmp_path):
     maker.sql("CREATE OR REPLACE VIEW v_ansi AS SELECT pid, CAST(amount_text AS INT) AS amount FROM raw_keyed")
     maker.sql(f"CREATE TABLE csv_fast (pid BIGINT, amount_text STRING) USING csv OPTIONS (mode 'FAILFAST') "
               f"LOCATION '{tmp_path / 'f.csv'}'")  # fmt: skip
-    maker.sql(f"CREATE TABLE csv_keyed (pid BIGINT, amount_text STRING) USING csv LOCATION '{tmp_path / 'f.csv'}'")
+    maker.sql(f"CREATE TABLE csv_keyed (pid BIGINT, amount_text STRING) USING csv OPTIONS (nullValue 'failfast') "
+              f"LOCATION '{tmp_path / 'f.csv'}'")  # fmt: skip
+    maker.sql(f"CREATE TABLE csv_class (pid BIGINT, amount_text STRING) USING "
+              f"org.apache.spark.sql.execution.datasources.csv.CSVFileFormat OPTIONS (MODE 'FailFast') "
+              f"LOCATION '{tmp_path / 'f.csv'}'")  # fmt: skip
+    maker.table("raw_keyed").selectExpr("pid", "CAST(amount_text AS INT) AS amount").createOrReplaceGlobalTempView("gv_ansi")
+    maker.sql("CREATE OR REPLACE VIEW v_try AS SELECT pid, try_cast(amount_text AS INT) AS amount FROM raw_keyed")
     maker.conf.set("spark.sql.ansi.enabled", "false")
     maker.sql("CREATE OR REPLACE VIEW v_keyed AS SELECT pid, CAST(amount_text AS INT) AS amount FROM raw_keyed")
+    maker.sql("CREATE OR REPLACE VIEW v_nested AS SELECT pid, amount FROM v_ansi")
+    maker.sql("CREATE OR REPLACE VIEW v_over_csv AS SELECT pid, amount_text FROM csv_fast")
+    maker.sql("CREATE OR REPLACE VIEW v_raise AS SELECT pid, CASE WHEN pid = 7 THEN raise_error('x') END AS r FROM raw_keyed")
     path = tmp_path / "v.duckdb"
     try:
         with Owner(path, spark=spark) as owner:
-            for source in ("v_ansi", "csv_fast"):
+            for source in ("v_ansi", "csv_fast", "v_nested", "global_temp.gv_ansi", "v_over_csv", "csv_class", "v_raise"):
                 with pytest.raises(dpgate.PolicyError) as e:
                     owner.protect("t", unit="pid", spark=source, public_roster=True)
                 assert e.value.code == "DP342", source
+            owner.protect("t", unit="pid", spark="v_try", public_roster=True)  # try_cast gives NULL, whatever the mode
             for source in ("v_keyed", "csv_keyed"):
                 with pytest.raises(dpgate.PolicyError) as e:
                     owner.protect("t", unit="pid", spark=source, public_roster=True, sample_order="stored")
@@ -560,8 +572,9 @@ def test_sources_that_could_fail_on_a_value(spark, tmp_path):
             assert plane.sample_key(con.gateway._con, plan) is None
             assert con.cursor().execute("SELECT COUNT(*) FROM k").fetchall()
     finally:
-        for view in ("v_ansi", "v_keyed", "raw_keyed"):
+        for view in ("v_nested", "v_ansi", "v_keyed", "raw_keyed", "v_over_csv", "v_try", "v_raise"):
             maker.sql(f"DROP VIEW IF EXISTS {view}")
+        maker.sql("DROP VIEW IF EXISTS global_temp.gv_ansi")
 
 
 def test_work_bound_is_a_minute_per_spark_core(spark, tmp_path):

@@ -140,50 +140,113 @@ PINNED = {
 STORED_FORMATS = ("parquet", "orc", "delta", "iceberg")
 
 
-def source_problem(spark: Any, source: str) -> str | None:
+def source_problem(spark: Any, source: str, df: Any = None) -> str | None:
     """Why Spark could fail to read a value of ``source`` (None: it cannot). A view's expressions and
     a text format's parser run below the join with the charged subjects, on every row: a failure
-    there would fail a statement after its debit on one row's say, even an uncharged subject's. So a
-    view kept with ANSI mode on (Spark 4's default: a cast or an overflow in it fails on one value)
-    and a CSV or JSON table read in FAILFAST mode are refused. Other functions that fail on a value
-    in a view (``encode`` of a character the charset lacks, ``from_json`` in FAILFAST mode,
-    ``raise_error``...) are the owner's to leave out (docs/spark.md)."""
+    there would fail a statement after its debit on one row's say, even an uncharged subject's. So
+    the source's analyzed plan, views and temporary views expanded, may hold no cast that is not a
+    widening and no arithmetic in ANSI mode (Spark 4's default for the views it keeps: a cast or an
+    overflow fails on one value), no ``raise_error`` / ``assert_true`` and nothing else Spark marks
+    as failing on error, and read no CSV, JSON or XML file in FAILFAST mode. Other functions that
+    fail on a value (``encode`` of a character the charset lacks...) are the owner's to leave out
+    (docs/spark.md)."""
     kind, where = parse_source(source)
     if kind == "parquet":
         return None
+    if df is None:
+        df = spark.table(where)
     try:
-        table = spark.catalog.getTable(where)
-    except Exception:  # noqa: BLE001 - read_source says why it cannot be read
+        root = df._jdf.queryExecution().analyzed()
+        can_up_cast = spark.sparkContext._jvm.org.apache.spark.sql.catalyst.expressions.Cast.canUpCast
+    except Exception:  # noqa: BLE001 - Spark Connect: no plan to read here
         return None
-    if str(table.tableType).upper() in ("VIEW", "TEMPORARY") or table.isTemporary:
-        configs = _view_configs(spark, where)
-        if configs is not None and str(configs.get("spark.sql.ansi.enabled", "false")).lower() == "true":
-            return (f"{source} is a view made with ANSI mode on, where a cast or an overflow fails on one value; "
-                    "re-create it with spark.sql.ansi.enabled = false (or try_cast)")
-        return None
-    rows = _described(spark, where)
-    provider = rows.get("Provider", "").lower()
-    if provider in ("csv", "json") and "failfast" in rows.get("Storage Properties", "").lower().replace(" ", ""):
-        return f"{source} is a {provider.upper()} table read in FAILFAST mode, which fails on one malformed value"
+    todo, seen = [root], 0
+    while todo:
+        node = todo.pop()
+        seen += 1
+        if seen > _MAX_PLAN_NODES:
+            return f"{source} is a view too large to check ({_MAX_PLAN_NODES:,} plan nodes)"
+        why = _failing(node, can_up_cast)
+        if why is not None:
+            return f"{source} reads through {why}, which fails on one value"
+        for children in ("children", "expressions"):
+            try:
+                it = getattr(node, children)().iterator()
+            except Exception:  # noqa: BLE001 - an expression has no expressions()
+                continue
+            while it.hasNext():
+                todo.append(it.next())
     return None
 
 
-def _view_configs(spark: Any, where: str) -> dict[str, str] | None:
-    """The SQL settings Spark keeps with a persistent view (None: not known here)."""
-    try:
-        jvm = spark.sparkContext._jvm
-        parts = where.split(".")
-        ident = jvm.org.apache.spark.sql.catalyst.TableIdentifier(parts[-1], jvm.scala.Option.apply(
-            parts[-2] if len(parts) > 1 else None))
-        meta = spark._jsparkSession.sessionState().catalog().getTempViewOrPermanentTableMetadata(ident)
-        configs = meta.viewSQLConfigs()
-        out, it = {}, configs.iterator()
-        while it.hasNext():
-            pair = it.next()
-            out[str(pair._1())] = str(pair._2())
-        return out
-    except Exception:  # noqa: BLE001 - Spark Connect, or internals that differ
+#: Plan and expression nodes ``source_problem`` reads at most (a view of a few hundred columns is ~2,000).
+_MAX_PLAN_NODES = 50_000
+#: Expressions that fail on a value whatever the mode.
+_FAILING = ("RaiseError", "AssertTrue")
+#: File formats whose parser a FAILFAST mode makes fail on one malformed value.
+_TEXT_FORMATS = ("CSV", "JSON", "XML")
+
+
+def _failing(node: Any, can_up_cast: Any) -> str | None:
+    """What in one plan or expression node of ``source_problem``'s walk can fail on a value, or None."""
+    name = node.getClass().getSimpleName()
+    if name in _FAILING:
+        return f"{name}"
+    if name == "LogicalRelation":
+        try:
+            relation = node.relation()
+            fmt = str(relation.fileFormat().toString()).upper()
+            options = {str(k).lower(): str(v) for k, v in _scala_map(relation.options()).items()}
+        except Exception:  # noqa: BLE001 - not a file relation
+            return None
+        if any(f in fmt for f in _TEXT_FORMATS) and options.get("mode", "").strip().upper() == "FAILFAST":
+            return f"a {fmt} file read in FAILFAST mode"
         return None
+    try:
+        mode = str(node.evalMode().toString())
+    except Exception:  # noqa: BLE001 - no eval mode
+        mode = ""
+    if mode:  # the eval mode decides (its failOnError follows from it)
+        if mode == "ANSI" and not _ansi_safe(node, name, can_up_cast):
+            return f"an ANSI-mode {name} ({node.dataType().simpleString()})" if name != "Cast" else (
+                f"an ANSI-mode cast from {node.child().dataType().simpleString()} to {node.dataType().simpleString()}")
+        return None
+    for flag, bad in (("failOnError", True), ("nullOnOverflow", False)):
+        try:
+            if bool(getattr(node, flag)()) is bad:
+                return f"{name} ({flag} = {str(bad).lower()})"
+        except Exception:  # noqa: BLE001 - no such flag
+            continue
+    return None
+
+
+def _ansi_safe(node: Any, name: str, can_up_cast: Any) -> bool:
+    """Whether an ANSI-mode expression cannot fail: a widening cast; +, -, * of floating point (which
+    overflow to ±Infinity); a division, DIV, % or pmod by a literal that is not 0 (nor -1 for DIV,
+    whose smallest integer over -1 overflows)."""
+    if name == "Cast":
+        return bool(can_up_cast(node.child().dataType(), node.dataType()))
+    if name in ("Add", "Subtract", "Multiply", "UnaryMinus", "Abs"):
+        return node.dataType().typeName() in ("double", "float")
+    if name in ("Divide", "IntegralDivide", "Remainder", "Pmod"):
+        try:
+            right = node.right()  # a constant, possibly cast by type coercion (2 as a BIGINT)
+            value = right.eval(None) if right.foldable() else None
+            if value is None:
+                return False
+            value = float(str(value))
+        except Exception:  # noqa: BLE001
+            return False
+        return value != 0 and not (name == "IntegralDivide" and value == -1)
+    return False
+
+
+def _scala_map(m: Any) -> dict:
+    out, it = {}, m.iterator()
+    while it.hasNext():
+        pair = it.next()
+        out[pair._1()] = pair._2()
+    return out
 
 
 def _described(spark: Any, where: str) -> dict[str, str]:
@@ -225,7 +288,7 @@ def read_source(spark: Any, source: str, *, owner: bool = True) -> Any:
             hint="check the table name or path from the same Spark session; nothing was charged" if owner
             else "the data owner checks the source and declares it again; nothing was charged",
         ) from None
-    problem = source_problem(spark, source)
+    problem = source_problem(spark, source, df)
     if problem is not None:
         raise errors.PolicyError(problem, code="DP342", hint="nothing was charged" if not owner else
                                  "fix the source in Spark, then declare the table again")  # fmt: skip

@@ -567,7 +567,10 @@ def _like(n: exp.Expr) -> exp.Expr:
     could decide, after the debit. Declaring an escape character that the pattern does not
     contain makes every pattern well formed, with DuckDB's meaning (``%`` and ``_`` wildcards, every
     other character itself)."""
-    pattern = n.expression.name
+    # runs of '%' mean one '%' (DuckDB's LIKE has no escape character here); each would become a '.*'
+    # of Spark's regular expression, backtracking over the text once more per run
+    pattern = re.sub("%+", "%", n.expression.name)
+    n.set("expression", exp.Literal.string(pattern))
     escape = next((c for c in _ESCAPES if c not in pattern), None)
     if escape is None:
         raise _unsupported("A LIKE pattern that uses every candidate escape character")
