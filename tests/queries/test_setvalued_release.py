@@ -270,10 +270,11 @@ def test_the_size_model_is_bounded_by_the_declared_items_and_fitted_after_the_de
     sql = "CREATE SYNTHETIC TABLE v FROM visits USING diffpart WITH (epsilon = 1, max_rows_contributed = {})"
     with dpgate.connect(str(sparse), analyst="alice", test_seed=1) as con:
         before = con.budget()
-        explain = {r[0]: r for r in con.execute("EXPLAIN PRIVACY " + sql.format(10**6)).fetchall()}
+        # 10^5: a million would exceed the statement work bound first (1,500 subjects x 10^6 rows x its steps)
+        explain = {r[0]: r for r in con.execute("EXPLAIN PRIVACY " + sql.format(10**5)).fetchall()}
         assert explain["path"][1] == "marginals" and "at most 30)" in explain["expected quality"][-1]
-        with pytest.raises(dpgate.errors.PolicyError) as e:  # 1,500 subjects × 10^6 rows: past the release cap
-            con.execute(sql.format(10**6))
+        with pytest.raises(dpgate.errors.PolicyError) as e:  # 1,500 subjects × 10^5 rows: past the release cap
+            con.execute(sql.format(10**5))
         assert e.value.code == "DP343" and con.budget() == before
         assert fitted == chosen == []  # planning, EXPLAIN, the debit's checks: no model work
         con.execute(sql.format(600))
