@@ -290,8 +290,9 @@ def read_source(spark: Any, source: str, *, owner: bool = True) -> Any:
         ) from None
     problem = source_problem(spark, source, df)
     if problem is not None:
-        raise errors.PolicyError(problem, code="DP342", hint="nothing was charged" if not owner else
-                                 "fix the source in Spark, then declare the table again")  # fmt: skip
+        raise errors.PolicyError(problem, code="DP342", hint="the data owner fixes the source; nothing was charged"
+                                 if not owner else "re-create the view with spark.sql.ansi.enabled = false (or "
+                                 "try_cast), or read the file in PERMISSIVE mode; then declare the table again")  # fmt: skip
     return df
 
 
