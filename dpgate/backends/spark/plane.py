@@ -297,7 +297,9 @@ def _before_debit(check: Callable[..., Any]) -> Callable[..., Any]:
         except errors.Error:
             raise
         except Exception as e:  # noqa: BLE001
-            if isinstance(e, (OSError, EOFError)) or type(e).__module__.startswith("py4j"):
+            # py4j's own errors and a lost connection to the driver; another OSError (dpgate's own I/O)
+            # is not Spark's state and keeps its traceback
+            if isinstance(e, (ConnectionError, EOFError)) or type(e).__module__.startswith("py4j"):
                 raise errors.InterfaceError(
                     f"Spark cannot run work now ({type(e).__name__})", code="DP263",
                     hint="start Spark again (or restart the process); nothing was charged",
