@@ -183,6 +183,7 @@ def plane_for(engine: str, *, spark: Any = None, settings: Callable[[], dict[str
         return PLANE
     if engine == "spark":
         from dpgate.backends.spark import SparkPlane, session_from_settings
+        from dpgate.backends.spark.runtime import cannot_run
 
         if spark is None:
             spark = session_from_settings(settings() if settings else {}, progress() if progress else None)
@@ -191,10 +192,7 @@ def plane_for(engine: str, *, spark: Any = None, settings: Callable[[], dict[str
         except errors.Error:
             raise
         except Exception as e:  # noqa: BLE001 - py4j's errors: a stopped session, a driver that is gone
-            raise errors.InterfaceError(
-                f"The Spark session cannot run work ({type(e).__name__})", code="DP263",
-                hint="start Spark again (or restart the process); nothing was charged",
-            ) from None
+            raise cannot_run(e) from None
     raise errors.InternalError(f"no data plane for engine {engine!r}")
 
 

@@ -114,8 +114,9 @@ class Declarations:
         keeps a random key instead, with which Spark ranks each row by a hash of the row (the same
         rows for every query until ``protect`` or ``refresh_roster`` draws a new key). A view (in
         the file or in Spark), a Spark table of a text format and a table with a column named
-        ``__dp_rank`` sample per query (``"per_query"``: a fresh hash-ranked sample for each query). ``None`` keeps what the table had (or the default, the
-        first time); ``"default"`` asks for the default.
+        ``__dp_rank`` sample per query (``"per_query"``: a fresh hash-ranked sample for each
+        query). ``None`` keeps what the table had (or the default, the first time); ``"default"``
+        asks for the default.
 
         Re-declaring an existing protected table updates its bounds and declarations; its
         subjects keep what they have spent. Changing the privacy unit is refused.

@@ -163,12 +163,10 @@ def build(
 def keep(con: duckdb.DuckDBPyConnection, table: str, unit: str, spark: str | None) -> None:
     """Draw what a stored sample order keeps, inside the caller's transaction: the order of a table
     in the file, the sample key of a Spark table (the other one is dropped)."""
+    drop(con, table)
     if spark is None:
-        _drop_key(con, table)
         build(con, table, unit)
     else:
-        con.execute(f"DROP TABLE IF EXISTS {table_sql(table)}")
-        _forget(con, table)
         draw_key(con, table)
 
 
@@ -205,7 +203,7 @@ def draw_key(con: duckdb.DuckDBPyConnection, name: str) -> int:
 
 def kept_key(con: duckdb.DuckDBPyConnection, table: ProtectedTable) -> int | None:
     """The sample key a Spark table's queries rank its rows with, or None: the table samples per
-    query (not declared stored, or declared before keys were kept: ``refresh_roster`` draws one)."""
+    query (not declared stored, or no key kept for it)."""
     if not wanted(table):
         return None
     try:

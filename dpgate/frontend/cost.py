@@ -33,6 +33,7 @@ stored size times ``A`` (``tests/privacy/test_timing.py`` measures the worst acc
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -461,9 +462,10 @@ def check_statement(b: float, rows: int, cores: int = 1) -> None:
     (a public bound on the rows it reads) exceeds ``MAX_STATEMENT_WORK`` per core of ``cores``: it
     would hold them for minutes whatever the data."""
     total = b * max(rows, 1)
-    bound = MAX_STATEMENT_WORK * max(1, min(int(cores), MAX_SPARK_CORES))
+    counted = max(1, min(int(cores), MAX_SPARK_CORES))
+    bound = MAX_STATEMENT_WORK * counted
     if total > bound:
-        where = "" if cores <= 1 else f", {min(int(cores), MAX_SPARK_CORES)} Spark cores"
+        where = "" if counted == 1 else f", {counted} Spark cores"
         raise refuse(
             WORK,
             f"This statement may do {b:,.0f} steps on each of up to {rows:,} rows ({total:,.0f} in all; "
@@ -477,19 +479,25 @@ def check_rows(con: Any, statement: exp.Expr, tables: tuple, rows_per_subject: C
     """The statement's constant work per row times a public bound on its rows (each table's roster
     times the rows one of its subjects adds), refused free when it would hold a core for minutes.
 
-    ``cores``: for a statement that reads Spark tables only, the cores Spark gives dpgate's session
-    (asked only when one core's bound is not enough: it may start Spark). Its work runs there, so
-    the bound is a minute of each; what one row may cost (``MAX_WORK_CONSTANT``) is unchanged."""
+    ``cores``: for a statement that reads Spark tables only, the cores its Spark work may count on
+    (asked only when one core's bound is not enough). Its work runs there, so the bound is a minute
+    of each; what one row may cost (``MAX_WORK_CONSTANT``) is unchanged.
+
+    Tables joined on the unit: a subject's joined rows are the product of its rows in each, so the
+    rows are at most the largest roster times the larger of that product and the sum."""
     _, per_row = row_work(statement)
-    if not tables or per_row * 2**26 * max(max(rows_per_subject(t), 1) for t in tables) <= MAX_STATEMENT_WORK:
+    if not tables:
+        return
+    each = [max(rows_per_subject(t), 1) for t in tables]
+    widest = max(sum(each), math.prod(each))
+    if per_row * 2**26 * widest <= MAX_STATEMENT_WORK:
         return  # within the bound for any roster below 67 million subjects: no count needed
-    rows, most, product = 0, 0, 1
-    for table in tables:
+    rows, most = 0, 0
+    for table, n in zip(tables, each):
         (subjects,) = con.execute(f"SELECT count(*) FROM {table.roster_sql}").fetchone()
-        rows += subjects * max(rows_per_subject(table), 1)
-        most, product = max(most, subjects), product * max(rows_per_subject(table), 1)
-    if len(tables) > 1:  # tables joined on the unit: a subject's joined rows are the product of its rows
-        rows = max(rows, most * product)
+        rows, most = rows + subjects * n, max(most, subjects)
+    if len(tables) > 1:
+        rows = max(rows, most * math.prod(each))
     if cores is not None and per_row * max(rows, 1) > MAX_STATEMENT_WORK:
         check_statement(per_row, rows, cores())
         return

@@ -128,6 +128,10 @@ def test_statement_work_bound_scales_with_spark_cores_up_to_a_cap():
     light = parse_one(DP + "s = 'x'")
     with pytest.raises(errors.UnsupportedQueryError):
         cost.check_rows(Roster(1000), light, (table,), lambda t: 10**9)
+    # ... and as the product of rows per subject when tables are joined: three tables of 2 rows each
+    # are 8 joined rows per subject (the largest table's 2 would skip the count)
+    with pytest.raises(errors.UnsupportedQueryError):
+        cost.check_rows(Roster(30_000_000), light, (table, table, table), lambda t: 2)
     # two tables joined on the unit: a subject's joined rows are the product of its rows in each
     assert 1000 <= within < 1100  # 1,044 rows of this statement's work fit the bound
     cost.check_rows(Roster(10), statement, (table, table), lambda t: 10)  # 10 subjects x 10 x 10 rows

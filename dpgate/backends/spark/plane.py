@@ -76,7 +76,7 @@ from dpgate.backends import Charged, bounded
 from dpgate.backends import statement as statement_mod
 from dpgate.backends.spark import rows as joined_rows
 from dpgate.backends.spark.literals import spark_values
-from dpgate.backends.spark.runtime import Jobs
+from dpgate.backends.spark.runtime import Jobs, cannot_run
 from dpgate.backends.spark.source import _first_line, read_source, reads_every_column_safely, session_for, stub_columns
 from dpgate.backends.spark.translate import (
     EXACT_DOUBLE_DIGITS,
@@ -135,7 +135,7 @@ def check_plan(plan: CountPlan) -> None:
         for key in plan.keys:
             if key.domain is None and not key.sql_type.upper().startswith(("VARCHAR", "TINYINT", "SMALLINT", "INTEGER", "BIGINT")):
                 raise _unsupported(f"A GROUP BY key of type {key.sql_type} without a declared domain")
-    if not (plan.joined or plan.prebound):
+    if one_table(plan):
         _source_parts(plan)
     types = _column_types(plan)
     for agg in plan.aggs:
@@ -214,12 +214,12 @@ def statement(plan: CountPlan, view: str, units: str, charged: str, salt: int, n
 
     ``view`` holds the source rows, ``units`` the charged units (column ``unit``), ``charged`` the
     charged (unit, part) rows; ``others``: (view, units) of each protected table joined on the unit;
-    ``key``: the table's kept sample key (a single-table plan: ``sampled_by_key``), else rows are
+    ``key``: the table's kept sample key (a single-table plan: ``one_table``), else rows are
     ranked with the statement's ``salt``. Returns one row per non-empty cell: [part,] each key's
     position (or value as text, with key selection), the statistics in ``bounded.labels``' order,
     and the per-key subject count with key selection.
     """
-    if plan.joined or plan.prebound:
+    if not one_table(plan):
         src = joined_rows.source(plan, {plan.table.name: (view, units), **(others or {})}, salt)
         # Measured on the text with salt 0 and fixed view names, the same before and after the debit:
         # the real salt (up to 19 digits) and the views' numbers made a statement the check before the
@@ -233,13 +233,14 @@ def statement(plan: CountPlan, view: str, units: str, charged: str, salt: int, n
             )  # fmt: skip
     else:
         src = charged_rows(plan, view, units, row_hash(plan) if key is not None else "")
-    return _bounded(plan, src, charged, salt, n_parts, None if plan.joined or plan.prebound else key)
+    return _bounded(plan, src, charged, salt, n_parts, key if one_table(plan) else None)
 
 
-def sampled_by_key(plan: CountPlan) -> bool:
-    """Whether the plan's rows are ranked with its table's kept sample key, when it has one: a
-    single-table plan, as a stored order serves on DuckDB (a join or the per-subject subquery cuts
-    each table's rows with the statement's salt, ``rows.cut_rows``)."""
+def one_table(plan: CountPlan) -> bool:
+    """A plan over one table, without joins or the per-subject subquery: its rows are cut after the
+    WHERE, and ranked with the table's kept sample key when it has one, as a stored order serves on
+    DuckDB (a join or the per-subject subquery cuts each table's rows first, with the statement's
+    salt: ``rows.cut_rows``)."""
     return not (plan.joined or plan.prebound)
 
 
@@ -300,10 +301,7 @@ def _before_debit(check: Callable[..., Any]) -> Callable[..., Any]:
             # py4j's own errors and a lost connection to the driver; another OSError (dpgate's own I/O)
             # is not Spark's state and keeps its traceback
             if isinstance(e, (ConnectionError, EOFError)) or type(e).__module__.startswith("py4j"):
-                raise errors.InterfaceError(
-                    f"Spark cannot run work now ({type(e).__name__})", code="DP263",
-                    hint="start Spark again (or restart the process); nothing was charged",
-                ) from None
+                raise cannot_run(e) from None
             raise
 
     return checked
@@ -328,14 +326,6 @@ class SparkPlane:
         self.jobs = Jobs(self.spark)
         if progress is not None:
             self.jobs.progress = progress
-
-    def cores(self) -> int:
-        """The cores a statement's Spark work may count on (the work bound: ``cost.check_rows``): a local
-        master's threads (``local[N]``, ``local[*]``: this machine's), else what the owner declared in
-        the session's ``spark.dpgate.statementCores`` (``[backends.spark]`` conf), else 1.
-        ``spark.default.parallelism`` is not asked: it is a partitioning hint, often set to a few
-        times the real cores."""
-        return statement_cores(self.spark)
 
     def interrupt(self) -> bool:
         """Cancel the Spark work running now (the gateway calls this before the debit only)."""
@@ -591,7 +581,7 @@ class SparkPlane:
         Asked of the source as it is now, in this session, at each statement: a table declared as
         Parquet can have become a view since, and a kept key reads every column of every row
         (``row_hash``), which a view's expressions could fail on. Such a source samples per query."""
-        if not sampled_by_key(plan):
+        if not one_table(plan):
             return None
         key = sample_order.kept_key(con, plan.table)
         if key is None or not reads_every_column_safely(self.spark, plan.table.options["spark"]):
@@ -626,7 +616,10 @@ CORES_SETTING = "spark.dpgate.statementCores"
 
 
 def statement_cores(spark: Any) -> int:
-    """``SparkPlane.cores`` of a running session: local threads, else the owner's ``CORES_SETTING``, else 1."""
+    """The cores a statement's Spark work may count on in a running session (the work bound:
+    ``cost.check_rows``): a local master's threads, else the owner's ``CORES_SETTING``, else 1.
+    ``spark.default.parallelism`` is not asked: it is a partitioning hint, often a few times the
+    real cores."""
     try:
         master = str(spark.sparkContext.master)
     except Exception:  # noqa: BLE001 - e.g. Spark Connect, which has no SparkContext

@@ -151,6 +151,15 @@ def started(settings: dict[str, str], progress: Progress | None = None) -> Any:
         return session
 
 
+def cannot_run(e: BaseException) -> errors.InterfaceError:
+    """The free refusal of a statement whose Spark session cannot run work (stopped, or its driver
+    gone: ``e`` is py4j's error), before the debit."""
+    return errors.InterfaceError(
+        f"The Spark session cannot run work ({type(e).__name__})", code="DP263",
+        hint="start Spark again (or restart the process); nothing was charged",
+    )
+
+
 def _stopped(session: Any) -> bool:
     """Whether a started session can no longer run work: stopped, or its driver's JVM is gone (asked)."""
     sc = getattr(session, "sparkContext", None)

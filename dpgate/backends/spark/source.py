@@ -4,7 +4,6 @@ DuckDB stub's columns, its units for the roster, and dpgate's own Spark session.
 from __future__ import annotations
 
 import contextlib
-
 import re
 from typing import Any
 
@@ -140,8 +139,8 @@ PINNED = {
 STORED_FORMATS = ("parquet", "orc", "delta", "iceberg")
 
 
-def source_problem(spark: Any, source: str, df: Any = None) -> str | None:
-    """Why Spark could fail to read a value of ``source`` (None: it cannot). A view's expressions and
+def source_problem(spark: Any, source: str, df: Any) -> str | None:
+    """Why Spark could fail to read a value of ``source`` (its DataFrame ``df``; None: it cannot). A view's expressions and
     a text format's parser run below the join with the charged subjects, on every row: a failure
     there would fail a statement after its debit on one row's say, even an uncharged subject's. So
     the source's analyzed plan, views and temporary views expanded, may hold no cast that is not a
@@ -153,8 +152,6 @@ def source_problem(spark: Any, source: str, df: Any = None) -> str | None:
     kind, where = parse_source(source)
     if kind == "parquet":
         return None
-    if df is None:
-        df = spark.table(where)
     try:
         root = df._jdf.queryExecution().analyzed()
         can_up_cast = spark.sparkContext._jvm.org.apache.spark.sql.catalyst.expressions.Cast.canUpCast
