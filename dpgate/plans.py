@@ -300,6 +300,14 @@ class SynthesisPlan(Plan):
     notes: tuple[str, ...] = field(default_factory=tuple)
     query_class: ClassVar[str] = "synthetic"
     keys: tuple = ()
+    #: For the release caps (``catalog.caps``), public facts of what the release writes: whether it
+    #: takes ``WITH (rows = N)``, how many rows it writes for each row asked (a sequence is up to
+    #: ``max_length`` rows), a bound on its rows whatever the roster (a synopsis's node cap), and the
+    #: columns' types of a row when they are not its source's (a synopsis's nodes).
+    rows_option: bool = False
+    rows_each: int = 1
+    row_bound: int | None = None
+    row_types: tuple[str, ...] | None = None
 
     @property
     def delta(self) -> float:

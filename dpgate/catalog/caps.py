@@ -6,8 +6,10 @@ Each analyst therefore has three caps, checked inside the debit's transaction, b
 charged, from public facts only (the statement's options, the roster's size, the release registry):
 
 ``release_rows``
-    the rows one release may write: the ``rows`` it asks for, or without it the most its source could
-    give (the subjects on the roster times the rows each contributes);
+    the rows one release may write: the ``rows`` it asks for (times the rows each may write: a sequence
+    up to ``max_length``), or without it the most its source could give (the subjects on the roster
+    times the rows each contributes); a release whose size has a public bound whatever its source (a
+    PrivTree synopsis: its node cap) stops at what the rows and bytes caps allow instead;
 ``releases``
     the releases the analyst holds (made and not dropped, and those being made);
 ``release_bytes``
@@ -47,13 +49,18 @@ _SETTING = "release_cap_"  # dpgate.settings keys of the database's defaults
 
 @dataclass(frozen=True)
 class ReleaseSize:
-    """What a release may write, from its plan: ``rows`` asked for (None: the most its source gives,
-    ``per_subject`` rows for each subject on the roster) of ``row_bytes`` estimated bytes each."""
+    """What a release may write, from its plan: ``rows`` (those asked for times ``rows_each``, the rows
+    written for each; None: the most its source gives, ``per_subject`` rows for each subject on the
+    roster, at most ``bound``) of ``row_bytes`` estimated bytes each. ``rows_option``: the release
+    takes ``WITH (rows = N)`` (the hint says what else would fit when it does not)."""
 
     rows: int | None
     per_subject: int
     row_bytes: int
     columns: int
+    rows_each: int = 1
+    bound: int | None = None
+    rows_option: bool = False
 
 
 @dataclass(frozen=True)
@@ -100,11 +107,16 @@ def release_size(plan: Any) -> ReleaseSize | None:
     codings = tuple(getattr(plan, "codings", ()) or ())
     if codings:
         widths = [width(c.sql_type, _longest(getattr(c, "values", None))) for c in codings]
+    elif getattr(plan, "row_types", None):
+        widths = [width(t) for t in plan.row_types]
     else:
         widths = [width(c.type) for c in plan.table.columns.values()]
     rows = getattr(plan, "rows", None)
-    return ReleaseSize(None if rows is None else int(rows), max(1, int(plan.max_rows)), max(1, sum(widths)),
-                       len(widths))  # fmt: skip
+    each = max(1, int(getattr(plan, "rows_each", 1)))
+    bound = getattr(plan, "row_bound", None)
+    return ReleaseSize(None if rows is None else int(rows) * each, max(1, int(plan.max_rows)), max(1, sum(widths)),
+                       len(widths), each, None if bound is None else int(bound),
+                       bool(getattr(plan, "rows_option", False)))  # fmt: skip
 
 
 def _longest(values: Any) -> int | None:
@@ -248,18 +260,20 @@ def check(con: duckdb.DuckDBPyConnection, analyst: str, release: ReleaseSize, *,
     return the (rows, estimated bytes) it may write."""
     caps = caps_of(con, analyst)
     cap_rows = caps["release_rows"]
+    each = release.rows_each
     if release.rows is not None:
         rows = release.rows
-        said = f"rows = {rows:,}"
+        said = f"rows = {rows // each:,}" + (f" of up to {each:,} rows each" if each > 1 else "")
+    elif release.bound is not None:  # its size does not follow the roster: it stops at what the caps allow
+        rows, said = min(release.bound, cap_rows), f"it writes at most {release.bound:,}"
     else:
         rows = population * release.per_subject
         said = (f"without rows = ..., up to the {population:,} subjects on the roster"
                 + (f" × {release.per_subject:,} rows each" if release.per_subject > 1 else "") + f" = {rows:,} rows")
-    if rows > cap_rows:
+    if rows > cap_rows or rows < 1:
         raise errors.PolicyError(
             f"This release may write {rows:,} rows ({said}); your cap on the rows of one release is {cap_rows:,}",
-            code="DP343",
-            hint=f"ask for at most rows = {cap_rows:,} in WITH (...); the data owner sets the cap "
+            code="DP343", hint=_fit_hint(release, population, cap_rows) + "; the data owner sets the cap "
             "(release_rows: Owner.set_release_caps, dpgate analyst set ... --release-rows N); nothing was charged",
             rows=rows, cap=cap_rows,
         )  # fmt: skip
@@ -271,19 +285,35 @@ def check(con: duckdb.DuckDBPyConnection, analyst: str, release: ReleaseSize, *,
             "data owner for a larger cap (releases); nothing was charged",
             held=held.releases, cap=caps["releases"],
         )  # fmt: skip
-    size = rows * release.row_bytes
     cap_bytes = caps["release_bytes"]
+    if release.bound is not None and release.rows is None:
+        rows = max(1, min(rows, (cap_bytes - held.bytes) // release.row_bytes))
+    size = rows * release.row_bytes
     if held.bytes + size > cap_bytes:
         fit = max(0, (cap_bytes - held.bytes) // release.row_bytes)
         raise errors.PolicyError(
             f"This release may hold about {_mb(size)} ({rows:,} rows of {release.columns} column(s), ~{release.row_bytes} "
             f"bytes a row) and your releases hold about {_mb(held.bytes)}: your cap is {_mb(cap_bytes)}",
             code="DP345",
-            hint=f"ask for at most rows = {fit:,}, or fewer columns, or DROP SYNTHETIC TABLE a release of yours "
-            "(SHOW RELEASES lists them); the data owner sets the cap (release_bytes); nothing was charged",
+            hint=_fit_hint(release, population, fit) + (", or fewer columns" if release.columns > 1 and release.rows_option
+                                                        and release.rows_each == 1 else "")
+            + ", or DROP SYNTHETIC TABLE a release of yours (SHOW RELEASES lists them); the data owner sets the cap "
+            "(release_bytes); nothing was charged",
             bytes=size, held=held.bytes, cap=cap_bytes,
         )  # fmt: skip
     return rows, size
+
+
+def _fit_hint(release: ReleaseSize, population: int, cap_rows: int) -> str:
+    """What the analyst could ask for within ``cap_rows``: fewer rows where the release takes
+    ``rows = N``, else fewer rows per subject (``max_rows_contributed``), else nothing of theirs (a
+    release with a public ``bound`` fits itself to the caps down to one row)."""
+    if release.rows_option:
+        return f"ask for at most rows = {cap_rows // release.rows_each:,} in WITH (...)"
+    per = cap_rows // max(population, 1)
+    if release.bound is None and 1 <= per < release.per_subject:
+        return f"ask for max_rows_contributed = {per:,} or less in WITH (...) (this release takes no rows = ...)"
+    return "this release takes no rows = ..., and its public size alone passes your cap"
 
 
 def _mb(n: int) -> str:

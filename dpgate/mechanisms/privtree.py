@@ -649,7 +649,8 @@ def sequence_release(sequences: list[np.ndarray], n_symbols: int, max_length: in
 class PrivTree(Synthesizer):
     """``USING privtree``: ``release`` on points (rows × dimensions) inside the public box.
 
-    Options: ``lower``, ``upper``, ``contributions``, ``tree_share``, ``integer``.
+    Options: ``lower``, ``upper``, ``contributions``, ``tree_share``, ``integer``, ``max_nodes`` (at most
+    ``MAX_NODES``: a release's rows as its caps allow [cap]).
     """
 
     NAME = "privtree"
@@ -657,7 +658,8 @@ class PrivTree(Synthesizer):
     def synthesize(self, data: np.ndarray, *, epsilon, delta=0.0, rng, options, progress=None) -> Synthesis:
         o = options
         syn = release(data, o["lower"], o["upper"], epsilon, rng=rng, contributions=o["contributions"],
-                      tree_share=o["tree_share"], integer=o["integer"])  # fmt: skip
+                      tree_share=o["tree_share"], integer=o["integer"],
+                      max_nodes=min(MAX_NODES, int(o.get("max_nodes", MAX_NODES))))  # fmt: skip
         return Synthesis(syn, epsilon, {"stopped": syn.stopped})
 
 

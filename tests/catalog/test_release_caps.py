@@ -173,3 +173,69 @@ def _plan(db, sql: str):
     with dpgate.connect(str(db), analyst="alice") as con, database.transaction(con.gateway._con):
         cat = con.gateway.catalog()
         return con.gateway.plan(classify(parse_one(sql), cat), cat)
+
+
+def _demo_refused(demo_db, sql: str) -> errors.Error:
+    with dpgate.connect(str(demo_db), analyst="demo") as con:
+        before = con.budget()
+        with pytest.raises(errors.PolicyError) as info:
+            con.execute(sql)
+        assert con.budget() == before
+    assert info.value.code == "DP343" and "nothing was charged" in info.value.hint
+    return info.value
+
+
+def test_a_sequence_release_counts_every_symbol_it_may_write(demo_db):
+    """``rows = N`` asks for N sequences of up to ``max_length`` rows each: counted as N rows, 500
+    sequences of the careers passed a 1,000-row cap and wrote up to 36,500 rows."""
+    with Owner(demo_db) as o:
+        o.set_release_caps("demo", release_rows=1000)
+    sql = "CREATE SYNTHETIC TABLE capped_c FROM careers USING privtree_markov WITH (epsilon = 1, rows = {})"
+    e = _demo_refused(demo_db, sql.format(500))
+    assert "36,500 rows (rows = 500 of up to 73 rows each)" in e.message and "at most rows = 13 in" in e.hint
+    with dpgate.connect(str(demo_db), analyst="demo", test_seed=1) as con:
+        con.execute(sql.format(13))
+        (written,) = con.execute("SELECT count(*) FROM capped_c").fetchone()
+    assert 0 < written <= 1000
+
+
+def test_the_hint_of_a_release_without_rows_names_what_it_takes(demo_db):
+    """DiffPart takes no ``rows = N`` (DP204): the hint asks for fewer rows per subject when that fits
+    the cap, and says when nothing the analyst chooses would."""
+    sql = "CREATE SYNTHETIC TABLE {} FROM baskets USING diffpart WITH (epsilon = 1{})"
+    with Owner(demo_db) as o:
+        o.set_release_caps("demo", release_rows=4627 * 10)  # the baskets' 4,627 subjects, 48 rows each
+    e = _demo_refused(demo_db, sql.format("capped_b", ""))
+    assert "max_rows_contributed = 10 or less" in e.hint and "rows = " not in e.hint.split("max_rows_contributed")[0]
+    with dpgate.connect(str(demo_db), analyst="demo", test_seed=1) as con:
+        assert con.execute(sql.format("capped_b", ", max_rows_contributed = 10")).release is not None
+    with Owner(demo_db) as o:
+        o.set_release_caps("demo", release_rows=1000)
+    e = _demo_refused(demo_db, sql.format("capped_b2", ""))
+    assert "takes no rows = ..., and its public size alone passes your cap" in e.hint
+
+
+def test_a_synopsis_fits_itself_to_the_caps(demo_db):
+    """A synopsis writes one row a node, at most ``privtree.MAX_NODES`` whatever its roster: under a
+    smaller cap its tree stops within the cap (a stop that reads only the tree released so far),
+    where it was refused for a roster larger than the cap and passed it for a smaller one."""
+    with Owner(demo_db) as o:
+        o.set_release_caps("demo", release_rows=300)
+    sql = "CREATE SYNTHETIC TABLE {} FROM cities USING privtree WITH (epsilon = 1, columns = 'lon, lat')"
+    with dpgate.connect(str(demo_db), analyst="demo", test_seed=1) as con:
+        done = con.execute(sql.format("t1"))
+        (nodes,) = con.execute("SELECT count(*) FROM t1").fetchone()
+        assert 100 < nodes <= 300
+        assert any("stopped growing within 300 nodes (the rows your release caps allow)" in n for n in done.release.notes)
+    with Owner(demo_db) as o:
+        o.set_release_caps("demo", release_bytes=caps.usage(o.con, "demo").bytes + 150 * 64)
+    with dpgate.connect(str(demo_db), analyst="demo", test_seed=1) as con:
+        con.execute(sql.format("t2"))
+        (nodes,) = con.execute("SELECT count(*) FROM t2").fetchone()
+    with Owner(demo_db) as o:
+        assert caps.usage(o.con, "demo").bytes <= caps.caps_of(o.con, "demo")["release_bytes"]
+    assert 0 < nodes < 150
+    with Owner(demo_db) as o:
+        o.set_release_caps("demo", release_rows=0)
+    e = _demo_refused(demo_db, sql.format("t3"))
+    assert "your cap on the rows of one release is 0" in e.message

@@ -98,7 +98,7 @@ def plan(classified: Classified, catalog: Catalog, session: Session, name: str) 
     return SynthesisPlan(
         table=table, settings=settings, statement_sql=to_sql(stmt), name=name, mechanism="privtree_markov",
         codings=(), options={"symbol": symbol, "position": position, "symbols": values, "max_length": max_length},
-        rows=own.get("rows"), bins=0, max_rows=max_length,
+        rows=own.get("rows"), bins=0, max_rows=max_length, rows_option=True, rows_each=max_length,
         charge=SubjectCharge(settings.personalization, settings.epsilon, 0.0),
         notes=(f"each subject's first {max_length - 1} row(s) by {position} and the end (a longer sequence is "
                f"truncated to {max_length} without its end)",),

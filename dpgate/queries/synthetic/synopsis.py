@@ -102,6 +102,9 @@ def plan(classified: Classified, catalog: Catalog, session: Session, name: str) 
         table=table, settings=settings, statement_sql=to_sql(stmt), name=name, mechanism="privtree", codings=(),
         options={"columns": names, "lower": lower, "upper": upper, "integer": integer, "tree_share": tree_share},
         rows=None, bins=0, max_rows=max_rows, charge=SubjectCharge(settings.personalization, settings.epsilon, 0.0),
+        row_bound=privtree.MAX_NODES,  # one row a node: the tree and its refinement stop there
+        # node_id, parent_id, depth, is_leaf, each column's bounds, count and its interval (``_write``)
+        row_types=("BIGINT", "BIGINT", "BIGINT", "BOOLEAN", *["DOUBLE"] * (2 * len(names)), "DOUBLE", "DOUBLE", "DOUBLE"),
         notes=((f"at most {max_rows} point(s) per subject: λ and the leaf noise are scaled by {max_rows}",)
                if max_rows > 1 else ()),
     )  # fmt: skip
@@ -133,10 +136,11 @@ def dry_run(plan: SynthesisPlan, epsilon: float) -> None:
     _synthesize(plan, np.zeros((0, len(plan.options["columns"]))), epsilon, np.random.default_rng(0))
 
 
-def _synthesize(plan: SynthesisPlan, points: np.ndarray, epsilon: float, rng) -> privtree.Synopsis:
+def _synthesize(plan: SynthesisPlan, points: np.ndarray, epsilon: float, rng,
+                max_nodes: int = privtree.MAX_NODES) -> privtree.Synopsis:  # fmt: skip
     o = plan.options
     options = {"lower": o["lower"], "upper": o["upper"], "contributions": plan.max_rows, "tree_share": o["tree_share"],
-               "integer": o["integer"]}  # fmt: skip
+               "integer": o["integer"], "max_nodes": max_nodes}  # fmt: skip
     syn = mechanisms.synthesizer("privtree").synthesize(points, epsilon=epsilon, rng=rng, options=options)
     spend(syn.epsilon, what="privtree")
     return syn.release
@@ -204,7 +208,10 @@ def answer(con, plan: SynthesisPlan, debit, analyst: str, *, rng: np.random.Gene
     o = plan.options
     salt = int(rng.integers(0, 2**62))
     points = read_points(con, plan, debit.charged, salt)
-    syn = _synthesize(plan, points, eps, rng)
+    # one row a node: a tree stops at the rows its release reserved against the analyst's caps (a stop
+    # that reads only the tree released so far, as at MAX_NODES)
+    max_nodes = min(privtree.MAX_NODES, debit.release_rows or privtree.MAX_NODES)
+    syn = _synthesize(plan, points, eps, rng, max_nodes)
     del points
     alpha = plan.settings.alpha
     half = syn.half_widths(alpha)
@@ -219,8 +226,9 @@ def answer(con, plan: SynthesisPlan, debit, analyst: str, *, rng: np.random.Gene
         f"free with OPTIONS (from_synopsis = '{plan.name}')",
     ]
     if syn.stopped:
-        notes.append(f"the tree stopped growing at {privtree.MAX_NODES:,} nodes (a release's work is bounded): at this "
-                     "ε it would split some leaves further")  # fmt: skip
+        why = "a release's work is bounded" if max_nodes == privtree.MAX_NODES else "the rows your release caps allow"
+        notes.append(f"the tree stopped growing within {max_nodes:,} nodes ({why}): at this ε it would split some "
+                     "leaves further")  # fmt: skip
     message = f"CREATE SYNTHETIC TABLE {plan.name}: {len(syn.counts):,} nodes, {leaves:,} leaves (PrivTree synopsis)"
     return Answer([], [], [], [], {}, notes, message=message, released_rows=len(syn.counts))
 

@@ -169,6 +169,7 @@ def planner(mechanism: str) -> Callable[..., SynthesisPlan]:
             codings=codings,
             options=model.options(own),
             rows=own.get("rows"),
+            rows_option=True,
             bins=bins,
             max_rows=max_rows,
             charge=SubjectCharge(settings.personalization, settings.epsilon, 0.0),
