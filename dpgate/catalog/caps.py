@@ -270,7 +270,7 @@ def check(con: duckdb.DuckDBPyConnection, analyst: str, release: ReleaseSize, *,
         rows = population * release.per_subject
         said = (f"without rows = ..., up to the {population:,} subjects on the roster"
                 + (f" × {release.per_subject:,} rows each" if release.per_subject > 1 else "") + f" = {rows:,} rows")
-    if rows > cap_rows or rows < 1:
+    if rows > cap_rows or rows < 1:  # (rows < 1: a cap of 0, which allows no release)
         raise errors.PolicyError(
             f"This release may write {rows:,} rows ({said}); your cap on the rows of one release is {cap_rows:,}",
             code="DP343", hint=_fit_hint(release, population, cap_rows) + "; the data owner sets the cap "
@@ -306,13 +306,20 @@ def check(con: duckdb.DuckDBPyConnection, analyst: str, release: ReleaseSize, *,
 
 def _fit_hint(release: ReleaseSize, population: int, cap_rows: int) -> str:
     """What the analyst could ask for within ``cap_rows``: fewer rows where the release takes
-    ``rows = N``, else fewer rows per subject (``max_rows_contributed``), else nothing of theirs (a
-    release with a public ``bound`` fits itself to the caps down to one row)."""
-    if release.rows_option:
+    ``rows = N`` (for a sequence release, shorter sequences too), else fewer rows per subject
+    (``max_rows_contributed``), else nothing of theirs (a release with a public ``bound`` fits
+    itself to the caps down to one row)."""
+    if cap_rows < 1:
+        return "your caps leave room for no row: DROP SYNTHETIC TABLE a release of yours, or ask the data owner"
+    if release.rows_option and cap_rows // release.rows_each >= 1:
         return f"ask for at most rows = {cap_rows // release.rows_each:,} in WITH (...)"
+    if release.rows_option:  # not one whole sequence of max_length rows fits
+        return f"ask for rows = 1 and max_length = {cap_rows:,} or less in WITH (...)"
     per = cap_rows // max(population, 1)
     if release.bound is None and 1 <= per < release.per_subject:
         return f"ask for max_rows_contributed = {per:,} or less in WITH (...) (this release takes no rows = ...)"
+    if release.bound is not None:
+        return "your caps leave room for less than one row of this release"
     return "this release takes no rows = ..., and its public size alone passes your cap"
 
 

@@ -239,3 +239,42 @@ def test_a_synopsis_fits_itself_to_the_caps(demo_db):
         o.set_release_caps("demo", release_rows=0)
     e = _demo_refused(demo_db, sql.format("t3"))
     assert "your cap on the rows of one release is 0" in e.message
+
+
+def test_a_diffpart_release_stays_within_the_rows_it_reserved(demo_db):
+    """DiffPart's noisy itemset counts are not bounded by the roster, and a fake itemset may hold more
+    items than a record keeps: under a cap of the roster × max_rows_contributed the partition path
+    wrote up to 5,078 rows for a 4,627-row cap. The main table now stops within the reservation and
+    the registry records its rows."""
+    with Owner(demo_db) as o:
+        o.set_release_caps("demo", release_rows=4627)
+    sql = ("CREATE SYNTHETIC TABLE capped_k{} FROM baskets USING diffpart WITH (epsilon = 2, max_rows_contributed = 1, "
+           "method = 'partition')")
+    for seed in (1, 2, 3):
+        with dpgate.connect(str(demo_db), analyst="demo", test_seed=seed) as con:
+            con.execute(sql.format(seed))
+            (rows,) = con.execute(f"SELECT count(*) FROM capped_k{seed}").fetchone()
+        with Owner(demo_db) as o:
+            (recorded,) = o.con.execute("SELECT row_count FROM dpgate.release_registry WHERE name = ?",
+                                        [f"capped_k{seed}"]).fetchone()  # fmt: skip
+        assert 0 < rows <= 4627 and recorded == rows
+
+
+def test_hints_never_lead_into_a_refusal(demo_db):
+    """Each hint, followed, is accepted: rows = 0 is no release (DP205); a sequence release whose cap
+    holds less than one whole sequence is told a shorter max_length; a cap of 0 says no row fits."""
+    with dpgate.connect(str(demo_db), analyst="demo") as con, pytest.raises(errors.ProgrammingError) as info:
+        con.execute("CREATE SYNTHETIC TABLE z FROM adult USING independent WITH (epsilon = 1, rows = 0)")
+    assert info.value.code == "DP205"
+    with Owner(demo_db) as o:
+        o.set_release_caps("demo", release_rows=50)
+    e = _demo_refused(demo_db, "CREATE SYNTHETIC TABLE capped_s FROM careers USING privtree_markov WITH (epsilon = 1)")
+    assert "ask for rows = 1 and max_length = 50 or less" in e.hint
+    with dpgate.connect(str(demo_db), analyst="demo", test_seed=1) as con:
+        con.execute("CREATE SYNTHETIC TABLE capped_s FROM careers USING privtree_markov WITH (epsilon = 1, rows = 1, "
+                    "max_length = 50)")  # fmt: skip
+        assert 0 < con.execute("SELECT count(*) FROM capped_s").fetchone()[0] <= 50
+    with Owner(demo_db) as o:
+        o.set_release_caps("demo", release_rows=0)
+    e = _demo_refused(demo_db, "CREATE SYNTHETIC TABLE z FROM adult USING independent WITH (epsilon = 1, rows = 5)")
+    assert "your caps leave room for no row" in e.hint

@@ -51,7 +51,7 @@ OPTIONS: dict[str, Spec] = {
     "position": Spec("str", "the column that orders a subject's rows"),
     "symbol": Spec("str", "the column of symbols (needs a declared domain)"),
     "max_length": Spec("int", "truncation length l⊤ (symbols plus the end marker; default the table's max_rows + 1)", 1, 10_000),
-    "rows": Spec("int", "sequences to sample (default: the model's estimate)", 0, 10_000_000),
+    "rows": Spec("int", "sequences to sample (default: the model's estimate)", 1, 10_000_000),
 }  # fmt: skip
 GENERAL = ("epsilon", "personalization", "privacy_unit_column")
 

@@ -420,7 +420,13 @@ def _supports_of_marginals(m: setmarginals.Marginals) -> list[tuple]:
 
 def _write(con, plan: SynthesisPlan, itemsets: dict, supports: list[tuple], sampling, debit, analyst: str, eps: float,
            mechanism: str, parameters: dict) -> int:  # fmt: skip
-    """The three public tables and the registry row, in one transaction; returns the synthetic subjects."""
+    """The three public tables and the registry row, in one transaction; returns the synthetic subjects.
+
+    Post-processing keeps the main table within what the release reserved against the analyst's caps
+    (``debit.release_rows``: the roster times ``max_rows``): an itemset of more than ``max_rows``
+    items holds no real record (each was cut to ``max_rows``) and is left out, and the synthetic
+    subjects, in their random order, stop before their rows would pass the reservation (noisy counts
+    are not bounded by the roster)."""
     t = plan.table
     o = plan.options
     name = plan.name
@@ -429,10 +435,14 @@ def _write(con, plan: SynthesisPlan, itemsets: dict, supports: list[tuple], samp
         if relation_exists(con, n):
             raise errors.ProgrammingError(f"A table or view named {n!r} already exists", code="DP226",
                                           hint="choose another name for the release")  # fmt: skip
-    keys = sorted(itemsets, key=lambda k: (len(k), k))
+    keys = sorted((k for k in itemsets if len(k) <= plan.max_rows), key=lambda k: (len(k), k))
     counts = [int(itemsets[k]) for k in keys]
     owner_of = np.repeat(np.arange(1, len(keys) + 1), counts)  # itemset id of each synthetic subject
     sampling.shuffle(owner_of)  # post-processing: the order of synthetic subjects means nothing
+    rows = np.cumsum(np.array([len(k) for k in keys], dtype=np.int64)[owner_of - 1])  # the main table's, so far
+    if debit.release_rows is not None:
+        owner_of = owner_of[: int(np.searchsorted(rows, debit.release_rows, side="right"))]
+    written_rows = int(rows[len(owner_of) - 1]) if len(owner_of) else 0
     item_type = t.columns[o["item"]].type
     domain = values_list(o["items"], item_type)
     unit_type = t.columns[t.unit].type.upper()
@@ -465,7 +475,7 @@ def _write(con, plan: SynthesisPlan, itemsets: dict, supports: list[tuple], samp
         }  # fmt: skip
         registry.record(
             con, entry_id=debit.entry_id, name=name, kind="synthetic table", sources=[t.name], mechanism=mechanism,
-            parameters=parameters, epsilon=debit.epsilon, delta=0.0, analyst=analyst, row_count=len(owner_of),
+            parameters=parameters, epsilon=debit.epsilon, delta=0.0, analyst=analyst, row_count=written_rows,
         )  # fmt: skip
     return len(owner_of)
 

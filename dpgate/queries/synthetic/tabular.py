@@ -49,7 +49,7 @@ SYNTHESIS_OPTIONS: dict[str, Spec] = {
     "score": Spec("str", "network score", choices=("r", "f", "mi")),
     "beta": Spec("float", "share of ε spent on the network", 0.0, 1.0, low_open=True),
     "encoding": Spec("str", "encoding of non-binary attributes", choices=("vanilla", "binary", "gray")),
-    "rows": Spec("int", "rows to write (default: the model's DP row estimate)", 0, 10_000_000),  # sampled after the debit: a bound on its memory and time
+    "rows": Spec("int", "rows to write (default: the model's DP row estimate)", 1, 10_000_000),  # sampled after the debit: a bound on its memory and time
     "bins": Spec("int", "equi-width bins per numeric column", 2, 1025),
     "columns": Spec("str", "comma-separated columns to synthesize (default: all but the privacy unit)"),
 }
