@@ -303,11 +303,14 @@ class SynthesisPlan(Plan):
     #: For the release caps (``catalog.caps``), public facts of what the release writes: whether it
     #: takes ``WITH (rows = N)``, how many rows it writes for each row asked (a sequence is up to
     #: ``max_length`` rows), a bound on its rows whatever the roster (a synopsis's node cap), and the
-    #: columns' types of a row when they are not its source's (a synopsis's nodes).
+    #: columns' types of a row when they are not its source's (a synopsis's nodes); and its side
+    #: tables' sizes, ``(rows, column types)`` each, rows None for as many as the release's own.
     rows_option: bool = False
     rows_each: int = 1
     row_bound: int | None = None
+    row_least: int = 1  # with ``row_bound``: the fewest rows worth a charge (a synopsis's root and first split)
     row_types: tuple[str, ...] | None = None
+    side_sizes: tuple[tuple[int | None, tuple[str, ...]], ...] = ()
 
     @property
     def delta(self) -> float:

@@ -14,7 +14,8 @@ charged, from public facts only (the statement's options, the roster's size, the
     the releases the analyst holds (made and not dropped, and those being made);
 ``release_bytes``
     the estimated bytes the analyst's releases hold, this one included: rows times the width of a row
-    (``width``: the bytes DuckDB stores a value of each column's type in, before compression).
+    (``width``: the bytes DuckDB stores a value of each column's type in, before compression), its side
+    tables included (a DiffPart release's itemsets and supports, a sequence release's model).
 
 A release that would pass a cap is refused (DP343, DP344, DP345) and charges nothing; the hint says the
 cap and what the analyst holds. The database's defaults are kept in ``dpgate.settings``, an analyst's
@@ -52,7 +53,8 @@ class ReleaseSize:
     """What a release may write, from its plan: ``rows`` (those asked for times ``rows_each``, the rows
     written for each; None: the most its source gives, ``per_subject`` rows for each subject on the
     roster, at most ``bound``) of ``row_bytes`` estimated bytes each. ``rows_option``: the release
-    takes ``WITH (rows = N)`` (the hint says what else would fit when it does not)."""
+    takes ``WITH (rows = N)`` (the hint says what else would fit when it does not). Its side tables
+    add ``side_row_bytes`` for each of its rows and ``side_bytes`` in all."""
 
     rows: int | None
     per_subject: int
@@ -61,6 +63,9 @@ class ReleaseSize:
     rows_each: int = 1
     bound: int | None = None
     rows_option: bool = False
+    side_row_bytes: int = 0
+    side_bytes: int = 0
+    least: int = 1
 
 
 @dataclass(frozen=True)
@@ -114,9 +119,13 @@ def release_size(plan: Any) -> ReleaseSize | None:
     rows = getattr(plan, "rows", None)
     each = max(1, int(getattr(plan, "rows_each", 1)))
     bound = getattr(plan, "row_bound", None)
+    sides = tuple(getattr(plan, "side_sizes", ()) or ())
+    per_row = sum(sum(width(t) for t in types) for n, types in sides if n is None)
+    fixed = sum(int(n) * sum(width(t) for t in types) for n, types in sides if n is not None)
     return ReleaseSize(None if rows is None else int(rows) * each, max(1, int(plan.max_rows)), max(1, sum(widths)),
                        len(widths), each, None if bound is None else int(bound),
-                       bool(getattr(plan, "rows_option", False)))  # fmt: skip
+                       bool(getattr(plan, "rows_option", False)), per_row, fixed,
+                       max(1, int(getattr(plan, "row_least", 1))))  # fmt: skip
 
 
 def _longest(values: Any) -> int | None:
@@ -270,9 +279,11 @@ def check(con: duckdb.DuckDBPyConnection, analyst: str, release: ReleaseSize, *,
         rows = population * release.per_subject
         said = (f"without rows = ..., up to the {population:,} subjects on the roster"
                 + (f" × {release.per_subject:,} rows each" if release.per_subject > 1 else "") + f" = {rows:,} rows")
-    if rows > cap_rows or rows < 1:  # (rows < 1: a cap of 0, which allows no release)
+    if rows > cap_rows or rows < release.least:  # (rows < 1: a cap of 0, which allows no release)
+        wants = (f"This release needs at least {release.least:,} rows ({said}, as your caps allow)" if rows < release.least
+                 else f"This release may write {rows:,} rows ({said})")
         raise errors.PolicyError(
-            f"This release may write {rows:,} rows ({said}); your cap on the rows of one release is {cap_rows:,}",
+            f"{wants}; your cap on the rows of one release is {cap_rows:,}",
             code="DP343", hint=_fit_hint(release, population, cap_rows) + "; the data owner sets the cap "
             "(release_rows: Owner.set_release_caps, dpgate analyst set ... --release-rows N); nothing was charged",
             rows=rows, cap=cap_rows,
@@ -286,14 +297,16 @@ def check(con: duckdb.DuckDBPyConnection, analyst: str, release: ReleaseSize, *,
             held=held.releases, cap=caps["releases"],
         )  # fmt: skip
     cap_bytes = caps["release_bytes"]
+    row_bytes = release.row_bytes + release.side_row_bytes  # a row of the release and its side tables' share
     if release.bound is not None and release.rows is None:
-        rows = max(1, min(rows, (cap_bytes - held.bytes) // release.row_bytes))
-    size = rows * release.row_bytes
+        rows = max(release.least, min(rows, (cap_bytes - held.bytes - release.side_bytes) // row_bytes))
+    size = rows * row_bytes + release.side_bytes
     if held.bytes + size > cap_bytes:
-        fit = max(0, (cap_bytes - held.bytes) // release.row_bytes)
+        fit = max(0, (cap_bytes - held.bytes - release.side_bytes) // row_bytes)
         raise errors.PolicyError(
-            f"This release may hold about {_mb(size)} ({rows:,} rows of {release.columns} column(s), ~{release.row_bytes} "
-            f"bytes a row) and your releases hold about {_mb(held.bytes)}: your cap is {_mb(cap_bytes)}",
+            f"This release may hold about {_mb(size)} ({rows:,} rows of {release.columns} column(s), ~{row_bytes} "
+            f"bytes a row{' with its side tables' if release.side_row_bytes or release.side_bytes else ''}) and your "
+            f"releases hold about {_mb(held.bytes)}: your cap is {_mb(cap_bytes)}",
             code="DP345",
             hint=_fit_hint(release, population, fit) + (", or fewer columns" if release.columns > 1 and release.rows_option
                                                         and release.rows_each == 1 else "")
@@ -308,7 +321,7 @@ def _fit_hint(release: ReleaseSize, population: int, cap_rows: int) -> str:
     """What the analyst could ask for within ``cap_rows``: fewer rows where the release takes
     ``rows = N`` (for a sequence release, shorter sequences too), else fewer rows per subject
     (``max_rows_contributed``), else nothing of theirs (a release with a public ``bound`` fits
-    itself to the caps down to one row)."""
+    itself to the caps down to its ``least`` rows)."""
     if cap_rows < 1:
         return "your caps leave room for no row: DROP SYNTHETIC TABLE a release of yours, or ask the data owner"
     if release.rows_option and cap_rows // release.rows_each >= 1:
@@ -319,7 +332,8 @@ def _fit_hint(release: ReleaseSize, population: int, cap_rows: int) -> str:
     if release.bound is None and 1 <= per < release.per_subject:
         return f"ask for max_rows_contributed = {per:,} or less in WITH (...) (this release takes no rows = ...)"
     if release.bound is not None:
-        return "your caps leave room for less than one row of this release"
+        return (f"your caps leave room for fewer than the {release.least:,} rows this release needs to be worth its "
+                "charge")
     return "this release takes no rows = ..., and its public size alone passes your cap"
 
 

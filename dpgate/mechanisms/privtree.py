@@ -666,11 +666,13 @@ class PrivTree(Synthesizer):
 class PrivTreeMarkov(Synthesizer):
     """``USING privtree_markov``: ``sequence_release`` on sequences of symbol numbers.
 
-    Options: ``n_symbols``, ``max_length``.
+    Options: ``n_symbols``, ``max_length``, ``max_cells`` (at most ``MAX_MODEL_CELLS``: the model's rows as
+    its release's caps allow [cap]).
     """
 
     NAME = "privtree_markov"
 
     def synthesize(self, data: list, *, epsilon, delta=0.0, rng, options, progress=None) -> Synthesis:
-        model = sequence_release(data, options["n_symbols"], options["max_length"], epsilon, rng=rng)
+        model = sequence_release(data, options["n_symbols"], options["max_length"], epsilon, rng=rng,
+                                 max_cells=min(MAX_MODEL_CELLS, int(options.get("max_cells", MAX_MODEL_CELLS))))
         return Synthesis(model, epsilon, {"stopped": model.stopped})

@@ -118,6 +118,10 @@ def plan(classified: Classified, catalog: Catalog, session: Session, name: str) 
         options={"item": item, "items": values, "fanout": fanout, "c1": c1, "c2": c2, "taxonomy": taxonomy,
                  "method": own.get("method", "auto"), "pair_items": pair_items},
         rows=None, bins=0, max_rows=max_rows, charge=SubjectCharge(settings.personalization, settings.epsilon, 0.0),
+        # NAME_itemsets: at most a row for each of the release's (``_write``); NAME_supports: every item and
+        # the pairs of the pair_items most frequent
+        side_sizes=((None, ("INTEGER", "LIST", "BIGINT", "BIGINT")),
+                    (len(values) + pair_items * (pair_items - 1) // 2, ("LIST", "BIGINT", "BIGINT", "DOUBLE", "DOUBLE"))),
         notes=(f"at most {max_rows} item(s) per subject; one subject is one record, so the release runs at the whole ε",),
     )  # fmt: skip
     require_model(out)
@@ -424,9 +428,9 @@ def _write(con, plan: SynthesisPlan, itemsets: dict, supports: list[tuple], samp
 
     Post-processing keeps the main table within what the release reserved against the analyst's caps
     (``debit.release_rows``: the roster times ``max_rows``): an itemset of more than ``max_rows``
-    items holds no real record (each was cut to ``max_rows``) and is left out, and the synthetic
-    subjects, in their random order, stop before their rows would pass the reservation (noisy counts
-    are not bounded by the roster)."""
+    items holds no real record (each was cut to ``max_rows``) and is left out, NAME_itemsets keeps
+    at most that many itemsets (the largest counts), and the synthetic subjects, in their random
+    order, stop before their rows would pass it (noisy counts are not bounded by the roster)."""
     t = plan.table
     o = plan.options
     name = plan.name
@@ -435,7 +439,10 @@ def _write(con, plan: SynthesisPlan, itemsets: dict, supports: list[tuple], samp
         if relation_exists(con, n):
             raise errors.ProgrammingError(f"A table or view named {n!r} already exists", code="DP226",
                                           hint="choose another name for the release")  # fmt: skip
-    keys = sorted((k for k in itemsets if len(k) <= plan.max_rows), key=lambda k: (len(k), k))
+    keys = [k for k in itemsets if len(k) <= plan.max_rows]
+    if debit.release_rows is not None and len(keys) > debit.release_rows:  # NAME_itemsets' reservation: the largest
+        keys = sorted(keys, key=lambda k: (-itemsets[k], len(k), k))[: debit.release_rows]  # counts first
+    keys = sorted(keys, key=lambda k: (len(k), k))
     counts = [int(itemsets[k]) for k in keys]
     owner_of = np.repeat(np.arange(1, len(keys) + 1), counts)  # itemset id of each synthetic subject
     sampling.shuffle(owner_of)  # post-processing: the order of synthetic subjects means nothing

@@ -103,6 +103,7 @@ def plan(classified: Classified, catalog: Catalog, session: Session, name: str) 
         options={"columns": names, "lower": lower, "upper": upper, "integer": integer, "tree_share": tree_share},
         rows=None, bins=0, max_rows=max_rows, charge=SubjectCharge(settings.personalization, settings.epsilon, 0.0),
         row_bound=privtree.MAX_NODES,  # one row a node: the tree and its refinement stop there
+        row_least=1 + 2 ** len(names),  # fewer would leave the root unsplit: a charge for one noisy total
         # node_id, parent_id, depth, is_leaf, each column's bounds, count and its interval (``_write``)
         row_types=("BIGINT", "BIGINT", "BIGINT", "BOOLEAN", *["DOUBLE"] * (2 * len(names)), "DOUBLE", "DOUBLE", "DOUBLE"),
         notes=((f"at most {max_rows} point(s) per subject: λ and the leaf noise are scaled by {max_rows}",)
