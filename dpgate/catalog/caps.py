@@ -228,7 +228,8 @@ def settle(key: tuple, entry_id: int) -> None:
 def usage(con: duckdb.DuckDBPyConnection, analyst: str, key: tuple | None = None) -> Usage:
     """The releases ``analyst`` holds (active in the registry, and in the making in this process), their
     rows as recorded, and their estimated bytes as the tables stand (rows times the widths of their
-    columns' types: a release's side tables count too)."""
+    columns' types: a release's side tables count too), with the text beyond 16 bytes a value their
+    registry rows recorded."""
     from dpgate.catalog import releases as registry
 
     count = rows = size = 0
@@ -242,9 +243,11 @@ def usage(con: duckdb.DuckDBPyConnection, analyst: str, key: tuple | None = None
             count += 1
             rows += int(row_count)
             try:
-                extra = json.loads(parameters).get("extra_tables", []) if parameters else []
+                recorded = json.loads(parameters) if parameters else {}
             except ValueError:
-                extra = []
+                recorded = {}
+            extra = recorded.get("extra_tables", [])
+            size += int(recorded.get("string_bytes", 0))  # text beyond 16 bytes a value (``releases.record``)
             names += [str(name).lower(), *(str(n).lower() for n in extra)]
         if names:
             for _, n, types in con.execute(

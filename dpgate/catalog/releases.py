@@ -18,7 +18,7 @@ from typing import Any
 import duckdb
 
 from dpgate import database, errors, resources
-from dpgate.catalog.tables import SCHEMA, schema_table_exists
+from dpgate.catalog.tables import SCHEMA, quote_ident, schema_table_exists
 
 TABLE = f"{SCHEMA}.release_registry"
 
@@ -92,13 +92,30 @@ def record(
     con: duckdb.DuckDBPyConnection, *, entry_id: int, name: str, kind: str, sources: list[str], mechanism: str,
     parameters: dict[str, Any], epsilon: float, delta: float, analyst: str, row_count: int,
 ) -> None:  # fmt: skip
-    """Register a release (in the caller's transaction, with the table it describes)."""
+    """Register a release (in the caller's transaction, with the table it describes), with the bytes its
+    text values hold beyond the 16 a value is counted at (``string_bytes``, for the release caps: the
+    types alone do not say it)."""
+    parameters = {**parameters, "string_bytes": string_bytes(con, [name, *parameters.get("extra_tables", [])])}
     con.execute(
         f"INSERT INTO {TABLE} (entry_id, name, kind, sources, mechanism, parameters, epsilon, delta, analyst, "
         "row_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [entry_id, name.lower(), kind, json.dumps(sources), mechanism, json.dumps(parameters, default=str),
          repr(float(epsilon)), repr(float(delta)), analyst, int(row_count)],
     )  # fmt: skip
+
+
+def string_bytes(con: duckdb.DuckDBPyConnection, tables: list[str]) -> int:
+    """The characters of the text values longer than 12 bytes in ``tables`` (schema main): DuckDB keeps
+    those outside the value's 16 bytes, as ``caps.width`` counts a text column's longest value."""
+    total = 0
+    for table in tables:
+        columns = [r[0] for r in con.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE database_name = current_database() AND schema_name = 'main' "
+            "AND table_name = ? AND data_type = 'VARCHAR'", [str(table)]).fetchall()]  # fmt: skip
+        if columns:
+            parts = [f"coalesce(sum(CASE WHEN strlen({c}) > 12 THEN strlen({c}) END), 0)" for c in map(quote_ident, columns)]
+            total += int(con.execute(f"SELECT {' + '.join(parts)} FROM main.{quote_ident(str(table))}").fetchone()[0])
+    return total
 
 
 def drop(con: duckdb.DuckDBPyConnection, name: str, *, by: str, owner: bool = False) -> ReleaseRecord:
