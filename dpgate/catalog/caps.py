@@ -337,7 +337,8 @@ def _fit_hint(release: ReleaseSize, population: int, cap_rows: int) -> str:
     if release.bound is not None:
         return (f"your caps leave room for fewer than the {release.least:,} rows this release needs to be worth its "
                 "charge")
-    return "this release takes no rows = ..., and its public size alone passes your cap"
+    return (f"this release takes no rows = ..., and even one row for each of the {population:,} subjects on the roster "
+            "passes your cap")
 
 
 def _mb(n: int) -> str:

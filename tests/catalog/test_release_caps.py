@@ -213,7 +213,7 @@ def test_the_hint_of_a_release_without_rows_names_what_it_takes(demo_db):
     with Owner(demo_db) as o:
         o.set_release_caps("demo", release_rows=1000)
     e = _demo_refused(demo_db, sql.format("capped_b2", ""))
-    assert "takes no rows = ..., and its public size alone passes your cap" in e.hint
+    assert "takes no rows = ..., and even one row for each of the 4,627 subjects on the roster passes" in e.hint
 
 
 def test_a_synopsis_fits_itself_to_the_caps(demo_db):
