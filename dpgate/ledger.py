@@ -461,7 +461,11 @@ class Ledger:
         """After the answer (or its failure): the temporary table of the charged units goes, and a
         release's reservation against the caps ends (a written release is in the registry now)."""
         if debit.release_rows is not None:
-            caps.settle(self._key, debit.entry_id)
+            # Under the ledger lock: a reservation checks the caps in a transaction begun under it. Settled
+            # outside, a check whose transaction began before this release's commit saw it in neither
+            # the registry nor the pending releases (two releases held under a cap of one).
+            with self._instance.ledger_lock:
+                caps.settle(self._key, debit.entry_id)
         if debit.temp:
             _quietly(self._con, f"DROP TABLE IF EXISTS {debit.temp}")
 

@@ -88,6 +88,51 @@ def test_the_releases_an_analyst_holds_are_capped_and_dropping_one_frees_its_pla
         con.execute(release("r3", 10))
 
 
+def test_a_release_finishing_while_another_is_checked_still_counts(db, monkeypatch):
+    """A reservation checks the caps in a transaction begun under the ledger lock; a release written
+    (committed) after that transaction began, and settled before the check ran, was in neither the
+    registry it could see nor the pending releases: two releases held under a cap of one. Settling
+    under the lock keeps the pending entry until such a check is done."""
+    from dpgate.catalog import releases as registry
+
+    with Owner(db) as o:
+        o.set_release_caps("alice", releases=1)
+    inside, settling, outcome = threading.Event(), threading.Event(), {}
+    check, settle, record = caps.check, caps.settle, registry.record
+
+    def second() -> None:
+        with dpgate.connect(str(db), analyst="alice") as con:
+            try:
+                con.execute(release("r2", 10))
+                outcome["second"] = "made"
+            except errors.PolicyError as e:
+                outcome["second"] = e.code
+
+    other = threading.Thread(target=second, name="second")
+
+    def waiting_check(*args, **kwargs):  # the second reservation, its transaction begun: wait for the first's settle
+        if threading.current_thread() is other:
+            inside.set()
+            settling.wait(3)  # with the lock held by this reservation, the settle waits for it instead
+        return check(*args, **kwargs)
+
+    def recording(*args, **kwargs):  # the first release, before its commit: let the second reservation begin
+        if threading.current_thread() is not other and not other.is_alive() and "second" not in outcome:
+            other.start()
+            assert inside.wait(30)
+        return record(*args, **kwargs)
+
+    monkeypatch.setattr(caps, "check", waiting_check)
+    monkeypatch.setattr(caps, "settle", lambda *a, **k: (settling.set(), settle(*a, **k))[1])
+    monkeypatch.setattr(registry, "record", recording)
+    with dpgate.connect(str(db), analyst="alice") as con:
+        con.execute(release("r1", 10))
+    other.join(30)
+    assert outcome == {"second": "DP344"}
+    with Owner(db) as o:
+        assert caps.usage(o.con, "alice").releases == 1
+
+
 def test_the_bytes_an_analyst_holds_are_capped_with_usage_in_the_hint(db):
     # age (BIGINT: 8 bytes) + sex (VARCHAR: 16) + x (DECIMAL(21, 1): 16): 40 bytes a row
     size = caps.release_size(_plan(db, release("r", 1000)))
