@@ -309,8 +309,9 @@ class SynthesisPlan(Plan):
     rows_each: int = 1
     row_bound: int | None = None
     row_least: int = 1  # with ``row_bound``: the fewest rows worth a charge (a synopsis's root and first split)
-    row_types: tuple[str, ...] | None = None
-    side_sizes: tuple[tuple[int | None, tuple[str, ...]], ...] = ()
+    row_types: tuple[Any, ...] | None = None  # a type, or (type, the public values a text column may hold)
+    side_sizes: tuple[tuple[int | None, tuple[Any, ...]], ...] = ()
+    rows_extra: int = 0  # rows beside one a subject's (a supermodular release's '*' row)
 
     @property
     def delta(self) -> float:

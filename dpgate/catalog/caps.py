@@ -66,6 +66,7 @@ class ReleaseSize:
     side_row_bytes: int = 0
     side_bytes: int = 0
     least: int = 1
+    extra: int = 0  # rows beside one a subject's (a supermodular release's '*' row)
 
 
 @dataclass(frozen=True)
@@ -113,19 +114,28 @@ def release_size(plan: Any) -> ReleaseSize | None:
     if codings:
         widths = [width(c.sql_type, _longest(getattr(c, "values", None))) for c in codings]
     elif getattr(plan, "row_types", None):
-        widths = [width(t) for t in plan.row_types]
+        widths = [_width(t) for t in plan.row_types]
     else:
         widths = [width(c.type) for c in plan.table.columns.values()]
     rows = getattr(plan, "rows", None)
     each = max(1, int(getattr(plan, "rows_each", 1)))
+    extra = int(getattr(plan, "rows_extra", 0))
     bound = getattr(plan, "row_bound", None)
     sides = tuple(getattr(plan, "side_sizes", ()) or ())
-    per_row = sum(sum(width(t) for t in types) for n, types in sides if n is None)
-    fixed = sum(int(n) * sum(width(t) for t in types) for n, types in sides if n is not None)
+    per_row = sum(sum(_width(t) for t in types) for n, types in sides if n is None)
+    fixed = sum(int(n) * sum(_width(t) for t in types) for n, types in sides if n is not None)
     return ReleaseSize(None if rows is None else int(rows) * each, max(1, int(plan.max_rows)), max(1, sum(widths)),
                        len(widths), each, None if bound is None else int(bound),
                        bool(getattr(plan, "rows_option", False)), per_row, fixed,
-                       max(1, int(getattr(plan, "row_least", 1))))  # fmt: skip
+                       max(1, int(getattr(plan, "row_least", 1))), extra)  # fmt: skip
+
+
+def _width(column: str | tuple[str, Any]) -> int:
+    """A column a plan states: its type, or (its type, the public values it may hold: a declared
+    domain, a hierarchy's labels), whose longest text counts as ``width`` counts it."""
+    if isinstance(column, tuple):
+        return width(column[0], _longest(column[1]))
+    return width(column)
 
 
 def _longest(values: Any) -> int | None:
@@ -277,14 +287,16 @@ def check(con: duckdb.DuckDBPyConnection, analyst: str, release: ReleaseSize, *,
         rows = release.rows
         said = f"rows = {rows // each:,}" + (f" of up to {each:,} rows each" if each > 1 else "")
     elif release.bound is not None:  # its size does not follow the roster: it stops at what the caps allow
-        rows, said = min(release.bound, cap_rows), f"it writes at most {release.bound:,}"
+        rows = min(release.bound, cap_rows)
+        said = f"it writes up to {release.bound:,} and stops at what your caps allow"
     else:
-        rows = population * release.per_subject
+        rows = population * release.per_subject + release.extra
         said = (f"without rows = ..., up to the {population:,} subjects on the roster"
-                + (f" × {release.per_subject:,} rows each" if release.per_subject > 1 else "") + f" = {rows:,} rows")
+                + (f" × {release.per_subject:,} rows each" if release.per_subject > 1 else "")
+                + (f" and {release.extra:,} more" if release.extra else "") + f" = {rows:,} rows")
     if rows > cap_rows or rows < release.least:  # (rows < 1: a cap of 0, which allows no release)
-        wants = (f"This release needs at least {release.least:,} rows ({said}, as your caps allow)" if rows < release.least
-                 else f"This release may write {rows:,} rows ({said})")
+        wants = (f"This release needs at least {release.least:,} rows to be worth its charge ({said})"
+                 if rows < release.least else f"This release may write {rows:,} rows ({said})")
         raise errors.PolicyError(
             f"{wants}; your cap on the rows of one release is {cap_rows:,}",
             code="DP343", hint=_fit_hint(release, population, cap_rows) + "; the data owner sets the cap "
@@ -306,15 +318,20 @@ def check(con: duckdb.DuckDBPyConnection, analyst: str, release: ReleaseSize, *,
     size = rows * row_bytes + release.side_bytes
     if held.bytes + size > cap_bytes:
         fit = max(0, (cap_bytes - held.bytes - release.side_bytes) // row_bytes)
+        narrower = release.columns > 1 and release.rows_option and each == 1  # a release that takes ``columns``
+        if fit >= release.least:
+            advice = _fit_hint(release, population, fit) + (", or fewer columns" if narrower else "") + ", or "
+        elif narrower:
+            advice = "your caps leave room for no row of this width: ask for fewer columns, or "
+        else:
+            advice = _fit_hint(release, population, fit) + "; "
         raise errors.PolicyError(
             f"This release may hold about {_mb(size)} ({rows:,} rows of {release.columns} column(s), ~{row_bytes} "
             f"bytes a row{' with its side tables' if release.side_row_bytes or release.side_bytes else ''}) and your "
             f"releases hold about {_mb(held.bytes)}: your cap is {_mb(cap_bytes)}",
             code="DP345",
-            hint=_fit_hint(release, population, fit) + (", or fewer columns" if release.columns > 1 and release.rows_option
-                                                        and release.rows_each == 1 else "")
-            + ", or DROP SYNTHETIC TABLE a release of yours (SHOW RELEASES lists them); the data owner sets the cap "
-            "(release_bytes); nothing was charged",
+            hint=advice + "DROP SYNTHETIC TABLE a release of yours (SHOW RELEASES lists them); the data owner sets the "
+            "cap (release_bytes); nothing was charged",
             bytes=size, held=held.bytes, cap=cap_bytes,
         )  # fmt: skip
     return rows, size
@@ -325,8 +342,11 @@ def _fit_hint(release: ReleaseSize, population: int, cap_rows: int) -> str:
     ``rows = N`` (for a sequence release, shorter sequences too), else fewer rows per subject
     (``max_rows_contributed``), else nothing of theirs (a release with a public ``bound`` fits
     itself to the caps down to its ``least`` rows)."""
+    if release.bound is not None and cap_rows < release.least:
+        return (f"your caps leave room for fewer than the {release.least:,} rows this release needs to be worth its "
+                "charge")
     if cap_rows < 1:
-        return "your caps leave room for no row: DROP SYNTHETIC TABLE a release of yours, or ask the data owner"
+        return "your caps leave room for no row of this release"
     if release.rows_option and cap_rows // release.rows_each >= 1:
         return f"ask for at most rows = {cap_rows // release.rows_each:,} in WITH (...)"
     if release.rows_option:  # not one whole sequence of max_length rows fits

@@ -534,12 +534,14 @@ def sequence_parameters(epsilon: float, n_symbols: int, max_length: int) -> dict
 
 
 def sequence_release(sequences: list[np.ndarray], n_symbols: int, max_length: int, epsilon: float, *,
-                     rng: np.random.Generator, max_cells: int = MAX_MODEL_CELLS) -> SequenceModel:  # fmt: skip
+                     rng: np.random.Generator, max_cells: int = MAX_MODEL_CELLS,
+                     max_rows: int | None = None) -> SequenceModel:  # fmt: skip
     """Algorithm 4.3 on sequences of symbols 0..n−1, truncated to ``max_length`` (counting END).
 
     A split whose children would take the model past ``max_cells`` cells is not made (the node
     stays a leaf and the model says it stopped), a node at depth k costing ``(n_symbols + 1)(k + 1)``:
-    its histogram and, in the model table, its context beside each next symbol [cap]. The test runs
+    its histogram and, in the model table, its context beside each next symbol [cap]; nor one past
+    ``max_rows`` model rows (``n_symbols + 1`` a node: the rows its release reserved). The test runs
     split by split, in the frontier's order (which the released tree fixes), and reads only the
     tree released so far, so stopping is as private as splitting. (A test of the whole level, as
     ``grow`` makes, would refuse every second level at 111 symbols or more: its worst case,
@@ -553,7 +555,8 @@ def sequence_release(sequences: list[np.ndarray], n_symbols: int, max_length: in
     """
     p = sequence_parameters(epsilon, n_symbols, max_length)
     end = n_symbols
-    cells = n_symbols + 1  # the root's histogram
+    cells = rows = n_symbols + 1  # the root's histogram
+    max_rows = math.inf if max_rows is None else max_rows
     flat, nxt_index = [], []
     for s in sequences:
         s = [int(x) for x in s[:max_length]]
@@ -589,7 +592,7 @@ def sequence_release(sequences: list[np.ndarray], n_symbols: int, max_length: in
                 leaf_flags[v] = True
                 continue
             cost = (n_symbols + 1) ** 2 * (depth_of[v] + 2)  # its children's histograms and contexts
-            if cells + cost > max_cells:  # [cap]: reads the released tree only
+            if cells + cost > max_cells or rows + (n_symbols + 1) ** 2 > max_rows:  # [cap]: reads the released tree only
                 stopped = leaf_flags[v] = True
                 continue
             leaf_flags[v] = False
@@ -604,6 +607,7 @@ def sequence_release(sequences: list[np.ndarray], n_symbols: int, max_length: in
                 children[v][sym] = u
                 nxt.append(u)
             cells += cost
+            rows += (n_symbols + 1) ** 2
         frontier = nxt
     n_nodes = len(contexts)
     leaf = np.array([leaf_flags[v] for v in range(n_nodes)])
@@ -666,13 +670,12 @@ class PrivTree(Synthesizer):
 class PrivTreeMarkov(Synthesizer):
     """``USING privtree_markov``: ``sequence_release`` on sequences of symbol numbers.
 
-    Options: ``n_symbols``, ``max_length``, ``max_cells`` (at most ``MAX_MODEL_CELLS``: the model's rows as
-    its release's caps allow [cap]).
+    Options: ``n_symbols``, ``max_length``, ``max_rows`` (the model's rows as its release's caps allow [cap]).
     """
 
     NAME = "privtree_markov"
 
     def synthesize(self, data: list, *, epsilon, delta=0.0, rng, options, progress=None) -> Synthesis:
         model = sequence_release(data, options["n_symbols"], options["max_length"], epsilon, rng=rng,
-                                 max_cells=min(MAX_MODEL_CELLS, int(options.get("max_cells", MAX_MODEL_CELLS))))
+                                 max_rows=options.get("max_rows"))
         return Synthesis(model, epsilon, {"stopped": model.stopped})

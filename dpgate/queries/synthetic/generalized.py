@@ -108,13 +108,16 @@ def plan(classified: Classified, catalog: Catalog, session: Session, name: str) 
                                       code="DP275" if e.code == "DP275" else "DP287",
                                       hint=e.hint or "change the WITH (...) options") from e  # fmt: skip
     require_free_name(catalog, f"{name}_hierarchy", "choose another name: the release writes NAME and NAME_hierarchy")
-    labels = ("VARCHAR",) * len(opts["trees"])  # a row: each column's label (``_write``)
+    trees = opts["trees"]
+    every = [x for h in trees for x in h.labels]
     return SynthesisPlan(
         table=table, settings=settings, statement_sql=to_sql(stmt), name=name, mechanism="supermodular", codings=(),
-        options=opts, rows=None, bins=0, max_rows=1, row_types=labels,
-        # the '*' row beside a row a kept record; NAME_hierarchy: every label of every column's hierarchy
-        side_sizes=((1, labels), (sum(len(h.labels) for h in opts["trees"]), ("VARCHAR", "VARCHAR", "VARCHAR", "INTEGER",
-                                                                             "LIST"))),
+        options=opts, rows=None, bins=0, max_rows=1,
+        # a row a kept record and the '*' row: each column's label (``_write``); NAME_hierarchy: every label of
+        # every column's hierarchy with its column, parent, level and the leaves it covers
+        row_types=tuple(("VARCHAR", h.labels) for h in trees), rows_extra=1,
+        side_sizes=((len(every), (("VARCHAR", [h.column for h in trees]), ("VARCHAR", every), ("VARCHAR", every),
+                                  "INTEGER", "LIST")),),
         charge=SubjectCharge(settings.personalization, settings.epsilon, delta),
         notes=(supermodular.CLAIM,
                "personalization 'threshold': subjects with less than the ε asked left are left out"),

@@ -99,10 +99,11 @@ def plan(classified: Classified, catalog: Catalog, session: Session, name: str) 
         table=table, settings=settings, statement_sql=to_sql(stmt), name=name, mechanism="privtree_markov",
         codings=(), options={"symbol": symbol, "position": position, "symbols": values, "max_length": max_length},
         rows=own.get("rows"), bins=0, max_rows=max_length, rows_option=True, rows_each=max_length,
-        # a row: the unit (BIGINT), the position, the symbol; NAME_model: a row a cell, the root's and at most
-        # as many more as the release's rows (the model stops growing there, ``answer``)
-        row_types=("BIGINT", "INTEGER", table.columns[symbol].type),
-        side_sizes=((None, _MODEL_TYPES), (len(values) + 1, _MODEL_TYPES)),
+        # a row: the unit (BIGINT), the position, the symbol; NAME_model: a row a (node, next symbol), the
+        # root's and at most as many more as the release's rows (the model stops growing there, ``answer``)
+        row_types=("BIGINT", "INTEGER", (table.columns[symbol].type, values)),
+        side_sizes=((None, _model_types(table.columns[symbol].type, values)),
+                    (len(values) + 1, _model_types(table.columns[symbol].type, values))),
         charge=SubjectCharge(settings.personalization, settings.epsilon, 0.0),
         notes=(f"each subject's first {max_length - 1} row(s) by {position} and the end (a longer sequence is "
                f"truncated to {max_length} without its end)",),
@@ -130,14 +131,16 @@ def dry_run(plan: SynthesisPlan, epsilon: float) -> None:
     _synthesize(plan, [], epsilon, np.random.default_rng(0))
 
 
-#: NAME_model's columns, as its widths are counted against the release caps (``_write``).
-_MODEL_TYPES = ("BIGINT", "LIST", "BOOLEAN", "BIGINT", "BOOLEAN", "VARCHAR", "DOUBLE")
+def _model_types(symbol_type: str, symbols: tuple) -> tuple:
+    """NAME_model's columns, as its widths are counted against the release caps (``_write``): node,
+    context, from_start, depth, is_leaf, next (a symbol), count."""
+    return ("BIGINT", "LIST", "BOOLEAN", "BIGINT", "BOOLEAN", (symbol_type, symbols), "DOUBLE")
 
 
 def _synthesize(plan: SynthesisPlan, sequences: list, epsilon: float, rng,
-                max_cells: int = privtree.MAX_MODEL_CELLS) -> privtree.SequenceModel:  # fmt: skip
+                max_rows: int | None = None) -> privtree.SequenceModel:  # fmt: skip
     options = {"n_symbols": len(plan.options["symbols"]), "max_length": plan.options["max_length"],
-               "max_cells": max_cells}  # fmt: skip
+               "max_rows": max_rows}  # fmt: skip
     syn = mechanisms.synthesizer("privtree_markov").synthesize(sequences, epsilon=epsilon, rng=rng, options=options)
     spend(syn.epsilon, what="privtree_markov")
     return syn.release
@@ -193,10 +196,10 @@ def answer(con, plan: SynthesisPlan, debit, analyst: str, *, rng: np.random.Gene
     eps = run_epsilon(debit, "a sequence model")
     o = plan.options
     sequences = read_sequences(con, plan, debit.charged)
-    # NAME_model writes a row a cell: the model stops within the rows its release reserved (beyond the
-    # root's), a stop that reads only the tree released so far, as at MAX_MODEL_CELLS
-    max_cells = min(privtree.MAX_MODEL_CELLS, len(o["symbols"]) + 1 + (debit.release_rows or privtree.MAX_MODEL_CELLS))
-    model = _synthesize(plan, sequences, eps, rng, max_cells)
+    # NAME_model writes a row a (node, next symbol): beyond the root's, the model stops within the rows its
+    # release reserved (a stop that reads only the tree released so far, as at MAX_MODEL_CELLS)
+    max_rows = None if debit.release_rows is None else len(o["symbols"]) + 1 + debit.release_rows
+    model = _synthesize(plan, sequences, eps, rng, max_rows)
     del sequences
     n = plan.rows if plan.rows is not None else model.expected_sequences()
     if plan.rows is None:  # one sequence a subject: no more than the roster (public) holds; at a small ε
@@ -214,9 +217,11 @@ def answer(con, plan: SynthesisPlan, debit, analyst: str, *, rng: np.random.Gene
         "from now on",
     ]
     if model.stopped:
-        why = "a release's work is bounded" if max_cells == privtree.MAX_MODEL_CELLS else "the rows your release caps allow"
-        notes.append(f"the tree stopped growing within {max_cells:,} cells ({why}): at this ε PrivTree would extend "
-                     "some of the longest contexts further")  # fmt: skip
+        at = f"{privtree.MAX_MODEL_CELLS:,} cells (a release's work is bounded)"
+        if max_rows is not None and max_rows < privtree.MAX_MODEL_CELLS:
+            at += f" or {max_rows:,} model rows (the rows your release caps allow)"
+        notes.append(f"the tree stopped growing within {at}: at this ε PrivTree would extend some of the longest "
+                     "contexts further")  # fmt: skip
     if capped:
         notes.append(f"the model estimates {n:,} sequences; {cap:,} were sampled (at most {MAX_SYMBOLS:,} symbols "
                      "a release); sample more from the model table if needed")  # fmt: skip

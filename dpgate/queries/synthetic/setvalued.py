@@ -118,8 +118,9 @@ def plan(classified: Classified, catalog: Catalog, session: Session, name: str) 
         options={"item": item, "items": values, "fanout": fanout, "c1": c1, "c2": c2, "taxonomy": taxonomy,
                  "method": own.get("method", "auto"), "pair_items": pair_items},
         rows=None, bins=0, max_rows=max_rows, charge=SubjectCharge(settings.personalization, settings.epsilon, 0.0),
-        # NAME_itemsets: at most a row for each of the release's (``_write``); NAME_supports: every item and
-        # the pairs of the pair_items most frequent
+        # a row: the unit and an item (``_write``); NAME_itemsets: at most a row for each of the release's;
+        # NAME_supports: every item and the pairs of the pair_items most frequent
+        row_types=(_unit_type(table), (table.columns[item].type, values)),
         side_sizes=((None, ("INTEGER", "LIST", "BIGINT", "BIGINT")),
                     (len(values) + pair_items * (pair_items - 1) // 2, ("LIST", "BIGINT", "BIGINT", "DOUBLE", "DOUBLE"))),
         notes=(f"at most {max_rows} item(s) per subject; one subject is one record, so the release runs at the whole ε",),
@@ -452,8 +453,7 @@ def _write(con, plan: SynthesisPlan, itemsets: dict, supports: list[tuple], samp
     written_rows = int(rows[len(owner_of) - 1]) if len(owner_of) else 0
     item_type = t.columns[o["item"]].type
     domain = values_list(o["items"], item_type)
-    unit_type = t.columns[t.unit].type.upper()
-    unit_sql = unit_type if unit_type in ("INTEGER", "BIGINT", "HUGEINT") else "BIGINT"
+    unit_sql = _unit_type(t)
     as_items = f"list_transform(idx, lambda x: ({domain})[x + 1])"
     with registry.transaction(con):
         con.execute(
@@ -485,6 +485,12 @@ def _write(con, plan: SynthesisPlan, itemsets: dict, supports: list[tuple], samp
             parameters=parameters, epsilon=debit.epsilon, delta=0.0, analyst=analyst, row_count=written_rows,
         )  # fmt: skip
     return len(owner_of)
+
+
+def _unit_type(table) -> str:
+    """The synthetic units' type: the table's when it is an integer DuckDB widens to, else BIGINT."""
+    unit_type = table.columns[table.unit].type.upper()
+    return unit_type if unit_type in ("INTEGER", "BIGINT", "HUGEINT") else "BIGINT"
 
 
 def explain_rows(plan: SynthesisPlan, subjects=None) -> list[tuple]:
