@@ -130,9 +130,13 @@ def release_size(plan: Any) -> ReleaseSize | None:
                        max(1, int(getattr(plan, "row_least", 1))), extra)  # fmt: skip
 
 
-def _width(column: str | tuple[str, Any]) -> int:
-    """A column a plan states: its type, or (its type, the public values it may hold: a declared
-    domain, a hierarchy's labels), whose longest text counts as ``width`` counts it."""
+def _width(column: str | tuple) -> int:
+    """A column a plan states: its type; (its type, the public values it may hold: a declared domain,
+    a hierarchy's labels), whose longest text counts as ``width`` counts it; or ("LIST", n, element):
+    a list of at most n elements, each an element as stated here (the bytes held count a list's
+    elements: ``releases.string_bytes``)."""
+    if isinstance(column, tuple) and column[0] == "LIST":
+        return _STRING + int(column[1]) * max(8, _width(column[2]))
     if isinstance(column, tuple):
         return width(column[0], _longest(column[1]))
     return width(column)

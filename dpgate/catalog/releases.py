@@ -105,15 +105,25 @@ def record(
 
 
 def string_bytes(con: duckdb.DuckDBPyConnection, tables: list[str]) -> int:
-    """The characters of the text values longer than 12 bytes in ``tables`` (schema main): DuckDB keeps
-    those outside the value's 16 bytes, as ``caps.width`` counts a text column's longest value."""
+    """What ``tables`` (schema main) hold beyond the width of their columns' types (``caps.width``, a
+    list counted as one 16-byte value): the characters of text values longer than 12 bytes, which
+    DuckDB keeps outside the value's 16, and a list's elements (16 bytes each and their long text for
+    a list of text, 8 for any other)."""
     total = 0
     for table in tables:
-        columns = [r[0] for r in con.execute(
-            "SELECT column_name FROM duckdb_columns() WHERE database_name = current_database() AND schema_name = 'main' "
-            "AND table_name = ? AND data_type = 'VARCHAR'", [str(table)]).fetchall()]  # fmt: skip
-        if columns:
-            parts = [f"coalesce(sum(CASE WHEN strlen({c}) > 12 THEN strlen({c}) END), 0)" for c in map(quote_ident, columns)]
+        parts = []
+        for name, kind in con.execute(
+            "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = current_database() AND "
+            "schema_name = 'main' AND table_name = ?", [str(table)]).fetchall():  # fmt: skip
+            c = quote_ident(name)
+            if kind == "VARCHAR":
+                parts.append(f"coalesce(sum(CASE WHEN strlen({c}) > 12 THEN strlen({c}) END), 0)")
+            elif kind == "VARCHAR[]":
+                parts.append(f"coalesce(sum(list_sum(list_transform({c}, lambda x: 16 + CASE WHEN strlen(x) > 12 THEN "
+                             "strlen(x) ELSE 0 END))), 0)")  # fmt: skip
+            elif kind.endswith("[]"):
+                parts.append(f"8 * coalesce(sum(len({c})), 0)")
+        if parts:
             total += int(con.execute(f"SELECT {' + '.join(parts)} FROM main.{quote_ident(str(table))}").fetchone()[0])
     return total
 

@@ -670,12 +670,14 @@ class PrivTree(Synthesizer):
 class PrivTreeMarkov(Synthesizer):
     """``USING privtree_markov``: ``sequence_release`` on sequences of symbol numbers.
 
-    Options: ``n_symbols``, ``max_length``, ``max_rows`` (the model's rows as its release's caps allow [cap]).
+    Options: ``n_symbols``, ``max_length``, ``max_rows`` and ``max_cells`` (the model's rows, and rows and
+    context symbols, as its release's caps allow; cells at most ``MAX_MODEL_CELLS``) [cap].
     """
 
     NAME = "privtree_markov"
 
     def synthesize(self, data: list, *, epsilon, delta=0.0, rng, options, progress=None) -> Synthesis:
+        max_cells = min(MAX_MODEL_CELLS, options.get("max_cells") or MAX_MODEL_CELLS)
         model = sequence_release(data, options["n_symbols"], options["max_length"], epsilon, rng=rng,
-                                 max_rows=options.get("max_rows"))
+                                 max_cells=max_cells, max_rows=options.get("max_rows"))
         return Synthesis(model, epsilon, {"stopped": model.stopped})

@@ -417,3 +417,30 @@ def test_long_declared_text_counts_in_the_estimate(make_db, sql):
         con.execute(sql.format(1))
     with Owner(db) as o:
         assert 0 < caps.usage(o.con, "alice").bytes <= estimate
+
+
+def test_a_deep_sequence_model_counts_its_contexts(make_db):
+    """A sequence model's rows carry their contexts, lists of symbols: counted as one 16-byte value
+    each, a model 15 symbols deep held 9 times a 1 MB cap. Both the estimate and the bytes held count
+    a list's elements now, and the model stops within the context symbols reserved for it."""
+    long = ["alpha-" + "x" * 40, "beta-" + "x" * 40]
+    db = make_db(f"CREATE TABLE s AS SELECT u AS pid, k AS pos, CASE WHEN (k + u) % 20 = 0 THEN '{long[1]}' ELSE "
+                 f"'{long[0]}' END AS sym FROM range(2000) a(u), range(1, 41) b(k)",
+                 protect={"s": {"unit": "pid", "max_rows": 40, "epsilon": 1e7, "domains": {"sym": long},
+                                "bounds": {"pos": (1, 40)}}},
+                 analysts={"alice": {"epsilon": 1e7, "delta": 0.5}})  # fmt: skip
+    sql = "CREATE SYNTHETIC TABLE deep FROM s USING privtree_markov WITH (epsilon = 100000, position = 'pos', rows = 20)"
+    with Owner(db) as o:
+        o.set_release_caps("alice", release_bytes=1)
+    with dpgate.connect(str(db), analyst="alice") as con, pytest.raises(errors.PolicyError) as info:
+        con.execute(sql)
+    estimate = info.value.details["bytes"]
+    with Owner(db) as o:
+        o.set_release_caps("alice", release_bytes=estimate)
+    with dpgate.connect(str(db), analyst="alice", test_seed=1) as con:
+        con.execute(sql)
+        (rows, symbols, deepest) = con.execute("SELECT count(*), sum(len(context)), max(len(context)) FROM deep_model").fetchone()
+    with Owner(db) as o:
+        held = caps.usage(o.con, "alice").bytes
+    assert deepest >= 3 and held >= rows * 16 + symbols * (16 + len(long[1]))  # the contexts' text is counted
+    assert held <= estimate

@@ -110,6 +110,7 @@ def plan(classified: Classified, catalog: Catalog, session: Session, name: str) 
     require_free_name(catalog, f"{name}_hierarchy", "choose another name: the release writes NAME and NAME_hierarchy")
     trees = opts["trees"]
     every = [x for h in trees for x in h.labels]
+    covered = sum(len(leaves) for h in trees for leaves in h.leaves_under())
     return SynthesisPlan(
         table=table, settings=settings, statement_sql=to_sql(stmt), name=name, mechanism="supermodular", codings=(),
         options=opts, rows=None, bins=0, max_rows=1,
@@ -117,7 +118,8 @@ def plan(classified: Classified, catalog: Catalog, session: Session, name: str) 
         # every column's hierarchy with its column, parent, level and the leaves it covers
         row_types=tuple(("VARCHAR", h.labels) for h in trees), rows_extra=1,
         side_sizes=((len(every), (("VARCHAR", [h.column for h in trees]), ("VARCHAR", every), ("VARCHAR", every),
-                                  "INTEGER", "LIST")),),
+                                  "INTEGER", "LIST")),
+                    (1, (("LIST", covered, ("VARCHAR", every)),))),  # the leaves each label covers, in all
         charge=SubjectCharge(settings.personalization, settings.epsilon, delta),
         notes=(supermodular.CLAIM,
                "personalization 'threshold': subjects with less than the ε asked left are left out"),

@@ -102,8 +102,8 @@ def plan(classified: Classified, catalog: Catalog, session: Session, name: str) 
         # a row: the unit (BIGINT), the position, the symbol; NAME_model: a row a (node, next symbol), the
         # root's and at most as many more as the release's rows (the model stops growing there, ``answer``)
         row_types=("BIGINT", "INTEGER", (table.columns[symbol].type, values)),
-        side_sizes=((None, _model_types(table.columns[symbol].type, values)),
-                    (len(values) + 1, _model_types(table.columns[symbol].type, values))),
+        side_sizes=((None, _model_types(table.columns[symbol].type, values, CONTEXT_RESERVED)),
+                    (len(values) + 1, _model_types(table.columns[symbol].type, values, 0))),
         charge=SubjectCharge(settings.personalization, settings.epsilon, 0.0),
         notes=(f"each subject's first {max_length - 1} row(s) by {position} and the end (a longer sequence is "
                f"truncated to {max_length} without its end)",),
@@ -131,16 +131,23 @@ def dry_run(plan: SynthesisPlan, epsilon: float) -> None:
     _synthesize(plan, [], epsilon, np.random.default_rng(0))
 
 
-def _model_types(symbol_type: str, symbols: tuple) -> tuple:
+#: The context symbols reserved for each row of NAME_model beyond the root's: the model stops growing
+#: within ``(1 + CONTEXT_RESERVED)`` cells a reserved row (a cell a row and each of its context's
+#: symbols, ``privtree.sequence_release``), so contexts up to this long on average fit.
+CONTEXT_RESERVED = 3
+
+
+def _model_types(symbol_type: str, symbols: tuple, context: int) -> tuple:
     """NAME_model's columns, as its widths are counted against the release caps (``_write``): node,
-    context, from_start, depth, is_leaf, next (a symbol), count."""
-    return ("BIGINT", "LIST", "BOOLEAN", "BIGINT", "BOOLEAN", (symbol_type, symbols), "DOUBLE")
+    context (``context`` symbols), from_start, depth, is_leaf, next (a symbol), count."""
+    symbol = (symbol_type, symbols)
+    return ("BIGINT", ("LIST", context, symbol), "BOOLEAN", "BIGINT", "BOOLEAN", symbol, "DOUBLE")
 
 
 def _synthesize(plan: SynthesisPlan, sequences: list, epsilon: float, rng,
-                max_rows: int | None = None) -> privtree.SequenceModel:  # fmt: skip
+                max_rows: int | None = None, max_cells: int | None = None) -> privtree.SequenceModel:  # fmt: skip
     options = {"n_symbols": len(plan.options["symbols"]), "max_length": plan.options["max_length"],
-               "max_rows": max_rows}  # fmt: skip
+               "max_rows": max_rows, "max_cells": max_cells}  # fmt: skip
     syn = mechanisms.synthesizer("privtree_markov").synthesize(sequences, epsilon=epsilon, rng=rng, options=options)
     spend(syn.epsilon, what="privtree_markov")
     return syn.release
@@ -196,10 +203,14 @@ def answer(con, plan: SynthesisPlan, debit, analyst: str, *, rng: np.random.Gene
     eps = run_epsilon(debit, "a sequence model")
     o = plan.options
     sequences = read_sequences(con, plan, debit.charged)
-    # NAME_model writes a row a (node, next symbol): beyond the root's, the model stops within the rows its
-    # release reserved (a stop that reads only the tree released so far, as at MAX_MODEL_CELLS)
-    max_rows = None if debit.release_rows is None else len(o["symbols"]) + 1 + debit.release_rows
-    model = _synthesize(plan, sequences, eps, rng, max_rows)
+    # NAME_model writes a row a (node, next symbol) with its context: beyond the root's, the model stops
+    # within the rows and context symbols its release reserved (a stop that reads only the tree released
+    # so far, as at MAX_MODEL_CELLS)
+    root = len(o["symbols"]) + 1
+    reserved = debit.release_rows
+    max_rows = None if reserved is None else root + reserved
+    max_cells = None if reserved is None else root + (1 + CONTEXT_RESERVED) * reserved
+    model = _synthesize(plan, sequences, eps, rng, max_rows, max_cells)
     del sequences
     n = plan.rows if plan.rows is not None else model.expected_sequences()
     if plan.rows is None:  # one sequence a subject: no more than the roster (public) holds; at a small ε
@@ -218,8 +229,8 @@ def answer(con, plan: SynthesisPlan, debit, analyst: str, *, rng: np.random.Gene
     ]
     if model.stopped:
         at = f"{privtree.MAX_MODEL_CELLS:,} cells (a release's work is bounded)"
-        if max_rows is not None and max_rows < privtree.MAX_MODEL_CELLS:
-            at += f" or {max_rows:,} model rows (the rows your release caps allow)"
+        if max_cells is not None and max_cells < privtree.MAX_MODEL_CELLS:
+            at += f" or {max_rows:,} model rows with {max_cells:,} cells (what your release caps allow)"
         notes.append(f"the tree stopped growing within {at}: at this ε PrivTree would extend some of the longest "
                      "contexts further")  # fmt: skip
     if capped:

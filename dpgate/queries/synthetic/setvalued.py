@@ -113,6 +113,7 @@ def plan(classified: Classified, catalog: Catalog, session: Session, name: str) 
     taxonomy = diffpart.Taxonomy.build(len(values), fanout)
     max_rows = settings.max_rows or table.max_rows
     pair_items = min(own.get("pair_items", setmarginals.DEFAULT_PAIR_ITEMS), len(values))
+    item_column = (table.columns[item].type, values)
     out = SynthesisPlan(
         table=table, settings=settings, statement_sql=to_sql(stmt), name=name, mechanism="diffpart", codings=(),
         options={"item": item, "items": values, "fanout": fanout, "c1": c1, "c2": c2, "taxonomy": taxonomy,
@@ -120,9 +121,10 @@ def plan(classified: Classified, catalog: Catalog, session: Session, name: str) 
         rows=None, bins=0, max_rows=max_rows, charge=SubjectCharge(settings.personalization, settings.epsilon, 0.0),
         # a row: the unit and an item (``_write``); NAME_itemsets: at most a row for each of the release's;
         # NAME_supports: every item and the pairs of the pair_items most frequent
-        row_types=(_unit_type(table), (table.columns[item].type, values)),
-        side_sizes=((None, ("INTEGER", "LIST", "BIGINT", "BIGINT")),
-                    (len(values) + pair_items * (pair_items - 1) // 2, ("LIST", "BIGINT", "BIGINT", "DOUBLE", "DOUBLE"))),
+        row_types=(_unit_type(table), item_column),
+        side_sizes=((None, ("INTEGER", ("LIST", 1, item_column), "BIGINT", "BIGINT")),  # an item a row, at most
+                    (len(values), (("LIST", 1, item_column), "BIGINT", "BIGINT", "DOUBLE", "DOUBLE")),
+                    (pair_items * (pair_items - 1) // 2, (("LIST", 2, item_column), "BIGINT", "BIGINT", "DOUBLE", "DOUBLE"))),
         notes=(f"at most {max_rows} item(s) per subject; one subject is one record, so the release runs at the whole ε",),
     )  # fmt: skip
     require_model(out)
@@ -430,8 +432,9 @@ def _write(con, plan: SynthesisPlan, itemsets: dict, supports: list[tuple], samp
     Post-processing keeps the main table within what the release reserved against the analyst's caps
     (``debit.release_rows``: the roster times ``max_rows``): an itemset of more than ``max_rows``
     items holds no real record (each was cut to ``max_rows``) and is left out, NAME_itemsets keeps
-    at most that many itemsets (the largest counts), and the synthetic subjects, in their random
-    order, stop before their rows would pass it (noisy counts are not bounded by the roster)."""
+    at most that many itemsets and items (the largest counts first), and the synthetic subjects, in
+    their random order, stop before their rows would pass it (noisy counts are not bounded by the
+    roster)."""
     t = plan.table
     o = plan.options
     name = plan.name
@@ -441,8 +444,9 @@ def _write(con, plan: SynthesisPlan, itemsets: dict, supports: list[tuple], samp
             raise errors.ProgrammingError(f"A table or view named {n!r} already exists", code="DP226",
                                           hint="choose another name for the release")  # fmt: skip
     keys = [k for k in itemsets if len(k) <= plan.max_rows]
-    if debit.release_rows is not None and len(keys) > debit.release_rows:  # NAME_itemsets' reservation: the largest
-        keys = sorted(keys, key=lambda k: (-itemsets[k], len(k), k))[: debit.release_rows]  # counts first
+    if debit.release_rows is not None:  # NAME_itemsets' reservation: as many itemsets and items as the release's
+        keys = sorted(keys, key=lambda k: (-itemsets[k], len(k), k))[: debit.release_rows]  # rows, largest counts first
+        keys = keys[: int(np.searchsorted(np.cumsum([len(k) for k in keys]), debit.release_rows, side="right"))]
     keys = sorted(keys, key=lambda k: (len(k), k))
     counts = [int(itemsets[k]) for k in keys]
     owner_of = np.repeat(np.arange(1, len(keys) + 1), counts)  # itemset id of each synthetic subject
