@@ -71,11 +71,14 @@ class ReleaseSize:
 
 @dataclass(frozen=True)
 class Usage:
-    """What an analyst's releases hold: how many, their rows and estimated bytes."""
+    """What an analyst's releases hold: how many, their rows and estimated bytes (those being made in
+    this process included: ``making`` of them, reserving ``making_bytes``)."""
 
     releases: int
     rows: int
     bytes: int
+    making: int = 0
+    making_bytes: int = 0
 
 
 # -- widths ------------------------------------------------------------------------------------
@@ -272,12 +275,14 @@ def usage(con: duckdb.DuckDBPyConnection, analyst: str, key: tuple | None = None
                 [names],
             ).fetchall():  # fmt: skip
                 size += int(n or 0) * sum(width(t) for t in types)
+    making = making_bytes = 0
     if key is not None:
         with _PENDING_LOCK:
             for who, r, b in _PENDING.get(key, {}).values():
                 if who == analyst:
                     count, rows, size = count + 1, rows + r, size + b
-    return Usage(count, rows, size)
+                    making, making_bytes = making + 1, making_bytes + b
+    return Usage(count, rows, size, making, making_bytes)
 
 
 def check(con: duckdb.DuckDBPyConnection, analyst: str, release: ReleaseSize, *, population: int,
@@ -298,25 +303,28 @@ def check(con: duckdb.DuckDBPyConnection, analyst: str, release: ReleaseSize, *,
         said = (f"without rows = ..., up to the {population:,} subjects on the roster"
                 + (f" × {release.per_subject:,} rows each" if release.per_subject > 1 else "")
                 + (f" and {release.extra:,} more" if release.extra else "") + f" = {rows:,} rows")
+    held = usage(con, analyst, key)
+    cap_bytes = caps["release_bytes"]
+    row_bytes = release.row_bytes + release.side_row_bytes  # a row of the release and its side tables' share
+    drop = ("DROP SYNTHETIC TABLE a release of yours (SHOW RELEASES lists them), or " if held.releases > held.making
+            else "wait for your releases being made, or " if held.making else "")  # fmt: skip
     if rows > cap_rows or rows < release.least:  # (rows < 1: a cap of 0, which allows no release)
         wants = (f"This release needs at least {release.least:,} rows to be worth its charge ({said})"
                  if rows < release.least else f"This release may write {rows:,} rows ({said})")
+        room = min(cap_rows, max(0, (cap_bytes - held.bytes - release.side_bytes) // row_bytes))  # the bytes' too
         raise errors.PolicyError(
             f"{wants}; your cap on the rows of one release is {cap_rows:,}",
-            code="DP343", hint=_fit_hint(release, population, cap_rows) + "; the data owner sets the cap "
+            code="DP343", hint=_fit_hint(release, population, room) + "; the data owner sets the cap "
             "(release_rows: Owner.set_release_caps, dpgate analyst set ... --release-rows N); nothing was charged",
             rows=rows, cap=cap_rows,
         )  # fmt: skip
-    held = usage(con, analyst, key)
     if held.releases + 1 > caps["releases"]:
+        making = f" ({held.making:,} being made)" if held.making else ""
         raise errors.PolicyError(
-            f"You hold {held.releases:,} release(s); your cap is {caps['releases']:,}", code="DP344",
-            hint="DROP SYNTHETIC TABLE a release of yours you no longer need (SHOW RELEASES lists them), or ask the "
-            "data owner for a larger cap (releases); nothing was charged",
+            f"You hold {held.releases:,} release(s){making}; your cap is {caps['releases']:,}", code="DP344",
+            hint=drop + "ask the data owner for a larger cap (releases); nothing was charged",
             held=held.releases, cap=caps["releases"],
         )  # fmt: skip
-    cap_bytes = caps["release_bytes"]
-    row_bytes = release.row_bytes + release.side_row_bytes  # a row of the release and its side tables' share
     if release.bound is not None and release.rows is None:
         rows = max(release.least, min(rows, (cap_bytes - held.bytes - release.side_bytes) // row_bytes))
     size = rows * row_bytes + release.side_bytes
@@ -329,13 +337,13 @@ def check(con: duckdb.DuckDBPyConnection, analyst: str, release: ReleaseSize, *,
             advice = "your caps leave room for no row of this width: ask for fewer columns, or "
         else:
             advice = _fit_hint(release, population, fit) + "; "
+        making = f" ({_mb(held.making_bytes)} of it reserved by releases being made)" if held.making else ""
         raise errors.PolicyError(
             f"This release may hold about {_mb(size)} ({rows:,} rows of {release.columns} column(s), ~{row_bytes} "
             f"bytes a row{' with its side tables' if release.side_row_bytes or release.side_bytes else ''}) and your "
-            f"releases hold about {_mb(held.bytes)}: your cap is {_mb(cap_bytes)}",
+            f"releases hold about {_mb(held.bytes)}{making}: your cap is {_mb(cap_bytes)}",
             code="DP345",
-            hint=advice + "DROP SYNTHETIC TABLE a release of yours (SHOW RELEASES lists them); the data owner sets the "
-            "cap (release_bytes); nothing was charged",
+            hint=advice + drop + "ask the data owner for a larger cap (release_bytes); nothing was charged",
             bytes=size, held=held.bytes, cap=cap_bytes,
         )  # fmt: skip
     return rows, size

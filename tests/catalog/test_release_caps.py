@@ -444,3 +444,29 @@ def test_a_deep_sequence_model_counts_its_contexts(make_db):
         held = caps.usage(o.con, "alice").bytes
     assert deepest >= 3 and held >= rows * 16 + symbols * (16 + len(long[1]))  # the contexts' text is counted
     assert held <= estimate
+
+
+def test_refusals_say_what_the_analyst_can_do(db):
+    """DROP advice only to an analyst who holds a release; a DP343 hint that fits the bytes cap too
+    (a sequence of 3 rows asked for under a 300-byte cap was told max_length = 3, then refused by
+    DP345: its model's root alone passes it)."""
+    with Owner(db) as o:
+        o.set_release_caps("alice", releases=0)
+    e = refused(db, release("r", 10), "DP344")
+    assert "DROP" not in e.hint and "ask the data owner for a larger cap (releases)" in e.hint
+    with Owner(db) as o:
+        o.set_release_caps("alice", releases=None, release_bytes=0)
+    e = refused(db, release("r", 10), "DP345")
+    assert "DROP" not in e.hint
+    with Owner(db) as o:
+        o.set_release_caps("alice", release_bytes=None)
+    with dpgate.connect(str(db), analyst="alice") as con:
+        con.execute(release("r1", 10))
+    with Owner(db) as o:
+        o.set_release_caps("alice", release_bytes=caps.usage(o.con, "alice").bytes + 200)
+    e = refused(db, release("r2", 1000), "DP345")
+    assert "at most rows = 5" in e.hint and "DROP SYNTHETIC TABLE a release of yours" in e.hint
+    with Owner(db) as o:
+        o.set_release_caps("alice", release_rows=100)
+    e = refused(db, release("r2", 1000), "DP343")  # the rows cap says 100, the bytes leave 5
+    assert "at most rows = 5 in" in e.hint
