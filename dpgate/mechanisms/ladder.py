@@ -28,10 +28,12 @@ is at most one edge edit.
 them on each side) ``e^{-h u}``. The ``1 - alpha`` interval is ``X ± m`` where ``m`` is
 computed from public inputs and one DP statistic only:
 
-- [stat] the width statistic ``s`` (``a_m``, the most common neighbours of any pair; for
-  k-stars and k-triangles ``c_k``, the smallest shift ``c`` of a public ladder ``ψ(c + t)`` that
-  lies above the graph's ladder: ``ψ(x) = C(x, k-1)`` while ``x <= N - 2`` for k-stars, the sum
-  ``F(x)`` of Theorem 5.7's steps for k-triangles; global sensitivity 1) is released once as
+- [stat] the width statistic ``s`` (``a_m``, the most common neighbours of any pair, for
+  k-cliques; otherwise a shift statistic ``c_k``, the smallest shift ``c`` of a public ladder
+  ``ψ(c + t)`` that lies above the graph's ladder: ``ψ(x) = C(x, k-1)`` while ``x <= N - 2`` for
+  k-stars, the sum ``F(x)`` of Theorem 5.7's steps for k-triangles, for triangles
+  ``ψ_K(x) = min(max(⌊x/2⌋, x - K), N-2)`` with the public knee ``K`` of ``epsilon_width``
+  (``ladder_bounds.statistic_knee``); global sensitivity 1) is released once as
   ``ŝ = s + DLap(1/epsilon_width)``;
 - [interval] ``m`` is computed in ``dpgate.mechanisms.ladder_bounds`` from public ladders that
   bound every graph's ladder given a range of ``s`` ([bound]), a bound on the miss probability
@@ -72,7 +74,8 @@ Probabilities below ``1e-300`` (a double's range) are not represented, as in ``n
 statistic [stat] (discrete Laplace, sensitivity 1: one edge changes any ``a_ij`` by at most
 1, so ``a_m`` moves by at most 1; ``c_k`` moves by at most 1 because a neighbour's ladder lies
 below the graph's shifted by one rung, Definition 5.6 (b), and ``ψ(c + 1 + t) = ψ(c + (t + 1))``:
-``graphs.kstar_shift_statistic``); the cells, the public ladders and the band are public
+``graphs.kstar_shift_statistic``; the triangle knee is public, so ``c_K`` is one such statistic
+per ``epsilon_width``); the cells, the public ladders and the band are public
 functions of ``(query, k, N, ε, alpha)`` and ``ŝ``; the budget split is [split].
 """
 
@@ -100,6 +103,7 @@ from dpgate.mechanisms.ladder_bounds import (  # the error bars; re-exported for
     sampling_epsilon,
     sampling_margin,
     statistic_cells,
+    statistic_knee,
 )
 
 __all__ = [
@@ -118,6 +122,7 @@ __all__ = [
     "release_with_interval",
     "sampling_epsilon",
     "statistic_cells",
+    "width_statistic",
 ]
 
 _INT64_SAFE = (1 << 62) - 1
@@ -419,7 +424,17 @@ def noisy_width_statistic(lf: LadderFunction, epsilon_width: float, *, rng: np.r
     """
     if lf.width_statistic is None:
         raise ValueError("this LadderFunction carries no width statistic; use epsilon_width=0")
-    return lf.width_statistic + int(noise.discrete_laplace(epsilon_width, 1, 1, rng)[0])  # [stat]
+    return width_statistic(lf, epsilon_width) + int(noise.discrete_laplace(epsilon_width, 1, 1, rng)[0])  # [stat]
+
+
+def width_statistic(lf: LadderFunction, epsilon_width: float) -> int:
+    """The private statistic released at ``epsilon_width``: for triangles ``c_K`` with the public
+    knee of ``epsilon_width`` (``graphs.triangle_shift_statistic``, read from the rungs), else
+    ``lf.width_statistic``. Sensitivity 1 either way."""
+    knee = statistic_knee(lf.query, lf.k, lf.n_nodes, epsilon_width)
+    if knee is None:
+        return lf.width_statistic
+    return graphs.triangle_shift_statistic(lf.rungs, lf.n_nodes, knee)
 
 
 def release_interval(
@@ -439,6 +454,8 @@ def release_interval(
     if epsilon_width < 0 or not math.isfinite(epsilon_width):
         raise ValueError(f"epsilon_width must be >= 0, got {epsilon_width}")
     name = graphs.width_statistic_name(lf.query)
+    if epsilon_width and statistic_knee(lf.query, lf.k, lf.n_nodes, epsilon_width) is not None:
+        name = "c_K"  # triangles: the shift statistic with the knee of epsilon_width
     if epsilon_width == 0:
         lo, hi = graphs.statistic_range(lf.query, lf.n_nodes, lf.k)
         m = interval_half_width(lf.query, lf.k, lf.n_nodes, epsilon, lo, hi, alpha)  # [bound]

@@ -184,6 +184,74 @@ def test_width_bounds_sandwich_every_ladder(cube5, ladders5, query, k):
     assert stat.min() >= lo and stat.max() <= hi
 
 
+@pytest.mark.parametrize("knee", [0, 1, 2, 3, 5])
+def test_triangle_shift_bounds_sandwich_every_ladder(cube5, ladders5, knee):
+    """The triangle statistic c_K [triangle]: L_t(c) <= I_t(g) <= U_t(c) for every 5-node graph,
+    c_K moves by at most 1 between neighbours, and lies in its public range."""
+    ladder, _, a_m = ladders5[("triangle", None)]
+    t_max = ladder.shape[1]
+    stat = np.array([graphs.triangle_shift_statistic(row[row < 3].tolist(), 5, knee) for row in ladder])
+    for s in np.unique(stat).tolist():
+        (lw, lt), (uw, ut) = ladder_widths.width_bounds("triangle", None, 5, s, knee)
+        lower = np.array((lw + [lt] * t_max)[:t_max])
+        upper = np.array((uw + [ut] * t_max)[:t_max])
+        rows = ladder[stat == s]
+        assert np.all(lower <= rows) and np.all(rows <= upper)
+    for x in cube5.neighbours():
+        assert np.all(np.abs(stat[x] - stat) <= 1)
+    lo, hi = graphs.statistic_range("triangle", 5, None, knee)
+    assert stat.min() >= lo and stat.max() <= hi
+    if knee == 0:
+        assert np.array_equal(stat, a_m)  # ψ_0(x) = x: c_0 is a_m
+
+
+def test_triangle_shift_lower_ladder_is_the_least_over_pairs():
+    """The lower ladder of c_K is exactly the least ladder of a pair ``(a, b)`` that fails ``c - 1``
+    (Lemma 5.2's pair ladders, every ``t``), by brute force over all pairs on small universes: the
+    kink search of ``_pair_fails`` misses no peak."""
+    for n in range(4, 11):
+        top = n - 2
+
+        def pair(a, b, t):
+            return min(a + min(t, (t + b) // 2), top)
+
+        ts = range(4 * n + 4)
+        for knee in range(n + 1):
+            end = graphs.statistic_range("triangle", n, None, knee)[1]
+            for c in range(end + 1):
+                (lw, lt), (uw, ut) = ladder_widths.width_bounds("triangle", None, n, c, knee)
+                assert [(uw + [ut] * len(ts))[t] for t in ts] == [graphs.triangle_psi(c + t, n, knee) for t in ts]
+                failing = [(a, b) for a in range(top + 1) for b in range(2 * (top - a) + 1)
+                           if c == 0 or any(pair(a, b, t) > graphs.triangle_psi(c - 1 + t, n, knee) for t in ts)]  # fmt: skip
+                least = [min(pair(a, b, t) for a, b in failing) for t in ts]
+                assert [(lw + [lt] * len(ts))[t] for t in ts] == least, (n, knee, c)
+
+
+@pytest.mark.parametrize("knee", [0, 3, 20, 75])
+def test_triangle_shift_bounds_grow_and_sandwich_real_ladders(knee):
+    """c_K on Les Misérables and graphs a few edges away: the sandwich, and both ladders
+    non-decreasing in the statistic."""
+    edges, n = les_miserables(), 77
+    rng = np.random.default_rng(5)
+    t_max = graphs.convergence_cap(n) + 1
+    for _ in range(4):
+        q = graphs.ladder_quantities(edges, n, "triangle")
+        s = graphs.triangle_shift_statistic(q.rungs, n, knee)
+        ladder = np.array(list(q.rungs) + [q.global_sensitivity] * (t_max - len(q.rungs)))
+        (lw, lt), (uw, ut) = ladder_widths.width_bounds("triangle", None, n, s, knee)
+        assert np.all(np.array((lw + [lt] * t_max)[:t_max]) <= ladder)
+        assert np.all(ladder <= np.array((uw + [ut] * t_max)[:t_max]))
+        u, v = sorted(rng.choice(n, size=2, replace=False).tolist())
+        edges = np.array(sorted({tuple(e) for e in edges.tolist()} ^ {(u, v)}), dtype=np.int64)
+    prev = None
+    for s in range(graphs.statistic_range("triangle", n, None, knee)[1] + 1):
+        (lw, lt), (uw, ut) = ladder_widths.width_bounds("triangle", None, n, s, knee)
+        cur = [np.array((w + [t] * t_max)[:t_max]) for w, t in ((lw, lt), (uw, ut))]
+        if prev is not None:
+            assert np.all(cur[0] >= prev[0]) and np.all(cur[1] >= prev[1])
+        prev = cur
+
+
 @pytest.mark.parametrize("query, k", VARIANTS)
 def test_width_bounds_grow_with_the_statistic(query, k):
     n = 9
