@@ -58,7 +58,8 @@ never weakens privacy, and for the functions above it changes nothing.
 Width statistics (for the error bars, ``dpgate.mechanisms.ladder``). For each query there is a
 statistic ``s`` of global sensitivity 1, ``a_m``, or a shift statistic: for k-stars
 :func:`kstar_shift_statistic`, for k-triangles :func:`ktriangle_shift_statistic`, for triangles
-with an error bar :func:`triangle_shift_statistic`; ``dpgate.mechanisms.ladder_widths`` gives public ladders with
+and k-cliques with an error bar ``dpgate.mechanisms.width_statistics``;
+``dpgate.mechanisms.ladder_widths`` gives public ladders with
 ``L_t(s) <= I_t(g) <= U_t(s)`` for every graph and every ``t``.
 
 Cost. Triangles, k-triangles: ``O(sum_v d_v^2)`` over wedges, vectorised with numpy
@@ -194,17 +195,19 @@ def convergence_cap(n_nodes: int) -> int:
 def width_statistic_name(query: str) -> str:
     """Which sensitivity-1 statistic bounds the rung widths of ``query``: a shift statistic ``c_k``
     for k-stars and k-triangles (:func:`kstar_shift_statistic`, :func:`ktriangle_shift_statistic`),
-    the most common neighbours ``a_m`` otherwise (triangles release ``c_K`` with an error bar,
-    ``dpgate.mechanisms.ladder.release_interval``)."""
+    the most common neighbours ``a_m`` otherwise (triangles and k-cliques release ``c_K`` with an
+    error bar, ``dpgate.mechanisms.ladder.release_interval``)."""
     return "c_k" if query in ("kstar", "ktriangle") else "a_m"
 
 
 def statistic_range(query: str, n_nodes: int, k: int | None = None, knee: int | None = None) -> tuple[int, int]:
     """Public range of the width statistic: ``a_m <= N - 2``; ``c_k <= N - 1`` for k-stars,
-    ``c_k <= X`` for k-triangles, ``X`` the first ``x`` with ``F(x) >= GS``, and for triangles
-    with a ``knee`` (:func:`triangle_shift_statistic`) the first ``x`` with ``ψ_K(x) = N - 2``."""
+    ``c_k <= X`` for k-triangles, ``X`` the first ``x`` with ``F(x) >= GS``; with a ``knee``, for
+    triangles the first ``x`` with ``ψ_K(x) = N - 2``, for k-cliques the end of the path."""
     if knee is not None and (query == "triangle" or (query == "kclique" and k == 3)):
         return 0, min(2 * (n_nodes - 2), n_nodes - 2 + knee)
+    if knee is not None and query == "kclique":
+        return 0, len(kclique_path(k, n_nodes, knee)[0]) - 1
     if query == "kstar":
         return 0, n_nodes - 1
     if query == "ktriangle":
@@ -772,31 +775,18 @@ def ktriangle_shift_statistic(rungs: tuple[int, ...] | list[int], n_nodes: int, 
     return c
 
 
-# -- the triangle width statistic ----------------------------------------------------------------
-def triangle_psi(x: int, n_nodes: int, knee: int) -> int:
-    """``ψ_K(x) = min(max(⌊x/2⌋, x - K), N-2)``: half a rung per step up to ``x = 2K``, then one."""
-    return min(max(x // 2, x - knee), n_nodes - 2)
-
-
-def triangle_shift_statistic(rungs: tuple[int, ...] | list[int], n_nodes: int, knee: int) -> int:
-    """``c_K``: the smallest ``c >= 0`` with ``I_t <= ψ_K(c + t)`` at every ``t`` (``I_t = LS(g, t)``,
-    ``rungs`` then ``N - 2``; :func:`triangle_psi`).
-
-    Global sensitivity 1 for fixed ``K``, as for :func:`kstar_shift_statistic`:
-    ``I_t(g') <= I_{t+1}(g) <= ψ_K(c + 1 + t)``. Why: a pair's ladder ``a + ⌊(t + min(t, b))/2⌋``
-    grows a rung per step only for ``b`` steps, then half a rung; ``a_m`` (``ψ(x) = x``, ``K = 0``)
-    charges a sparse graph a full rung per step and per unit of noise, pure halves (``K >= N-2``,
-    ``c ≈ 2a + b``) charge a hub's pair ``b/2`` at once. With ``K`` a few noise scales the
-    statistic is about ``max`` over pairs of ``min(2a + b, a + K)``: halves where ``b`` is small,
-    ``a_m``'s ladder plus at most ``K/2`` where it is large. In ``[0, min(2(N-2), N-2+K)]``.
-
-    >>> import networkx as nx
-    >>> q = ladder_quantities(np.array(nx.karate_club_graph().edges()), 34, "triangle")
-    >>> triangle_shift_statistic(q.rungs, 34, 0), triangle_shift_statistic(q.rungs, 34, 32)  # a_m; 2a + b
-    (10, 33)
-    """
-    top = n_nodes - 2
-    c = max(0, statistic_range("triangle", n_nodes, None, knee)[1] - len(rungs))  # I_t = N-2 from len(rungs) on
-    for t, width in enumerate(rungs):
-        c = max(c, min(2 * int(width), int(width) + knee) - t)  # the least x with ψ_K(x) >= I_t
-    return min(c, 2 * top)
+# -- the triangle and k-clique paths -------------------------------------------------------------
+@functools.lru_cache(maxsize=64)
+def kclique_path(k: int, n_nodes: int, knee: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Public: ``(A(c), δ(c))`` of the k-clique statistic's ladders ``U_c(t) = min(C(A(c) + t, k-2)
+    - δ(c), GS)`` [kclique], for ``c = 0 ..`` the first ``c`` with ``U_c(0) >= GS``: one rung per
+    step (``A + 1``, ``δ`` kept) up to ``c = K``, then two (``A + 2``, ``δ + C(A + 1, k-3)``, the
+    most that keeps ``U_{c+1}(t) >= U_c(t + 1)``)."""
+    r, gs = k - 2, global_sensitivity("kclique", k, n_nodes)
+    a, d = [0], [0]
+    while binom(a[-1], r) - d[-1] < gs:
+        if len(a) - 1 < knee:
+            a.append(a[-1] + 1), d.append(d[-1])
+        else:
+            d.append(d[-1] + binom(a[-1] + 1, r - 1)), a.append(a[-1] + 2)
+    return tuple(a), tuple(d)

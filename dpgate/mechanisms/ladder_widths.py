@@ -3,9 +3,9 @@
 **Guarantee:** none by itself, and nothing private is read here: these are public functions of
 ``(query, k, N, s)``. Neighbouring graphs differ in one edge (edge-level DP), and the width
 statistic ``s`` has global sensitivity 1: ``a_m`` (the most common neighbours of any pair) for
-k-cliques (and triangles' public bars), a shift statistic (``dpgate.mechanisms.graphs``: the
-smallest shift of a public ladder that lies above the graph's) otherwise: ``c_K`` for triangles,
-``c_k`` for k-stars and k-triangles. ``dpgate.mechanisms.ladder``
+public triangle and k-clique bars, otherwise a shift statistic (``dpgate.mechanisms.graphs``: the
+smallest of a nested family of public ladders that lies above the graph's): ``c_K`` for triangles
+and k-cliques, ``c_k`` for k-stars and k-triangles. ``dpgate.mechanisms.ladder``
 releases ``s`` with noise; ``dpgate.mechanisms.ladder_bounds`` turns these bounds into error bars.
 
 :func:`width_bounds` returns ladders with ``L_t(s) <= I_t(g) <= U_t(s)`` for every graph ``g``
@@ -15,7 +15,7 @@ is covered by ``L(lo)`` and ``U(hi)``):
 - triangles: ``min(s + floor(t / 2), N-2) <= LS(g, t) <= min(s + t, N-2)`` (Lemma 5.2: the pair
   with ``a_ij = a_m``; ``floor((t + min(t, b)) / 2) <= t``);
 - triangles with a knee ``K`` (error bars at ``epsilon_width > 0``), [triangle]: ``s = c_K``
-  (``graphs.triangle_shift_statistic``, ``ψ_K(x) = min(max(⌊x/2⌋, x - K), N-2)``). Upper:
+  (``width_statistics.triangle_shift_statistic``, ``ψ_K(x) = min(max(⌊x/2⌋, x - K), N-2)``). Upper:
   ``U_t = ψ_K(c + t)``, by the definition of ``c``. Lower: ``c - 1`` fails at some ``t0``, so
   some pair of the graph, with Lemma 5.2's ladder ``LS_ab(t) = min(a + min(t, ⌊(t + b)/2⌋), N-2)``
   (``b <= 2(N-2-a)``), has ``LS_ab(t0) > ψ_K(c - 1 + t0)``, and ``I_t >= LS_ab(t)`` at every
@@ -27,7 +27,17 @@ is covered by ``L(lo)`` and ``U(hi)``):
   every pair and ``t`` on small universes). Both ladders grow with ``c`` (fewer pairs fail).
   Where ``a_m`` let its upper ladder grow a rung per step, a sparse graph's ladder grows half a
   rung per step after ``b`` steps, and so does ``c_K``'s while ``c + t <= 2K``;
-- k-cliques: ``0 <= LS(g) <= C(a_m, k-2)`` in Theorem 5.6;
+- k-cliques: ``0 <= LS(g) <= C(a_m, k-2)`` in Theorem 5.6 (public bars, ``s = a_m``);
+- k-cliques with a knee ``K``, [kclique]: ``s = c_K`` (``width_statistics.kclique_shift_statistic``).
+  Theorem 5.6's ladder is ``min(C(a + t, r) - δ, GS)`` (``r = k-2``, ``a = a_m``,
+  ``δ = C(a, r) - LS`` in ``[0, C(a, r)]``). Upper: ``U_c(t) = min(C(A(c) + t, r) - δ(c), GS)``
+  (``graphs.kclique_path``), by the definition of ``c``. Lower: ``c - 1`` fails at some ``t0``.
+  If ``a > A' = A(c - 1)``, ``I_t >= C(A' + 1 + t, r) - C(A' + 1, r)`` (``LS >= 0``, increasing
+  in ``a``). If ``a <= A'``, ``C(A' + t, r) - C(a + t, r)`` is non-decreasing in ``t``, so
+  ``c - 1`` fails already at ``t = 0``: ``LS >= v = C(A', r) - δ(c-1) + 1``, hence ``a >= a_lo``,
+  the least ``a`` with ``C(a, r) >= v``, and ``I_t >= v + C(a_lo + t, r) - C(a_lo, r)``. The
+  lower ladder is the smaller (capped at ``GS``); both grow with ``c`` (``C(A, r) - δ`` does
+  along the path). Checked against every ``(a, LS)`` on small universes;
 - k-triangles, [ktriangle]: Theorem 5.7's ladder ``I_t = min(LS + F(a + t) - F(a), GS)``
   (``a = a_m``, ``F(x) = sum_{i<x} U(i)``, ``graphs.ktriangle_steps_sum``), with
   ``C(a, k) <= LS <= G(a) = C(a, k) + 2 a C(a, k-1)`` (Lemma 5.5: the pair with ``a_ij = a_m``
@@ -69,7 +79,8 @@ import math
 import numpy as np
 
 from dpgate.mechanisms.graphs import binom, binom_row, check_query, check_universe, convergence_cap, global_sensitivity
-from dpgate.mechanisms.graphs import statistic_range, triangle_psi
+from dpgate.mechanisms.graphs import kclique_path, statistic_range
+from dpgate.mechanisms.width_statistics import triangle_psi
 from dpgate.mechanisms.graphs import ktriangle_steps_sum as steps_sum
 
 __all__ = ["Widths", "width_bounds"]
@@ -108,6 +119,8 @@ def width_bounds(
         return _kstar_lower(k, n, s), (upper, gs)
     if knee is not None and (query == "triangle" or (query == "kclique" and k == 3)):
         return _triangle_shift_bounds(n, int(knee), s)
+    if knee is not None and query == "kclique":
+        return _kclique_path_bounds(k, n, int(knee), s)
     if query == "triangle" or (query == "kclique" and k == 3):
         lower = [s + t // 2 for t in range(min(cap, 2 * max(gs - s, 0) + 2))]
         upper = [s + t for t in range(min(cap, max(gs - s, 0) + 1))]
@@ -226,6 +239,26 @@ def _triangle_shift_bounds(n: int, knee: int, c: int) -> tuple[Widths, Widths]:
     t = np.arange(2 * top + 2, dtype=np.int64)
     lower = np.minimum(np.minimum(a_min + t, (q + t) // 2), top)
     return _until_limit(lower.tolist(), top, cap), (upper, top)
+
+
+@functools.lru_cache(maxsize=1024)
+def _kclique_path_bounds(k: int, n: int, knee: int, c: int) -> tuple[Widths, Widths]:
+    """Lower and upper ladders of every graph whose k-clique ``c_K`` is ``c`` [kclique]."""
+    r, gs, cap = k - 2, global_sensitivity("kclique", k, n), convergence_cap(n)
+    a, d = kclique_path(k, n, knee)
+    c = min(c, len(a) - 1)
+    row = binom_row(r, a[c] + cap + 1)
+    upper = [min(row[a[c] + t] - d[c], gs) for t in range(cap)]
+    if c == 0:  # every ladder: LS >= 0, a_m >= 0
+        return _until_limit([min(row[t], gs) for t in range(cap)], gs, cap), _until_limit(upper, gs, cap)
+    a1, d1 = a[c - 1], d[c - 1]
+    row = binom_row(r, max(a1 + 1, n) + cap + 1)
+    lower = [min(row[a1 + 1 + t] - row[a1 + 1], gs) for t in range(cap)]  # a_m > A(c - 1)
+    v = row[a1] - d1 + 1  # a_m <= A(c - 1): LS >= v, and a_m >= a_lo, the least a with C(a, k-2) >= v
+    a_lo = bisect.bisect_left(row, v, 0, n - 1)
+    if a_lo <= n - 2:
+        lower = [min(x, v + row[a_lo + t] - row[a_lo], gs) for t, x in enumerate(lower)]
+    return _until_limit(lower, gs, cap), _until_limit(upper, gs, cap)
 
 
 def _pair_fails(a: np.ndarray, b: np.ndarray, n: int, knee: int, c: int) -> np.ndarray:
