@@ -222,7 +222,8 @@ def _triangle_shift_bounds(n: int, knee: int, c: int) -> tuple[Widths, Widths]:
     if c == 0:
         return _until_limit([t // 2 for t in range(2 * top + 2)], top, cap), (upper, top)
     zero = np.zeros(1, np.int64)
-    a0 = min(top, int(bisect.bisect_left(range(top + 1), True, key=lambda x: bool(_pair_fails(zero + x, zero, n, knee, c - 1)[0]))))
+    a0 = bisect.bisect_left(range(top + 1), True, key=lambda x: bool(_pair_fails(zero + x, zero, n, knee, c - 1)[0]))
+    a0 = min(top, a0)  # (top, 0) fails every c - 1 below the range's end
     a = np.arange(a0 + 1, dtype=np.int64)  # a pair (a > a0, b) is above (a0, 0) and so adds nothing
     b_max = 2 * (top - a)  # b_ij = d_i + d_j - 2 a_ij - 2 x_ij
     lo, hi = np.zeros_like(a), b_max + 1  # the least b at which (a, b) fails c - 1; b_max + 1: none
@@ -269,8 +270,8 @@ def _pair_fails(a: np.ndarray, b: np.ndarray, n: int, knee: int, c: int) -> np.n
     x_end = statistic_range("triangle", n, None, knee)[1]
     ls_cap = np.where(a + b >= top, top - a, 2 * (top - a) - b)
     kinks = np.stack([b, ls_cap, np.full_like(a, 2 * knee - c), np.full_like(a, x_end - c)], axis=1)
-    t = np.concatenate([np.zeros((a.size, 2), np.int64) + [0, 1], (kinks[:, :, None] + np.arange(-2, 3)).reshape(a.size, -1)], axis=1)
-    t = np.maximum(t, 0)
+    near = (kinks[:, :, None] + np.arange(-2, 3)).reshape(a.size, -1)
+    t = np.maximum(np.concatenate([np.zeros((a.size, 2), np.int64) + [0, 1], near], axis=1), 0)
     ls = np.minimum(a[:, None] + np.minimum(t, (t + b[:, None]) // 2), top)
     x = c + t
     psi = np.minimum(np.maximum(x // 2, x - knee), top)

@@ -220,9 +220,10 @@ def test_triangle_shift_lower_ladder_is_the_least_over_pairs():
             end = graphs.statistic_range("triangle", n, None, knee)[1]
             for c in range(end + 1):
                 (lw, lt), (uw, ut) = ladder_widths.width_bounds("triangle", None, n, c, knee)
-                assert [(uw + [ut] * len(ts))[t] for t in ts] == [width_statistics.triangle_psi(c + t, n, knee) for t in ts]
+                psi = [width_statistics.triangle_psi(x, n, knee) for x in range(c + len(ts))]
+                assert [(uw + [ut] * len(ts))[t] for t in ts] == psi[c:]
                 failing = [(a, b) for a in range(top + 1) for b in range(2 * (top - a) + 1)
-                           if c == 0 or any(pair(a, b, t) > width_statistics.triangle_psi(c - 1 + t, n, knee) for t in ts)]  # fmt: skip
+                           if c == 0 or any(pair(a, b, t) > psi[c - 1 + t] for t in ts)]  # fmt: skip
                 least = [min(pair(a, b, t) for a, b in failing) for t in ts]
                 assert [(lw + [lt] * len(ts))[t] for t in ts] == least, (n, knee, c)
 

@@ -388,7 +388,8 @@ def test_interval_reads_only_the_release_and_the_noisy_statistic(karate):
     for eps_w in (0.0, 0.5):
         if eps_w:  # triangles release c_K, read from the rungs: b gets the public upper ladder of a's
             s = ladder.width_statistic(a, eps_w)
-            _, (uw, _) = ladder_widths.width_bounds("triangle", None, 34, s, ladder.statistic_knee("triangle", None, 34, eps_w))
+            knee = ladder.statistic_knee("triangle", None, 34, eps_w)
+            _, (uw, _) = ladder_widths.width_bounds("triangle", None, 34, s, knee)
             b = LadderFunction("triangle", None, 34, 3, 32, tuple(uw), len(uw), width_statistic=a.width_statistic)
             assert ladder.width_statistic(b, eps_w) == s and b.rungs != a.rungs
         ia = release_interval(a, 100, 1.0, epsilon_width=eps_w, rng=np.random.default_rng(3))
