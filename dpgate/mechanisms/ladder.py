@@ -136,7 +136,8 @@ class LadderFunction:
 
     ``rungs`` are ``I_0 .. I_{M-1}``; ``I_t = global_sensitivity`` for ``t >= M``.
     ``width_statistic`` (``a_m``, or ``c_k`` for k-stars and k-triangles) is private; only
-    :func:`release_interval` reads it, to add noise to it.
+    :func:`release_interval` reads it (and, for triangles and k-cliques, ``c_K`` from the rungs,
+    :func:`width_statistic`), to add noise to it.
     """
 
     query: str
@@ -402,7 +403,7 @@ class LadderInterval:
     alpha: float
     epsilon: float  # ε of the released count the interval describes
     epsilon_width: float  # ε spent on the width statistic (0: public bound, nothing spent)
-    statistic: str  # "a_m" or "c_k"
+    statistic: str  # "c_K" (triangles, k-cliques), "c_k" (k-stars, k-triangles); "a_m" on public bars
     statistic_low: int  # the widest range of the width statistic the bound allows for
     statistic_high: int
     noisy_statistic: int | None = None  # the released ŝ (None: public bound)
@@ -421,7 +422,8 @@ class LadderRelease:
 def noisy_width_statistic(lf: LadderFunction, epsilon_width: float, *, rng: np.random.Generator) -> int:
     """``ŝ = s + DLap(1/epsilon_width)``: the ``epsilon_width``-DP width statistic [stat].
 
-    This is the only reader of ``lf.width_statistic``; it has global sensitivity 1.
+    This (through :func:`width_statistic`) is the only reader of the statistic; it has global
+    sensitivity 1.
     """
     if lf.width_statistic is None:
         raise ValueError("this LadderFunction carries no width statistic; use epsilon_width=0")
