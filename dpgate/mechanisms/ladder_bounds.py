@@ -18,7 +18,10 @@ has weight 1, each integer on rung ``u`` (``I_{u-1}`` of them on each side) ``e^
 
 - [bound] ``dpgate.mechanisms.ladder_widths.width_bounds`` gives public ladders with
   ``L_t(s) <= I_t(g) <= U_t(s)`` for every graph and every ``t``, non-decreasing in ``s``: a
-  graph whose statistic lies in ``[lo, hi]`` has its ladder in the band ``L(lo) <= I <= U(hi)``;
+  graph whose statistic lies in ``[lo, hi]`` has its ladder in the band ``L(lo) <= I <= U(hi)``.
+  For ``c_K`` the knee is a public function of ``epsilon_width`` (:func:`statistic_knee`), fixed
+  before the statistic is read, so the statistic, its ladders and its public range are fixed
+  for the release and everything below holds as for any other statistic;
 - [band] for one ladder, ``P(|X - f| > m) = T_I(m) / (H_I(m) + T_I(m))`` (``H`` the weight
   within ``m`` of ``f``, the centre's 1 included, ``T`` the weight beyond), which is
   ``<= β`` iff ``Φ(I) = (1 - β) T_I(m) - β H_I(m) <= 0``. With ``w_u = I_u`` (rung
