@@ -56,8 +56,10 @@ non-decreasing step function that is at most ``GS`` is again a ladder function, 
 never weakens privacy, and for the functions above it changes nothing.
 
 Width statistics (for the error bars, ``dpgate.mechanisms.ladder``). For each query there is a
-statistic ``s`` of global sensitivity 1, ``a_m``, or for k-stars :func:`kstar_shift_statistic`
-``c_k``; ``dpgate.mechanisms.ladder_widths`` gives public ladders with
+statistic ``s`` of global sensitivity 1, ``a_m``, or a shift statistic: for k-stars
+:func:`kstar_shift_statistic`, for k-triangles :func:`ktriangle_shift_statistic`, for triangles
+and k-cliques with an error bar ``dpgate.mechanisms.width_statistics``;
+``dpgate.mechanisms.ladder_widths`` gives public ladders with
 ``L_t(s) <= I_t(g) <= U_t(s)`` for every graph and every ``t``.
 
 Cost. Triangles, k-triangles: ``O(sum_v d_v^2)`` over wedges, vectorised with numpy
@@ -193,13 +195,19 @@ def convergence_cap(n_nodes: int) -> int:
 def width_statistic_name(query: str) -> str:
     """Which sensitivity-1 statistic bounds the rung widths of ``query``: a shift statistic ``c_k``
     for k-stars and k-triangles (:func:`kstar_shift_statistic`, :func:`ktriangle_shift_statistic`),
-    the most common neighbours ``a_m`` otherwise."""
+    the most common neighbours ``a_m`` otherwise (triangles and k-cliques release ``c_K`` with an
+    error bar, ``dpgate.mechanisms.ladder.release_interval``)."""
     return "c_k" if query in ("kstar", "ktriangle") else "a_m"
 
 
-def statistic_range(query: str, n_nodes: int, k: int | None = None) -> tuple[int, int]:
-    """Public range of the width statistic: ``a_m <= N - 2``; ``c_k <= N - 1`` for k-stars and
-    ``c_k <= X`` for k-triangles, ``X`` the first ``x`` with ``F(x) >= GS``."""
+def statistic_range(query: str, n_nodes: int, k: int | None = None, knee: int | None = None) -> tuple[int, int]:
+    """Public range of the width statistic: ``a_m <= N - 2``; ``c_k <= N - 1`` for k-stars,
+    ``c_k <= X`` for k-triangles, ``X`` the first ``x`` with ``F(x) >= GS``; with a ``knee``, for
+    triangles the first ``x`` with ``ψ_K(x) = N - 2``, for k-cliques the end of the path."""
+    if knee is not None and (query == "triangle" or (query == "kclique" and k == 3)):
+        return 0, min(2 * (n_nodes - 2), n_nodes - 2 + knee)
+    if knee is not None and query == "kclique":
+        return 0, len(kclique_path(k, n_nodes, knee)[0]) - 1
     if query == "kstar":
         return 0, n_nodes - 1
     if query == "ktriangle":
@@ -765,3 +773,20 @@ def ktriangle_shift_statistic(rungs: tuple[int, ...] | list[int], n_nodes: int, 
     for t, width in enumerate(rungs):
         c = max(c, bisect.bisect_left(f, int(width)) - t)  # the least x with F(x) >= I_t
     return c
+
+
+# -- the triangle and k-clique paths -------------------------------------------------------------
+@functools.lru_cache(maxsize=64)
+def kclique_path(k: int, n_nodes: int, knee: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Public: ``(A(c), δ(c))`` of the k-clique statistic's ladders ``U_c(t) = min(C(A(c) + t, k-2)
+    - δ(c), GS)`` [kclique], for ``c = 0 ..`` the first ``c`` with ``U_c(0) >= GS``: one rung per
+    step (``A + 1``, ``δ`` kept) up to ``c = K``, then two (``A + 2``, ``δ + C(A + 1, k-3)``, the
+    most that keeps ``U_{c+1}(t) >= U_c(t + 1)``)."""
+    r, gs = k - 2, global_sensitivity("kclique", k, n_nodes)
+    a, d = [0], [0]
+    while binom(a[-1], r) - d[-1] < gs:
+        if len(a) - 1 < knee:
+            a.append(a[-1] + 1), d.append(d[-1])
+        else:
+            d.append(d[-1] + binom(a[-1] + 1, r - 1)), a.append(a[-1] + 2)
+    return tuple(a), tuple(d)

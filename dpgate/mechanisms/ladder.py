@@ -28,10 +28,13 @@ is at most one edge edit.
 them on each side) ``e^{-h u}``. The ``1 - alpha`` interval is ``X ± m`` where ``m`` is
 computed from public inputs and one DP statistic only:
 
-- [stat] the width statistic ``s`` (``a_m``, the most common neighbours of any pair; for
-  k-stars and k-triangles ``c_k``, the smallest shift ``c`` of a public ladder ``ψ(c + t)`` that
-  lies above the graph's ladder: ``ψ(x) = C(x, k-1)`` while ``x <= N - 2`` for k-stars, the sum
-  ``F(x)`` of Theorem 5.7's steps for k-triangles; global sensitivity 1) is released once as
+- [stat] the width statistic ``s``, a shift statistic: the smallest ``c`` whose public ladder
+  ``U_c`` lies above the graph's ladder, in a nested family with ``U_c(t + 1) <= U_{c+1}(t)``:
+  ``U_c(t) = ψ(c + t)``, ``ψ(x) = C(x, k-1)`` while ``x <= N - 2`` for k-stars (``c_k``), the sum
+  ``F(x)`` of Theorem 5.7's steps for k-triangles (``c_k``), ``ψ_K(x) = min(max(⌊x/2⌋, x - K),
+  N-2)`` for triangles (``c_K``), and for k-cliques ``C(A(c) + t, k-2) - δ(c)`` along a public
+  path (``c_K``, ``graphs.kclique_path``); ``K`` is the public knee of ``epsilon_width``
+  (``ladder_bounds.statistic_knee``); global sensitivity 1. It is released once as
   ``ŝ = s + DLap(1/epsilon_width)``;
 - [interval] ``m`` is computed in ``dpgate.mechanisms.ladder_bounds`` from public ladders that
   bound every graph's ladder given a range of ``s`` ([bound]), a bound on the miss probability
@@ -70,9 +73,10 @@ and the log-ratio is at most ``2h + 22u (cap + 2) + 2.6e-11`` (``cap = 3N + 3 >=
 Probabilities below ``1e-300`` (a double's range) are not represented, as in ``noise``.
 (4) The interval is post-processing of ``X`` and of the ``epsilon_width``-DP
 statistic [stat] (discrete Laplace, sensitivity 1: one edge changes any ``a_ij`` by at most
-1, so ``a_m`` moves by at most 1; ``c_k`` moves by at most 1 because a neighbour's ladder lies
-below the graph's shifted by one rung, Definition 5.6 (b), and ``ψ(c + 1 + t) = ψ(c + (t + 1))``:
-``graphs.kstar_shift_statistic``); the cells, the public ladders and the band are public
+1, so ``a_m`` moves by at most 1; a shift statistic moves by at most 1 because a neighbour's
+ladder lies below the graph's shifted by one rung, Definition 5.6 (b), and ``U_c(t + 1) <=
+U_{c+1}(t)``: ``graphs.kstar_shift_statistic``; the knee is public, so ``c_K`` is one such
+statistic per ``epsilon_width``); the cells, the public ladders and the band are public
 functions of ``(query, k, N, ε, alpha)`` and ``ŝ``; the budget split is [split].
 """
 
@@ -85,7 +89,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpgate import noise
-from dpgate.mechanisms import graphs
+from dpgate.mechanisms import graphs, width_statistics
 from dpgate.mechanisms.graphs import QUERIES, global_sensitivity
 from dpgate.mechanisms.base import Mechanism
 from dpgate.mechanisms.ladder_bounds import (  # the error bars; re-exported for callers of 0.18
@@ -100,6 +104,7 @@ from dpgate.mechanisms.ladder_bounds import (  # the error bars; re-exported for
     sampling_epsilon,
     sampling_margin,
     statistic_cells,
+    statistic_knee,
 )
 
 __all__ = [
@@ -118,6 +123,7 @@ __all__ = [
     "release_with_interval",
     "sampling_epsilon",
     "statistic_cells",
+    "width_statistic",
 ]
 
 _INT64_SAFE = (1 << 62) - 1
@@ -130,7 +136,8 @@ class LadderFunction:
 
     ``rungs`` are ``I_0 .. I_{M-1}``; ``I_t = global_sensitivity`` for ``t >= M``.
     ``width_statistic`` (``a_m``, or ``c_k`` for k-stars and k-triangles) is private; only
-    :func:`release_interval` reads it, to add noise to it.
+    :func:`release_interval` reads it (and, for triangles and k-cliques, ``c_K`` from the rungs,
+    :func:`width_statistic`), to add noise to it.
     """
 
     query: str
@@ -396,7 +403,7 @@ class LadderInterval:
     alpha: float
     epsilon: float  # ε of the released count the interval describes
     epsilon_width: float  # ε spent on the width statistic (0: public bound, nothing spent)
-    statistic: str  # "a_m" or "c_k"
+    statistic: str  # "c_K" (triangles, k-cliques), "c_k" (k-stars, k-triangles); "a_m" on public bars
     statistic_low: int  # the widest range of the width statistic the bound allows for
     statistic_high: int
     noisy_statistic: int | None = None  # the released ŝ (None: public bound)
@@ -415,11 +422,25 @@ class LadderRelease:
 def noisy_width_statistic(lf: LadderFunction, epsilon_width: float, *, rng: np.random.Generator) -> int:
     """``ŝ = s + DLap(1/epsilon_width)``: the ``epsilon_width``-DP width statistic [stat].
 
-    This is the only reader of ``lf.width_statistic``; it has global sensitivity 1.
+    This (through :func:`width_statistic`) is the only reader of the statistic; it has global
+    sensitivity 1.
     """
     if lf.width_statistic is None:
         raise ValueError("this LadderFunction carries no width statistic; use epsilon_width=0")
-    return lf.width_statistic + int(noise.discrete_laplace(epsilon_width, 1, 1, rng)[0])  # [stat]
+    return width_statistic(lf, epsilon_width) + int(noise.discrete_laplace(epsilon_width, 1, 1, rng)[0])  # [stat]
+
+
+def width_statistic(lf: LadderFunction, epsilon_width: float) -> int:
+    """The private statistic released at ``epsilon_width``: for triangles and k-cliques ``c_K`` with
+    the public knee of ``epsilon_width`` (``width_statistics.triangle_shift_statistic``,
+    ``width_statistics.kclique_shift_statistic``, read from the rungs), else ``lf.width_statistic``.
+    Sensitivity 1 either way."""
+    knee = statistic_knee(lf.query, lf.k, lf.n_nodes, epsilon_width)
+    if knee is None:
+        return lf.width_statistic
+    if lf.query == "kclique" and lf.k >= 4:
+        return width_statistics.kclique_shift_statistic(lf.rungs, lf.n_nodes, lf.k, knee)
+    return width_statistics.triangle_shift_statistic(lf.rungs, lf.n_nodes, knee)
 
 
 def release_interval(
@@ -439,6 +460,8 @@ def release_interval(
     if epsilon_width < 0 or not math.isfinite(epsilon_width):
         raise ValueError(f"epsilon_width must be >= 0, got {epsilon_width}")
     name = graphs.width_statistic_name(lf.query)
+    if epsilon_width and statistic_knee(lf.query, lf.k, lf.n_nodes, epsilon_width) is not None:
+        name = "c_K"  # triangles and k-cliques: the shift statistic with the knee of epsilon_width
     if epsilon_width == 0:
         lo, hi = graphs.statistic_range(lf.query, lf.n_nodes, lf.k)
         m = interval_half_width(lf.query, lf.k, lf.n_nodes, epsilon, lo, hi, alpha)  # [bound]

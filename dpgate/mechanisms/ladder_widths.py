@@ -3,9 +3,9 @@
 **Guarantee:** none by itself, and nothing private is read here: these are public functions of
 ``(query, k, N, s)``. Neighbouring graphs differ in one edge (edge-level DP), and the width
 statistic ``s`` has global sensitivity 1: ``a_m`` (the most common neighbours of any pair) for
-triangles and k-cliques, a shift statistic ``c_k`` (``dpgate.mechanisms.graphs``'s
-``kstar_shift_statistic`` and ``ktriangle_shift_statistic``: the smallest shift of a public
-ladder that lies above the graph's) for k-stars and k-triangles. ``dpgate.mechanisms.ladder``
+public triangle and k-clique bars, otherwise a shift statistic (``dpgate.mechanisms.graphs``: the
+smallest of a nested family of public ladders that lies above the graph's): ``c_K`` for triangles
+and k-cliques, ``c_k`` for k-stars and k-triangles. ``dpgate.mechanisms.ladder``
 releases ``s`` with noise; ``dpgate.mechanisms.ladder_bounds`` turns these bounds into error bars.
 
 :func:`width_bounds` returns ladders with ``L_t(s) <= I_t(g) <= U_t(s)`` for every graph ``g``
@@ -14,7 +14,30 @@ is covered by ``L(lo)`` and ``U(hi)``):
 
 - triangles: ``min(s + floor(t / 2), N-2) <= LS(g, t) <= min(s + t, N-2)`` (Lemma 5.2: the pair
   with ``a_ij = a_m``; ``floor((t + min(t, b)) / 2) <= t``);
-- k-cliques: ``0 <= LS(g) <= C(a_m, k-2)`` in Theorem 5.6;
+- triangles with a knee ``K`` (error bars at ``epsilon_width > 0``), [triangle]: ``s = c_K``
+  (``width_statistics.triangle_shift_statistic``, ``ψ_K(x) = min(max(⌊x/2⌋, x - K), N-2)``). Upper:
+  ``U_t = ψ_K(c + t)``, by the definition of ``c``. Lower: ``c - 1`` fails at some ``t0``, so
+  some pair of the graph, with Lemma 5.2's ladder ``LS_ab(t) = min(a + min(t, ⌊(t + b)/2⌋), N-2)``
+  (``b <= 2(N-2-a)``), has ``LS_ab(t0) > ψ_K(c - 1 + t0)``, and ``I_t >= LS_ab(t)`` at every
+  ``t``. The lower ladder is the least ladder of such a pair: ``min(a_min + t, ⌊(q + t)/2⌋,
+  N-2)`` with ``a_min`` the least such ``a`` and ``q`` the least ``2a + b`` (the two terms of
+  ``LS_ab`` are minimised apart). Failing grows with ``b`` (a binary search per ``a``); between
+  the kinks of ``LS_ab`` and ``ψ_K`` their difference is affine on even and on odd ``t``, so a
+  peak lies within two steps of a kink or at ``t = 0, 1`` (``_pair_fails``; checked against
+  every pair and ``t`` on small universes). Both ladders grow with ``c`` (fewer pairs fail).
+  Where ``a_m`` let its upper ladder grow a rung per step, a sparse graph's ladder grows half a
+  rung per step after ``b`` steps, and so does ``c_K``'s while ``c + t <= 2K``;
+- k-cliques: ``0 <= LS(g) <= C(a_m, k-2)`` in Theorem 5.6 (public bars, ``s = a_m``);
+- k-cliques with a knee ``K``, [kclique]: ``s = c_K`` (``width_statistics.kclique_shift_statistic``).
+  Theorem 5.6's ladder is ``min(C(a + t, r) - δ, GS)`` (``r = k-2``, ``a = a_m``,
+  ``δ = C(a, r) - LS`` in ``[0, C(a, r)]``). Upper: ``U_c(t) = min(C(A(c) + t, r) - δ(c), GS)``
+  (``graphs.kclique_path``), by the definition of ``c``. Lower: ``c - 1`` fails at some ``t0``.
+  If ``a > A' = A(c - 1)``, ``I_t >= C(A' + 1 + t, r) - C(A' + 1, r)`` (``LS >= 0``, increasing
+  in ``a``). If ``a <= A'``, ``C(A' + t, r) - C(a + t, r)`` is non-decreasing in ``t``, so
+  ``c - 1`` fails already at ``t = 0``: ``LS >= v = C(A', r) - δ(c-1) + 1``, hence ``a >= a_lo``,
+  the least ``a`` with ``C(a, r) >= v``, and ``I_t >= v + C(a_lo + t, r) - C(a_lo, r)``. The
+  lower ladder is the smaller (capped at ``GS``); both grow with ``c`` (``C(A, r) - δ`` does
+  along the path). Checked against every ``(a, LS)`` on small universes;
 - k-triangles, [ktriangle]: Theorem 5.7's ladder ``I_t = min(LS + F(a + t) - F(a), GS)``
   (``a = a_m``, ``F(x) = sum_{i<x} U(i)``, ``graphs.ktriangle_steps_sum``), with
   ``C(a, k) <= LS <= G(a) = C(a, k) + 2 a C(a, k-1)`` (Lemma 5.5: the pair with ``a_ij = a_m``
@@ -56,6 +79,8 @@ import math
 import numpy as np
 
 from dpgate.mechanisms.graphs import binom, binom_row, check_query, check_universe, convergence_cap, global_sensitivity
+from dpgate.mechanisms.graphs import kclique_path, statistic_range
+from dpgate.mechanisms.width_statistics import triangle_psi
 from dpgate.mechanisms.graphs import ktriangle_steps_sum as steps_sum
 
 __all__ = ["Widths", "width_bounds"]
@@ -69,12 +94,15 @@ _GRID_GROWTH = 1.05
 _EXACT_FLOAT = 2.0**40
 
 
-def width_bounds(query: str, k: int | None, n_nodes: int, statistic: int) -> tuple[Widths, Widths]:
+def width_bounds(
+    query: str, k: int | None, n_nodes: int, statistic: int, knee: int | None = None
+) -> tuple[Widths, Widths]:
     """Public ladders sandwiching the private one: ``L_t(s) <= I_t(g) <= U_t(s)`` when ``s`` is
     the graph's width statistic (module docstring).
 
     Returns ``((lower_widths, lower_tail), (upper_widths, upper_tail))``: each ladder as its
     widths until it becomes constant, and that constant. Both are non-decreasing in ``s``.
+    For triangles, a ``knee`` means ``s`` is ``c_K`` [triangle], not ``a_m``.
 
     >>> (lw, lt), (uw, ut) = width_bounds("kstar", 3, 34, 24)  # karate: I_0 = 256
     >>> lw[:3], uw[:3], ut
@@ -89,6 +117,10 @@ def width_bounds(query: str, k: int | None, n_nodes: int, statistic: int) -> tup
     if query == "kstar":
         upper = list(binom_row(k - 1, top)[min(s, top + 1) :])  # C(s + t, k-1) while s + t <= N - 2
         return _kstar_lower(k, n, s), (upper, gs)
+    if knee is not None and (query == "triangle" or (query == "kclique" and k == 3)):
+        return _triangle_shift_bounds(n, int(knee), s)
+    if knee is not None and query == "kclique":
+        return _kclique_path_bounds(k, n, int(knee), s)
     if query == "triangle" or (query == "kclique" and k == 3):
         lower = [s + t // 2 for t in range(min(cap, 2 * max(gs - s, 0) + 2))]
         upper = [s + t for t in range(min(cap, max(gs - s, 0) + 1))]
@@ -179,6 +211,71 @@ def _ktriangle_bounds(k: int, n: int, c: int) -> tuple[Widths, Widths]:
         other = ladder(f[c - 1] + 1, a_lo)
         lower = [min(x, y) for x, y in itertools.zip_longest(lower, other, fillvalue=gs)]
     return _until_limit(lower, gs, convergence_cap(n)), (upper, gs)
+
+
+@functools.lru_cache(maxsize=1024)
+def _triangle_shift_bounds(n: int, knee: int, c: int) -> tuple[Widths, Widths]:
+    """Lower and upper ladders of every graph whose triangle ``c_K`` is ``c`` [triangle]."""
+    top = n - 2
+    cap = convergence_cap(n)
+    upper = [triangle_psi(c + t, n, knee) for t in range(max(statistic_range("triangle", n, None, knee)[1] - c, 0))]
+    if c == 0:
+        return _until_limit([t // 2 for t in range(2 * top + 2)], top, cap), (upper, top)
+    zero = np.zeros(1, np.int64)
+    a0 = bisect.bisect_left(range(top + 1), True, key=lambda x: bool(_pair_fails(zero + x, zero, n, knee, c - 1)[0]))
+    a0 = min(top, a0)  # (top, 0) fails every c - 1 below the range's end
+    a = np.arange(a0 + 1, dtype=np.int64)  # a pair (a > a0, b) is above (a0, 0) and so adds nothing
+    b_max = 2 * (top - a)  # b_ij = d_i + d_j - 2 a_ij - 2 x_ij
+    lo, hi = np.zeros_like(a), b_max + 1  # the least b at which (a, b) fails c - 1; b_max + 1: none
+    while np.any(lo < hi):  # LS_ab is non-decreasing in b, so failing is too
+        active = lo < hi
+        mid = (lo + hi) // 2
+        fails = active & _pair_fails(a, np.minimum(mid, b_max), n, knee, c - 1)
+        hi = np.where(fails, mid, hi)
+        lo = np.where(active & ~fails, mid + 1, lo)
+    fails = lo <= b_max
+    b = lo
+    a_min = int(a[fails].min())
+    q = int((2 * a + b)[fails].min())
+    t = np.arange(2 * top + 2, dtype=np.int64)
+    lower = np.minimum(np.minimum(a_min + t, (q + t) // 2), top)
+    return _until_limit(lower.tolist(), top, cap), (upper, top)
+
+
+@functools.lru_cache(maxsize=1024)
+def _kclique_path_bounds(k: int, n: int, knee: int, c: int) -> tuple[Widths, Widths]:
+    """Lower and upper ladders of every graph whose k-clique ``c_K`` is ``c`` [kclique]."""
+    r, gs, cap = k - 2, global_sensitivity("kclique", k, n), convergence_cap(n)
+    a, d = kclique_path(k, n, knee)
+    c = min(c, len(a) - 1)
+    row = binom_row(r, a[c] + cap + 1)
+    upper = [min(row[a[c] + t] - d[c], gs) for t in range(cap)]
+    if c == 0:  # every ladder: LS >= 0, a_m >= 0
+        return _until_limit([min(row[t], gs) for t in range(cap)], gs, cap), _until_limit(upper, gs, cap)
+    a1, d1 = a[c - 1], d[c - 1]
+    row = binom_row(r, max(a1 + 1, n) + cap + 1)
+    lower = [min(row[a1 + 1 + t] - row[a1 + 1], gs) for t in range(cap)]  # a_m > A(c - 1)
+    v = row[a1] - d1 + 1  # a_m <= A(c - 1): LS >= v, and a_m >= a_lo, the least a with C(a, k-2) >= v
+    a_lo = bisect.bisect_left(row, v, 0, n - 1)
+    if a_lo <= n - 2:
+        lower = [min(x, v + row[a_lo + t] - row[a_lo], gs) for t, x in enumerate(lower)]
+    return _until_limit(lower, gs, cap), _until_limit(upper, gs, cap)
+
+
+def _pair_fails(a: np.ndarray, b: np.ndarray, n: int, knee: int, c: int) -> np.ndarray:
+    """Whether a pair ``(a_ij, b_ij) = (a, b)`` has ``LS_ab(t) > ψ_K(c + t)`` at some ``t``
+    [triangle]: on each stretch between the kinks of the two ladders both are affine on even and
+    on odd ``t``, so the difference peaks within two steps of a kink (or at ``t = 0, 1``)."""
+    top = n - 2
+    x_end = statistic_range("triangle", n, None, knee)[1]
+    ls_cap = np.where(a + b >= top, top - a, 2 * (top - a) - b)
+    kinks = np.stack([b, ls_cap, np.full_like(a, 2 * knee - c), np.full_like(a, x_end - c)], axis=1)
+    near = (kinks[:, :, None] + np.arange(-2, 3)).reshape(a.size, -1)
+    t = np.maximum(np.concatenate([np.zeros((a.size, 2), np.int64) + [0, 1], near], axis=1), 0)
+    ls = np.minimum(a[:, None] + np.minimum(t, (t + b[:, None]) // 2), top)
+    x = c + t
+    psi = np.minimum(np.maximum(x // 2, x - knee), top)
+    return np.any(ls > psi, axis=1)
 
 
 def _until_limit(values: list[int], limit: int, cap: int) -> tuple[list[int], int]:

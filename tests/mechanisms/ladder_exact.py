@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from dpgate import noise
-from dpgate.mechanisms import graphs, ladder_bounds
+from dpgate.mechanisms import graphs, ladder, ladder_bounds
 from dpgate.mechanisms.ladder import sampling_epsilon
 
 
@@ -50,8 +50,9 @@ def over_the_noise(lf, epsilon: float, share: float, alpha: float, tail: float =
     reach = int(math.log(2 / tail) / eps_w) + 1
     z = np.arange(-reach, reach + 1)
     pmf = noise.discrete_laplace_pmf(eps_w, 1, z)
-    shat = lf.width_statistic + z
-    lo_pub, hi_pub = graphs.statistic_range(lf.query, lf.n_nodes, lf.k)
+    shat = ladder.width_statistic(lf, eps_w) + z  # the statistic released at eps_w (triangles: c_K)
+    knee = ladder_bounds.statistic_knee(lf.query, lf.k, lf.n_nodes, eps_w)
+    lo_pub, hi_pub = graphs.statistic_range(lf.query, lf.n_nodes, lf.k, knee)
     keys = []
     for z_lo, z_hi, _ in ladder_bounds.statistic_cells(eps_w, alpha):  # the clamped range of every cell
         top = np.clip(shat - z_lo, lo_pub, hi_pub)

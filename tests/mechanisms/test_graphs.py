@@ -15,7 +15,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from dpgate.mechanisms import graphs, ladder_widths
+from dpgate.mechanisms import graphs, ladder_widths, width_statistics
 from dpgate.resources import data_dir
 
 # -- brute force over all graphs on n nodes ------------------------------------------------------
@@ -182,6 +182,105 @@ def test_width_bounds_sandwich_every_ladder(cube5, ladders5, query, k):
         assert np.all(np.abs(stat[x] - stat) <= 1)
     lo, hi = graphs.statistic_range(query, 5, k)
     assert stat.min() >= lo and stat.max() <= hi
+
+
+@pytest.mark.parametrize("knee", [0, 1, 2, 3, 5])
+def test_triangle_shift_bounds_sandwich_every_ladder(cube5, ladders5, knee):
+    """The triangle statistic c_K [triangle]: L_t(c) <= I_t(g) <= U_t(c) for every 5-node graph,
+    c_K moves by at most 1 between neighbours, and lies in its public range."""
+    ladder, _, a_m = ladders5[("triangle", None)]
+    t_max = ladder.shape[1]
+    stat = np.array([width_statistics.triangle_shift_statistic(row[row < 3].tolist(), 5, knee) for row in ladder])
+    for s in np.unique(stat).tolist():
+        (lw, lt), (uw, ut) = ladder_widths.width_bounds("triangle", None, 5, s, knee)
+        lower = np.array((lw + [lt] * t_max)[:t_max])
+        upper = np.array((uw + [ut] * t_max)[:t_max])
+        rows = ladder[stat == s]
+        assert np.all(lower <= rows) and np.all(rows <= upper)
+    for x in cube5.neighbours():
+        assert np.all(np.abs(stat[x] - stat) <= 1)
+    lo, hi = graphs.statistic_range("triangle", 5, None, knee)
+    assert stat.min() >= lo and stat.max() <= hi
+    if knee == 0:
+        assert np.array_equal(stat, a_m)  # ψ_0(x) = x: c_0 is a_m
+
+
+def test_triangle_shift_lower_ladder_is_the_least_over_pairs():
+    """The lower ladder of c_K is exactly the least ladder of a pair ``(a, b)`` that fails ``c - 1``
+    (Lemma 5.2's pair ladders, every ``t``), by brute force over all pairs on small universes: the
+    kink search of ``_pair_fails`` misses no peak."""
+    for n in range(4, 11):
+        top = n - 2
+
+        def pair(a, b, t):
+            return min(a + min(t, (t + b) // 2), top)
+
+        ts = range(4 * n + 4)
+        for knee in range(n + 1):
+            end = graphs.statistic_range("triangle", n, None, knee)[1]
+            for c in range(end + 1):
+                (lw, lt), (uw, ut) = ladder_widths.width_bounds("triangle", None, n, c, knee)
+                psi = [width_statistics.triangle_psi(x, n, knee) for x in range(c + len(ts))]
+                assert [(uw + [ut] * len(ts))[t] for t in ts] == psi[c:]
+                failing = [(a, b) for a in range(top + 1) for b in range(2 * (top - a) + 1)
+                           if c == 0 or any(pair(a, b, t) > psi[c - 1 + t] for t in ts)]  # fmt: skip
+                least = [min(pair(a, b, t) for a, b in failing) for t in ts]
+                assert [(lw + [lt] * len(ts))[t] for t in ts] == least, (n, knee, c)
+
+
+@pytest.mark.parametrize("knee", [0, 3, 20, 75])
+def test_triangle_shift_bounds_grow_and_sandwich_real_ladders(knee):
+    """c_K on Les Misérables and graphs a few edges away: the sandwich, and both ladders
+    non-decreasing in the statistic."""
+    edges, n = les_miserables(), 77
+    rng = np.random.default_rng(5)
+    t_max = graphs.convergence_cap(n) + 1
+    for _ in range(4):
+        q = graphs.ladder_quantities(edges, n, "triangle")
+        s = width_statistics.triangle_shift_statistic(q.rungs, n, knee)
+        ladder = np.array(list(q.rungs) + [q.global_sensitivity] * (t_max - len(q.rungs)))
+        (lw, lt), (uw, ut) = ladder_widths.width_bounds("triangle", None, n, s, knee)
+        assert np.all(np.array((lw + [lt] * t_max)[:t_max]) <= ladder)
+        assert np.all(ladder <= np.array((uw + [ut] * t_max)[:t_max]))
+        u, v = sorted(rng.choice(n, size=2, replace=False).tolist())
+        edges = np.array(sorted({tuple(e) for e in edges.tolist()} ^ {(u, v)}), dtype=np.int64)
+    prev = None
+    for s in range(graphs.statistic_range("triangle", n, None, knee)[1] + 1):
+        (lw, lt), (uw, ut) = ladder_widths.width_bounds("triangle", None, n, s, knee)
+        cur = [np.array((w + [t] * t_max)[:t_max]) for w, t in ((lw, lt), (uw, ut))]
+        if prev is not None:
+            assert np.all(cur[0] >= prev[0]) and np.all(cur[1] >= prev[1])
+        prev = cur
+
+
+@pytest.mark.parametrize("k", [4, 5])
+def test_kclique_path_bounds_sandwich_every_theorem_5_6_ladder(k):
+    """The k-clique statistic c_K [kclique]: for every ladder Theorem 5.6 can produce (``a_m`` in
+    ``[0, N-2]``, ``LS`` in ``[0, C(a_m, k-2)]``), the public ladders of its c_K sandwich it, at
+    knees from a_m's (none) to past the range; and both grow with c."""
+    r = k - 2
+    for n in (6, 11, 20, 29):
+        gs, cap = graphs.global_sensitivity("kclique", k, n), graphs.convergence_cap(n)
+
+        def pad(widths):
+            (w, tail) = widths
+            return np.array((w + [tail] * cap)[:cap], dtype=object)
+
+        for knee in (0, 1, 3, 8, n):
+            prev = None
+            for c in range(graphs.statistic_range("kclique", n, k, knee)[1] + 1):
+                cur = [pad(x) for x in ladder_widths.width_bounds("kclique", k, n, c, knee)]
+                if prev is not None:
+                    assert np.all(cur[0] >= prev[0]) and np.all(cur[1] >= prev[1])
+                prev = cur
+            for a in range(n - 1):
+                top = graphs.binom(a, r)
+                for ls in sorted({x for x in (0, 1, top // 3, top // 2, top - 1, top) if 0 <= x <= top}):
+                    ladder = np.array([min(ls + graphs.binom(a + t, r) - top, gs) for t in range(cap)], dtype=object)
+                    rungs = ladder[ladder < gs].tolist()
+                    c = width_statistics.kclique_shift_statistic(rungs, n, k, knee)
+                    lower, upper = (pad(x) for x in ladder_widths.width_bounds("kclique", k, n, c, knee))
+                    assert np.all(lower <= ladder) and np.all(ladder <= upper), (n, knee, a, ls, c)
 
 
 @pytest.mark.parametrize("query, k", VARIANTS)

@@ -22,7 +22,7 @@ import pytest
 from conftest import TEST_SEED
 from dpgate import noise
 from dpgate.mechanisms import graphs
-from dpgate.mechanisms import ladder
+from dpgate.mechanisms import ladder, ladder_widths
 from dpgate.mechanisms.ladder import (
     GlobalSensitivityLaplace,
     LadderFunction,
@@ -386,6 +386,12 @@ def test_interval_reads_only_the_release_and_the_noisy_statistic(karate):
     a = ladder_function(karate, 34, "triangle")
     b = LadderFunction("triangle", None, 34, 3, 32, (0, 1, 2), 3, width_statistic=a.width_statistic)
     for eps_w in (0.0, 0.5):
+        if eps_w:  # triangles release c_K, read from the rungs: b gets the public upper ladder of a's
+            s = ladder.width_statistic(a, eps_w)
+            knee = ladder.statistic_knee("triangle", None, 34, eps_w)
+            _, (uw, _) = ladder_widths.width_bounds("triangle", None, 34, s, knee)
+            b = LadderFunction("triangle", None, 34, 3, 32, tuple(uw), len(uw), width_statistic=a.width_statistic)
+            assert ladder.width_statistic(b, eps_w) == s and b.rungs != a.rungs
         ia = release_interval(a, 100, 1.0, epsilon_width=eps_w, rng=np.random.default_rng(3))
         ib = release_interval(b, 100, 1.0, epsilon_width=eps_w, rng=np.random.default_rng(3))
         assert ia == ib

@@ -351,6 +351,12 @@ def _subgraph(con, plan: SubgraphPlan) -> Exact:
             stats[f"{name} width statistic"] = Statistic(
                 f"{name} width statistic", {(): lf.width_statistic}, l1=1, fixed_keys=True
             )
+            eps_width = c.epsilon * c.interval_share
+            if eps_width > 0:  # the statistic the release reads at its ε (triangles: c_K, its own knee)
+                released = ladder.width_statistic(lf, eps_width)
+                stats[f"{name} released width statistic"] = Statistic(
+                    f"{name} released width statistic", {(): released}, l1=1, fixed_keys=True
+                )
     return Exact("subgraph", plan, stats, {"edges": len(edges)})
 
 

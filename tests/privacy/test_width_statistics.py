@@ -17,7 +17,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from dpgate.mechanisms import graphs, ladder_widths
+from dpgate.mechanisms import graphs, ladder_widths, width_statistics
 
 QUERIES = [("triangle", None), ("kstar", 2), ("kstar", 3), ("ktriangle", 1), ("ktriangle", 2), ("kclique", 4)]
 
@@ -86,4 +86,54 @@ def test_width_statistic_moves_by_at_most_one(query, k):
             lower = np.array((lw + [lt] * t_max)[:t_max], dtype=object)
             upper = np.array((uw + [ut] * t_max)[:t_max], dtype=object)
             assert np.all(lower <= ladder) and np.all(ladder <= upper)
+    assert moved, "some edit moves the statistic: the check is not vacuous"
+
+
+@pytest.mark.parametrize("knee", [0, 3, 12, 60, 200])
+def test_triangle_shift_statistic_moves_by_at_most_one(knee):
+    """The triangle statistic c_K (``width_statistics.triangle_shift_statistic``) at public knees from
+    ``a_m``'s (0) to pure halves (>= N - 2): targeted and random edits move it by at most 1, and
+    the public ladders of its value sandwich every neighbour's ladder."""
+    moved = 0
+    for graph in (_road, _karate, _lesmis):
+        edges, n = graph()
+        base = graphs.ladder_quantities(edges, n, "triangle")
+        c = width_statistics.triangle_shift_statistic(base.rungs, n, knee)
+        lo, hi = graphs.statistic_range("triangle", n, None, knee)
+        t_max = graphs.convergence_cap(n) + 1
+        for pair in _edits(edges, n, np.random.default_rng(7), 24):
+            other = graphs.ladder_quantities(_toggle(edges, pair), n, "triangle")
+            c2 = width_statistics.triangle_shift_statistic(other.rungs, n, knee)
+            assert abs(c2 - c) <= 1, (graph.__name__, pair, c, c2)
+            assert lo <= c2 <= hi
+            moved += c2 != c
+            ladder = np.array(list(other.rungs) + [other.global_sensitivity] * (t_max - len(other.rungs)))
+            (lw, lt), (uw, ut) = ladder_widths.width_bounds("triangle", None, n, c2, knee)
+            assert np.all(np.array((lw + [lt] * t_max)[:t_max]) <= ladder)
+            assert np.all(ladder <= np.array((uw + [ut] * t_max)[:t_max]))
+    assert moved, "some edit moves the statistic: the check is not vacuous"
+
+
+@pytest.mark.parametrize("knee", [0, 2, 5, 12])
+def test_kclique_shift_statistic_moves_by_at_most_one(knee):
+    """The 4-clique statistic c_K (``width_statistics.kclique_shift_statistic``) on karate and Les
+    Misérables' first 60 nodes: targeted and random edits move it by at most 1, and the public
+    ladders of its value sandwich every neighbour's ladder."""
+    moved = 0
+    lesmis, _ = _lesmis()
+    for edges, n in (_karate(), (lesmis[lesmis.max(axis=1) < 60], 60)):
+        base = graphs.ladder_quantities(edges, n, "kclique", 4)
+        c = width_statistics.kclique_shift_statistic(base.rungs, n, 4, knee)
+        lo, hi = graphs.statistic_range("kclique", n, 4, knee)
+        t_max = graphs.convergence_cap(n) + 1
+        for pair in _edits(edges, n, np.random.default_rng(7), 24):
+            other = graphs.ladder_quantities(_toggle(edges, pair), n, "kclique", 4)
+            c2 = width_statistics.kclique_shift_statistic(other.rungs, n, 4, knee)
+            assert abs(c2 - c) <= 1, (n, pair, c, c2)
+            assert lo <= c2 <= hi
+            moved += c2 != c
+            ladder = np.array(list(other.rungs) + [other.global_sensitivity] * (t_max - len(other.rungs)))
+            (lw, lt), (uw, ut) = ladder_widths.width_bounds("kclique", 4, n, c2, knee)
+            assert np.all(np.array((lw + [lt] * t_max)[:t_max]) <= ladder)
+            assert np.all(ladder <= np.array((uw + [ut] * t_max)[:t_max]))
     assert moved, "some edit moves the statistic: the check is not vacuous"

@@ -138,9 +138,9 @@ def test_explain_states_the_epsilon_split(alice):
     sql = q("epsilon = 1, interval_share = 0.2", "TRIANGLE_COUNT(src, dst) FROM karate")
     rows, _ = fetch(alice, "EXPLAIN PRIVACY " + sql)
     detail = {r[0]: r for r in rows}["TRIANGLE_COUNT(src, dst)"][6]
-    assert "0.8 on the count" in detail and "0.2 on the error bar" in detail and "a_m" in detail
+    assert "0.8 on the count" in detail and "0.2 on the error bar" in detail and "c_K" in detail
     _, cur = fetch(alice, q("epsilon = 1", "TRIANGLE_COUNT(src, dst) AS t FROM karate"))
-    assert "noisy a_m = " in cur.release.columns["t"].description
+    assert "noisy c_K = " in cur.release.columns["t"].description
 
 
 def test_public_error_bar_spends_everything_on_the_count(alice):
