@@ -171,17 +171,23 @@ def test_ladders_are_monotone_and_converge_within_the_cap(ladders5, query, k):
 def test_width_bounds_sandwich_every_ladder(cube5, ladders5, query, k):
     """L_t(s) <= I_t(g) <= U_t(s) for the graph's own statistic, which has sensitivity 1."""
     ladder, _, stat = ladders5[(query, k)]
+    _assert_sandwiched(cube5, ladder, stat, lambda s: ladder_widths.width_bounds(query, k, 5, s))
+    lo, hi = graphs.statistic_range(query, 5, k)
+    assert stat.min() >= lo and stat.max() <= hi
+
+
+def _assert_sandwiched(cube, ladder, stat, bounds) -> None:
+    """Every graph's ladder lies between the public ladders of its statistic, which moves by at most
+    1 between neighbours."""
     t_max = ladder.shape[1]
     for s in np.unique(stat).tolist():
-        (lw, lt), (uw, ut) = ladder_widths.width_bounds(query, k, 5, s)
+        (lw, lt), (uw, ut) = bounds(s)
         lower = np.array((lw + [lt] * t_max)[:t_max])
         upper = np.array((uw + [ut] * t_max)[:t_max])
         rows = ladder[stat == s]
         assert np.all(lower <= rows) and np.all(rows <= upper)
-    for x in cube5.neighbours():
+    for x in cube.neighbours():
         assert np.all(np.abs(stat[x] - stat) <= 1)
-    lo, hi = graphs.statistic_range(query, 5, k)
-    assert stat.min() >= lo and stat.max() <= hi
 
 
 @pytest.mark.parametrize("knee", [0, 1, 2, 3, 5])
@@ -189,16 +195,8 @@ def test_triangle_shift_bounds_sandwich_every_ladder(cube5, ladders5, knee):
     """The triangle statistic c_K [triangle]: L_t(c) <= I_t(g) <= U_t(c) for every 5-node graph,
     c_K moves by at most 1 between neighbours, and lies in its public range."""
     ladder, _, a_m = ladders5[("triangle", None)]
-    t_max = ladder.shape[1]
     stat = np.array([width_statistics.triangle_shift_statistic(row[row < 3].tolist(), 5, knee) for row in ladder])
-    for s in np.unique(stat).tolist():
-        (lw, lt), (uw, ut) = ladder_widths.width_bounds("triangle", None, 5, s, knee)
-        lower = np.array((lw + [lt] * t_max)[:t_max])
-        upper = np.array((uw + [ut] * t_max)[:t_max])
-        rows = ladder[stat == s]
-        assert np.all(lower <= rows) and np.all(rows <= upper)
-    for x in cube5.neighbours():
-        assert np.all(np.abs(stat[x] - stat) <= 1)
+    _assert_sandwiched(cube5, ladder, stat, lambda s: ladder_widths.width_bounds("triangle", None, 5, s, knee))
     lo, hi = graphs.statistic_range("triangle", 5, None, knee)
     assert stat.min() >= lo and stat.max() <= hi
     if knee == 0:
