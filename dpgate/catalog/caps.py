@@ -14,8 +14,9 @@ charged, from public facts only (the statement's options, the roster's size, the
     the releases the analyst holds (made and not dropped, and those being made);
 ``release_bytes``
     the estimated bytes the analyst's releases hold, this one included: rows times the width of a row
-    (``width``: the bytes DuckDB stores a value of each column's type in, before compression), its side
-    tables included (a DiffPart release's itemsets and supports, a sequence release's model).
+    (``width``: the bytes DuckDB stores a value of each column's type in, before compression; text
+    longer than 12 bytes and a list's elements beside), its side tables included (a DiffPart
+    release's itemsets and supports, a sequence release's model, a supermodular release's hierarchy).
 
 A release that would pass a cap is refused (DP343, DP344, DP345) and charges nothing; the hint says the
 cap and what the analyst holds. The database's defaults are kept in ``dpgate.settings``, an analyst's
@@ -245,8 +246,8 @@ def settle(key: tuple, entry_id: int) -> None:
 def usage(con: duckdb.DuckDBPyConnection, analyst: str, key: tuple | None = None) -> Usage:
     """The releases ``analyst`` holds (active in the registry, and in the making in this process), their
     rows as recorded, and their estimated bytes as the tables stand (rows times the widths of their
-    columns' types: a release's side tables count too), with the text beyond 16 bytes a value their
-    registry rows recorded."""
+    columns' types: a release's side tables count too), with the long text and lists' elements their
+    registry rows recorded (``releases.string_bytes``)."""
     from dpgate.catalog import releases as registry
 
     count = rows = size = 0
@@ -264,7 +265,7 @@ def usage(con: duckdb.DuckDBPyConnection, analyst: str, key: tuple | None = None
             except ValueError:
                 recorded = {}
             extra = recorded.get("extra_tables", [])
-            size += int(recorded.get("string_bytes", 0))  # text beyond 16 bytes a value (``releases.record``)
+            size += int(recorded.get("string_bytes", 0))  # long text, lists' elements (``releases.record``)
             names += [str(name).lower(), *(str(n).lower() for n in extra)]
         if names:
             for _, n, types in con.execute(

@@ -93,8 +93,8 @@ def record(
     parameters: dict[str, Any], epsilon: float, delta: float, analyst: str, row_count: int,
 ) -> None:  # fmt: skip
     """Register a release (in the caller's transaction, with the table it describes), with the bytes its
-    text values hold beyond the 16 a value is counted at (``string_bytes``, for the release caps: the
-    types alone do not say it)."""
+    tables hold beyond their types' widths (``string_bytes``: long text, lists' elements; for the
+    release caps, which the types alone do not tell)."""
     parameters = {**parameters, "string_bytes": string_bytes(con, [name, *parameters.get("extra_tables", [])])}
     con.execute(
         f"INSERT INTO {TABLE} (entry_id, name, kind, sources, mechanism, parameters, epsilon, delta, analyst, "
