@@ -226,17 +226,21 @@ def _triangle_shift_bounds(n: int, knee: int, c: int) -> tuple[Widths, Widths]:
     a0 = min(top, a0)  # (top, 0) fails every c - 1 below the range's end
     a = np.arange(a0 + 1, dtype=np.int64)  # a pair (a > a0, b) is above (a0, 0) and so adds nothing
     b_max = 2 * (top - a)  # b_ij = d_i + d_j - 2 a_ij - 2 x_ij
-    lo, hi = np.zeros_like(a), b_max + 1  # the least b at which (a, b) fails c - 1; b_max + 1: none
-    while np.any(lo < hi):  # LS_ab is non-decreasing in b, so failing is too
-        active = lo < hi
-        mid = (lo + hi) // 2
-        fails = active & _pair_fails(a, np.minimum(mid, b_max), n, knee, c - 1)
-        hi = np.where(fails, mid, hi)
-        lo = np.where(active & ~fails, mid + 1, lo)
-    fails = lo <= b_max
+    # LS_ab is non-decreasing in b, so failing is too: the a that fail at some b fail at b_max, one
+    # test for every a; then the least failing b of those only, each search on the rows still open
+    fails = _pair_fails(a, b_max, n, knee, c - 1)
+    a, b_max = a[fails], b_max[fails]
+    lo, hi = np.zeros_like(a), b_max  # the least b at which (a, b) fails c - 1: at most b_max
+    open_ = np.flatnonzero(lo < hi)
+    while len(open_):
+        mid = (lo[open_] + hi[open_]) // 2
+        failing = _pair_fails(a[open_], mid, n, knee, c - 1)
+        hi[open_] = np.where(failing, mid, hi[open_])
+        lo[open_] = np.where(failing, lo[open_], mid + 1)
+        open_ = open_[lo[open_] < hi[open_]]
     b = lo
-    a_min = int(a[fails].min())
-    q = int((2 * a + b)[fails].min())
+    a_min = int(a.min())
+    q = int((2 * a + b).min())
     t = np.arange(2 * top + 2, dtype=np.int64)
     lower = np.minimum(np.minimum(a_min + t, (q + t) // 2), top)
     return _until_limit(lower.tolist(), top, cap), (upper, top)
