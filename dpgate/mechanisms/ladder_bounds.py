@@ -103,6 +103,7 @@ __all__ = [
     "BLOCK_H",
     "calibrated_half_width",
     "interval_half_width",
+    "largest_half_width",
     "sampling_epsilon",
     "sampling_margin",
     "statistic_cells",
@@ -468,6 +469,20 @@ def calibrated_half_width(
     ranges = cell_ranges(query, k, n_nodes, noisy_statistic, epsilon_width, alpha)
     m = _max_half_width(query, graphs.check_query(query, k), int(n_nodes), float(epsilon), ranges, knee)
     return m, min(r[0] for r in ranges), max(r[1] for r in ranges)
+
+
+def largest_half_width(query: str, k: int | None, n_nodes: int, epsilon: float, epsilon_width: float,
+                       alpha: float) -> int:  # fmt: skip
+    """Public: an ``m`` no calibrated error bar exceeds, whatever ``ŝ`` (for EXPLAIN, before any
+    release): the band of the whole public range at the strictest cell's ``β``. Every cell's band
+    lies inside it (the public ladders grow with the statistic) and misses with at most a larger
+    ``β``, so needs no wider ``m``; the searches are to ``SEARCH_PRECISION``, added once more."""
+    knee = statistic_knee(query, k, n_nodes, epsilon_width)
+    k = graphs.check_query(query, k)
+    lo, hi = graphs.statistic_range(query, int(n_nodes), k, knee)
+    beta = min(cell[2] for cell in statistic_cells(float(epsilon_width), float(alpha)))
+    m = _max_half_width(query, k, int(n_nodes), float(epsilon), ((lo, hi, beta),), knee)
+    return math.ceil(m * (1 + SEARCH_PRECISION))
 
 
 def statistic_knee(query: str, k: int | None, n_nodes: int, epsilon_width: float) -> int | None:

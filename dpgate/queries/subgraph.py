@@ -687,8 +687,11 @@ def explain_rows(plan: SubgraphPlan) -> list[tuple]:
     for c in plan.counts:
         eps_width = c.epsilon * c.interval_share
         eps_count = c.epsilon - eps_width
-        lo, hi = graphs.statistic_range(c.query, plan.n_nodes, c.k)
-        bound = ladder.interval_half_width(c.query, c.k, plan.n_nodes, eps_count, lo, hi, alpha)
+        if eps_width:  # the widest bar any noisy statistic could give (the calibration's cells at their strictest)
+            bound = ladder.largest_half_width(c.query, c.k, plan.n_nodes, eps_count, eps_width, alpha)
+        else:
+            lo, hi = graphs.statistic_range(c.query, plan.n_nodes, c.k)
+            bound = ladder.interval_half_width(c.query, c.k, plan.n_nodes, eps_count, lo, hi, alpha)
         name = f"{c.query}{'' if c.k is None else f' k={c.k}'}"
         stat = graphs.width_statistic_name(c.query)
         if eps_width and ladder.statistic_knee(c.query, c.k, plan.n_nodes, eps_width) is not None:
