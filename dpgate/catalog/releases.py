@@ -111,20 +111,22 @@ def string_bytes(con: duckdb.DuckDBPyConnection, tables: list[str]) -> int:
     a list of text, 8 for any other)."""
     total = 0
     for table in tables:
-        parts = []
+        parts, lists = [], []
         for name, kind in con.execute(
             "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = current_database() AND "
             "schema_name = 'main' AND table_name = ?", [str(table)]).fetchall():  # fmt: skip
             c = quote_ident(name)
             if kind == "VARCHAR":
                 parts.append(f"coalesce(sum(CASE WHEN strlen({c}) > 12 THEN strlen({c}) END), 0)")
-            elif kind == "VARCHAR[]":
-                parts.append(f"coalesce(sum(list_sum(list_transform({c}, lambda x: 16 + CASE WHEN strlen(x) > 12 THEN "
-                             "strlen(x) ELSE 0 END))), 0)")  # fmt: skip
+            elif kind == "VARCHAR[]":  # each element, from the list unnested (no lambda: plain SQL on 1.x and 2.x)
+                lists.append(f"SELECT coalesce(sum(16 + CASE WHEN strlen(x) > 12 THEN strlen(x) ELSE 0 END), 0) FROM "
+                             f"(SELECT unnest({c}) AS x FROM main.{quote_ident(str(table))})")  # fmt: skip
             elif kind.endswith("[]"):
                 parts.append(f"8 * coalesce(sum(len({c})), 0)")
         if parts:
             total += int(con.execute(f"SELECT {' + '.join(parts)} FROM main.{quote_ident(str(table))}").fetchone()[0])
+        for sql in lists:
+            total += int(con.execute(sql).fetchone()[0])
     return total
 
 
