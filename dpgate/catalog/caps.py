@@ -307,15 +307,15 @@ def check(con: duckdb.DuckDBPyConnection, analyst: str, release: ReleaseSize, *,
     held = usage(con, analyst, key)
     cap_bytes = caps["release_bytes"]
     row_bytes = release.row_bytes + release.side_row_bytes  # a row of the release and its side tables' share
+    fit = max(0, (cap_bytes - held.bytes - release.side_bytes) // row_bytes)  # the rows the bytes cap leaves room for
     drop = ("DROP SYNTHETIC TABLE a release of yours (SHOW RELEASES lists them), or " if held.releases > held.making
             else "wait for your releases being made, or " if held.making else "")  # fmt: skip
     if rows > cap_rows or rows < release.least:  # (rows < 1: a cap of 0, which allows no release)
         wants = (f"This release needs at least {release.least:,} rows to be worth its charge ({said})"
                  if rows < release.least else f"This release may write {rows:,} rows ({said})")
-        room = min(cap_rows, max(0, (cap_bytes - held.bytes - release.side_bytes) // row_bytes))  # the bytes' too
         raise errors.PolicyError(
             f"{wants}; your cap on the rows of one release is {cap_rows:,}",
-            code="DP343", hint=_fit_hint(release, population, room) + "; the data owner sets the cap "
+            code="DP343", hint=_fit_hint(release, population, min(cap_rows, fit)) + "; the data owner sets the cap "
             "(release_rows: Owner.set_release_caps, dpgate analyst set ... --release-rows N); nothing was charged",
             rows=rows, cap=cap_rows,
         )  # fmt: skip
@@ -327,10 +327,9 @@ def check(con: duckdb.DuckDBPyConnection, analyst: str, release: ReleaseSize, *,
             held=held.releases, cap=caps["releases"],
         )  # fmt: skip
     if release.bound is not None and release.rows is None:
-        rows = max(release.least, min(rows, (cap_bytes - held.bytes - release.side_bytes) // row_bytes))
+        rows = max(release.least, min(rows, fit))
     size = rows * row_bytes + release.side_bytes
     if held.bytes + size > cap_bytes:
-        fit = max(0, (cap_bytes - held.bytes - release.side_bytes) // row_bytes)
         narrower = release.columns > 1 and release.rows_option and each == 1  # a release that takes ``columns``
         if fit >= release.least:
             advice = _fit_hint(release, population, fit) + (", or fewer columns" if narrower else "") + ", or "
@@ -355,7 +354,7 @@ def _fit_hint(release: ReleaseSize, population: int, cap_rows: int) -> str:
     ``rows = N`` (for a sequence release, shorter sequences too), else fewer rows per subject
     (``max_rows_contributed``), else nothing of theirs (a release with a public ``bound`` fits
     itself to the caps down to its ``least`` rows)."""
-    if release.bound is not None and cap_rows < release.least:
+    if release.bound is not None:  # refused only below its least rows (else it fits itself to the caps)
         return (f"your caps leave room for fewer than the {release.least:,} rows this release needs to be worth its "
                 "charge")
     if cap_rows < 1:
@@ -365,11 +364,8 @@ def _fit_hint(release: ReleaseSize, population: int, cap_rows: int) -> str:
     if release.rows_option:  # not one whole sequence of max_length rows fits
         return f"ask for rows = 1 and max_length = {cap_rows:,} or less in WITH (...)"
     per = cap_rows // max(population, 1)
-    if release.bound is None and 1 <= per < release.per_subject:
+    if 1 <= per < release.per_subject:
         return f"ask for max_rows_contributed = {per:,} or less in WITH (...) (this release takes no rows = ...)"
-    if release.bound is not None:
-        return (f"your caps leave room for fewer than the {release.least:,} rows this release needs to be worth its "
-                "charge")
     return (f"this release takes no rows = ..., and even one row for each of the {population:,} subjects on the roster "
             "passes your cap")
 

@@ -221,14 +221,27 @@ def _plan(db, sql: str):
         return con.gateway.plan(classify(parse_one(sql), cat), cat)
 
 
-def _demo_refused(demo_db, sql: str, code: str = "DP343") -> errors.Error:
-    with dpgate.connect(str(demo_db), analyst="demo") as con:
+def _demo_refused(demo_db, sql: str, code: str = "DP343", analyst: str = "demo") -> errors.Error:
+    with dpgate.connect(str(demo_db), analyst=analyst) as con:
         before = con.budget()
         with pytest.raises(errors.PolicyError) as info:
             con.execute(sql)
         assert con.budget() == before
     assert info.value.code == code and "nothing was charged" in info.value.hint
     return info.value
+
+
+def _made_at_its_estimate(db, sql: str, analyst: str = "demo") -> int:
+    """Make the release ``sql.format(1)`` under a bytes cap of exactly its estimate (read from DP345 for
+    ``sql.format(0)`` under a cap of 1 byte, refused free); return the estimate."""
+    with Owner(db) as o:
+        o.set_release_caps(analyst, release_bytes=1)
+    estimate = _demo_refused(db, sql.format(0), code="DP345", analyst=analyst).details["bytes"]
+    with Owner(db) as o:
+        o.set_release_caps(analyst, release_bytes=estimate)
+    with dpgate.connect(str(db), analyst=analyst, test_seed=1) as con:
+        con.execute(sql.format(1))
+    return estimate
 
 
 def test_a_sequence_release_counts_every_symbol_it_may_write(demo_db):
@@ -335,13 +348,7 @@ def test_a_release_at_its_estimate_holds_no_more_than_the_cap_side_tables_includ
     """The bytes check counts a release's side tables as ``usage`` does afterwards: a DiffPart release
     accepted at exactly its estimate held 52% more (its itemsets and supports), a sequence release
     2.6 times (its model, which now stops within the rows its release reserved)."""
-    with Owner(demo_db) as o:
-        o.set_release_caps("demo", release_bytes=1)
-    estimate = _demo_refused(demo_db, sql.format(0), code="DP345").details["bytes"]
-    with Owner(demo_db) as o:
-        o.set_release_caps("demo", release_bytes=estimate)
-    with dpgate.connect(str(demo_db), analyst="demo", test_seed=1) as con:
-        con.execute(sql.format(1))
+    estimate = _made_at_its_estimate(demo_db, sql)
     with Owner(demo_db) as o:
         held = caps.usage(o.con, "demo").bytes
     assert 0 < held <= estimate
@@ -406,15 +413,7 @@ def test_long_declared_text_counts_in_the_estimate(make_db, sql):
                  f"CREATE TABLE b AS SELECT i::INTEGER AS bid, ({labels})[(i % 4)::INTEGER + 1] AS item FROM range(2000) r(i)",
                  protect={"s": {"unit": "pid", "max_rows": 3, "epsilon": 30.0, "domains": {"state": LONG}},
                           "b": {"unit": "bid", "max_rows": 1, "epsilon": 30.0, "domains": {"item": LONG}}})  # fmt: skip
-    with Owner(db) as o:
-        o.set_release_caps("alice", release_bytes=1)
-    with dpgate.connect(str(db), analyst="alice") as con, pytest.raises(errors.PolicyError) as info:
-        con.execute(sql.format(0))
-    estimate = info.value.details["bytes"]
-    with Owner(db) as o:
-        o.set_release_caps("alice", release_bytes=estimate)
-    with dpgate.connect(str(db), analyst="alice", test_seed=1) as con:
-        con.execute(sql.format(1))
+    estimate = _made_at_its_estimate(db, sql, "alice")
     with Owner(db) as o:
         assert 0 < caps.usage(o.con, "alice").bytes <= estimate
 
@@ -429,17 +428,10 @@ def test_a_deep_sequence_model_counts_its_contexts(make_db):
                  protect={"s": {"unit": "pid", "max_rows": 40, "epsilon": 1e7, "domains": {"sym": long},
                                 "bounds": {"pos": (1, 40)}}},
                  analysts={"alice": {"epsilon": 1e7, "delta": 0.5}})  # fmt: skip
-    sql = "CREATE SYNTHETIC TABLE deep FROM s USING privtree_markov WITH (epsilon = 100000, position = 'pos', rows = 20)"
-    with Owner(db) as o:
-        o.set_release_caps("alice", release_bytes=1)
-    with dpgate.connect(str(db), analyst="alice") as con, pytest.raises(errors.PolicyError) as info:
-        con.execute(sql)
-    estimate = info.value.details["bytes"]
-    with Owner(db) as o:
-        o.set_release_caps("alice", release_bytes=estimate)
-    with dpgate.connect(str(db), analyst="alice", test_seed=1) as con:
-        con.execute(sql)
-        (rows, symbols, deepest) = con.execute("SELECT count(*), sum(len(context)), max(len(context)) FROM deep_model").fetchone()
+    sql = "CREATE SYNTHETIC TABLE deep{} FROM s USING privtree_markov WITH (epsilon = 100000, position = 'pos', rows = 20)"
+    estimate = _made_at_its_estimate(db, sql, "alice")
+    with dpgate.connect(str(db), analyst="alice") as con:
+        (rows, symbols, deepest) = con.execute("SELECT count(*), sum(len(context)), max(len(context)) FROM deep1_model").fetchone()
     with Owner(db) as o:
         held = caps.usage(o.con, "alice").bytes
     assert deepest >= 3 and held >= rows * 16 + symbols * (16 + len(long[1]))  # the contexts' text is counted
