@@ -140,15 +140,15 @@ STORED_FORMATS = ("parquet", "orc", "delta", "iceberg")
 
 
 def source_problem(spark: Any, source: str, df: Any) -> str | None:
-    """Why Spark could fail to read a value of ``source`` (its DataFrame ``df``; None: it cannot). A view's expressions and
-    a text format's parser run below the join with the charged subjects, on every row: a failure
-    there would fail a statement after its debit on one row's say, even an uncharged subject's. So
-    the source's analyzed plan, views and temporary views expanded, may hold no cast that is not a
-    widening and no arithmetic in ANSI mode (Spark 4's default for the views it keeps: a cast or an
-    overflow fails on one value), no ``raise_error`` / ``assert_true`` and nothing else Spark marks
-    as failing on error, and read no CSV, JSON or XML file in FAILFAST mode. Other functions that
-    fail on a value (``encode`` of a character the charset lacks...) are the owner's to leave out
-    (docs/spark.md)."""
+    """Why Spark could fail to read a value of ``source`` (its DataFrame ``df``; None: it cannot).
+    A view's expressions and a text format's parser run below the join with the charged subjects, on
+    every row: a failure there would fail a statement after its debit on one row's say, even an
+    uncharged subject's. So the source's analyzed plan, views and temporary views expanded, may hold
+    no cast that is not a widening and no arithmetic in ANSI mode (Spark 4's default for the views it
+    keeps: a cast or an overflow fails on one value), no ``raise_error`` / ``assert_true`` and nothing
+    else Spark marks as failing on error, and read no CSV, JSON or XML file in FAILFAST mode. Other
+    functions that fail on a value (``encode`` of a character the charset lacks...) are the owner's
+    to leave out (docs/spark.md)."""
     kind, where = parse_source(source)
     if kind == "parquet":
         return None
