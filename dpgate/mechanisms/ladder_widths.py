@@ -48,7 +48,9 @@ is covered by ``L(lo)`` and ``U(hi)``):
   ``LS + F(a + t0) - F(a) > F(c - 1 + t0)``, and ``F(c - 1 + t) - F(a + t)`` is non-decreasing
   (``U`` is), so already ``LS > F(c - 1)``; with ``LS <= G(a)``, ``a >= a_lo``, the least ``a``
   with ``G(a) > F(c - 1)``, and ``I_t >= min(F(c - 1) + 1 + F(a_lo + t) - F(a_lo), GS)``. The
-  lower ladder is the smaller of the two; both grow with ``c``. Where ``a_m`` bounded ``LS`` by
+  lower ladder is the smaller of the two; both grow with ``c``. [family]: the ladder is fixed by
+  ``(a, LS)``, so :func:`ktriangle_family` lists every ladder whose ``c_k`` lies in a range
+  (``ladder_bounds`` bounds each where they are few, instead of the band between ``L`` and ``U``). Where ``a_m`` bounded ``LS`` by
   ``G(a_m)``, which grows like the square of the noise on ``a_m``, ``c_k`` pays for its noise
   one rung at a time;
 - k-stars, [kstar]: ``I_t = LS(g, t) = max over pairs of S_t(x, y)`` (Lemma 5.3, ``x >= y`` the
@@ -83,7 +85,7 @@ from dpgate.mechanisms.graphs import kclique_path, statistic_range
 from dpgate.mechanisms.width_statistics import triangle_psi
 from dpgate.mechanisms.graphs import ktriangle_steps_sum as steps_sum
 
-__all__ = ["Widths", "width_bounds"]
+__all__ = ["Widths", "ktriangle_family", "ktriangle_statistics", "width_bounds"]
 
 Widths = tuple[list[int], int]  # a ladder's widths until it becomes constant, and that constant
 
@@ -280,6 +282,96 @@ def _pair_fails(a: np.ndarray, b: np.ndarray, n: int, knee: int, c: int) -> np.n
     x = c + t
     psi = np.minimum(np.maximum(x // 2, x - knee), top)
     return np.any(ls > psi, axis=1)
+
+
+def ktriangle_statistics(k: int, n: int, a: int, ls: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(c_k, M, D)`` of Theorem 5.7's ladder for ``a_m = a`` and each ``LS`` in ``ls`` [family]:
+    the shift statistic (``graphs.ktriangle_shift_statistic`` of these rungs), the number of rungs
+    below ``GS`` (``graphs._closed_rungs``: at most the public cap) and ``D_t = min(F(a + t) -
+    F(a), GS)`` for ``t`` below the cap. Closed form, checked against the scalar code: for
+    ``c >= a``, ``F(c + t) - F(a + t)`` grows with ``t`` (``U`` does), so ``t = 0`` binds and
+    ``c >= a`` holds iff ``F(c) >= LS``; for ``c < a`` it shrinks, so the last rung below
+    ``GS``, ``t = M - 1``, binds."""
+    gs, cap = global_sensitivity("ktriangle", k, n), convergence_cap(n)
+    d = _ktriangle_offsets(k, n, a)
+    f = np.array(steps_sum(k, n), dtype=np.int64)  # F(x) for x <= X, F(X) >= GS
+    ls = np.asarray(ls, dtype=np.int64)
+    rungs = np.searchsorted(d, gs - ls, side="left")  # first t with LS + D_t >= GS (cap: none)
+    last = np.where(rungs > 0, ls + d[np.maximum(rungs - 1, 0)], 0)  # the last rung below GS
+    below = np.searchsorted(f, last, side="left") - (rungs - 1)  # least c < a meeting t = M - 1
+    above = np.maximum(a, np.searchsorted(f, ls, side="left"))  # least c >= a: F(c) >= LS
+    core = np.where(rungs == 0, 0, np.where(below < a, np.maximum(below, 0), above))
+    return np.maximum(core, len(f) - 1 - rungs), rungs, d
+
+
+@functools.lru_cache(maxsize=256)
+def _ktriangle_offsets(k: int, n: int, a: int) -> np.ndarray:
+    """``D_t = min(F(a + t) - F(a), GS)`` for ``t`` below the public cap, as int64."""
+    gs, cap = global_sensitivity("ktriangle", k, n), convergence_cap(n)
+    f = _steps_to_twice_gs(k, n)
+    d = np.full(cap, gs, dtype=np.int64)
+    if a + 1 < f.size and f[-1] - f[a] >= gs:  # a < X: the steps reach F(a) + GS within f
+        part = f[a : a + cap] - f[a]
+        d[: part.size] = np.minimum(part, gs)
+        return d
+    total, x = 0, a  # a small universe whose a_m passes X: the steps one by one
+    for t in range(cap):
+        if total >= gs:
+            break
+        d[t] = total
+        total += 3 * binom(x, k - 1) + x * binom(x, k - 2)
+        x += 1
+    return d
+
+
+@functools.lru_cache(maxsize=16)
+def _steps_to_twice_gs(k: int, n: int) -> np.ndarray:
+    """``F(x)`` from ``x = 0`` until ``F(x) >= 2 GS``, as int64 (callers check ``2 GS < 2^62``):
+    for ``a < X`` every ``F(a + t) - F(a)`` below ``GS`` lies in it (``F(a) < GS``)."""
+    f = list(steps_sum(k, n))
+    gs = global_sensitivity("ktriangle", k, n)
+    while f[-1] < 2 * gs:
+        a = len(f) - 1
+        f.append(f[-1] + 3 * binom(a, k - 1) + a * binom(a, k - 2))
+    return np.array(f, dtype=np.int64)
+
+
+def ktriangle_family(k: int, n: int, bottom: int, top: int, limit: int) -> list[tuple[int, int, int]] | None:
+    """Every ladder a graph on ``n`` nodes can have whose k-triangle ``c_k`` lies in ``[bottom, top]``,
+    as ``(a, LS_low, LS_high)``: Theorem 5.7's ladder is fixed by ``a = a_m`` and ``LS``, and
+    ``C(a, k) <= LS <= C(a, k) + 2 a C(a, k-1)`` (Lemma 5.5, [ktriangle]) [family]. ``c_k`` grows
+    with ``LS`` and, at the least ``LS``, with ``a`` (the ladder does, pointwise), so each ``a``
+    holds an interval of ``LS`` and the ``a`` end where the least ladder's statistic passes
+    ``top``. None when there are more than ``limit`` ladders (the caller falls back to the band).
+    """
+    if not 0 < 2 * global_sensitivity("ktriangle", k, n) < 2**62:
+        return None  # the offsets would pass int64 (GS = 0: every bar is 0 anyway)
+    out, count = [], 0
+    for a in range(n - 1):  # a_m <= N - 2
+        first, last = binom(a, k), binom(a, k) + 2 * a * binom(a, k - 1)
+        if int(ktriangle_statistics(k, n, a, np.array([first]))[0][0]) > top:
+            break
+        lo = _least_ls(k, n, a, first, last, bottom)  # least LS with c >= bottom
+        hi = _least_ls(k, n, a, first, last, top + 1) - 1  # largest LS with c <= top
+        if lo <= hi:
+            count += hi - lo + 1
+            if count > limit:
+                return None
+            out.append((a, lo, hi))
+    return out
+
+
+def _least_ls(k: int, n: int, a: int, first: int, last: int, statistic: int) -> int:
+    """The least ``LS`` in ``[first, last]`` whose ``c_k`` is at least ``statistic`` (``last + 1``:
+    none), by bisection: ``c_k`` grows with ``LS``."""
+    lo, hi = first, last + 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if int(ktriangle_statistics(k, n, a, np.array([mid]))[0][0]) >= statistic:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 def _until_limit(values: list[int], limit: int, cap: int) -> tuple[list[int], int]:

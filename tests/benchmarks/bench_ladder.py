@@ -4,7 +4,7 @@ Not part of the test suite (timings are reported, not asserted). Run:
 
     python tests/benchmarks/bench_ladder.py [--repeat 5]
     python tests/benchmarks/bench_ladder.py --intervals [--runs 600] [--epsilons 0.1,0.4,1.6]
-        [--graphs road,rgg,er,powerlaw,wormnet,karate] [--share 0.2] [--out after.jsonl]
+        [--graphs road,rgg,er,powerlaw,wormnet,karate] [--share 0.2] [--exact] [--out after.jsonl]
     python tests/benchmarks/bench_ladder.py --compare before.jsonl after.jsonl [--long]
     python tests/benchmarks/bench_ladder.py --cost
 
@@ -19,7 +19,11 @@ interval as the SQL answer clamps it at zero) and, beside it, the 99.9% one-side
 lower bound on the true coverage given that many hits (Clopper-Pearson), how often the
 interval collapsed to ``[0, 0]`` below a positive count, and the floor: the exact 95% quantile
 of |X - f| divided by its exact mean (what an error bar that knew the private ladder would
-give). It uses only ``ladder_function`` and ``release_with_interval``, so the same script
+give). With ``--exact`` it also prints the mean half-width over the mean error and the coverage
+summed over the width statistic's exact noise law instead of sampled (the half-width is a function
+of the noisy statistic; the count's noise is independent of it): the expectations the sampled
+columns estimate, the coverage unclamped (a lower bound on the clamped one's). It uses only
+``ladder_function`` and ``release_with_interval``, so the same script
 measures an earlier release of the package (put it first on ``PYTHONPATH``); ``--out`` writes
 the rows as JSON lines and ``--compare`` prints two such files side by side as a Markdown table
 (with ``--long``, one row per graph, query and ε: both ratios, both coverages with their bounds,
@@ -53,7 +57,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "mechanisms"))  # the error-bar tests' exact law
 
-from ladder_exact import exact_mean_error  # noqa: E402
+from ladder_exact import exact_mean_error, over_the_noise  # noqa: E402
 from ladder_utility import load_gene_network  # noqa: E402
 
 from dpgate.mechanisms import graphs  # noqa: E402
@@ -84,6 +88,8 @@ def main() -> None:
     ap.add_argument("--graphs", default="road,rgg,er,powerlaw,wormnet,karate")
     ap.add_argument("--queries", default="triangle,kstar2,kstar3,ktriangle2,kclique4")
     ap.add_argument("--share", type=float, default=None, help="interval_share (default: the package's)")
+    ap.add_argument("--exact", action="store_true",
+                    help="also sum the mean half-width and the miss probability over the statistic's noise")
     ap.add_argument("--out", default=None, help="also write the rows as JSON lines here")
     ap.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"), help="two --out files as a Markdown table")
     ap.add_argument("--long", action="store_true", help="with --compare: one row per graph, query and ε")
@@ -97,7 +103,8 @@ def main() -> None:
         return
     if args.intervals:
         epsilons = [float(e) for e in args.epsilons.split(",")]
-        intervals(args.runs, epsilons, args.graphs.split(","), args.queries.split(","), args.share, args.out)
+        intervals(args.runs, epsilons, args.graphs.split(","), args.queries.split(","), args.share, args.out,
+                  args.exact)
         return
 
     t = time.perf_counter()
@@ -216,7 +223,8 @@ QUERY_NAMES = {"triangle": ("triangle", None), "kstar2": ("kstar", 2), "kstar3":
                "ktriangle2": ("ktriangle", 2), "kclique4": ("kclique", 4)}  # fmt: skip
 
 
-def intervals(runs: int, epsilons: list[float], names: list[str], queries: list[str], share, out) -> None:
+def intervals(runs: int, epsilons: list[float], names: list[str], queries: list[str], share, out,
+              exact: bool = False) -> None:
     import json
 
     from dpgate.mechanisms.ladder import LadderMechanism
@@ -231,7 +239,8 @@ def intervals(runs: int, epsilons: list[float], names: list[str], queries: list[
     print(f"package: {Path(dpgate.__file__).parent}; {runs} releases per row; interval_share "
           f"{'the default' if share is None else share}")
     print(f"{'graph':<9} {'query':<12} {'f':>12} {'ε':>4} {'mean |err|':>11} {'± / |err|':>9} {'floor':>6} "
-          f"{'coverage':>8} {'≥ (99.9%)':>9} {'[0, 0]':>6} {'s/release':>9}")  # fmt: skip
+          f"{'coverage':>8} {'≥ (99.9%)':>9} {'[0, 0]':>6} {'s/release':>9}"
+          + (f" {'exact ±/|err|':>13} {'exact cover':>11}" if exact else ""))  # fmt: skip
     for name in names:
         edges, n = available[name]
         for label in queries:
@@ -259,8 +268,13 @@ def intervals(runs: int, epsilons: list[float], names: list[str], queries: list[
                        "mean_half_width": float(np.mean(widths)), "ratio": float(np.mean(widths)) / mean_error,
                        "floor": floor, "runs": runs, "hits": hits, "coverage_low": _coverage_bound(hits, runs, 1e-3),
                        "collapsed": collapsed}  # fmt: skip
+                extra = ""
+                if exact:  # the same two quantities summed over the statistic's exact law, not sampled
+                    miss, mean_width = over_the_noise(lf, eps, r.interval.epsilon_width / eps, 0.05)
+                    row.update(exact_ratio=mean_width / mean_error, exact_coverage=1 - miss)
+                    extra = f" {row['exact_ratio']:>13.2f} {1 - miss:>11.4f}"
                 print(f"{name:<9} {label:<12} {lf.value:>12,} {eps:>4} {mean_error:>11.4g} {row['ratio']:>9.1f} "
-                      f"{floor:>6.1f} {hits / runs:>8.3f} {row['coverage_low']:>9.3f} {collapsed:>6} {seconds:>9.3f}",
+                      f"{floor:>6.1f} {hits / runs:>8.3f} {row['coverage_low']:>9.3f} {collapsed:>6} {seconds:>9.3f}{extra}",
                       flush=True)  # fmt: skip
                 if sink:
                     sink.write(json.dumps(row) + "\n")
