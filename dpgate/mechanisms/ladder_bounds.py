@@ -592,7 +592,8 @@ class _Family:
             return None
         reach = 0  # the rung at which the narrowest ladder passes the ceiling: each a's least LS
         for a, lo, _ in family:
-            widths = np.minimum(lo + ladder_widths.ktriangle_statistics(k, n, a, np.array([lo]))[2], gs)
+            d = ladder_widths.ktriangle_offsets(k, n, a, FAMILY_WORK // window)
+            widths = np.minimum(lo + d, gs)
             reach = max(reach, int(np.searchsorted(np.cumsum(widths), ceiling, side="left")) + 1)
         rungs = reach + window
         ladders = sum(hi - lo + 1 for _, lo, hi in family)
@@ -605,8 +606,8 @@ class _Family:
         t = np.arange(rungs)
         for a, lo, hi in family:
             ls = np.arange(lo, hi + 1, dtype=np.int64)
-            _, below, d = ladder_widths.ktriangle_statistics(k, n, a, ls)
-            d = np.concatenate([d, np.full(max(rungs - d.size, 0), gs, np.int64)])[:rungs]
+            _, below = ladder_widths.ktriangle_statistics(k, n, a, ls)
+            d = ladder_widths.ktriangle_offsets(k, n, a, rungs)
             rows.append(np.where(t[None, :] < below[:, None], np.minimum(ls[:, None] + d[None, :], gs), gs))
         widths = np.concatenate(rows).astype(np.float64)
         self.hi = np.cumsum(widths, axis=1)  # D_{u+1}: rung u + 1 holds (D_u, D_{u+1}]

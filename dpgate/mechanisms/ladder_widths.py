@@ -85,7 +85,7 @@ from dpgate.mechanisms.graphs import kclique_path, statistic_range
 from dpgate.mechanisms.width_statistics import triangle_psi
 from dpgate.mechanisms.graphs import ktriangle_steps_sum as steps_sum
 
-__all__ = ["Widths", "ktriangle_family", "ktriangle_statistics", "width_bounds"]
+__all__ = ["Widths", "ktriangle_family", "ktriangle_offsets", "ktriangle_statistics", "width_bounds"]
 
 Widths = tuple[list[int], int]  # a ladder's widths until it becomes constant, and that constant
 
@@ -284,38 +284,41 @@ def _pair_fails(a: np.ndarray, b: np.ndarray, n: int, knee: int, c: int) -> np.n
     return np.any(ls > psi, axis=1)
 
 
-def ktriangle_statistics(k: int, n: int, a: int, ls: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(c_k, M, D)`` of Theorem 5.7's ladder for ``a_m = a`` and each ``LS`` in ``ls`` [family]:
-    the shift statistic (``graphs.ktriangle_shift_statistic`` of these rungs), the number of rungs
-    below ``GS`` (``graphs._closed_rungs``: at most the public cap) and ``D_t = min(F(a + t) -
-    F(a), GS)`` for ``t`` below the cap. Closed form, checked against the scalar code: for
-    ``c >= a``, ``F(c + t) - F(a + t)`` grows with ``t`` (``U`` does), so ``t = 0`` binds and
-    ``c >= a`` holds iff ``F(c) >= LS``; for ``c < a`` it shrinks, so the last rung below
-    ``GS``, ``t = M - 1``, binds."""
-    gs, cap = global_sensitivity("ktriangle", k, n), convergence_cap(n)
-    d = _ktriangle_offsets(k, n, a)
-    f = np.array(steps_sum(k, n), dtype=np.int64)  # F(x) for x <= X, F(X) >= GS
-    ls = np.asarray(ls, dtype=np.int64)
-    rungs = np.searchsorted(d, gs - ls, side="left")  # first t with LS + D_t >= GS (cap: none)
-    last = np.where(rungs > 0, ls + d[np.maximum(rungs - 1, 0)], 0)  # the last rung below GS
-    below = np.searchsorted(f, last, side="left") - (rungs - 1)  # least c < a meeting t = M - 1
-    above = np.maximum(a, np.searchsorted(f, ls, side="left"))  # least c >= a: F(c) >= LS
-    core = np.where(rungs == 0, 0, np.where(below < a, np.maximum(below, 0), above))
-    return np.maximum(core, len(f) - 1 - rungs), rungs, d
-
-
-@functools.lru_cache(maxsize=256)
-def _ktriangle_offsets(k: int, n: int, a: int) -> np.ndarray:
-    """``D_t = min(F(a + t) - F(a), GS)`` for ``t`` below the public cap, as int64."""
+def ktriangle_statistics(k: int, n: int, a: int, ls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(c_k, M)`` of Theorem 5.7's ladder for ``a_m = a`` and each ``LS`` in ``ls`` [family]: the
+    shift statistic (``graphs.ktriangle_shift_statistic`` of these rungs) and the number of rungs
+    below ``GS`` (``graphs._closed_rungs``: at most the public cap). Closed form, checked against
+    the scalar code: for ``c >= a``, ``F(c + t) - F(a + t)`` grows with ``t`` (``U`` does), so
+    ``t = 0`` binds and ``c >= a`` holds iff ``F(c) >= LS``; for ``c < a`` it shrinks, so the last
+    rung below ``GS``, ``t = M - 1``, binds. Callers check ``2 GS < 2^62`` (int64)."""
     gs, cap = global_sensitivity("ktriangle", k, n), convergence_cap(n)
     f = _steps_to_twice_gs(k, n)
-    d = np.full(cap, gs, dtype=np.int64)
+    ls = np.asarray(ls, dtype=np.int64)
+    if a + 1 < f.size and f[-1] - f[a] >= gs:  # a < X: F(a) + GS lies within f
+        rungs = np.clip(np.searchsorted(f, f[a] + gs - ls, side="left") - a, 0, cap)  # first LS + D_t >= GS
+        last = np.where(rungs > 0, ls + f[np.maximum(a + rungs - 1, a)] - f[a], 0)  # the last rung below GS
+    else:  # a small universe whose a_m passes X
+        d = ktriangle_offsets(k, n, a, cap)
+        rungs = np.searchsorted(d, gs - ls, side="left")
+        last = np.where(rungs > 0, ls + d[np.maximum(rungs - 1, 0)], 0)
+    x_end = len(steps_sum(k, n)) - 1  # F(X) >= GS
+    below = np.searchsorted(f[: x_end + 1], last, side="left") - (rungs - 1)  # least c < a meeting t = M - 1
+    above = np.maximum(a, np.searchsorted(f[: x_end + 1], ls, side="left"))  # least c >= a: F(c) >= LS
+    core = np.where(rungs == 0, 0, np.where(below < a, np.maximum(below, 0), above))
+    return np.maximum(core, x_end - rungs), rungs
+
+
+def ktriangle_offsets(k: int, n: int, a: int, length: int) -> np.ndarray:
+    """``D_t = min(F(a + t) - F(a), GS)`` for ``t < length``, as int64 (``2 GS < 2^62``)."""
+    gs = global_sensitivity("ktriangle", k, n)
+    f = _steps_to_twice_gs(k, n)
+    d = np.full(length, gs, dtype=np.int64)
     if a + 1 < f.size and f[-1] - f[a] >= gs:  # a < X: the steps reach F(a) + GS within f
-        part = f[a : a + cap] - f[a]
+        part = f[a : a + length] - f[a]
         d[: part.size] = np.minimum(part, gs)
         return d
-    total, x = 0, a  # a small universe whose a_m passes X: the steps one by one
-    for t in range(cap):
+    total, x = 0, a  # past X (small universes): the steps one by one
+    for t in range(length):
         if total >= gs:
             break
         d[t] = total
@@ -340,19 +343,31 @@ def ktriangle_family(k: int, n: int, bottom: int, top: int, limit: int) -> list[
     """Every ladder a graph on ``n`` nodes can have whose k-triangle ``c_k`` lies in ``[bottom, top]``,
     as ``(a, LS_low, LS_high)``: Theorem 5.7's ladder is fixed by ``a = a_m`` and ``LS``, and
     ``C(a, k) <= LS <= C(a, k) + 2 a C(a, k-1)`` (Lemma 5.5, [ktriangle]) [family]. ``c_k`` grows
-    with ``LS`` and, at the least ``LS``, with ``a`` (the ladder does, pointwise), so each ``a``
-    holds an interval of ``LS`` and the ``a`` end where the least ladder's statistic passes
-    ``top``. None when there are more than ``limit`` ladders (the caller falls back to the band).
+    with ``LS`` and, at either end of ``LS``'s range, with ``a`` (the ladder does, pointwise), so
+    each ``a`` holds an interval of ``LS``, the ``a`` begin where the widest ladder's statistic
+    reaches ``bottom`` and end where the least one's passes ``top``. None when there are more
+    than ``limit`` ladders (the caller falls back to the band).
     """
     if not 0 < 2 * global_sensitivity("ktriangle", k, n) < 2**62:
         return None  # the offsets would pass int64 (GS = 0: every bar is 0 anyway)
-    out, count = [], 0
-    for a in range(n - 1):  # a_m <= N - 2
+    def ends(a: int) -> tuple[int, int, int, int]:  # LS's range for a, and the statistics at its ends
         first, last = binom(a, k), binom(a, k) + 2 * a * binom(a, k - 1)
-        if int(ktriangle_statistics(k, n, a, np.array([first]))[0][0]) > top:
+        least, most = (int(c) for c in ktriangle_statistics(k, n, a, np.array([first, last]))[0])
+        return first, last, least, most
+
+    # the largest LS's ladder also grows with a: skip, by bisection, the a whose ladders all lie below
+    start = bisect.bisect_left(range(n - 1), True, key=lambda a: ends(a)[3] >= bottom)
+    out, count = [], 0
+    for a in range(start, n - 1):  # a_m <= N - 2
+        first, last, least, most = ends(a)
+        if least > top:
             break
-        lo = _least_ls(k, n, a, first, last, bottom)  # least LS with c >= bottom
-        hi = _least_ls(k, n, a, first, last, top + 1) - 1  # largest LS with c <= top
+        if last - first < 4096:  # every LS at once
+            stats = ktriangle_statistics(k, n, a, np.arange(first, last + 1))[0]
+            lo, hi = first + int(np.searchsorted(stats, bottom)), first + int(np.searchsorted(stats, top, "right")) - 1
+        else:
+            lo = _least_ls(k, n, a, first, last, bottom)  # least LS with c >= bottom
+            hi = _least_ls(k, n, a, first, last, top + 1) - 1  # largest LS with c <= top
         if lo <= hi:
             count += hi - lo + 1
             if count > limit:
