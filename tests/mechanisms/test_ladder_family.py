@@ -139,3 +139,25 @@ def test_exact_coverage_with_the_family(monkeypatch, epsilon):
     ladder_bounds._max_half_width.cache_clear()
     assert 1e-6 < miss <= ALPHA
     assert any(b is not None for b in built)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_every_graph_s_ladder_is_a_member_of_its_statistic_s_family(seed):
+    """The link from graphs to the family: a graph's ladder (as the release computes it) is the
+    ladder of its (a_m, LS), with LS within Lemma 5.5's range, and it is listed in the family of
+    its own statistic. Random graphs from sparse to dense, cliques and stars."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(6, 40))
+    p = float(rng.choice([0.05, 0.2, 0.5, 0.9]))
+    graphs_ = [nx.gnp_random_graph(n, p, seed=seed), nx.complete_graph(n), nx.star_graph(n - 1),
+               nx.powerlaw_cluster_graph(n, 2, 0.6, seed=seed)]  # fmt: skip
+    for g in graphs_:
+        edges = graphs.simple_edges(*np.array(g.edges()).T)
+        for k in (1, 2, 3):
+            lf = ladder_function(edges, n, "ktriangle", k)
+            a, ls = graphs.Graph(edges, n).max_common_neighbours(), graphs.local_sensitivity(edges, n, "ktriangle", k)
+            assert binom(a, k) <= ls <= binom(a, k) + 2 * a * binom(a, k - 1)
+            stat, rungs = (int(v[0]) for v in ladder_widths.ktriangle_statistics(k, n, a, np.array([ls])))
+            assert (stat, rungs) == (lf.width_statistic, len(lf.rungs))
+            family = ladder_widths.ktriangle_family(k, n, stat, stat, 10**6)
+            assert any(x == a and lo <= ls <= hi for x, lo, hi in family)
