@@ -30,7 +30,7 @@ from dpgate.catalog import hooks as _owner_hooks
 from dpgate.catalog.owner import Owner
 from dpgate.release import ReleaseInfo, Result
 
-__version__ = "0.30.0"
+__version__ = "0.31.0"
 
 apilevel = "2.0"
 threadsafety = 1

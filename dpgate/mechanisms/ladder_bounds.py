@@ -577,7 +577,7 @@ class _Family:
     """Every k-triangle ladder whose statistic lies in a cell's range, each ladder apart [family]:
     ``ok(m, β)`` is True only if each misses with at most ``β`` at ``h``. Rungs past ``R`` are
     counted at ``GS`` (the widest a rung can be), so each miss is bounded above; ``R`` reaches
-    past the widest ladder's rung at the cell's ceiling by ``ln(GS / (β 10^-12)) / h`` rungs."""
+    past the narrowest ladder's rung at the cell's ceiling by ``ln(GS / (β 10^-12)) / h`` rungs."""
 
     @classmethod
     def of(cls, k: int, n: int, bottom: int, top: int, h: float, ceiling: int, beta: float) -> "_Family | None":

@@ -48,11 +48,11 @@ is covered by ``L(lo)`` and ``U(hi)``):
   ``LS + F(a + t0) - F(a) > F(c - 1 + t0)``, and ``F(c - 1 + t) - F(a + t)`` is non-decreasing
   (``U`` is), so already ``LS > F(c - 1)``; with ``LS <= G(a)``, ``a >= a_lo``, the least ``a``
   with ``G(a) > F(c - 1)``, and ``I_t >= min(F(c - 1) + 1 + F(a_lo + t) - F(a_lo), GS)``. The
-  lower ladder is the smaller of the two; both grow with ``c``. [family]: the ladder is fixed by
-  ``(a, LS)``, so :func:`ktriangle_family` lists every ladder whose ``c_k`` lies in a range
-  (``ladder_bounds`` bounds each where they are few, instead of the band between ``L`` and ``U``). Where ``a_m`` bounded ``LS`` by
+  lower ladder is the smaller of the two; both grow with ``c``. Where ``a_m`` bounded ``LS`` by
   ``G(a_m)``, which grows like the square of the noise on ``a_m``, ``c_k`` pays for its noise
-  one rung at a time;
+  one rung at a time. [family]: the ladder is fixed by ``(a, LS)``, so :func:`ktriangle_family`
+  lists every ladder whose ``c_k`` lies in a range, and ``ladder_bounds`` bounds each of them
+  where they are few, instead of the band between ``L`` and ``U``;
 - k-stars, [kstar]: ``I_t = LS(g, t) = max over pairs of S_t(x, y)`` (Lemma 5.3, ``x >= y`` the
   pair's ``d'``). Upper: ``U_t(c) = C(c + t, k-1)`` while ``c + t <= N - 2``, then ``GS``, by the
   definition of ``c = c_k``. Lower: ``c - 1`` fails at some ``t0`` with ``c - 1 + t0 <= N - 2``,
@@ -350,6 +350,7 @@ def ktriangle_family(k: int, n: int, bottom: int, top: int, limit: int) -> list[
     """
     if not 0 < 2 * global_sensitivity("ktriangle", k, n) < 2**62:
         return None  # the offsets would pass int64 (GS = 0: every bar is 0 anyway)
+
     def ends(a: int) -> tuple[int, int, int, int]:  # LS's range for a, and the statistics at its ends
         first, last = binom(a, k), binom(a, k) + 2 * a * binom(a, k - 1)
         least, most = (int(c) for c in ktriangle_statistics(k, n, a, np.array([first, last]))[0])
