@@ -78,11 +78,17 @@ def status_line(result: Result, *, rows: bool = True, intervals: bool = True) ->
         if rel.delta:
             text += f", δ {rel.delta_remaining:g}"
         if result.columns and intervals_shown(result, intervals):  # the label follows what is shown
-            text += f" · {100 * (1 - rel.alpha):g}% intervals"
+            text += f" · {confidence_label(rel.alpha)} intervals"
         text += f" · {rel.mechanism}"
         if not rel.private:
             text += " · NOT PRIVATE (test seed)"
     return text
+
+
+def confidence_label(alpha: float) -> str:
+    """``95%``, ``99.9%``, ``99.9999999%``: the level in full (``:g`` rounds 1 - 10^-9 to 100%,
+    which no interval is), from 12 significant digits so float noise does not show."""
+    return f"{100 * (1 - alpha):.12g}%"
 
 
 def cost_line(result: Result, intervals: bool = True) -> str | None:
@@ -93,7 +99,7 @@ def cost_line(result: Result, intervals: bool = True) -> str | None:
     text = (f"cost: ε {rel.epsilon:g}, δ {rel.delta:g} · your quota left: ε {rel.epsilon_remaining:g}, "
             f"δ {rel.delta_remaining:g} · {rel.mechanism}")  # fmt: skip
     if result.columns and intervals_shown(result, intervals):
-        text += f" · {100 * (1 - rel.alpha):g}% intervals"
+        text += f" · {confidence_label(rel.alpha)} intervals"
     if not rel.private:
         text += " · NOT PRIVATE (test seed)"
     return text

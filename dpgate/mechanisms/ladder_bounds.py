@@ -88,7 +88,8 @@ has weight 1, each integer on rung ``u`` (``I_{u-1}`` of them on each side) ``e^
   error bar 6 to 80 times the actual error.
 
 **Cost:** bounded from public numbers, whatever ε and alpha: per cell (at most
-``len(CELL_EDGES)``), ``O(len(L) + len(U))`` per probe of [sandwich] (``len <= 3N + 3``) and at
+``len(CELL_EDGES)``, and ``(ln(2/alpha) - 4.5)/CELL_STEP`` more below ``alpha`` ≈ 0.02: 37 at
+``alpha`` = 10⁻⁹), ``O(len(L) + len(U))`` per probe of [sandwich] (``len <= 3N + 3``) and at
 most ``BAND_WORK`` pairs per probe of [band] or ``FAMILY_WORK`` entries per probe of [family],
 about 40 probes each (a binary search to 0.2%).
 Floating point (float64, like :class:`_Shape`): the cells keep ``1e-9`` of alpha in reserve for
@@ -231,6 +232,9 @@ def _smallest(ok, rel: float = 0.0, hi: int | None = None, lo: int = 0) -> int:
 #: in units of the noise's scale, on ``Z = ŝ - s`` (negative: the graph's statistic lies above
 #: ``ŝ``); ``Z`` below the first edge is left uncovered.
 CELL_EDGES = (-4.5, -3.75, -3.0, -2.5, -2.0, -1.5, -1.0, -0.5, -0.25, 0.0, 0.25, 0.5, 1.0, 1.75, 2.75)
+#: Below ``alpha`` ≈ 0.02, cells are added under the first edge, this many scales apart, until
+#: the noise left uncovered is at most a quarter of ``alpha`` (:func:`_cell_edges`).
+CELL_STEP = 0.75
 #: A cell whose midpoint lies ``x < 0`` noise scales below 0 gets ``e^{CELL_TILT |x|}`` times the
 #: miss probability of the cells at ``Z >= 0``. Public constants, chosen on road-like, random and
 #: power-law graphs against the best calibration of the same noise (docs/queries/graphs.md).
@@ -271,7 +275,7 @@ def statistic_cells(epsilon_width: float, alpha: float) -> tuple[tuple[int, int 
     def at_most(z: int) -> float:  # P(Z <= z)
         return a ** (-z) / (1 + a) if z < 0 else 1 - a ** (z + 1) / (1 + a)
 
-    edges = sorted({math.floor(x / rate) for x in CELL_EDGES})
+    edges = sorted({math.floor(x / rate) for x in _cell_edges(alpha)})
     cells, probs, weights = [], [], []
     for lo, nxt in zip(edges, edges[1:] + [None]):
         hi = None if nxt is None else nxt - 1
@@ -294,6 +298,17 @@ def statistic_cells(epsilon_width: float, alpha: float) -> tuple[tuple[int, int 
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if total(mid) <= budget else (lo, mid)
     return tuple((z_lo, z_hi, min(MAX_CELL_MISS, lo * w * alpha)) for (z_lo, z_hi), w in zip(cells, weights))
+
+
+def _cell_edges(alpha: float) -> tuple[float, ...]:
+    """``CELL_EDGES``, continued below in steps of ``CELL_STEP`` scales until the noise beyond the
+    first edge (``P(Z < z) ≈ e^{-|z|}/2`` in scales) is at most a quarter of ``alpha``: a small
+    ``alpha`` (below about 0.02) needs statistics further above ``ŝ`` covered, or no miss
+    probability would be left for the cells."""
+    edges = list(CELL_EDGES)
+    while math.exp(edges[0]) / 2 > alpha / 4:
+        edges.insert(0, edges[0] - CELL_STEP)
+    return tuple(edges)
 
 
 class _Band:

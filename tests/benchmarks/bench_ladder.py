@@ -333,7 +333,8 @@ def compare_long(before_path: str, after_path: str) -> None:
     error before and after, the floor (after: the exact 95% quantile of |X - f| over its mean at
     the count's ε), the count's own mean error after over before (a larger share of ε on the
     error bar leaves less for the count), the half-width itself after over before, and each
-    coverage with its 99.9% binomial lower bound."""
+    coverage with its 99.9% binomial lower bound; from two ``--exact`` runs, also the ratios before
+    and after and the coverage after summed over the statistic's noise."""
     import json
 
     def load(path):
@@ -343,9 +344,10 @@ def compare_long(before_path: str, after_path: str) -> None:
         return f"{r['hits'] / r['runs']:.3f} (≥ {r['coverage_low']:.3f})"
 
     before, after = load(before_path), load(after_path)
+    exact = all("exact_ratio" in r for r in [*before.values(), *after.values()])  # --exact runs: both sums too
     print("| graph | subgraph | ε | ± / mean error before | after | floor | count error × | ± × | coverage before | "
-          "coverage after |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "coverage after |" + (" summed: ± / mean error before | after | coverage after |" if exact else ""))  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|" + ("---|---|---|" if exact else ""))
     for key, a in after.items():
         b = before.get(key)
         if b is None:
@@ -353,8 +355,9 @@ def compare_long(before_path: str, after_path: str) -> None:
         graph, query, eps = key
         change = a["mean_error"] / b["mean_error"]
         narrower = a["mean_half_width"] / b["mean_half_width"]
+        summed = f" {b['exact_ratio']:.2f} | {a['exact_ratio']:.2f} | {a['exact_coverage']:.4f} |" if exact else ""
         print(f"| {graph} | {query} | {eps:g} | {b['ratio']:.1f} | {a['ratio']:.1f} | {a['floor']:.1f} | "
-              f"{change:.2f} | {narrower:.2f} | {cover(b)} | {cover(a)} |")  # fmt: skip
+              f"{change:.2f} | {narrower:.2f} | {cover(b)} | {cover(a)} |{summed}")  # fmt: skip
 
 
 def _through_sql(repeat: int) -> list[tuple[str, float, str]]:

@@ -200,6 +200,18 @@ def test_sampled_coverage_at_small_epsilon():
     assert hits / runs >= 0.95 - 3 * math.sqrt(0.95 * 0.05 / runs)
 
 
+@pytest.mark.parametrize("alpha", [1e-3, 1e-6])
+def test_calibrated_error_bar_covers_exactly_at_a_small_alpha(alpha):
+    """Below alpha ≈ 0.02 the cells reach further above the noisy statistic (else the noise beyond
+    the first cell alone used up alpha, and the calibration failed); the miss summed over both
+    laws stays within alpha."""
+    assert len(ladder_bounds.statistic_cells(0.2, alpha)) > len(ladder_bounds.statistic_cells(0.2, 0.05))
+    for query, k in (("triangle", None), ("ktriangle", 2)):
+        lf = ladder_function(KARATE, 34, query, k)
+        miss, _ = over_the_noise(lf, 1.0, 0.2, alpha, tail=alpha * 1e-3)
+        assert miss <= alpha, (query, miss)
+
+
 def test_statistic_cells_at_an_epsilon_whose_noise_underflows():
     """exp(-ε) is 0.0 in doubles from ε ≈ 745 on (a math domain error, then a range error, once
     raised from planning TRIANGLE_COUNT at ε = 10,000): the noise is 0, every cell but the one

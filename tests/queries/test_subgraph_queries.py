@@ -15,6 +15,7 @@ import pytest
 import dpgate
 from dpgate import errors
 from dpgate.catalog.owner import Owner
+from dpgate.interfaces.render import confidence_label
 
 from conftest import TEST_SEED, fetch
 
@@ -111,6 +112,20 @@ def test_interval_coverage_at_epsilon_one(alice):
         misses += not lo <= TRUE["triangles"] <= hi
     # P(more than 9 misses in 60 at a 5% rate) < 0.01; the interval is conservative anyway.
     assert misses <= 9
+
+
+@pytest.mark.parametrize("alpha", [1e-3, 1e-6, 1e-9])
+def test_a_small_alpha_widens_the_error_bar_instead_of_failing(alice, alpha):
+    """The calibration cells cover statistics further above the noisy one when alpha is small
+    (they used to leave no miss probability for the count below alpha ≈ 0.005, and the statement
+    failed with a bare ValueError after planning); the footer states the level in full."""
+    body = "TRIANGLE_COUNT(src, dst) AS t, KTRIANGLE_COUNT(src, dst, 2) AS k FROM karate"
+    _, wide = fetch(alice, q(f"epsilon = 1, alpha = {alpha}", body))
+    _, usual = fetch(alice, q("epsilon = 1", body))
+    for name in ("t", "k"):
+        (lo, hi), (ulo, uhi) = wide.release.intervals[0][name], usual.release.intervals[0][name]
+        assert hi - lo > uhi - ulo
+    assert confidence_label(alpha) == {1e-3: "99.9%", 1e-6: "99.9999%", 1e-9: "99.9999999%"}[alpha]
 
 
 def test_small_counts_never_read_zero_zero_and_say_the_noise_dominates(alice):

@@ -29,7 +29,7 @@ const dpAnalyst = (() => {
       const c = env.cost;
       lines.push(el("li", { class: "cost" }, `cost: ε ${fmtEpsilon(c.epsilon)}` + (c.delta ? `, δ ${c.delta}` : "") +
         ` · your quota left: ε ${fmtEpsilon(c.epsilon_remaining)} · ${c.mechanism}` +
-        ` · ${Math.round(100 * c.confidence)}% intervals` + (c.remembered ? ` · answered again from ${c.remembered} (free)` : "")));
+        ` · ${parseFloat((100 * c.confidence).toPrecision(12))}% intervals` + (c.remembered ? ` · answered again from ${c.remembered} (free)` : "")));
       if (!c.private) lines.push(el("li", { class: "notprivate" }, "NOT PRIVATE: a fixed test seed was used"));
     }
     if (env.population) lines.push(el("li", { class: "population" }, "population: " + env.population.text));
