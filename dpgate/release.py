@@ -390,3 +390,9 @@ def check_post(con: duckdb.DuckDBPyConnection, plan: Any, columns: int) -> None:
         f"The SELECT / HAVING / ORDER BY over the answer cannot run: {failure}", code="DP231",
         hint="fix the expressions over the aggregates; nothing was charged",
     )  # fmt: skip
+
+
+def confidence_label(alpha: float) -> str:
+    """``95%``, ``99.9%``, ``99.9999999%``: an interval's level in full (``:g`` rounds 1 - 10^-9 to
+    100%, which no interval is), from 12 significant digits so float noise does not show."""
+    return f"{100 * (1 - alpha):.12g}%"

@@ -15,7 +15,7 @@ from typing import Any
 
 # The table printer lives in fit; the CLI, the shell and the DB-API import it from here.
 from dpgate.interfaces.fit import EXPANDED, format_records, format_table, wrap_footer, wrap_lines  # noqa: F401
-from dpgate.release import Result
+from dpgate.release import Result, confidence_label
 
 
 def format_value(v: Any) -> str:
@@ -83,12 +83,6 @@ def status_line(result: Result, *, rows: bool = True, intervals: bool = True) ->
         if not rel.private:
             text += " · NOT PRIVATE (test seed)"
     return text
-
-
-def confidence_label(alpha: float) -> str:
-    """``95%``, ``99.9%``, ``99.9999999%``: the level in full (``:g`` rounds 1 - 10^-9 to 100%,
-    which no interval is), from 12 significant digits so float noise does not show."""
-    return f"{100 * (1 - alpha):.12g}%"
 
 
 def cost_line(result: Result, intervals: bool = True) -> str | None:

@@ -21,7 +21,7 @@ from dpgate import errors
 from dpgate.catalog.tables import Catalog
 from dpgate.frontend.classify import Classified
 from dpgate.frontend.settings import Session
-from dpgate.release import Answer
+from dpgate.release import Answer, confidence_label
 
 
 @dataclass
@@ -214,5 +214,5 @@ def explain_head(plan) -> tuple:
         plan.delta,
         None,
         None,
-        f"class {plan.query_class} over {plan.table.name}; error bars at {100 * (1 - s.alpha):g}%",
+        f"class {plan.query_class} over {plan.table.name}; error bars at {confidence_label(s.alpha)}",
     )

@@ -15,7 +15,7 @@ import pytest
 import dpgate
 from dpgate import errors
 from dpgate.catalog.owner import Owner
-from dpgate.interfaces.render import confidence_label
+from dpgate.release import confidence_label
 
 from conftest import TEST_SEED, fetch
 

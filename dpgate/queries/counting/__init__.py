@@ -340,7 +340,7 @@ def _quantiles(plan: CountPlan, exact, idx, noisy: list, subjects, rng) -> list:
         t = qmech.rank_error_bound(eps, agg.components[0].sensitivity, hi_i - lo_i + 1, plan.settings.alpha, agg.level)
         desc = (
             f"exponential mechanism on ranks (sensitivity {agg.components[0].sensitivity}, ε={eps:.4g}, "
-            f"{hi_i - lo_i + 1:,} grid points): with {1 - plan.settings.alpha:.0%} probability the value's rank "
+            f"{hi_i - lo_i + 1:,} grid points): with {release.confidence_label(plan.settings.alpha)} probability the value's rank "
             f"is within {t:,} rows of the true {agg.level:g}-quantile's"
         )
         out[agg.index] = NoisyColumn(values, none, none, False, "exponential (quantile)", eps, desc)
