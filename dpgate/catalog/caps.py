@@ -247,7 +247,8 @@ def usage(con: duckdb.DuckDBPyConnection, analyst: str, key: tuple | None = None
     """The releases ``analyst`` holds (active in the registry, and in the making in this process), their
     rows as recorded, and their estimated bytes as the tables stand (rows times the widths of their
     columns' types: a release's side tables count too), with the long text and lists' elements their
-    registry rows recorded (``releases.string_bytes``)."""
+    registry rows recorded (``releases.string_bytes``; measured now for a release made before they
+    were recorded)."""
     from dpgate.catalog import releases as registry
 
     count = rows = size = 0
@@ -265,7 +266,10 @@ def usage(con: duckdb.DuckDBPyConnection, analyst: str, key: tuple | None = None
             except ValueError:
                 recorded = {}
             extra = recorded.get("extra_tables", [])
-            size += int(recorded.get("string_bytes", 0))  # long text, lists' elements (``releases.record``)
+            if "string_bytes" in recorded:  # long text, lists' elements (``releases.record``)
+                size += int(recorded["string_bytes"])
+            else:  # made before 0.30.0 recorded them: measured from its public tables, as record() does
+                size += registry.string_bytes(con, [str(name).lower(), *(str(n).lower() for n in extra)])
             names += [str(name).lower(), *(str(n).lower() for n in extra)]
         if names:
             for _, n, types in con.execute(

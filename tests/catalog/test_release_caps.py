@@ -394,6 +394,23 @@ def test_long_text_counts_in_the_bytes_held(demo_db):
         assert stored <= 100_000 and caps.usage(o.con, "demo").bytes == stored
 
 
+def test_a_release_made_before_long_text_was_recorded_is_measured(demo_db):
+    """Releases made before 0.30.0 have no recorded long text in the registry: their bytes held are
+    measured from their tables, as when a release is recorded, instead of counted at type widths."""
+    import json
+
+    with dpgate.connect(str(demo_db), analyst="demo", test_seed=1) as con:
+        con.execute("CREATE SYNTHETIC TABLE older FROM adult USING independent WITH (epsilon = 1, "
+                    "columns = 'native_country', rows = 500)")  # fmt: skip
+    with Owner(demo_db) as o:
+        recorded = caps.usage(o.con, "demo").bytes
+        (parameters,) = o.con.execute("SELECT parameters FROM dpgate.release_registry WHERE name = 'older'").fetchone()
+        old = json.loads(parameters)
+        assert old.pop("string_bytes") > 0
+        o.con.execute("UPDATE dpgate.release_registry SET parameters = ? WHERE name = 'older'", [json.dumps(old)])
+        assert caps.usage(o.con, "demo").bytes == recorded
+
+
 LONG = [("a-rather-long-declared-label-number-%02d-" % i) * 3 for i in range(4)]  # 120 bytes each
 
 
