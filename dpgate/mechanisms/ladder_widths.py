@@ -290,7 +290,8 @@ def ktriangle_statistics(k: int, n: int, a: int, ls: np.ndarray) -> tuple[np.nda
     below ``GS`` (``graphs._closed_rungs``: at most the public cap). Closed form, checked against
     the scalar code: for ``c >= a``, ``F(c + t) - F(a + t)`` grows with ``t`` (``U`` does), so
     ``t = 0`` binds and ``c >= a`` holds iff ``F(c) >= LS``; for ``c < a`` it shrinks, so the last
-    rung below ``GS``, ``t = M - 1``, binds. Callers check ``2 GS < 2^62`` (int64)."""
+    rung below ``GS``, ``t = M - 1``, binds. For ``(k, n)`` whose ``ktriangle_family`` is not None
+    (int64 holds the steps)."""
     gs, cap = global_sensitivity("ktriangle", k, n), convergence_cap(n)
     f = _steps_to_twice_gs(k, n)
     ls = np.asarray(ls, dtype=np.int64)
@@ -309,7 +310,7 @@ def ktriangle_statistics(k: int, n: int, a: int, ls: np.ndarray) -> tuple[np.nda
 
 
 def ktriangle_offsets(k: int, n: int, a: int, length: int) -> np.ndarray:
-    """``D_t = min(F(a + t) - F(a), GS)`` for ``t < length``, as int64 (``2 GS < 2^62``)."""
+    """``D_t = min(F(a + t) - F(a), GS)`` for ``t < length``, as int64 (as for ``ktriangle_statistics``)."""
     gs = global_sensitivity("ktriangle", k, n)
     f = _steps_to_twice_gs(k, n)
     d = np.full(length, gs, dtype=np.int64)
@@ -328,15 +329,16 @@ def ktriangle_offsets(k: int, n: int, a: int, length: int) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=16)
-def _steps_to_twice_gs(k: int, n: int) -> np.ndarray:
-    """``F(x)`` from ``x = 0`` until ``F(x) >= 2 GS``, as int64 (callers check ``2 GS < 2^62``):
-    for ``a < X`` every ``F(a + t) - F(a)`` below ``GS`` lies in it (``F(a) < GS``)."""
+def _steps_to_twice_gs(k: int, n: int) -> np.ndarray | None:
+    """``F(x)`` from ``x = 0`` until ``F(x) >= 2 GS``, as int64, or None when a value passes
+    ``2^62`` (one step can exceed ``GS`` by far: ``ktriangle_family`` then lists nothing): for
+    ``a < X`` every ``F(a + t) - F(a)`` below ``GS`` lies in it (``F(a) < GS``)."""
     f = list(steps_sum(k, n))
     gs = global_sensitivity("ktriangle", k, n)
     while f[-1] < 2 * gs:
         a = len(f) - 1
         f.append(f[-1] + 3 * binom(a, k - 1) + a * binom(a, k - 2))
-    return np.array(f, dtype=np.int64)
+    return np.array(f, dtype=np.int64) if f[-1] < 2**62 else None
 
 
 def ktriangle_family(k: int, n: int, bottom: int, top: int, limit: int) -> list[tuple[int, int, int]] | None:
@@ -348,7 +350,7 @@ def ktriangle_family(k: int, n: int, bottom: int, top: int, limit: int) -> list[
     reaches ``bottom`` and end where the least one's passes ``top``. None when there are more
     than ``limit`` ladders (the caller falls back to the band).
     """
-    if not 0 < 2 * global_sensitivity("ktriangle", k, n) < 2**62:
+    if not 0 < 2 * global_sensitivity("ktriangle", k, n) < 2**62 or _steps_to_twice_gs(k, n) is None:
         return None  # the offsets would pass int64 (GS = 0: every bar is 0 anyway)
 
     def ends(a: int) -> tuple[int, int, int, int]:  # LS's range for a, and the statistics at its ends

@@ -111,6 +111,8 @@ def test_a_family_past_its_work_takes_the_band(monkeypatch):
     assert ladder_bounds._Family.of(2, n, 0, top, h, 10**9, 0.05) is None
     assert ladder_bounds._Family.of(2, n, 0, 3, sampling_epsilon(1e-4, n) / 2, 10**9, 0.05) is None
     assert ladder_bounds._Family.of(2, n, 0, 3, h, 10**4, 0.05) is not None
+    # one step of F past 2^62 although 2 GS is below it (k = 51 on 71 nodes): nothing is listed
+    assert ladder_widths.ktriangle_family(51, 71, 0, 5, 10**6) is None
 
 
 def road_like(side: int, seed: int) -> tuple[np.ndarray, int]:
