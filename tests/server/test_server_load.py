@@ -258,9 +258,15 @@ def test_oversized_messages_are_refused_before_they_are_read(small_db):
         # a SASL message over 64 KB before login, a statement over 1 MB after it
         sasl = _startup("nobody") + b"p" + struct.pack("!i", 10_000_000)
         assert b"08P01" in _raw(server, sasl)
-        with psycopg.connect(server.url("alice"), autocommit=True) as con:
+        # closed, not left by a with block: the server refuses the statement while the client is
+        # still sending it, so libpq may keep the connection busy, and leaving the block would send
+        # a COMMIT on it (another OperationalError, outside the one expected)
+        con = psycopg.connect(server.url("alice"), autocommit=True)
+        try:
             with pytest.raises(psycopg.OperationalError):
                 con.execute("SELECT 1 " + " " * (2 * 1024 * 1024))
+        finally:
+            con.close()
         _still_serves(server)
     finally:
         server.stop()
