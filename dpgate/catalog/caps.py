@@ -265,12 +265,12 @@ def usage(con: duckdb.DuckDBPyConnection, analyst: str, key: tuple | None = None
                 recorded = json.loads(parameters) if parameters else {}
             except ValueError:
                 recorded = {}
-            extra = recorded.get("extra_tables", [])
+            tables = [str(name).lower(), *(str(n).lower() for n in recorded.get("extra_tables", []))]
             if "string_bytes" in recorded:  # long text, lists' elements (``releases.record``)
                 size += int(recorded["string_bytes"])
             else:  # made before 0.30.0 recorded them: measured from its public tables, as record() does
-                size += registry.string_bytes(con, [str(name).lower(), *(str(n).lower() for n in extra)])
-            names += [str(name).lower(), *(str(n).lower() for n in extra)]
+                size += registry.string_bytes(con, tables)
+            names += tables
         if names:
             for _, n, types in con.execute(
                 "SELECT t.table_name, any_value(t.estimated_size), list(c.data_type) FROM duckdb_tables() t "

@@ -126,6 +126,7 @@ __all__ = [
     "sampling_epsilon",
     "statistic_cells",
     "width_statistic",
+    "width_statistic_label",
 ]
 
 _INT64_SAFE = (1 << 62) - 1
@@ -445,6 +446,15 @@ def width_statistic(lf: LadderFunction, epsilon_width: float) -> int:
     return width_statistics.triangle_shift_statistic(lf.rungs, lf.n_nodes, knee)
 
 
+def width_statistic_label(query: str, k: int | None, n_nodes: int, epsilon_width: float) -> str:
+    """The name of the statistic an error bar at ``epsilon_width`` releases: ``c_K`` for triangles and
+    k-cliques (the shift statistic with the knee of ``epsilon_width``), else
+    ``graphs.width_statistic_name`` (``a_m`` on public bars, ``epsilon_width = 0``)."""
+    if epsilon_width and statistic_knee(query, k, n_nodes, epsilon_width) is not None:
+        return "c_K"
+    return graphs.width_statistic_name(query)
+
+
 def release_interval(
     lf: LadderFunction,
     released: int,
@@ -461,9 +471,7 @@ def release_interval(
     """
     if epsilon_width < 0 or not math.isfinite(epsilon_width):
         raise ValueError(f"epsilon_width must be >= 0, got {epsilon_width}")
-    name = graphs.width_statistic_name(lf.query)
-    if epsilon_width and statistic_knee(lf.query, lf.k, lf.n_nodes, epsilon_width) is not None:
-        name = "c_K"  # triangles and k-cliques: the shift statistic with the knee of epsilon_width
+    name = width_statistic_label(lf.query, lf.k, lf.n_nodes, epsilon_width)
     if epsilon_width == 0:
         lo, hi = graphs.statistic_range(lf.query, lf.n_nodes, lf.k)
         m = interval_half_width(lf.query, lf.k, lf.n_nodes, epsilon, lo, hi, alpha)  # [bound]

@@ -693,9 +693,7 @@ def explain_rows(plan: SubgraphPlan) -> list[tuple]:
             lo, hi = graphs.statistic_range(c.query, plan.n_nodes, c.k)
             bound = ladder.interval_half_width(c.query, c.k, plan.n_nodes, eps_count, lo, hi, alpha)
         name = f"{c.query}{'' if c.k is None else f' k={c.k}'}"
-        stat = graphs.width_statistic_name(c.query)
-        if eps_width and ladder.statistic_knee(c.query, c.k, plan.n_nodes, eps_width) is not None:
-            stat = "c_K"  # triangles and k-cliques release the shift statistic with the knee of eps_width
+        stat = ladder.width_statistic_label(c.query, c.k, plan.n_nodes, eps_width)
         detail = (
             f"{name}: ε split {eps_count:.4g} on the count (exponential mechanism over the ladder of local "
             f"sensitivities) + {eps_width:.4g} on the error bar (the width statistic {stat}, sensitivity 1, "
